@@ -1,0 +1,102 @@
+/* libvram's private state. */
+#ifndef VRAM_CLIENT_INTERNAL_H
+#define VRAM_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "transport.h"
+#include "vram.h"
+
+#define VC_NO_SLOT UINT32_MAX
+
+/* A chunk this client holds: its handle stays open while held, so a move
+ * between regions never needs the daemon to send the fd again. */
+struct vc_chunk {
+    uint64_t id;
+    int fd;              /* host: the memfd; cuda: the exported fd, closed */
+    uint64_t handle;     /* cuda: CUmemGenericAllocationHandle */
+    uint32_t device;
+    uint32_t region;     /* 0 when not mapped */
+    uint32_t slot;
+};
+
+struct vc_chunk_table {
+    struct vc_chunk *v;
+    size_t cap, n, used; /* used counts tombstones too */
+};
+
+int vc_table_put(struct vc_chunk_table *t, const struct vc_chunk *c);
+struct vc_chunk *vc_table_get(struct vc_chunk_table *t, uint64_t id);
+void vc_table_del(struct vc_chunk_table *t, uint64_t id);
+void vc_table_free(struct vc_chunk_table *t);
+
+struct vc_region {
+    uint32_t id, stage, device;
+    int kind;
+    uint64_t base, lane_stride, chunk_bytes;
+    uint32_t lanes, lane_slots, stride_slots;
+    uint32_t *lane_counts;   /* usable slots per lane */
+    uint64_t *slot_chunk;    /* lanes * stride_slots; UINT64_MAX empty */
+    uint32_t mapped;
+};
+
+struct vc_stage {
+    uint32_t id;
+    struct vram_stage_info info;
+    struct vram_residency res;
+};
+
+/* How chunks become memory in this process: mmap for host chunks, CUDA VMM
+ * for cuda chunks. */
+struct vc_mapper {
+    const char *name;
+    int (*reserve)(vram_client *c, uint64_t base, uint64_t size);
+    void (*unreserve)(vram_client *c, uint64_t base, uint64_t size);
+    int (*import)(vram_client *c, struct vc_chunk *ch, int fd, uint64_t bytes);
+    int (*map)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
+    int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
+    void (*release)(vram_client *c, struct vc_chunk *ch);
+};
+
+extern const struct vc_mapper vc_host_mapper;
+const struct vc_mapper *vc_cuda_mapper(char *why, size_t whylen);
+
+struct pending_map {
+    uint64_t chunk;
+    uint32_t region, slot;
+    int fd;
+};
+
+struct vram_client {
+    int fd;
+    struct vram_wire wire;
+    uint64_t next_id;
+    uint32_t id;
+    char backend[16];
+    char last_error[512];
+    int timeout_ms;
+    bool broken;
+    vram_event_fn cb;
+    void *cb_user;
+    const struct vc_mapper *mapper;
+    struct vc_chunk_table chunks;
+    struct vc_region **regions;
+    size_t nregions;
+    struct vc_stage *stages;
+    size_t nstages;
+    /* the request being waited for */
+    uint64_t await_id;
+    cJSON *reply;
+    struct pending_map *pend;
+    size_t npend, cappend;
+    /* fire-and-forget requests (releases answering recalls) */
+    uint64_t async_ids[64];
+    size_t nasync;
+    int async_error;
+};
+
+#endif

@@ -1,0 +1,61 @@
+/* Backends own physical memory: they create a device's chunks, hand out a
+ * shareable handle for each (an fd on Linux), and scrub or free a chunk when
+ * it leaves its holder. The ledger decides; the backend only does. */
+#ifndef VRAMD_BACKEND_H
+#define VRAMD_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct vd_device_info {
+    uint32_t id;
+    char name[96];
+    char uuid[48];
+    uint64_t total_bytes;  /* what the device has */
+    uint64_t granularity;  /* allocation granularity */
+    bool vmm, posix_fd;
+};
+
+struct vd_backend;
+
+struct vd_backend_ops {
+    const char *name;
+    /* The fd to send for chunk idx of device dev, creating the chunk if it
+     * has no physical memory yet. *close_after: the caller closes the fd once
+     * it is queued (an export makes a new fd each time). */
+    int (*chunk_fd)(struct vd_backend *b, uint32_t dev, uint32_t idx,
+                    int *fd_out, bool *close_after);
+    /* The chunk left its holder for good: no one may see its bytes again. */
+    void (*chunk_drop)(struct vd_backend *b, uint32_t dev, uint32_t idx);
+    /* Off the critical path: make up to n chunks ready. Returns how many it
+     * made (0 when the pool is full). */
+    int (*prefill)(struct vd_backend *b, uint32_t n);
+    /* Open fds held for chunks, for leak accounting. */
+    size_t (*fds_held)(struct vd_backend *b);
+    void (*destroy)(struct vd_backend *b);
+};
+
+struct vd_backend {
+    const struct vd_backend_ops *ops;
+    uint32_t ndev;
+    struct vd_device_info info[64];
+};
+
+/* Host backend: memfd chunks, sealed against resizing. Each device has
+ * nchunks[i] chunks of chunk_bytes[i]. */
+int vd_backend_host_create(uint32_t ndev, const uint32_t *ids,
+                           const uint64_t *chunk_bytes, const uint32_t *nchunks,
+                           uint32_t prefill, struct vd_backend **out);
+
+/* CUDA backend: loads the driver at run time. Fails with a one-line reason in
+ * why when no usable driver or GPU is present. */
+int vd_backend_cuda_probe(struct vd_backend **out, char *why, size_t whylen);
+
+static inline void vd_backend_destroy(struct vd_backend *b)
+{
+    if (b)
+        b->ops->destroy(b);
+}
+
+#endif

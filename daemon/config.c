@@ -1,0 +1,479 @@
+#include "config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+
+struct ctx {
+    char (*errs)[256];
+    int n;
+};
+
+static void err(struct ctx *x, const char *fmt, ...)
+{
+    if (x->n >= VD_MAX_CONFIG_ERRORS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->errs[x->n++], 256, fmt, ap);
+    va_end(ap);
+}
+
+void vd_config_default(struct vd_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->ndev = 2;
+    for (uint32_t i = 0; i < 2; i++) {
+        c->dev[i].l.id = i;
+        c->dev[i].l.chunk_bytes = 2u << 20;
+        c->dev[i].l.capacity_bytes = 16ull << 30;
+        c->dev[i].has_capacity = true;
+    }
+    c->pool_prefill = 16;
+    c->max_clients = 256;
+    c->max_chunks_per_client = 1u << 20;
+    c->max_regions_per_client = 256;
+}
+
+void vd_config_free(struct vd_config *c)
+{
+    if (!c)
+        return;
+    free(c->stages);
+    c->stages = NULL;
+    c->nstages = 0;
+}
+
+/* Checks that obj has only the listed keys: a typo must not pass silently. */
+static void known_keys(struct ctx *x, const cJSON *obj, const char *path,
+                       const char *const *keys)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        bool ok = false;
+        for (const char *const *k = keys; *k; k++)
+            ok |= strcmp(*k, it->string) == 0;
+        if (!ok)
+            err(x, "%s%s%s: unknown key", path, *path ? "." : "", it->string);
+    }
+}
+
+static bool get_size(struct ctx *x, const cJSON *obj, const char *key,
+                     const char *path, uint64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return false;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+        v->valuedouble == (double)(uint64_t)v->valuedouble) {
+        *out = (uint64_t)v->valuedouble;
+        return true;
+    }
+    if (cJSON_IsString(v) && vram_size_parse(v->valuestring, out) == 0)
+        return true;
+    err(x, "%s.%s: expected a size (bytes, or a string such as \"2MiB\")",
+        path, key);
+    return false;
+}
+
+static bool get_uint(struct ctx *x, const cJSON *obj, const char *key,
+                     const char *path, uint64_t max, uint64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return false;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
+        v->valuedouble != (double)(uint64_t)v->valuedouble ||
+        v->valuedouble > (double)max) {
+        err(x, "%s.%s: expected an integer from 0 to %llu", path, key,
+            (unsigned long long)max);
+        return false;
+    }
+    *out = (uint64_t)v->valuedouble;
+    return true;
+}
+
+static bool get_bool(struct ctx *x, const cJSON *obj, const char *key,
+                     const char *path, bool *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return false;
+    if (!cJSON_IsBool(v)) {
+        err(x, "%s.%s: expected true or false", path, key);
+        return false;
+    }
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+static uint64_t parse_hex_or_size(const cJSON *v, bool *ok)
+{
+    uint64_t r = 0;
+    *ok = false;
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0) {
+        *ok = true;
+        return (uint64_t)v->valuedouble;
+    }
+    if (cJSON_IsString(v)) {
+        char *end;
+        if (strncmp(v->valuestring, "0x", 2) == 0) {
+            errno = 0;
+            r = strtoull(v->valuestring, &end, 16);
+            *ok = !errno && *end == '\0';
+            return r;
+        }
+        *ok = vram_size_parse(v->valuestring, &r) == 0;
+    }
+    return r;
+}
+
+static void parse_devices(struct ctx *x, const cJSON *arr, struct vd_config *c)
+{
+    static const char *const keys[] = {"id", "backend", "capacity", "chunk",
+                                       "reserve", "lend_unreserved", NULL};
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0 ||
+        cJSON_GetArraySize(arr) > VL_MAX_DEVICES) {
+        err(x, "devices: expected an array of 1 to %d devices", VL_MAX_DEVICES);
+        return;
+    }
+    c->ndev = 0;
+    c->devices_given = true;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, arr) {
+        char p[32];
+        snprintf(p, sizeof(p), "devices[%u]", c->ndev);
+        struct vd_device_conf *dc = &c->dev[c->ndev];
+        memset(dc, 0, sizeof(*dc));
+        if (!cJSON_IsObject(d)) {
+            err(x, "%s: expected an object", p);
+            c->ndev++;
+            continue;
+        }
+        known_keys(x, d, p, keys);
+        uint64_t v = c->ndev;
+        if (!get_uint(x, d, "id", p, 1023, &v) &&
+            cJSON_GetObjectItemCaseSensitive(d, "id"))
+            v = c->ndev;
+        dc->l.id = (uint32_t)v;
+        for (uint32_t i = 0; i < c->ndev; i++)
+            if (c->dev[i].l.id == dc->l.id)
+                err(x, "%s.id: device %u defined twice", p, dc->l.id);
+        const char *be = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(d, "backend"));
+        if (cJSON_GetObjectItemCaseSensitive(d, "backend") &&
+            (!be || (strcmp(be, "host") && strcmp(be, "cuda"))))
+            err(x, "%s.backend: expected \"host\" or \"cuda\"", p);
+        else if (be && c->backend[0] && strcmp(be, c->backend) &&
+                 strcmp(c->backend, "auto"))
+            err(x, "%s.backend: \"%s\" differs from the daemon's backend "
+                "\"%s\" (one backend per daemon)", p, be, c->backend);
+        dc->l.chunk_bytes = 2u << 20;
+        get_size(x, d, "chunk", p, &dc->l.chunk_bytes);
+        if (dc->l.chunk_bytes == 0 || dc->l.chunk_bytes % (2u << 20))
+            err(x, "%s.chunk: must be a positive multiple of 2 MiB (the "
+                "allocation granularity)", p);
+        dc->has_capacity = get_size(x, d, "capacity", p, &dc->l.capacity_bytes);
+        get_size(x, d, "reserve", p, &dc->reserve_bytes);
+        get_bool(x, d, "lend_unreserved", p, &dc->l.lend_unreserved);
+        c->ndev++;
+    }
+}
+
+static void parse_lanes(struct ctx *x, const cJSON *arr, const char *p,
+                        struct vl_stage_cfg *s)
+{
+    if (!cJSON_IsArray(arr)) {
+        err(x, "%s.kv_lanes: expected an array of bytes-per-token numbers or "
+            "{\"bytes_per_token\": N, \"count\": N} objects", p);
+        return;
+    }
+    const cJSON *l;
+    int i = 0;
+    cJSON_ArrayForEach(l, arr) {
+        char lp[96];
+        snprintf(lp, sizeof(lp), "%s.kv_lanes[%d]", p, i++);
+        uint64_t bpt = 0, count = 1;
+        if (cJSON_IsNumber(l) && l->valuedouble >= 1 &&
+            l->valuedouble == (double)(uint64_t)l->valuedouble) {
+            bpt = (uint64_t)l->valuedouble;
+        } else if (cJSON_IsObject(l)) {
+            static const char *const keys[] = {"bytes_per_token", "count",
+                                               "name", NULL};
+            known_keys(x, l, lp, keys);
+            if (!get_uint(x, l, "bytes_per_token", lp, 1u << 30, &bpt))
+                err(x, "%s.bytes_per_token: required", lp);
+            get_uint(x, l, "count", lp, VL_MAX_LANES, &count);
+        } else {
+            err(x, "%s: expected a positive integer or an object", lp);
+            continue;
+        }
+        if (bpt == 0) {
+            err(x, "%s: bytes per token must be positive", lp);
+            continue;
+        }
+        for (uint64_t k = 0; k < count; k++) {
+            if (s->lanes >= VL_MAX_LANES) {
+                err(x, "%s: more than %d lanes", lp, VL_MAX_LANES);
+                return;
+            }
+            s->lane_bytes_per_token[s->lanes++] = bpt;
+        }
+    }
+    if (s->lanes == 0)
+        err(x, "%s.kv_lanes: at least one lane", p);
+}
+
+static void parse_fixed(struct ctx *x, const cJSON *arr, const char *p,
+                        struct vl_stage_cfg *s)
+{
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > VL_MAX_FIXED) {
+        err(x, "%s.fixed: expected an array of at most %d reservations", p,
+            VL_MAX_FIXED);
+        return;
+    }
+    const cJSON *f;
+    cJSON_ArrayForEach(f, arr) {
+        char fp[96];
+        snprintf(fp, sizeof(fp), "%s.fixed[%u]", p, s->nfixed);
+        static const char *const keys[] = {"name", "kind", "bytes", NULL};
+        struct vl_fixed_cfg *fc = &s->fixed[s->nfixed++];
+        if (!cJSON_IsObject(f)) {
+            err(x, "%s: expected an object", fp);
+            continue;
+        }
+        known_keys(x, f, fp, keys);
+        const char *name = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(f, "name"));
+        snprintf(fc->name, sizeof(fc->name), "%s", name ? name : "fixed");
+        const char *kind = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(f, "kind"));
+        fc->kind = VL_FIXED;
+        if (kind && strcmp(kind, "draft_kv") == 0)
+            fc->kind = VL_DRAFT_KV;
+        else if (kind && strcmp(kind, "fixed") != 0)
+            err(x, "%s.kind: expected \"fixed\" or \"draft_kv\"", fp);
+        if (!get_size(x, f, "bytes", fp, &fc->bytes) || fc->bytes == 0)
+            err(x, "%s.bytes: a positive size is required", fp);
+    }
+}
+
+static void parse_stages(struct ctx *x, const cJSON *arr, struct vd_config *c)
+{
+    static const char *const keys[] = {
+        "id", "device", "first_layer", "last_layer", "kv_lanes",
+        "native_context", "initial_tokens", "step_tokens", "fixed",
+        "expert_slot", "expert_region", "loan", "name", NULL};
+    static const char *const loan_keys[] = {"enabled", "headroom",
+                                            "recall_deadline_ms", "hold_ms",
+                                            NULL};
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > VL_MAX_STAGES) {
+        err(x, "stages: expected an array of at most %d stages", VL_MAX_STAGES);
+        return;
+    }
+    int n = cJSON_GetArraySize(arr);
+    c->stages = calloc((size_t)(n ? n : 1), sizeof(*c->stages));
+    if (!c->stages) {
+        err(x, "stages: out of memory");
+        return;
+    }
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr) {
+        char p[32];
+        snprintf(p, sizeof(p), "stages[%u]", c->nstages);
+        struct vl_stage_cfg *s = &c->stages[c->nstages++];
+        if (!cJSON_IsObject(o)) {
+            err(x, "%s: expected an object", p);
+            continue;
+        }
+        known_keys(x, o, p, keys);
+        uint64_t v;
+        s->id = c->nstages - 1;
+        if (get_uint(x, o, "id", p, VL_MAX_STAGES - 1, &v))
+            s->id = (uint32_t)v;
+        for (uint32_t i = 0; i + 1 < c->nstages; i++)
+            if (c->stages[i].id == s->id)
+                err(x, "%s.id: stage %u defined twice", p, s->id);
+        if (get_uint(x, o, "device", p, 1023, &v))
+            s->device = (uint32_t)v;
+        else if (!cJSON_GetObjectItemCaseSensitive(o, "device"))
+            err(x, "%s.device: required", p);
+        bool found = false;
+        for (uint32_t i = 0; i < c->ndev; i++)
+            found |= c->dev[i].l.id == s->device;
+        if (!found)
+            err(x, "%s.device: no device %u is configured", p, s->device);
+        uint64_t first = 0, last = 0;
+        if (!get_uint(x, o, "first_layer", p, 65534, &first))
+            err(x, "%s.first_layer: required", p);
+        if (!get_uint(x, o, "last_layer", p, 65534, &last))
+            err(x, "%s.last_layer: required", p);
+        if (last < first)
+            err(x, "%s.last_layer: %llu is below first_layer %llu", p,
+                (unsigned long long)last, (unsigned long long)first);
+        s->first_layer = (uint32_t)first;
+        s->last_layer = (uint32_t)last;
+        const cJSON *lanes = cJSON_GetObjectItemCaseSensitive(o, "kv_lanes");
+        if (lanes)
+            parse_lanes(x, lanes, p, s);
+        else
+            err(x, "%s.kv_lanes: required", p);
+        s->native_context = 262144;
+        get_uint(x, o, "native_context", p, 1u << 30, &s->native_context);
+        if (!s->native_context)
+            err(x, "%s.native_context: must be positive", p);
+        s->initial_tokens = s->native_context < 16384 ? s->native_context : 16384;
+        get_uint(x, o, "initial_tokens", p, 1u << 30, &s->initial_tokens);
+        if (s->initial_tokens > s->native_context)
+            err(x, "%s.initial_tokens: %llu exceeds native_context %llu", p,
+                (unsigned long long)s->initial_tokens,
+                (unsigned long long)s->native_context);
+        s->step_tokens = 8192;
+        get_uint(x, o, "step_tokens", p, 1u << 30, &s->step_tokens);
+        if (!s->step_tokens)
+            err(x, "%s.step_tokens: must be positive", p);
+        const cJSON *fixed = cJSON_GetObjectItemCaseSensitive(o, "fixed");
+        if (fixed)
+            parse_fixed(x, fixed, p, s);
+        if (!get_size(x, o, "expert_slot", p, &s->expert_slot_bytes))
+            err(x, "%s.expert_slot: required (a size such as \"1.5MiB\")", p);
+        else if (!s->expert_slot_bytes)
+            err(x, "%s.expert_slot: must be positive", p);
+        get_size(x, o, "expert_region", p, &s->expert_region_bytes);
+        s->lend = true;
+        s->recall_deadline_ms = 2000;
+        s->hold_ms = 10000;
+        const cJSON *loan = cJSON_GetObjectItemCaseSensitive(o, "loan");
+        if (loan && !cJSON_IsObject(loan)) {
+            err(x, "%s.loan: expected an object", p);
+        } else if (loan) {
+            char lp[48];
+            snprintf(lp, sizeof(lp), "%s.loan", p);
+            known_keys(x, loan, lp, loan_keys);
+            get_bool(x, loan, "enabled", lp, &s->lend);
+            get_size(x, loan, "headroom", lp, &s->headroom_bytes);
+            if (get_uint(x, loan, "recall_deadline_ms", lp, 3600000, &v))
+                s->recall_deadline_ms = (uint32_t)v;
+            if (get_uint(x, loan, "hold_ms", lp, 3600000, &v))
+                s->hold_ms = (uint32_t)v;
+        }
+    }
+}
+
+static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
+{
+    static const char *const keys[] = {"clients", "chunks_per_client",
+                                       "regions_per_client", NULL};
+    if (!cJSON_IsObject(o)) {
+        err(x, "limits: expected an object");
+        return;
+    }
+    known_keys(x, o, "limits", keys);
+    uint64_t v;
+    if (get_uint(x, o, "clients", "limits", 65536, &v))
+        c->max_clients = (uint32_t)v;
+    if (get_uint(x, o, "chunks_per_client", "limits", 1u << 24, &v))
+        c->max_chunks_per_client = (uint32_t)v;
+    if (get_uint(x, o, "regions_per_client", "limits", 65536, &v))
+        c->max_regions_per_client = (uint32_t)v;
+}
+
+int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
+                   int *nerrs)
+{
+    struct ctx x = {.errs = errs};
+    vd_config_default(c);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        err(&x, "%s: %s", path, strerror(errno));
+        *nerrs = x.n;
+        return -errno;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb || cap > (16u << 20)) {
+                free(nb ? nb : buf);
+                fclose(f);
+                err(&x, "%s: larger than 16 MiB", path);
+                *nerrs = x.n;
+                return -EFBIG;
+            }
+            buf = nb;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    const char *where = NULL;
+    cJSON *root = cJSON_ParseWithOpts(buf, &where, 1);
+    if (!root) {
+        int line = 1;
+        for (const char *p = buf; where && p < where; p++)
+            line += *p == '\n';
+        err(&x, "%s:%d: not valid JSON", path, line);
+        free(buf);
+        *nerrs = x.n;
+        return -EINVAL;
+    }
+    free(buf);
+    if (!cJSON_IsObject(root)) {
+        err(&x, "(top level): expected an object");
+        goto out;
+    }
+    static const char *const keys[] = {"backend", "devices", "stages",
+                                       "address_window", "pool", "limits",
+                                       "scenario", "doc", NULL};
+    known_keys(&x, root, "", keys);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "backend");
+    if (v) {
+        const char *be = cJSON_GetStringValue(v);
+        if (!be || (strcmp(be, "host") && strcmp(be, "cuda") && strcmp(be, "auto")))
+            err(&x, "backend: expected \"host\", \"cuda\" or \"auto\"");
+        else
+            snprintf(c->backend, sizeof(c->backend), "%s", be);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "devices")))
+        parse_devices(&x, v, c);
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "address_window"))) {
+        static const char *const wk[] = {"base", "size", NULL};
+        bool ok1, ok2;
+        known_keys(&x, v, "address_window", wk);
+        c->va_base = parse_hex_or_size(cJSON_GetObjectItemCaseSensitive(v, "base"), &ok1);
+        c->va_size = parse_hex_or_size(cJSON_GetObjectItemCaseSensitive(v, "size"), &ok2);
+        if (!ok1 || !ok2 || c->va_base % (2u << 20) || !c->va_size ||
+            c->va_base + c->va_size < c->va_base || c->va_base + c->va_size > (1ull << 47))
+            err(&x, "address_window: base (\"0x...\", 2 MiB aligned) and size "
+                "must describe a range below 128 TiB");
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "pool"))) {
+        static const char *const pk[] = {"prefill_chunks", NULL};
+        uint64_t n;
+        known_keys(&x, v, "pool", pk);
+        if (get_uint(&x, v, "prefill_chunks", "pool", 65536, &n))
+            c->pool_prefill = (uint32_t)n;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")))
+        parse_limits(&x, v, c);
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "stages")))
+        parse_stages(&x, v, c);
+out:
+    cJSON_Delete(root);
+    *nerrs = x.n;
+    if (x.n) {
+        vd_config_free(c);
+        return -EINVAL;
+    }
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* vramd's configuration: a JSON file, validated in full. Every error names
+ * the offending key path ("stages[1].kv_lanes[0].bytes_per_token: ...").
+ * Without a file the host backend presents two 16 GiB devices with 2 MiB
+ * chunks (the two-card case of the seed) and no configured stages. */
+#ifndef VRAMD_CONFIG_H
+#define VRAMD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger.h"
+
+#define VD_MAX_CONFIG_ERRORS 32
+
+struct vd_device_conf {
+    struct vl_device_cfg l; /* capacity here is the cap before the reserve */
+    bool has_capacity;      /* else: everything the device has */
+    uint64_t reserve_bytes;
+};
+
+struct vd_config {
+    char backend[8]; /* host, cuda, auto; "" = not set by the file */
+    struct vd_device_conf dev[VL_MAX_DEVICES];
+    uint32_t ndev;
+    bool devices_given;
+    struct vl_stage_cfg *stages;
+    uint32_t nstages;
+    uint64_t va_base, va_size; /* 0 = the backend's default window */
+    uint32_t pool_prefill;     /* chunks kept ready per device */
+    uint32_t max_clients;
+    uint32_t max_chunks_per_client;
+    uint32_t max_regions_per_client;
+};
+
+void vd_config_default(struct vd_config *c);
+/* Loads path into c (defaults first). On failure returns -EINVAL and fills
+ * errs with one line per problem (at most VD_MAX_CONFIG_ERRORS). */
+int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
+                   int *nerrs);
+void vd_config_free(struct vd_config *c);
+
+#endif

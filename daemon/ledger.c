@@ -1,0 +1,1528 @@
+/* The ledger's rules. See ledger.h for the model; the rules, in order:
+ *
+ * 1. Pools. Each device is capacity / chunk_bytes chunks. A free chunk has no
+ *    holder; a held chunk has exactly one (a client) and, while mapped, one
+ *    (region, slot).
+ * 2. Admission. A configured stage reserves its whole KV window (native
+ *    context, every lane rounded up to whole chunks) plus its fixed
+ *    reservations; the sum over a device's stages must fit its capacity.
+ *    Reserved but unused memory is "promised": ad-hoc regions and pool loans
+ *    may only use free memory beyond what is promised.
+ * 3. KV target. prompt + output tokens, rounded up to the growth step from
+ *    the initial window, clamped to the native context; per lane rounded up
+ *    to whole chunks.
+ * 4. Native-context guarantee. kv + loans + promised-free == window for every
+ *    configured stage, so a KV grow is always covered: first by the stage's
+ *    free window, then by moving its own loans (same client: no fd is sent),
+ *    then by recalling pool loans of other stages on the device.
+ * 5. Loans. A stage lends its window's unused part less the headroom kept
+ *    unlent to its own expert region. Memory no stage reserved is lent only
+ *    when the device's policy says lend_unreserved; such pool loans are the
+ *    ones recalled for another stage's KV.
+ * 6. Hold. A grow that needs other clients' recalls changes nothing, issues
+ *    the recalls and answers -EAGAIN; the daemon retries it as chunks come
+ *    back, up to the stage's hold bound.
+ * 7. No-loan safety. A stage whose policy forbids lending, or whose window
+ *    beyond the initial KV cannot back even one expert slot, gets its whole
+ *    window mapped at registration.
+ * 8. Trim. After a request, KV beyond the target goes back to expert loans
+ *    (moved, no fd) as far as the loan rule allows, the rest is released;
+ *    nothing is trimmed for a stage that keeps its window.
+ * 9. Slots. Expert slots are numbered in the expert region; a claim names a
+ *    layer, which must lie in the stage's layer range, and backed slots that
+ *    no other layer owns.
+ * 10. Foreign chunks. A chunk only ever goes to a region of its own device.
+ * 11. Quarantine. When a client disconnects its chunks are quarantined until
+ *    its process is gone (vl_client_reap); a recalled chunk is never given to
+ *    anyone else before its holder released it or was reaped.
+ */
+#include "ledger.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOT_LAYER_NONE 0xffffu
+
+static int fail(struct vl_ledger *L, int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->why, sizeof(L->why), fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+const char *vl_why(const struct vl_ledger *L)
+{
+    return L->why;
+}
+
+const char *vl_state_name(int s)
+{
+    static const char *n[] = {"free", "granted", "loaned", "recalling",
+                              "quarantined"};
+    return s >= 0 && s < VL_NSTATES ? n[s] : "?";
+}
+
+const char *vl_kind_name(int k)
+{
+    static const char *n[] = {"kv", "expert", "fixed", "draft_kv"};
+    return k >= 0 && k < VL_NKINDS ? n[k] : "?";
+}
+
+int vl_kind_parse(const char *s)
+{
+    for (int k = 0; s && k < VL_NKINDS; k++)
+        if (strcmp(s, vl_kind_name(k)) == 0)
+            return k;
+    return -EINVAL;
+}
+
+/* ---- effects ---------------------------------------------------------- */
+
+static int fx_push(struct vl_fxlist *fx, struct vl_fx e)
+{
+    if (!fx)
+        return 0;
+    if (fx->n == fx->cap) {
+        size_t cap = fx->cap ? fx->cap * 2 : 64;
+        struct vl_fx *v = realloc(fx->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        fx->v = v;
+        fx->cap = cap;
+    }
+    fx->v[fx->n++] = e;
+    return 0;
+}
+
+void vl_fx_clear(struct vl_fxlist *fx)
+{
+    if (fx)
+        fx->n = 0;
+}
+
+void vl_fx_free(struct vl_fxlist *fx)
+{
+    if (!fx)
+        return;
+    free(fx->v);
+    fx->v = NULL;
+    fx->n = fx->cap = 0;
+}
+
+/* Effects are appended while state changes; a failed push (out of memory)
+ * would leave the daemon unaware of a change, so reserve room up front. */
+static int fx_reserve(struct vl_fxlist *fx, size_t more)
+{
+    if (!fx || fx->n + more <= fx->cap)
+        return 0;
+    size_t cap = fx->cap ? fx->cap : 64;
+    while (cap < fx->n + more)
+        cap *= 2;
+    struct vl_fx *v = realloc(fx->v, cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    fx->v = v;
+    fx->cap = cap;
+    return 0;
+}
+
+/* ---- lookups ---------------------------------------------------------- */
+
+static struct vl_device *dev_get(struct vl_ledger *L, uint32_t id)
+{
+    for (uint32_t i = 0; i < L->ndev; i++)
+        if (L->dev[i].cfg.id == id)
+            return &L->dev[i];
+    return NULL;
+}
+
+static uint32_t dev_index(struct vl_ledger *L, const struct vl_device *d)
+{
+    return (uint32_t)(d - L->dev);
+}
+
+struct vl_region *vl_region_find(struct vl_ledger *L, uint32_t id)
+{
+    for (size_t i = 0; i < L->nregion; i++)
+        if (L->region[i]->id == id)
+            return L->region[i];
+    return NULL;
+}
+
+struct vl_client *vl_client_find(struct vl_ledger *L, uint32_t id)
+{
+    for (size_t i = 0; i < L->nclient; i++)
+        if (L->client[i].id == id)
+            return &L->client[i];
+    return NULL;
+}
+
+static struct vl_stage *stage_get(struct vl_ledger *L, uint32_t id)
+{
+    if (id >= VL_MAX_STAGES || !L->stage[id].used)
+        return NULL;
+    return &L->stage[id];
+}
+
+static struct vl_chunk *chunk_get(struct vl_ledger *L, uint64_t id,
+                                  struct vl_device **d_out, uint32_t *idx_out)
+{
+    uint32_t di = (uint32_t)(id >> 32), idx = (uint32_t)id;
+    if (di >= L->ndev || idx >= L->dev[di].nchunks)
+        return NULL;
+    if (d_out)
+        *d_out = &L->dev[di];
+    if (idx_out)
+        *idx_out = idx;
+    return &L->dev[di].chunks[idx];
+}
+
+/* ---- chunk state ------------------------------------------------------ */
+
+static void set_state(struct vl_device *d, struct vl_chunk *c, int st)
+{
+    d->count[c->state]--;
+    c->state = (uint8_t)st;
+    d->count[st]++;
+}
+
+static uint32_t *cat_counter(struct vl_device *d, int cat)
+{
+    switch (cat) {
+    case VL_CAT_FIXED: return &d->fixed;
+    case VL_CAT_KV: return &d->kv;
+    case VL_CAT_LOAN: return &d->loaned;
+    default: return NULL;
+    }
+}
+
+static int cat_of_kind(const struct vl_region *r)
+{
+    switch (r->kind) {
+    case VL_KV: return VL_CAT_KV;
+    case VL_EXPERT: return VL_CAT_LOAN;
+    default: return VL_CAT_FIXED;
+    }
+}
+
+static uint32_t *stage_counter(struct vl_stage *s, const struct vl_region *r)
+{
+    switch (r->kind) {
+    case VL_KV: return &s->kv_chunks;
+    case VL_EXPERT: return &s->loan_chunks;
+    default: return &s->fixed_chunks;
+    }
+}
+
+static void set_cat(struct vl_device *d, struct vl_chunk *c, int cat)
+{
+    uint32_t *p = cat_counter(d, c->cat);
+    if (p)
+        (*p)--;
+    c->cat = (uint8_t)cat;
+    p = cat_counter(d, cat);
+    if (p)
+        (*p)++;
+}
+
+/* Detaches a chunk from its region slot, keeping counters right. */
+static void unplace(struct vl_ledger *L, struct vl_chunk *c)
+{
+    if (!c->region)
+        return;
+    struct vl_region *r = vl_region_find(L, c->region);
+    if (r) {
+        r->slot_chunk[c->slot] = VL_CHUNK_NONE;
+        r->used--;
+        struct vl_stage *s = stage_get(L, r->stage);
+        if (s) {
+            (*stage_counter(s, r))--;
+            if (c->state == VL_RECALLING && r->kind == VL_EXPERT)
+                s->recalling--;
+        }
+    }
+    c->region = 0;
+    c->slot = 0;
+}
+
+static void place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
+                  struct vl_region *r, uint32_t slot, int state)
+{
+    struct vl_chunk *c = &d->chunks[idx];
+    unplace(L, c);
+    set_state(d, c, state);
+    set_cat(d, c, cat_of_kind(r));
+    c->holder = r->client;
+    c->region = r->id;
+    c->slot = slot;
+    r->slot_chunk[slot] = vl_chunk_id(dev_index(L, d), idx);
+    r->used++;
+    struct vl_stage *s = stage_get(L, r->stage);
+    if (s)
+        (*stage_counter(s, r))++;
+}
+
+static uint32_t take_free(struct vl_device *d)
+{
+    return d->free_stack[--d->nfree];
+}
+
+/* A chunk leaves its holder for good. The backend scrubs it (DROP) before
+ * anyone else can be granted it. */
+static void to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
+                    struct vl_fxlist *fx)
+{
+    struct vl_chunk *c = &d->chunks[idx];
+    uint32_t holder = c->holder;
+    unplace(L, c);
+    struct vl_client *cl = vl_client_find(L, holder);
+    if (cl && cl->chunks)
+        cl->chunks--;
+    set_cat(d, c, VL_CAT_NONE);
+    set_state(d, c, VL_FREE);
+    c->holder = 0;
+    d->free_stack[d->nfree++] = idx;
+    fx_push(fx, (struct vl_fx){.kind = VL_FX_DROP, .client = holder,
+                               .chunk = vl_chunk_id(dev_index(L, d), idx)});
+}
+
+/* ---- stage arithmetic -------------------------------------------------- */
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+uint64_t vl_kv_target_tokens(const struct vl_stage_cfg *cfg, uint64_t tokens)
+{
+    uint64_t t = cfg->initial_tokens;
+    if (tokens > t) {
+        uint64_t step = cfg->step_tokens ? cfg->step_tokens : 1;
+        t += div_up(tokens - t, step) * step;
+    }
+    return t < cfg->native_context ? t : cfg->native_context;
+}
+
+uint32_t vl_lane_chunks(const struct vl_stage_cfg *cfg, uint32_t lane,
+                        uint64_t tokens, uint64_t chunk_bytes)
+{
+    return (uint32_t)div_up(tokens * cfg->lane_bytes_per_token[lane],
+                            chunk_bytes);
+}
+
+/* Window memory of a configured stage that is neither KV nor lent. */
+static uint32_t window_free(const struct vl_stage *s)
+{
+    uint32_t used = s->kv_chunks + s->loan_chunks;
+    return s->configured && used < s->window_chunks ? s->window_chunks - used
+                                                    : 0;
+}
+
+static uint32_t fixed_free(const struct vl_stage *s)
+{
+    return s->fixed_chunks < s->fixed_reserved
+               ? s->fixed_reserved - s->fixed_chunks
+               : 0;
+}
+
+/* Loans beyond the stage's own window: these came from the pool. */
+static uint32_t pool_loans(const struct vl_stage *s)
+{
+    uint32_t room = s->window_chunks > s->kv_chunks
+                        ? s->window_chunks - s->kv_chunks
+                        : 0;
+    return s->loan_chunks > room ? s->loan_chunks - room : 0;
+}
+
+static uint32_t dev_promised(struct vl_ledger *L, uint32_t device)
+{
+    uint32_t p = 0;
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (s->used && s->configured && s->cfg.device == device)
+            p += window_free(s) + fixed_free(s);
+    }
+    return p;
+}
+
+/* Free memory no stage has been promised. */
+static uint32_t dev_unpromised(struct vl_ledger *L, struct vl_device *d)
+{
+    uint32_t p = dev_promised(L, d->cfg.id);
+    return d->nfree > p ? d->nfree - p : 0;
+}
+
+/* Expert slots fully backed by the loaned prefix of the expert region. */
+uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage)
+{
+    struct vl_ledger *ml = (struct vl_ledger *)L;
+    struct vl_stage *s = stage_get(ml, stage);
+    if (!s || !s->expert_region || !s->cfg.expert_slot_bytes)
+        return 0;
+    struct vl_region *r = vl_region_find(ml, s->expert_region);
+    if (!r)
+        return 0;
+    struct vl_device *d = dev_get(ml, r->device);
+    uint32_t k = 0;
+    while (k < r->lane_slots[0] && r->slot_chunk[k] != VL_CHUNK_NONE) {
+        struct vl_chunk *c = chunk_get(ml, r->slot_chunk[k], NULL, NULL);
+        if (!c || c->state != VL_LOANED)
+            break;
+        k++;
+    }
+    uint64_t b = (uint64_t)k * d->cfg.chunk_bytes / s->cfg.expert_slot_bytes;
+    return b < s->nslots ? (uint32_t)b : s->nslots;
+}
+
+/* Residency changed: new version, and claims on slots no longer backed go. */
+static void budget_changed(struct vl_ledger *L, struct vl_stage *s,
+                           struct vl_fxlist *fx)
+{
+    s->residency_version++;
+    uint32_t backed = vl_expert_slots_backed(L, (uint32_t)(s - L->stage));
+    for (uint32_t i = backed; i < s->nslots; i++)
+        s->slot_layer[i] = SLOT_LAYER_NONE;
+    fx_push(fx, (struct vl_fx){.kind = VL_FX_BUDGET, .client = s->owner,
+                               .stage = (uint32_t)(s - L->stage)});
+}
+
+/* ---- virtual address window ------------------------------------------- */
+
+static int va_alloc(struct vl_ledger *L, uint64_t size, uint64_t align,
+                    uint64_t *out)
+{
+    for (size_t i = 0; i < L->nva_free; i++) {
+        struct vl_va_range *f = &L->va_free[i];
+        uint64_t b = (f->base + align - 1) / align * align;
+        if (b < f->base || b - f->base > f->size || f->size - (b - f->base) < size)
+            continue;
+        uint64_t end = f->base + f->size;
+        uint64_t head = b - f->base;
+        if (head == 0) {
+            f->base += size;
+            f->size -= size;
+        } else if (b + size == end) {
+            f->size = head;
+        } else {
+            struct vl_va_range *v = realloc(L->va_free, (L->nva_free + 1) *
+                                                            sizeof(*v));
+            if (!v)
+                return -ENOMEM;
+            L->va_free = v;
+            f = &L->va_free[i];
+            memmove(f + 2, f + 1, (L->nva_free - i - 1) * sizeof(*f));
+            L->nva_free++;
+            f[1].base = b + size;
+            f[1].size = end - (b + size);
+            f->size = head;
+        }
+        *out = b;
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+static void va_release(struct vl_ledger *L, uint64_t base, uint64_t size)
+{
+    size_t i = 0;
+    while (i < L->nva_free && L->va_free[i].base < base)
+        i++;
+    struct vl_va_range *v = realloc(L->va_free, (L->nva_free + 1) * sizeof(*v));
+    if (!v)
+        return; /* leaks address space, never memory */
+    L->va_free = v;
+    memmove(v + i + 1, v + i, (L->nva_free - i) * sizeof(*v));
+    v[i] = (struct vl_va_range){base, size};
+    L->nva_free++;
+    if (i + 1 < L->nva_free && v[i].base + v[i].size == v[i + 1].base) {
+        v[i].size += v[i + 1].size;
+        memmove(v + i + 1, v + i + 2, (L->nva_free - i - 2) * sizeof(*v));
+        L->nva_free--;
+    }
+    if (i > 0 && v[i - 1].base + v[i - 1].size == v[i].base) {
+        v[i - 1].size += v[i].size;
+        memmove(v + i, v + i + 1, (L->nva_free - i - 1) * sizeof(*v));
+        L->nva_free--;
+    }
+}
+
+/* ---- set-up ------------------------------------------------------------ */
+
+int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev,
+            uint64_t va_base, uint64_t va_size)
+{
+    memset(L, 0, sizeof(*L));
+    if (ndev == 0 || ndev > VL_MAX_DEVICES)
+        return fail(L, -EINVAL, "between 1 and %d devices", VL_MAX_DEVICES);
+    L->next_region_id = 1;
+    for (uint32_t i = 0; i < ndev; i++) {
+        struct vl_device *d = &L->dev[i];
+        d->cfg = devs[i];
+        if (!d->cfg.chunk_bytes || d->cfg.capacity_bytes < d->cfg.chunk_bytes) {
+            vl_fini(L);
+            return fail(L, -EINVAL, "device %u: capacity below one chunk",
+                        d->cfg.id);
+        }
+        d->nchunks = (uint32_t)(d->cfg.capacity_bytes / d->cfg.chunk_bytes);
+        d->chunks = calloc(d->nchunks, sizeof(*d->chunks));
+        d->free_stack = malloc(d->nchunks * sizeof(uint32_t));
+        if (!d->chunks || !d->free_stack) {
+            L->ndev = i + 1;
+            vl_fini(L);
+            return fail(L, -ENOMEM, "out of memory");
+        }
+        for (uint32_t k = 0; k < d->nchunks; k++)
+            d->free_stack[k] = d->nchunks - 1 - k; /* low indexes first */
+        d->nfree = d->nchunks;
+        d->count[VL_FREE] = d->nchunks;
+        L->ndev = i + 1;
+    }
+    L->va_free = malloc(sizeof(*L->va_free));
+    if (!L->va_free) {
+        vl_fini(L);
+        return fail(L, -ENOMEM, "out of memory");
+    }
+    L->va_free[0] = (struct vl_va_range){va_base, va_size};
+    L->nva_free = 1;
+    L->va_base = va_base;
+    L->va_size = va_size;
+    return 0;
+}
+
+static void region_free(struct vl_region *r)
+{
+    if (r) {
+        free(r->slot_chunk);
+        free(r);
+    }
+}
+
+void vl_fini(struct vl_ledger *L)
+{
+    if (!L)
+        return;
+    for (uint32_t i = 0; i < L->ndev; i++) {
+        free(L->dev[i].chunks);
+        free(L->dev[i].free_stack);
+    }
+    for (size_t i = 0; i < L->nregion; i++)
+        region_free(L->region[i]);
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        free(L->stage[i].slot_layer);
+    free(L->region);
+    free(L->client);
+    free(L->va_free);
+    memset(L, 0, sizeof(*L));
+}
+
+int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
+{
+    if (cfg->id >= VL_MAX_STAGES)
+        return fail(L, -EINVAL, "stage id %u: at most %d", cfg->id,
+                    VL_MAX_STAGES - 1);
+    if (L->stage[cfg->id].used)
+        return fail(L, -EEXIST, "stage %u defined twice", cfg->id);
+    struct vl_device *d = dev_get(L, cfg->device);
+    if (!d)
+        return fail(L, -ENODEV, "stage %u: no device %u", cfg->id, cfg->device);
+    if (cfg->lanes == 0 || cfg->lanes > VL_MAX_LANES)
+        return fail(L, -EINVAL, "stage %u: between 1 and %d KV lanes", cfg->id,
+                    VL_MAX_LANES);
+    if (cfg->last_layer < cfg->first_layer || cfg->last_layer >= SLOT_LAYER_NONE)
+        return fail(L, -EINVAL, "stage %u: bad layer range %u-%u", cfg->id,
+                    cfg->first_layer, cfg->last_layer);
+    if (!cfg->native_context || !cfg->expert_slot_bytes)
+        return fail(L, -EINVAL, "stage %u: native context and expert slot "
+                    "size must be positive", cfg->id);
+
+    struct vl_stage s = {.used = true, .configured = true, .cfg = *cfg};
+    uint64_t cb = d->cfg.chunk_bytes;
+    uint64_t window = 0;
+    for (uint32_t l = 0; l < cfg->lanes; l++) {
+        if (!cfg->lane_bytes_per_token[l])
+            return fail(L, -EINVAL, "stage %u: lane %u has 0 bytes per token",
+                        cfg->id, l);
+        s.lane_window[l] = vl_lane_chunks(cfg, l, cfg->native_context, cb);
+        window += s.lane_window[l];
+    }
+    uint64_t fixed = 0;
+    for (uint32_t f = 0; f < cfg->nfixed; f++)
+        fixed += div_up(cfg->fixed[f].bytes, cb);
+    if (window + fixed + d->reserved > d->nchunks)
+        return fail(L, -ENOSPC,
+                    "stage %u: KV window %llu MiB + fixed %llu MiB does not fit "
+                    "device %u (%llu MiB left to reserve)",
+                    cfg->id, (unsigned long long)(window * cb >> 20),
+                    (unsigned long long)(fixed * cb >> 20), d->cfg.id,
+                    (unsigned long long)((d->nchunks - d->reserved) * cb >> 20));
+    s.window_chunks = (uint32_t)window;
+    s.fixed_reserved = (uint32_t)fixed;
+    s.headroom_chunks = (uint32_t)div_up(cfg->headroom_bytes, cb);
+    uint64_t ebytes = cfg->expert_region_bytes ? cfg->expert_region_bytes
+                                               : d->cfg.capacity_bytes;
+    s.nslots = (uint32_t)(ebytes / cfg->expert_slot_bytes);
+    s.slot_layer = malloc((s.nslots ? s.nslots : 1) * sizeof(uint16_t));
+    if (!s.slot_layer)
+        return fail(L, -ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < s.nslots; i++)
+        s.slot_layer[i] = SLOT_LAYER_NONE;
+    d->reserved += s.window_chunks + s.fixed_reserved;
+    L->stage[cfg->id] = s;
+    return 0;
+}
+
+/* ---- clients ----------------------------------------------------------- */
+
+int vl_client_add(struct vl_ledger *L, uint32_t id)
+{
+    if (!id || vl_client_find(L, id))
+        return fail(L, -EEXIST, "client %u exists", id);
+    if (L->nclient == L->client_cap) {
+        size_t cap = L->client_cap ? L->client_cap * 2 : 16;
+        struct vl_client *v = realloc(L->client, cap * sizeof(*v));
+        if (!v)
+            return fail(L, -ENOMEM, "out of memory");
+        L->client = v;
+        L->client_cap = cap;
+    }
+    L->client[L->nclient++] = (struct vl_client){.id = id};
+    return 0;
+}
+
+static void region_drop(struct vl_ledger *L, struct vl_region *r)
+{
+    struct vl_device *d = dev_get(L, r->device);
+    if (d)
+        va_release(L, r->base, (uint64_t)r->lanes * r->lane_stride);
+    for (size_t i = 0; i < L->nregion; i++)
+        if (L->region[i] == r) {
+            L->region[i] = L->region[--L->nregion];
+            break;
+        }
+    region_free(r);
+}
+
+static void stage_reset(struct vl_ledger *L, struct vl_stage *s)
+{
+    if (!s->configured) {
+        free(s->slot_layer);
+        memset(s, 0, sizeof(*s));
+        return;
+    }
+    s->owner = 0;
+    s->keep_window = false;
+    s->kv_region = s->expert_region = 0;
+    memset(s->fixed_region, 0, sizeof(s->fixed_region));
+    s->kv_needed_bytes = 0;
+    s->kv_peak_tokens = 0;
+    for (uint32_t i = 0; i < s->nslots; i++)
+        s->slot_layer[i] = SLOT_LAYER_NONE;
+    (void)L;
+}
+
+/* Every region of client (or of one stage of it when stage != VL_NONE):
+ * chunks go free (released) or quarantined (holder gone), regions go. */
+static void drop_regions(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                         bool quarantine, struct vl_fxlist *fx)
+{
+    for (size_t i = 0; i < L->nregion;) {
+        struct vl_region *r = L->region[i];
+        if (r->client != client || (stage != VL_NONE && r->stage != stage)) {
+            i++;
+            continue;
+        }
+        struct vl_device *d = dev_get(L, r->device);
+        for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++) {
+            uint64_t id = r->slot_chunk[k];
+            if (id == VL_CHUNK_NONE)
+                continue;
+            uint32_t idx = (uint32_t)id;
+            struct vl_chunk *c = &d->chunks[idx];
+            if (quarantine) {
+                unplace(L, c);
+                set_cat(d, c, VL_CAT_NONE);
+                set_state(d, c, VL_QUARANTINED);
+            } else {
+                to_free(L, d, idx, fx);
+            }
+        }
+        region_drop(L, r); /* swaps the last region into i */
+    }
+}
+
+int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
+                         struct vl_fxlist *fx)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl)
+        return fail(L, -ENOENT, "no client %u", client);
+    if (fx_reserve(fx, VL_MAX_STAGES) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    drop_regions(L, client, VL_NONE, true, fx);
+    /* Chunks held outside regions (recalled ones already unmapped from the
+     * ledger's view) are quarantined too. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++) {
+            struct vl_chunk *c = &d->chunks[k];
+            if (c->holder == client && c->state != VL_QUARANTINED &&
+                c->state != VL_FREE) {
+                set_cat(d, c, VL_CAT_NONE);
+                set_state(d, c, VL_QUARANTINED);
+            }
+        }
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        if (L->stage[i].used && L->stage[i].owner == client)
+            stage_reset(L, &L->stage[i]);
+    cl->gone = true;
+    return 0;
+}
+
+int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl)
+        return fail(L, -ENOENT, "no client %u", client);
+    if (!cl->gone)
+        return fail(L, -EBUSY, "client %u is still connected", client);
+    size_t q = 0;
+    for (uint32_t di = 0; di < L->ndev; di++)
+        q += L->dev[di].count[VL_QUARANTINED];
+    if (fx_reserve(fx, q) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++)
+            if (d->chunks[k].holder == client &&
+                d->chunks[k].state == VL_QUARANTINED)
+                to_free(L, d, k, fx);
+    }
+    *cl = L->client[--L->nclient];
+    return 0;
+}
+
+/* ---- regions ----------------------------------------------------------- */
+
+static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
+                      int kind, uint32_t lanes, const uint32_t *lane_slots,
+                      struct vl_region **out)
+{
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    uint64_t cb = d->cfg.chunk_bytes;
+    uint32_t stride = 0;
+    for (uint32_t l = 0; l < lanes; l++)
+        if (lane_slots[l] > stride)
+            stride = lane_slots[l];
+    if (stride == 0)
+        return fail(L, -EINVAL, "a region needs at least one chunk per lane");
+    uint64_t align = cb > (2u << 20) ? cb : (2u << 20);
+    uint64_t lane_stride = ((uint64_t)stride * cb + align - 1) / align * align;
+    uint64_t total = (uint64_t)lanes * lane_stride;
+
+    struct vl_region *r = calloc(1, sizeof(*r));
+    if (!r)
+        return fail(L, -ENOMEM, "out of memory");
+    r->stride_slots = (uint32_t)(lane_stride / cb);
+    r->slot_chunk = malloc((size_t)lanes * r->stride_slots * sizeof(uint64_t));
+    if (!r->slot_chunk) {
+        free(r);
+        return fail(L, -ENOMEM, "out of memory");
+    }
+    if (L->nregion == L->region_cap) {
+        size_t cap = L->region_cap ? L->region_cap * 2 : 16;
+        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
+        if (!v) {
+            region_free(r);
+            return fail(L, -ENOMEM, "out of memory");
+        }
+        L->region = v;
+        L->region_cap = cap;
+    }
+    int e = va_alloc(L, total, align, &r->base);
+    if (e < 0) {
+        region_free(r);
+        return fail(L, e, "no room for %llu MiB in the address window",
+                    (unsigned long long)(total >> 20));
+    }
+    for (size_t k = 0; k < (size_t)lanes * r->stride_slots; k++)
+        r->slot_chunk[k] = VL_CHUNK_NONE;
+    r->id = L->next_region_id++;
+    r->client = client;
+    r->stage = (uint32_t)(s - L->stage);
+    r->kind = (uint8_t)kind;
+    r->device = s->cfg.device;
+    r->lane_stride = lane_stride;
+    r->lanes = lanes;
+    memcpy(r->lane_slots, lane_slots, lanes * sizeof(uint32_t));
+    r->fixed_index = VL_NONE;
+    L->region[L->nregion++] = r;
+    *out = r;
+    return 0;
+}
+
+static uint32_t lane_used(const struct vl_region *r, uint32_t lane)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->lane_slots[lane]; i++)
+        if (r->slot_chunk[(size_t)lane * r->stride_slots + i] != VL_CHUNK_NONE)
+            n++;
+    return n;
+}
+
+/* Lowest empty slot of a lane, or VL_NONE. */
+static uint32_t lane_first_empty(const struct vl_region *r, uint32_t lane)
+{
+    for (uint32_t i = 0; i < r->lane_slots[lane]; i++) {
+        uint32_t k = lane * r->stride_slots + i;
+        if (r->slot_chunk[k] == VL_CHUNK_NONE)
+            return k;
+    }
+    return VL_NONE;
+}
+
+/* Highest occupied slot of a lane holding a chunk in state st, or VL_NONE. */
+static uint32_t lane_last_in(struct vl_ledger *L, const struct vl_region *r,
+                             uint32_t lane, int st)
+{
+    for (uint32_t i = r->lane_slots[lane]; i-- > 0;) {
+        uint32_t k = lane * r->stride_slots + i;
+        if (r->slot_chunk[k] == VL_CHUNK_NONE)
+            continue;
+        struct vl_chunk *c = chunk_get(L, r->slot_chunk[k], NULL, NULL);
+        if (c->state == st)
+            return k;
+    }
+    return VL_NONE;
+}
+
+int vl_region_create(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                     int kind, uint64_t lane_bytes, uint32_t lanes,
+                     uint32_t *region_out)
+{
+    struct vl_stage *s = stage_get(L, stage);
+    if (!s || s->owner != client)
+        return fail(L, -ENOENT, "stage %u is not yours", stage);
+    if (kind < 0 || kind >= VL_NKINDS)
+        return fail(L, -EINVAL, "kind must be kv, expert, fixed or draft_kv");
+    if (s->configured)
+        return fail(L, -EPERM, "stage %u is configured: its regions are made "
+                    "at registration", stage);
+    if (lanes == 0 || lanes > VL_MAX_LANES)
+        return fail(L, -E2BIG, "lanes must be 1..%d", VL_MAX_LANES);
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    uint64_t cb = d->cfg.chunk_bytes;
+    if (lane_bytes == 0 || lane_bytes > d->cfg.capacity_bytes)
+        return fail(L, -E2BIG, "region lane of %llu bytes: must be 1..%llu "
+                    "(the device's capacity)", (unsigned long long)lane_bytes,
+                    (unsigned long long)d->cfg.capacity_bytes);
+    uint32_t slots[VL_MAX_LANES];
+    for (uint32_t l = 0; l < lanes; l++)
+        slots[l] = (uint32_t)div_up(lane_bytes, cb);
+    struct vl_region *r;
+    int e = region_new(L, client, s, kind, lanes, slots, &r);
+    if (e < 0)
+        return e;
+    *region_out = r->id;
+    return 0;
+}
+
+static struct vl_region *own_region(struct vl_ledger *L, uint32_t client,
+                                    uint32_t region)
+{
+    struct vl_region *r = vl_region_find(L, region);
+    return r && r->client == client ? r : NULL;
+}
+
+/* Grants free chunks to the first empty slots of each lane. The caller has
+ * checked that enough are free. */
+static void grant_lanes(struct vl_ledger *L, struct vl_region *r,
+                        const uint32_t *per_lane, int state,
+                        struct vl_fxlist *fx)
+{
+    struct vl_device *d = dev_get(L, r->device);
+    struct vl_client *cl = vl_client_find(L, r->client);
+    for (uint32_t l = 0; l < r->lanes; l++)
+        for (uint32_t n = 0; n < per_lane[l]; n++) {
+            uint32_t slot = lane_first_empty(r, l);
+            uint32_t idx = take_free(d);
+            place(L, d, idx, r, slot, state);
+            if (cl)
+                cl->chunks++;
+            fx_push(fx, (struct vl_fx){.kind = VL_FX_MAP, .client = r->client,
+                                       .chunk = vl_chunk_id(dev_index(L, d), idx),
+                                       .region = r->id, .slot = slot});
+        }
+}
+
+int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
+                   uint32_t n, struct vl_fxlist *fx)
+{
+    struct vl_region *r = own_region(L, client, region);
+    if (!r)
+        return fail(L, -ENOENT, "region %u is not yours", region);
+    struct vl_stage *s = stage_get(L, r->stage);
+    if (s->configured && (r->kind == VL_KV || r->kind == VL_EXPERT))
+        return fail(L, -EPERM, "region %u: the %s region of a configured stage "
+                    "grows through %s", region, vl_kind_name(r->kind),
+                    r->kind == VL_KV ? "kv_reserve" : "expert_request");
+    uint32_t per_lane[VL_MAX_LANES];
+    uint64_t total = 0;
+    for (uint32_t l = 0; l < r->lanes; l++) {
+        uint32_t used = lane_used(r, l);
+        if (n > r->lane_slots[l] - used)
+            return fail(L, -E2BIG, "region %u lane %u: %u chunks asked, room "
+                        "for %u", region, l, n, r->lane_slots[l] - used);
+        per_lane[l] = n;
+        total += n;
+    }
+    struct vl_device *d = dev_get(L, r->device);
+    uint64_t avail = dev_unpromised(L, d);
+    if (s->configured) /* a fixed region draws on the stage's reservation */
+        avail += fixed_free(s);
+    if (s->configured && total > fixed_free(s))
+        return fail(L, -EDQUOT, "region %u: %llu chunks asked, %u left of the "
+                    "stage's fixed reservation", region,
+                    (unsigned long long)total, fixed_free(s));
+    if (total > avail)
+        return fail(L, -ENOSPC, "device %u: %llu chunks asked, %llu available",
+                    d->cfg.id, (unsigned long long)total,
+                    (unsigned long long)avail);
+    if (fx_reserve(fx, total) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    grant_lanes(L, r, per_lane, VL_GRANTED, fx);
+    if (s->configured)
+        s->grants_total += total;
+    return 0;
+}
+
+int vl_region_release(struct vl_ledger *L, uint32_t client, uint32_t region,
+                      struct vl_fxlist *fx)
+{
+    struct vl_region *r = own_region(L, client, region);
+    if (!r)
+        return fail(L, -ENOENT, "region %u is not yours", region);
+    struct vl_stage *s = stage_get(L, r->stage);
+    if (s->configured)
+        return fail(L, -EPERM, "region %u belongs to configured stage %u: "
+                    "release the stage", region, r->stage);
+    if (fx_reserve(fx, r->used) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    struct vl_device *d = dev_get(L, r->device);
+    for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
+        if (r->slot_chunk[k] != VL_CHUNK_NONE)
+            to_free(L, d, (uint32_t)r->slot_chunk[k], fx);
+    region_drop(L, r);
+    return 0;
+}
+
+int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk, uint32_t region)
+{
+    struct vl_device *d;
+    if (!chunk_get(L, chunk, &d, NULL))
+        return fail(L, -ENOENT, "no chunk %llu", (unsigned long long)chunk);
+    struct vl_region *r = vl_region_find(L, region);
+    if (!r)
+        return fail(L, -ENOENT, "no region %u", region);
+    if (d->cfg.id != r->device)
+        return fail(L, -EXDEV, "foreign chunk: chunk %llu belongs to device "
+                    "%u, region %u to device %u", (unsigned long long)chunk,
+                    d->cfg.id, region, r->device);
+    return 0;
+}
+
+int vl_chunks_release(struct vl_ledger *L, uint32_t client,
+                      const uint64_t *ids, size_t n, struct vl_fxlist *fx)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct vl_chunk *c = chunk_get(L, ids[i], NULL, NULL);
+        if (!c || c->holder != client ||
+            (c->state != VL_GRANTED && c->state != VL_LOANED &&
+             c->state != VL_RECALLING))
+            return fail(L, -ENOENT, "chunk %llu is not held by you",
+                        (unsigned long long)ids[i]);
+        for (size_t j = 0; j < i; j++)
+            if (ids[j] == ids[i])
+                return fail(L, -EINVAL, "chunk %llu listed twice",
+                            (unsigned long long)ids[i]);
+    }
+    if (fx_reserve(fx, 2 * n) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        struct vl_device *d;
+        uint32_t idx;
+        struct vl_chunk *c = chunk_get(L, ids[i], &d, &idx);
+        struct vl_region *r = c->region ? vl_region_find(L, c->region) : NULL;
+        bool loan = r && r->kind == VL_EXPERT && c->state != VL_GRANTED;
+        to_free(L, d, idx, fx);
+        if (loan) {
+            struct vl_stage *s = stage_get(L, r->stage);
+            if (s)
+                budget_changed(L, s, fx);
+        }
+    }
+    return 0;
+}
+
+/* ---- stages ------------------------------------------------------------ */
+
+int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
+                            uint32_t device, uint32_t first, uint32_t last,
+                            uint32_t *stage_out)
+{
+    if (!dev_get(L, device))
+        return fail(L, -ENODEV, "no device %u", device);
+    if (last < first || last >= SLOT_LAYER_NONE)
+        return fail(L, -EINVAL, "bad layer range %u-%u", first, last);
+    /* Ad-hoc stages take ids from the top, away from configured ones. */
+    for (uint32_t i = VL_MAX_STAGES; i-- > 0;) {
+        struct vl_stage *s = &L->stage[i];
+        if (s->used)
+            continue;
+        memset(s, 0, sizeof(*s));
+        s->used = true;
+        s->cfg.id = i;
+        s->cfg.device = device;
+        s->cfg.first_layer = first;
+        s->cfg.last_layer = last;
+        s->owner = client;
+        *stage_out = i;
+        return 0;
+    }
+    return fail(L, -E2BIG, "all %d stages are in use", VL_MAX_STAGES);
+}
+
+int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                      bool keep_window, struct vl_fxlist *fx)
+{
+    struct vl_stage *s = stage_get(L, stage);
+    if (!s || !s->configured)
+        return fail(L, -ENOENT, "no configured stage %u", stage);
+    if (s->owner)
+        return fail(L, -EEXIST, "stage %u is owned by client %u", stage,
+                    s->owner);
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    uint64_t cb = d->cfg.chunk_bytes;
+
+    /* No-loan safety: decide how much KV to map now. */
+    uint64_t tokens = s->cfg.initial_tokens;
+    uint32_t initial = 0;
+    for (uint32_t l = 0; l < s->cfg.lanes; l++)
+        initial += vl_lane_chunks(&s->cfg, l, vl_kv_target_tokens(&s->cfg, 0), cb);
+    uint64_t lendable = (uint64_t)(s->window_chunks - initial) * cb;
+    uint64_t keep = (uint64_t)s->headroom_chunks * cb;
+    if (!s->cfg.lend || lendable < keep + s->cfg.expert_slot_bytes)
+        tokens = s->cfg.native_context;
+    uint32_t need = 0, per_lane[VL_MAX_LANES];
+    for (uint32_t l = 0; l < s->cfg.lanes; l++) {
+        per_lane[l] = vl_lane_chunks(&s->cfg, l,
+                                     vl_kv_target_tokens(&s->cfg, tokens), cb);
+        need += per_lane[l];
+    }
+    if (need > d->nfree)
+        return fail(L, -EAGAIN, "stage %u: %u chunks of its window are still "
+                    "quarantined after a previous owner", stage,
+                    need - d->nfree);
+    if (fx_reserve(fx, need) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+
+    struct vl_region *kv, *ex;
+    uint32_t one[1] = {s->nslots ? (uint32_t)div_up((uint64_t)s->nslots *
+                                               s->cfg.expert_slot_bytes, cb)
+                                 : 1};
+    s->owner = client;
+    int e = region_new(L, client, s, VL_KV, s->cfg.lanes, s->lane_window, &kv);
+    if (e < 0)
+        goto undo;
+    s->kv_region = kv->id;
+    e = region_new(L, client, s, VL_EXPERT, 1, one, &ex);
+    if (e < 0)
+        goto undo;
+    s->expert_region = ex->id;
+    for (uint32_t f = 0; f < s->cfg.nfixed; f++) {
+        struct vl_region *fr;
+        uint32_t slots[1] = {(uint32_t)div_up(s->cfg.fixed[f].bytes, cb)};
+        e = region_new(L, client, s, s->cfg.fixed[f].kind, 1, slots, &fr);
+        if (e < 0)
+            goto undo;
+        fr->fixed_index = f;
+        s->fixed_region[f] = fr->id;
+    }
+    s->keep_window = keep_window;
+    grant_lanes(L, kv, per_lane, VL_GRANTED, fx);
+    s->kv_peak_tokens = vl_kv_target_tokens(&s->cfg, tokens);
+    s->kv_needed_bytes = 0;
+    return 0;
+undo:
+    drop_regions(L, client, stage, false, NULL);
+    stage_reset(L, s);
+    return e;
+}
+
+int vl_stage_release(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                     struct vl_fxlist *fx)
+{
+    struct vl_stage *s = stage_get(L, stage);
+    if (!s || s->owner != client)
+        return fail(L, -ENOENT, "stage %u is not yours", stage);
+    size_t held = 0;
+    for (size_t i = 0; i < L->nregion; i++)
+        if (L->region[i]->stage == stage)
+            held += L->region[i]->used;
+    if (fx_reserve(fx, held + 1) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    drop_regions(L, client, stage, false, fx);
+    stage_reset(L, s);
+    return 0;
+}
+
+static int own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                     struct vl_stage **out)
+{
+    struct vl_stage *s = stage_get(L, stage);
+    if (!s || s->owner != client)
+        return fail(L, -ENOENT, "stage %u is not yours", stage);
+    if (!s->configured)
+        return fail(L, -EPERM, "stage %u is ad-hoc: KV budgets and loans need "
+                    "a configured stage", stage);
+    *out = s;
+    return 0;
+}
+
+/* ---- KV budgets and loans ---------------------------------------------- */
+
+/* Moves the highest loaned chunk of the stage's expert region into slot of
+ * region dst (same client: the client remaps the handle it holds). */
+static void move_last_loan(struct vl_ledger *L, struct vl_stage *s,
+                           struct vl_region *dst, uint32_t slot,
+                           struct vl_fxlist *fx)
+{
+    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    uint32_t k = lane_last_in(L, ex, 0, VL_LOANED);
+    struct vl_device *d;
+    uint32_t idx;
+    chunk_get(L, ex->slot_chunk[k], &d, &idx);
+    place(L, d, idx, dst, slot, VL_GRANTED);
+    fx_push(fx, (struct vl_fx){.kind = VL_FX_MOVE, .client = dst->client,
+                               .chunk = vl_chunk_id(dev_index(L, d), idx),
+                               .region = dst->id, .slot = slot});
+}
+
+static uint32_t stage_loaned_now(const struct vl_stage *s)
+{
+    return s->loan_chunks - s->recalling;
+}
+
+int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                  uint64_t prompt, uint64_t output, uint32_t *recalled_out,
+                  struct vl_fxlist *fx)
+{
+    struct vl_stage *s;
+    int e = own_stage(L, client, stage, &s);
+    if (e < 0)
+        return e;
+    if (prompt > UINT32_MAX || output > UINT32_MAX)
+        return fail(L, -E2BIG, "token counts above 2^32");
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    struct vl_region *kv = vl_region_find(L, s->kv_region);
+    uint64_t cb = d->cfg.chunk_bytes;
+    uint64_t want = prompt + output;
+    if (want > s->cfg.native_context)
+        return fail(L, -E2BIG, "stage %u: %llu tokens exceed the native "
+                    "context of %llu", stage, (unsigned long long)want,
+                    (unsigned long long)s->cfg.native_context);
+    uint64_t target = vl_kv_target_tokens(&s->cfg, want);
+
+    uint32_t per_lane[VL_MAX_LANES], need = 0;
+    uint64_t needed_bytes = 0;
+    for (uint32_t l = 0; l < s->cfg.lanes; l++) {
+        uint32_t t = vl_lane_chunks(&s->cfg, l, target, cb);
+        uint32_t u = lane_used(kv, l);
+        per_lane[l] = t > u ? t - u : 0;
+        need += per_lane[l];
+        needed_bytes += want * s->cfg.lane_bytes_per_token[l];
+    }
+
+    /* Sources, in order: the stage's own free window, its own loans (moved),
+     * then pool loans of other stages on this device (recalled). */
+    uint32_t from_free = window_free(s);
+    if (from_free > d->nfree)
+        from_free = d->nfree;
+    if (from_free > need)
+        from_free = need;
+    uint32_t own = stage_loaned_now(s);
+    uint32_t from_own = need - from_free < own ? need - from_free : own;
+    uint32_t short_by = need - from_free - from_own;
+    /* Free memory nobody is promised also serves (e.g. freed pool loans). */
+    if (short_by) {
+        uint32_t extra = dev_unpromised(L, d);
+        uint32_t left = d->nfree - from_free;
+        if (extra > left)
+            extra = left;
+        uint32_t use = extra < short_by ? extra : short_by;
+        from_free += use;
+        short_by -= use;
+    }
+
+    if (short_by) {
+        /* Ask for pool loans back; chunks already on their way count. */
+        uint32_t pending = d->count[VL_RECALLING];
+        uint32_t ask = short_by > pending ? short_by - pending : 0;
+        if (fx_reserve(fx, ask + VL_MAX_STAGES) < 0)
+            return fail(L, -ENOMEM, "out of memory");
+        for (uint32_t i = 0; i < VL_MAX_STAGES && ask; i++) {
+            struct vl_stage *o = &L->stage[i];
+            if (!o->used || o == s || o->cfg.device != s->cfg.device ||
+                !o->expert_region)
+                continue;
+            uint32_t excess = pool_loans(o);
+            excess = excess > o->recalling ? excess - o->recalling : 0;
+            struct vl_region *ex = vl_region_find(L, o->expert_region);
+            bool changed = false;
+            while (excess && ask) {
+                uint32_t k = lane_last_in(L, ex, 0, VL_LOANED);
+                if (k == VL_NONE)
+                    break;
+                struct vl_device *cd;
+                uint32_t idx;
+                struct vl_chunk *c = chunk_get(L, ex->slot_chunk[k], &cd, &idx);
+                set_state(cd, c, VL_RECALLING);
+                o->recalling++;
+                o->recalls_total++;
+                fx_push(fx, (struct vl_fx){.kind = VL_FX_UNMAP,
+                                           .client = c->holder,
+                                           .chunk = ex->slot_chunk[k],
+                                           .region = ex->id, .slot = k,
+                                           .stage = i});
+                excess--;
+                ask--;
+                changed = true;
+            }
+            if (changed)
+                budget_changed(L, o, fx);
+        }
+        return fail(L, -EAGAIN, "stage %u: %u chunks must come back from "
+                    "other clients' recalls or quarantine first", stage,
+                    short_by);
+    }
+
+    if (fx_reserve(fx, need + 1) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    /* Free chunks first, then moves, lane by lane. */
+    uint32_t take_free_left = from_free, moved = 0;
+    struct vl_client *cl = vl_client_find(L, client);
+    for (uint32_t l = 0; l < s->cfg.lanes; l++)
+        for (uint32_t n = 0; n < per_lane[l]; n++) {
+            uint32_t slot = lane_first_empty(kv, l);
+            if (take_free_left) {
+                uint32_t idx = take_free(d);
+                place(L, d, idx, kv, slot, VL_GRANTED);
+                if (cl)
+                    cl->chunks++;
+                fx_push(fx, (struct vl_fx){.kind = VL_FX_MAP, .client = client,
+                                           .chunk = vl_chunk_id(dev_index(L, d), idx),
+                                           .region = kv->id, .slot = slot,
+                                           .stage = stage});
+                take_free_left--;
+            } else {
+                move_last_loan(L, s, kv, slot, fx);
+                moved++;
+            }
+        }
+    if (moved) {
+        s->recalls_total += moved;
+        budget_changed(L, s, fx);
+    }
+    s->grants_total += need;
+    s->kv_needed_bytes = needed_bytes;
+    if (target > s->kv_peak_tokens)
+        s->kv_peak_tokens = target;
+    if (recalled_out)
+        *recalled_out = moved;
+    return 0;
+}
+
+/* Loans the stage may still take from its own window. */
+static uint32_t window_lendable(const struct vl_stage *s)
+{
+    if (!s->cfg.lend)
+        return 0;
+    uint32_t used = s->kv_chunks + s->loan_chunks + s->headroom_chunks;
+    return used < s->window_chunks ? s->window_chunks - used : 0;
+}
+
+static uint32_t expert_room(struct vl_ledger *L, struct vl_stage *s)
+{
+    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    return ex->lane_slots[0] - lane_used(ex, 0);
+}
+
+int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
+               uint64_t tokens, struct vl_fxlist *fx)
+{
+    struct vl_stage *s;
+    int e = own_stage(L, client, stage, &s);
+    if (e < 0)
+        return e;
+    s->kv_needed_bytes = 0;
+    if (s->keep_window)
+        return 0;
+    if (!s->cfg.lend && window_free(s) + s->kv_chunks >= s->window_chunks)
+        return 0; /* no-loan safety: the whole window stays mapped */
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    struct vl_region *kv = vl_region_find(L, s->kv_region);
+    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    uint64_t target = vl_kv_target_tokens(&s->cfg, tokens);
+    uint32_t surplus[VL_MAX_LANES], total = 0;
+    for (uint32_t l = 0; l < s->cfg.lanes; l++) {
+        uint32_t t = vl_lane_chunks(&s->cfg, l, target, d->cfg.chunk_bytes);
+        uint32_t u = lane_used(kv, l);
+        surplus[l] = u > t ? u - t : 0;
+        total += surplus[l];
+    }
+    if (!total)
+        return 0;
+    if (fx_reserve(fx, total + 1) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    struct vl_client *cl = vl_client_find(L, client);
+    /* Lending is judged after the surplus leaves KV. */
+    uint32_t lend = 0;
+    if (s->cfg.lend && !(cl && cl->delinquent)) {
+        uint32_t used = (s->kv_chunks - total) + s->loan_chunks +
+                        s->headroom_chunks;
+        lend = used < s->window_chunks ? s->window_chunks - used : 0;
+        uint32_t room = expert_room(L, s);
+        if (lend > room)
+            lend = room;
+        if (lend > total)
+            lend = total;
+    }
+    uint32_t lent = 0;
+    for (uint32_t l = s->cfg.lanes; l-- > 0;)
+        for (uint32_t n = 0; n < surplus[l]; n++) {
+            uint32_t k = lane_last_in(L, kv, l, VL_GRANTED);
+            struct vl_device *cd;
+            uint32_t idx;
+            struct vl_chunk *c = chunk_get(L, kv->slot_chunk[k], &cd, &idx);
+            if (lent < lend) {
+                uint32_t slot = lane_first_empty(ex, 0);
+                place(L, cd, idx, ex, slot, VL_LOANED);
+                fx_push(fx, (struct vl_fx){.kind = VL_FX_MOVE, .client = client,
+                                           .chunk = vl_chunk_id(dev_index(L, cd), idx),
+                                           .region = ex->id, .slot = slot,
+                                           .stage = stage});
+                lent++;
+            } else {
+                /* Released: stays in its slot, recalling, until the client
+                 * answers with chunk_release. */
+                set_state(cd, c, VL_RECALLING);
+                fx_push(fx, (struct vl_fx){.kind = VL_FX_UNMAP, .client = client,
+                                           .chunk = kv->slot_chunk[k],
+                                           .region = kv->id, .slot = k,
+                                           .stage = stage});
+            }
+        }
+    if (lent)
+        budget_changed(L, s, fx);
+    return 0;
+}
+
+int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                      uint64_t max_bytes, struct vl_fxlist *fx)
+{
+    struct vl_stage *s;
+    int e = own_stage(L, client, stage, &s);
+    if (e < 0)
+        return e;
+    struct vl_client *cl = vl_client_find(L, client);
+    if (cl && cl->delinquent)
+        return fail(L, -EPERM, "client %u missed a recall deadline: no new "
+                    "loans", client);
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    uint64_t cb = d->cfg.chunk_bytes;
+    uint32_t n = window_lendable(s);
+    if (n > d->nfree)
+        n = d->nfree;
+    if (d->cfg.lend_unreserved) {
+        uint32_t pool = dev_unpromised(L, d);
+        /* unpromised already excludes the stage's own free window */
+        n += pool;
+        if (n > d->nfree)
+            n = d->nfree;
+    }
+    if (max_bytes && n > max_bytes / cb)
+        n = (uint32_t)(max_bytes / cb);
+    uint32_t room = expert_room(L, s);
+    if (n > room)
+        n = room;
+    if (!n)
+        return 0;
+    if (fx_reserve(fx, n + 1) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    uint32_t per_lane[1] = {n};
+    grant_lanes(L, ex, per_lane, VL_LOANED, fx);
+    s->grants_total += n;
+    budget_changed(L, s, fx);
+    return 0;
+}
+
+int vl_expert_claim(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                    uint32_t layer, const uint32_t *slots, size_t n)
+{
+    struct vl_stage *s;
+    int e = own_stage(L, client, stage, &s);
+    if (e < 0)
+        return e;
+    if (layer < s->cfg.first_layer || layer > s->cfg.last_layer)
+        return fail(L, -EPERM, "layer %u is outside stage %u's layers %u-%u",
+                    layer, stage, s->cfg.first_layer, s->cfg.last_layer);
+    uint32_t backed = vl_expert_slots_backed(L, stage);
+    for (size_t i = 0; i < n; i++) {
+        if (slots[i] >= backed)
+            return fail(L, -EINVAL, "slot %u is not backed (%u slots are)",
+                        slots[i], backed);
+        uint16_t o = s->slot_layer[slots[i]];
+        if (o != SLOT_LAYER_NONE && o != layer)
+            return fail(L, -EBUSY, "slot %u belongs to layer %u", slots[i], o);
+    }
+    for (size_t i = 0; i < n; i++)
+        s->slot_layer[slots[i]] = (uint16_t)layer;
+    return 0;
+}
+
+void vl_recall_missed(struct vl_ledger *L, uint32_t client)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    if (cl) {
+        cl->delinquent = true;
+        cl->missed_recalls++;
+    }
+}
+
+/* ---- invariants -------------------------------------------------------- */
+
+int vl_check(struct vl_ledger *L)
+{
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        uint32_t cnt[VL_NSTATES] = {0}, cat[4] = {0};
+        for (uint32_t k = 0; k < d->nchunks; k++) {
+            struct vl_chunk *c = &d->chunks[k];
+            if (c->state >= VL_NSTATES)
+                return fail(L, -EFAULT, "device %u chunk %u: bad state", d->cfg.id, k);
+            cnt[c->state]++;
+            cat[c->cat]++;
+            bool held = c->state != VL_FREE;
+            if (held != (c->holder != 0))
+                return fail(L, -EFAULT, "device %u chunk %u: %s with holder %u",
+                            d->cfg.id, k, vl_state_name(c->state), c->holder);
+            if ((c->state == VL_FREE || c->state == VL_QUARANTINED) &&
+                (c->region || c->cat != VL_CAT_NONE))
+                return fail(L, -EFAULT, "device %u chunk %u: %s but mapped",
+                            d->cfg.id, k, vl_state_name(c->state));
+            if (c->region) {
+                struct vl_region *r = vl_region_find(L, c->region);
+                if (!r || r->slot_chunk[c->slot] != vl_chunk_id(di, k))
+                    return fail(L, -EFAULT, "device %u chunk %u: region %u slot "
+                                "%u does not point back", d->cfg.id, k,
+                                c->region, c->slot);
+                if (r->client != c->holder)
+                    return fail(L, -EFAULT, "device %u chunk %u: two holders "
+                                "(%u, region of %u)", d->cfg.id, k, c->holder,
+                                r->client);
+                if (r->device != d->cfg.id)
+                    return fail(L, -EFAULT, "chunk %u of device %u in a region "
+                                "of device %u", k, d->cfg.id, r->device);
+                if (c->cat != cat_of_kind(r))
+                    return fail(L, -EFAULT, "device %u chunk %u: wrong category",
+                                d->cfg.id, k);
+            }
+        }
+        for (int st = 0; st < VL_NSTATES; st++)
+            if (cnt[st] != d->count[st])
+                return fail(L, -EFAULT, "device %u: %u %s chunks counted as %u",
+                            d->cfg.id, cnt[st], vl_state_name(st), d->count[st]);
+        if (cat[VL_CAT_FIXED] != d->fixed || cat[VL_CAT_KV] != d->kv ||
+            cat[VL_CAT_LOAN] != d->loaned)
+            return fail(L, -EFAULT, "device %u: category counters drifted",
+                        d->cfg.id);
+        if (d->fixed + d->kv + d->loaned + cnt[VL_FREE] + cnt[VL_QUARANTINED] !=
+            d->nchunks)
+            return fail(L, -EFAULT, "device %u: fixed %u + kv %u + loaned %u + "
+                        "free %u + quarantined %u != capacity %u", d->cfg.id,
+                        d->fixed, d->kv, d->loaned, cnt[VL_FREE],
+                        cnt[VL_QUARANTINED], d->nchunks);
+        if (d->nfree != cnt[VL_FREE])
+            return fail(L, -EFAULT, "device %u: free stack holds %u, %u free",
+                        d->cfg.id, d->nfree, cnt[VL_FREE]);
+        for (uint32_t i = 0; i < d->nfree; i++)
+            if (d->chunks[d->free_stack[i]].state != VL_FREE)
+                return fail(L, -EFAULT, "device %u: chunk %u on the free stack "
+                            "is %s", d->cfg.id, d->free_stack[i],
+                            vl_state_name(d->chunks[d->free_stack[i]].state));
+        if (d->reserved > d->nchunks)
+            return fail(L, -EFAULT, "device %u: reservations exceed capacity",
+                        d->cfg.id);
+    }
+    for (size_t i = 0; i < L->nregion; i++) {
+        struct vl_region *r = L->region[i];
+        uint32_t used = 0;
+        for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++) {
+            if (r->slot_chunk[k] == VL_CHUNK_NONE)
+                continue;
+            struct vl_chunk *c = chunk_get(L, r->slot_chunk[k], NULL, NULL);
+            if (!c || c->region != r->id || c->slot != k)
+                return fail(L, -EFAULT, "region %u slot %u: chunk does not "
+                            "point back", r->id, k);
+            used++;
+        }
+        if (used != r->used)
+            return fail(L, -EFAULT, "region %u: %u used, counted %u", r->id,
+                        used, r->used);
+        for (size_t j = i + 1; j < L->nregion; j++) {
+            struct vl_region *o = L->region[j];
+            uint64_t a0 = r->base, a1 = r->base + r->lanes * r->lane_stride;
+            uint64_t b0 = o->base, b1 = o->base + o->lanes * o->lane_stride;
+            if (a0 < b1 && b0 < a1)
+                return fail(L, -EFAULT, "regions %u and %u overlap", r->id,
+                            o->id);
+        }
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used)
+            continue;
+        uint32_t kv = 0, loan = 0, fixed = 0, rec = 0;
+        for (size_t j = 0; j < L->nregion; j++) {
+            struct vl_region *r = L->region[j];
+            if (r->stage != i)
+                continue;
+            uint32_t *p = r->kind == VL_KV ? &kv : r->kind == VL_EXPERT ? &loan : &fixed;
+            *p += r->used;
+            if (r->kind == VL_EXPERT)
+                for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
+                    if (r->slot_chunk[k] != VL_CHUNK_NONE &&
+                        chunk_get(L, r->slot_chunk[k], NULL, NULL)->state ==
+                            VL_RECALLING)
+                        rec++;
+        }
+        if (kv != s->kv_chunks || loan != s->loan_chunks ||
+            fixed != s->fixed_chunks || rec != s->recalling)
+            return fail(L, -EFAULT, "stage %u: counters drifted (kv %u/%u, "
+                        "loans %u/%u, fixed %u/%u, recalling %u/%u)", i, kv,
+                        s->kv_chunks, loan, s->loan_chunks, fixed,
+                        s->fixed_chunks, rec, s->recalling);
+        /* The native-context guarantee: KV never outgrows the window, and
+         * what is not KV is free-and-promised or a recallable loan. */
+        if (s->configured && s->kv_chunks > s->window_chunks)
+            return fail(L, -EFAULT, "stage %u: KV %u chunks over its window %u",
+                        i, s->kv_chunks, s->window_chunks);
+    }
+    return 0;
+}

@@ -1,0 +1,261 @@
+/* The ledger: every memory decision vramd makes, and nothing else.
+ *
+ * Pure C: no I/O, no clocks, no backend calls. Operations validate first and
+ * change state only when they succeed; what the rest of the daemon must do as
+ * a consequence (send a chunk's fd, tell a client to move or unmap a chunk,
+ * free physical memory, announce a residency change) comes back as a list of
+ * effects. Every rule of the broker lives in ledger.c; read it top to bottom.
+ *
+ * Accounting, per device, in chunks:
+ *   fixed + kv + loaned + free + quarantined == capacity
+ * where "fixed" counts chunks granted to fixed, draft_kv and ad-hoc regions,
+ * "kv" chunks granted to the kv region of a configured stage, "loaned" chunks
+ * lent to expert regions (state loaned or recalling). Every chunk is in one
+ * state with at most one holder.
+ */
+#ifndef VRAMD_LEDGER_H
+#define VRAMD_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VL_MAX_DEVICES 64
+#define VL_MAX_STAGES 256
+#define VL_MAX_LANES 256
+#define VL_MAX_FIXED 8
+#define VL_NONE 0xffffffffu
+
+enum vl_chunk_state {
+    VL_FREE,
+    VL_GRANTED,     /* to a kv, fixed, draft_kv or ad-hoc region slot */
+    VL_LOANED,      /* to an expert region, out of KV headroom or the pool */
+    VL_RECALLING,   /* its holder has been asked to give it back */
+    VL_QUARANTINED, /* holder gone; waiting until its process can't touch it */
+    VL_NSTATES
+};
+
+enum vl_region_kind { VL_KV, VL_EXPERT, VL_FIXED, VL_DRAFT_KV, VL_NKINDS };
+
+enum vl_category { VL_CAT_NONE, VL_CAT_FIXED, VL_CAT_KV, VL_CAT_LOAN };
+
+struct vl_chunk {
+    uint8_t state;
+    uint8_t cat;     /* what the chunk counts as while held */
+    uint32_t holder; /* client id, 0 when free */
+    uint32_t region; /* region id, 0 when not mapped in a region */
+    uint32_t slot;   /* flat slot index inside the region */
+};
+
+struct vl_device_cfg {
+    uint32_t id;
+    uint64_t chunk_bytes;
+    uint64_t capacity_bytes; /* already net of the reserve */
+    bool lend_unreserved;    /* lend memory no stage reserved (explicit policy) */
+};
+
+struct vl_fixed_cfg {
+    char name[32];
+    uint8_t kind; /* VL_FIXED or VL_DRAFT_KV */
+    uint64_t bytes;
+};
+
+struct vl_stage_cfg {
+    uint32_t id;
+    uint32_t device;
+    uint32_t first_layer, last_layer;
+    uint32_t lanes;
+    uint64_t lane_bytes_per_token[VL_MAX_LANES];
+    uint64_t native_context;  /* tokens */
+    uint64_t initial_tokens;  /* initial KV window */
+    uint64_t step_tokens;     /* growth step */
+    struct vl_fixed_cfg fixed[VL_MAX_FIXED];
+    uint32_t nfixed;
+    uint64_t expert_slot_bytes;
+    uint64_t expert_region_bytes; /* VA of the expert region; 0: derived */
+    bool lend;                    /* loan policy */
+    uint64_t headroom_bytes;      /* KV window kept unlent */
+    uint32_t recall_deadline_ms;
+    uint32_t hold_ms;
+};
+
+struct vl_region {
+    uint32_t id;
+    uint32_t client;
+    uint32_t stage;
+    uint8_t kind;
+    uint32_t device;
+    uint64_t base;
+    uint64_t lane_stride; /* bytes between lanes */
+    uint32_t lanes;
+    uint32_t lane_slots[VL_MAX_LANES]; /* usable slots per lane */
+    uint32_t stride_slots;             /* slots between lanes */
+    uint64_t *slot_chunk;              /* lanes * stride_slots, VL_CHUNK_NONE */
+    uint32_t used;                     /* occupied slots */
+    uint32_t fixed_index;              /* for fixed regions of a stage */
+};
+
+#define VL_CHUNK_NONE UINT64_MAX
+
+struct vl_stage {
+    bool used;
+    bool configured;
+    struct vl_stage_cfg cfg;
+    uint32_t owner; /* client id; 0 = unowned */
+    bool keep_window;
+    /* derived from cfg */
+    uint32_t lane_window[VL_MAX_LANES]; /* chunks per lane at native context */
+    uint32_t window_chunks;             /* sum over lanes */
+    uint32_t fixed_reserved;            /* chunks for fixed reservations */
+    uint32_t headroom_chunks;
+    /* state */
+    uint32_t kv_region, expert_region;
+    uint32_t fixed_region[VL_MAX_FIXED];
+    uint32_t kv_chunks;      /* granted to the kv region */
+    uint32_t fixed_chunks;   /* granted to fixed regions of this stage */
+    uint32_t loan_chunks;    /* loaned or recalling in the expert region */
+    uint32_t recalling;      /* of loan_chunks, being recalled */
+    uint64_t kv_needed_bytes;
+    uint64_t kv_peak_tokens; /* largest window reached (keep_window) */
+    uint64_t residency_version;
+    uint16_t *slot_layer;    /* per expert slot: owning layer, 0xffff none */
+    uint32_t nslots;         /* expert slots in the region */
+    uint64_t recalls_total, grants_total;
+};
+
+struct vl_device {
+    struct vl_device_cfg cfg;
+    uint32_t nchunks;
+    struct vl_chunk *chunks;
+    uint32_t *free_stack;
+    uint32_t nfree;
+    uint32_t count[VL_NSTATES];
+    uint32_t fixed, kv, loaned; /* granted chunks by category */
+    uint32_t reserved;          /* sum over stages: window + fixed */
+};
+
+struct vl_client {
+    uint32_t id;
+    bool gone;        /* disconnected; chunks quarantined until reaped */
+    bool delinquent;  /* missed a recall deadline: no new loans */
+    uint32_t chunks;  /* held, any state */
+    uint64_t missed_recalls;
+};
+
+enum vl_fx_kind {
+    VL_FX_MAP,    /* send chunk's handle to client, map at (region, slot) */
+    VL_FX_MOVE,   /* client already holds chunk: remap at (region, slot) */
+    VL_FX_UNMAP,  /* ask client to unmap chunk and release it */
+    VL_FX_DROP,   /* chunk left its holder for good: scrub or free physical */
+    VL_FX_BUDGET, /* stage's expert residency changed */
+};
+
+struct vl_fx {
+    uint8_t kind;
+    uint32_t client;
+    uint64_t chunk;
+    uint32_t region;
+    uint32_t slot;
+    uint32_t stage;
+};
+
+struct vl_fxlist {
+    struct vl_fx *v;
+    size_t n, cap;
+};
+
+struct vl_ledger {
+    struct vl_device dev[VL_MAX_DEVICES];
+    uint32_t ndev;
+    struct vl_stage stage[VL_MAX_STAGES];
+    struct vl_region **region;
+    size_t nregion, region_cap;
+    uint32_t next_region_id;
+    struct vl_client *client;
+    size_t nclient, client_cap;
+    /* the virtual address window regions are carved from */
+    uint64_t va_base, va_size;
+    struct vl_va_range { uint64_t base, size; } *va_free;
+    size_t nva_free;
+    char why[256];
+    bool check_every_op; /* run vl_check after every operation */
+};
+
+/* Chunk ids are stable for the daemon's life: device << 32 | index. */
+static inline uint64_t vl_chunk_id(uint32_t dev, uint32_t idx)
+{
+    return ((uint64_t)dev << 32) | idx;
+}
+
+int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev,
+            uint64_t va_base, uint64_t va_size);
+void vl_fini(struct vl_ledger *L);
+const char *vl_why(const struct vl_ledger *L);
+const char *vl_state_name(int state);
+const char *vl_kind_name(int kind);
+int vl_kind_parse(const char *s);
+
+/* Stages of the configuration are added once, before clients connect. */
+int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg);
+
+int vl_client_add(struct vl_ledger *L, uint32_t client);
+/* The connection closed: chunks are quarantined, stages and regions dropped. */
+int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
+                         struct vl_fxlist *fx);
+/* The client's process can no longer touch memory: quarantine ends. */
+int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx);
+struct vl_client *vl_client_find(struct vl_ledger *L, uint32_t client);
+
+int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                      bool keep_window, struct vl_fxlist *fx);
+int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
+                            uint32_t device, uint32_t first_layer,
+                            uint32_t last_layer, uint32_t *stage_out);
+int vl_stage_release(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                     struct vl_fxlist *fx);
+
+int vl_region_create(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                     int kind, uint64_t lane_bytes, uint32_t lanes,
+                     uint32_t *region_out);
+int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
+                   uint32_t chunks_per_lane, struct vl_fxlist *fx);
+int vl_region_release(struct vl_ledger *L, uint32_t client, uint32_t region,
+                      struct vl_fxlist *fx);
+struct vl_region *vl_region_find(struct vl_ledger *L, uint32_t region);
+
+/* Chunks given back by their holder after unmapping. All or nothing. */
+int vl_chunks_release(struct vl_ledger *L, uint32_t client,
+                      const uint64_t *chunks, size_t n, struct vl_fxlist *fx);
+/* Offer one chunk to a region slot; refuses foreign chunks. */
+int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk,
+                          uint32_t region);
+
+/* KV budget of a request. Returns 0 when the whole budget is mapped (map and
+ * move effects for client), -EAGAIN when recalls from other clients must
+ * complete first (unmap effects for them; call again after releases). */
+int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                  uint64_t prompt_tokens, uint64_t output_tokens,
+                  uint32_t *recalled_out, struct vl_fxlist *fx);
+int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
+               uint64_t tokens, struct vl_fxlist *fx);
+int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                      uint64_t max_bytes, struct vl_fxlist *fx);
+int vl_expert_claim(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                    uint32_t layer, const uint32_t *slots, size_t n);
+
+/* KV tokens a request needs: prompt + output rounded up to the growth step
+ * from the initial window, clamped to the native context. */
+uint64_t vl_kv_target_tokens(const struct vl_stage_cfg *cfg, uint64_t tokens);
+uint32_t vl_lane_chunks(const struct vl_stage_cfg *cfg, uint32_t lane,
+                        uint64_t tokens, uint64_t chunk_bytes);
+uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage);
+/* A recall deadline passed with chunks still held by client. */
+void vl_recall_missed(struct vl_ledger *L, uint32_t client);
+
+/* Checks every invariant; 0 or -EFAULT with the broken rule in why. */
+int vl_check(struct vl_ledger *L);
+
+void vl_fx_clear(struct vl_fxlist *fx);
+void vl_fx_free(struct vl_fxlist *fx);
+
+#endif

@@ -1,0 +1,275 @@
+/* The listening socket and the daemon's life: lock, listen, accept, signals,
+ * background pool refill, orderly shutdown. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "message.h"
+#include "server.h"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
+                   const struct vd_config *cfg, struct vd_backend *backend,
+                   const char *socket_path)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->loop = loop;
+    srv->cfg = *cfg;
+    srv->backend = backend;
+    srv->listen_fd = srv->lock_fd = -1;
+    srv->started_ns = now_ns();
+    if (strlen(socket_path) >= sizeof(srv->socket_path)) {
+        vlog(VLOG_ERR, "socket path %s is longer than %zu bytes", socket_path,
+             sizeof(srv->socket_path) - 1);
+        return -ENAMETOOLONG;
+    }
+    snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", socket_path);
+    snprintf(srv->lock_path, sizeof(srv->lock_path), "%s.lock", socket_path);
+
+    struct vl_device_cfg devs[VL_MAX_DEVICES];
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        devs[i] = cfg->dev[i].l;
+        uint64_t total = backend->info[i].total_bytes;
+        uint64_t cap = cfg->dev[i].has_capacity ? devs[i].capacity_bytes : total;
+        if (cap > total)
+            cap = total;
+        if (cfg->dev[i].reserve_bytes >= cap) {
+            vlog(VLOG_ERR, "devices[%u].reserve: %llu bytes leaves nothing of "
+                 "%llu", i, (unsigned long long)cfg->dev[i].reserve_bytes,
+                 (unsigned long long)cap);
+            return -EINVAL;
+        }
+        if (cfg->dev[i].reserve_bytes && total - cfg->dev[i].reserve_bytes < cap)
+            cap = total - cfg->dev[i].reserve_bytes;
+        devs[i].capacity_bytes = cap / devs[i].chunk_bytes * devs[i].chunk_bytes;
+    }
+    uint64_t va_base = cfg->va_base ? cfg->va_base : 0x200000000000ull;
+    uint64_t va_size = cfg->va_size ? cfg->va_size : 0x100000000000ull;
+    int e = vl_init(&srv->ledger, devs, cfg->ndev, va_base, va_size);
+    if (e < 0) {
+        vlog(VLOG_ERR, "devices: %s", vl_why(&srv->ledger));
+        return e;
+    }
+    for (uint32_t i = 0; i < cfg->nstages; i++) {
+        e = vl_stage_configure(&srv->ledger, &cfg->stages[i]);
+        if (e < 0) {
+            vlog(VLOG_ERR, "stages[%u]: %s", i, vl_why(&srv->ledger));
+            vl_fini(&srv->ledger);
+            return e;
+        }
+    }
+    const char *chk = getenv("VRAMD_CHECK_INVARIANTS");
+#ifndef NDEBUG
+    srv->check_invariants = !chk || strcmp(chk, "0") != 0;
+#else
+    srv->check_invariants = chk && strcmp(chk, "0") != 0;
+#endif
+    return 0;
+}
+
+/* The socket's directory must be ours or root's and not writable by others,
+ * or anyone could swap the socket under us. Created 0755 when missing. */
+static int check_dir(const char *path)
+{
+    char tmp[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    char *dir = dirname(tmp);
+    struct stat st;
+    if (lstat(dir, &st) < 0) {
+        if (errno != ENOENT || mkdir(dir, 0755) < 0) {
+            vlog(VLOG_ERR, "socket directory %s: %s", dir, strerror(errno));
+            return -errno;
+        }
+        vlog(VLOG_INFO, "created socket directory %s", dir);
+        return 0;
+    }
+    if (S_ISLNK(st.st_mode) && strcmp(dir, "/run") && strcmp(dir, "/var/run")) {
+        vlog(VLOG_ERR, "socket directory %s is a symbolic link; refusing", dir);
+        return -ELOOP;
+    }
+    if (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        vlog(VLOG_ERR, "socket directory %s is not a directory", dir);
+        return -ENOTDIR;
+    }
+    if (!S_ISLNK(st.st_mode) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+        vlog(VLOG_ERR, "socket directory %s is writable by everyone without "
+             "the sticky bit; refusing", dir);
+        return -EPERM;
+    }
+    return 0;
+}
+
+static void on_accept(uv_poll_t *p, int status, int events)
+{
+    (void)events;
+    struct vd_server *srv = p->data;
+    if (status < 0)
+        return;
+    for (;;) {
+        int fd = accept4(srv->listen_fd, NULL, NULL,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                vlog(VLOG_ERR, "cannot accept: %s", strerror(errno));
+            return;
+        }
+        vd_session_accept(srv, fd);
+    }
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct vd_server *srv = s->data;
+    if (signum == SIGHUP) {
+        vlog(VLOG_NOTICE, "SIGHUP: configuration reload is not supported in "
+             "this version; nothing changed");
+        return;
+    }
+    vlog(VLOG_NOTICE, "%s: shutting down", strsignal(signum));
+    vd_server_stop(srv);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    struct vd_server *srv = h->data;
+    /* A few chunks a turn keeps the loop responsive while the pool fills. */
+    if (srv->backend->ops->prefill(srv->backend, 4) == 0)
+        uv_idle_stop(h);
+}
+
+static void on_prefill_timer(uv_timer_t *t);
+static uv_timer_t prefill_timer;
+
+static void on_prefill_timer(uv_timer_t *t)
+{
+    struct vd_server *srv = t->data;
+    if (!uv_is_active((uv_handle_t *)&srv->idle))
+        uv_idle_start(&srv->idle, on_idle);
+}
+
+int vd_server_listen(struct vd_server *srv)
+{
+    int e = check_dir(srv->socket_path);
+    if (e < 0)
+        return e;
+    srv->lock_fd = open(srv->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                        0600);
+    if (srv->lock_fd < 0) {
+        vlog(VLOG_ERR, "lock file %s: %s", srv->lock_path, strerror(errno));
+        return -errno;
+    }
+    if (flock(srv->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        vlog(VLOG_ERR, "another vramd is serving %s (lock %s is held)",
+             srv->socket_path, srv->lock_path);
+        return -EADDRINUSE;
+    }
+    struct stat st;
+    if (lstat(srv->socket_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            vlog(VLOG_ERR, "%s exists and is not a socket; refusing to "
+                 "replace it", srv->socket_path);
+            return -EEXIST;
+        }
+        unlink(srv->socket_path); /* stale: we hold the lock */
+    }
+    srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (srv->listen_fd < 0)
+        return -errno;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", srv->socket_path);
+    mode_t old = umask(0117); /* socket 0660 */
+    int r = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (r < 0 || listen(srv->listen_fd, 128) < 0) {
+        e = -errno;
+        vlog(VLOG_ERR, "cannot listen on %s: %s", srv->socket_path,
+             strerror(errno));
+        return e;
+    }
+    uv_poll_init(srv->loop, &srv->listen_poll, srv->listen_fd);
+    srv->listen_poll.data = srv;
+    uv_poll_start(&srv->listen_poll, UV_READABLE, on_accept);
+    int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(srv->loop, &srv->sig[i]);
+        srv->sig[i].data = srv;
+        uv_signal_start(&srv->sig[i], on_signal, sigs[i]);
+    }
+    uv_idle_init(srv->loop, &srv->idle);
+    srv->idle.data = srv;
+    uv_idle_start(&srv->idle, on_idle);
+    /* Refill the pool after grants drained it. */
+    uv_timer_init(srv->loop, &prefill_timer);
+    prefill_timer.data = srv;
+    uv_timer_start(&prefill_timer, on_prefill_timer, 50, 50);
+    uv_unref((uv_handle_t *)&prefill_timer);
+    return 0;
+}
+
+void vd_server_stop(struct vd_server *srv)
+{
+    if (srv->stopping)
+        return;
+    srv->stopping = true;
+    /* Closing a session also ends its held requests. */
+    while (srv->sessions)
+        vd_session_close(srv->sessions, "daemon shutting down");
+    uv_stop(srv->loop);
+}
+
+static void close_cb_free(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void close_all(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, close_cb_free);
+}
+
+void vd_server_fini(struct vd_server *srv)
+{
+    if (!srv)
+        return;
+    uv_walk(srv->loop, close_all, NULL);
+    uv_run(srv->loop, UV_RUN_DEFAULT);
+    for (struct vd_reaper *r = srv->reapers, *n; r; r = n) {
+        n = r->next;
+        close(r->pidfd);
+        free(r);
+    }
+    for (struct vd_recall *r = srv->recalls, *n; r; r = n) {
+        n = r->next;
+        free(r->chunks);
+        free(r);
+    }
+    if (srv->listen_fd >= 0) {
+        close(srv->listen_fd);
+        unlink(srv->socket_path);
+    }
+    if (srv->lock_fd >= 0) {
+        unlink(srv->lock_path);
+        close(srv->lock_fd);
+    }
+    vl_fx_free(&srv->fx);
+    vl_fini(&srv->ledger);
+}

@@ -1,0 +1,118 @@
+/* The daemon's runtime: the listening socket, client sessions, held
+ * requests, recall deadlines and quarantine reapers, on one libuv loop. */
+#ifndef VRAMD_SERVER_H
+#define VRAMD_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "config.h"
+#include "ledger.h"
+#include "transport.h"
+
+struct vd_server;
+
+struct vd_session {
+    struct vd_session *next;
+    struct vd_server *srv;
+    uint32_t id;
+    int fd;
+    uv_poll_t poll;
+    int poll_events;
+    struct vram_wire wire;
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    int pidfd;
+    char name[64];
+    bool hello;
+    bool ctl;
+    bool closing;     /* being torn down */
+    bool drain_close; /* close once the queue is flushed */
+    uint32_t held;    /* requests waiting (hold) */
+    uint32_t regions;
+};
+
+struct vd_held {
+    struct vd_held *next;
+    struct vd_server *srv;
+    struct vd_session *s;
+    uint64_t id;
+    uint32_t stage;
+    uint64_t prompt, output;
+    uv_timer_t timer;
+};
+
+struct vd_recall {
+    struct vd_recall *next;
+    struct vd_server *srv;
+    uint32_t client;
+    uint32_t stage;
+    uint32_t deadline_ms;
+    uint64_t *chunks;
+    size_t n;
+    uv_timer_t timer;
+};
+
+struct vd_reaper {
+    struct vd_reaper *next;
+    struct vd_server *srv;
+    uint32_t client;
+    pid_t pid;
+    int pidfd;
+    uv_poll_t poll;
+};
+
+struct vd_counters {
+    uint64_t grants, moves, recalls, recalls_missed, releases, errors,
+        disconnects, protocol_errors;
+};
+
+struct vd_server {
+    uv_loop_t *loop;
+    struct vd_config cfg;
+    struct vl_ledger ledger;
+    struct vd_backend *backend;
+    char socket_path[108];
+    char lock_path[116];
+    int listen_fd, lock_fd;
+    uv_poll_t listen_poll;
+    uv_signal_t sig[3];
+    uv_idle_t idle;
+    bool idle_on;
+    struct vd_session *sessions;
+    uint32_t nsessions;
+    uint32_t next_client_id;
+    struct vd_held *held;
+    struct vd_recall *recalls;
+    struct vd_reaper *reapers;
+    struct vl_fxlist fx;
+    struct vd_counters counters;
+    bool budget_pending[VL_MAX_STAGES];
+    bool check_invariants;
+    bool stopping;
+    uint64_t started_ns;
+};
+
+int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
+                   const struct vd_config *cfg, struct vd_backend *backend,
+                   const char *socket_path);
+int vd_server_listen(struct vd_server *srv);
+void vd_server_stop(struct vd_server *srv);
+void vd_server_fini(struct vd_server *srv);
+
+/* session.c */
+void vd_session_accept(struct vd_server *srv, int fd);
+void vd_session_close(struct vd_session *s, const char *why);
+void vd_session_free(struct vd_session *s);
+void vd_session_want_write(struct vd_session *s);
+void vd_held_retry_all(struct vd_server *srv);
+void vd_apply_background_fx(struct vd_server *srv);
+
+/* status.c */
+struct cJSON *vd_status_build(struct vd_server *srv);
+
+#endif

@@ -1,0 +1,177 @@
+/* The status object: what vramctl status --json prints and what the status
+ * request returns. Keys are stable; new keys may be added. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "message.h"
+#include "server.h"
+
+cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r);
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static cJSON *device_json(struct vd_server *srv, uint32_t i)
+{
+    struct vl_device *d = &srv->ledger.dev[i];
+    uint64_t cb = d->cfg.chunk_bytes;
+    cJSON *o = cJSON_CreateObject();
+    vram_json_add_u64(o, "id", d->cfg.id);
+    cJSON_AddStringToObject(o, "backend", srv->backend->ops->name);
+    const struct vd_device_info *info = &srv->backend->info[i];
+    cJSON_AddStringToObject(o, "name", info->name);
+    if (info->uuid[0])
+        cJSON_AddStringToObject(o, "uuid", info->uuid);
+    vram_json_add_u64(o, "chunk_bytes", cb);
+    vram_json_add_u64(o, "capacity_bytes", (uint64_t)d->nchunks * cb);
+    vram_json_add_u64(o, "free_bytes", (uint64_t)d->count[VL_FREE] * cb);
+    vram_json_add_u64(o, "granted_bytes", (uint64_t)(d->fixed + d->kv) * cb);
+    vram_json_add_u64(o, "fixed_bytes", (uint64_t)d->fixed * cb);
+    vram_json_add_u64(o, "kv_bytes", (uint64_t)d->kv * cb);
+    vram_json_add_u64(o, "loaned_bytes", (uint64_t)d->loaned * cb);
+    vram_json_add_u64(o, "recalling_bytes", (uint64_t)d->count[VL_RECALLING] * cb);
+    vram_json_add_u64(o, "quarantined_bytes",
+                      (uint64_t)d->count[VL_QUARANTINED] * cb);
+    vram_json_add_u64(o, "reserved_bytes", (uint64_t)d->reserved * cb);
+    vram_json_add_u64(o, "total_bytes", info->total_bytes);
+    cJSON_AddBoolToObject(o, "lend_unreserved", d->cfg.lend_unreserved);
+    return o;
+}
+
+static cJSON *stage_json(struct vd_server *srv, uint32_t id)
+{
+    struct vl_stage *s = &srv->ledger.stage[id];
+    uint64_t cb = 0;
+    for (uint32_t i = 0; i < srv->ledger.ndev; i++)
+        if (srv->ledger.dev[i].cfg.id == s->cfg.device)
+            cb = srv->ledger.dev[i].cfg.chunk_bytes;
+    cJSON *o = cJSON_CreateObject();
+    vram_json_add_u64(o, "id", id);
+    vram_json_add_u64(o, "device", s->cfg.device);
+    vram_json_add_u64(o, "first_layer", s->cfg.first_layer);
+    vram_json_add_u64(o, "last_layer", s->cfg.last_layer);
+    cJSON_AddBoolToObject(o, "configured", s->configured);
+    if (s->owner)
+        vram_json_add_u64(o, "owner", s->owner);
+    else
+        cJSON_AddNullToObject(o, "owner");
+    vram_json_add_u64(o, "kv_mapped_bytes", (uint64_t)s->kv_chunks * cb);
+    vram_json_add_u64(o, "kv_needed_bytes", s->kv_needed_bytes);
+    vram_json_add_u64(o, "kv_max_bytes", (uint64_t)s->window_chunks * cb);
+    vram_json_add_u64(o, "expert_loaned_bytes",
+                      (uint64_t)(s->loan_chunks - s->recalling) * cb);
+    vram_json_add_u64(o, "expert_slots_backed",
+                      vl_expert_slots_backed(&srv->ledger, id));
+    vram_json_add_u64(o, "expert_slot_bytes", s->cfg.expert_slot_bytes);
+    vram_json_add_u64(o, "recalls_pending", s->recalling);
+    vram_json_add_u64(o, "residency_version", s->residency_version);
+    vram_json_add_u64(o, "fixed_bytes", (uint64_t)s->fixed_chunks * cb);
+    vram_json_add_u64(o, "fixed_reserved_bytes", (uint64_t)s->fixed_reserved * cb);
+    if (s->configured) {
+        vram_json_add_u64(o, "kv_lanes", s->cfg.lanes);
+        vram_json_add_u64(o, "native_context", s->cfg.native_context);
+        vram_json_add_u64(o, "initial_tokens", s->cfg.initial_tokens);
+        vram_json_add_u64(o, "step_tokens", s->cfg.step_tokens);
+        cJSON_AddBoolToObject(o, "lend", s->cfg.lend);
+        cJSON_AddBoolToObject(o, "keep_window", s->keep_window);
+        vram_json_add_u64(o, "headroom_bytes", (uint64_t)s->headroom_chunks * cb);
+        vram_json_add_u64(o, "hold_ms", s->cfg.hold_ms);
+        vram_json_add_u64(o, "recall_deadline_ms", s->cfg.recall_deadline_ms);
+    }
+    cJSON *regions = cJSON_AddArrayToObject(o, "regions");
+    for (size_t i = 0; i < srv->ledger.nregion; i++)
+        if (srv->ledger.region[i]->stage == id)
+            cJSON_AddItemToArray(regions,
+                                 vd_region_json(srv, srv->ledger.region[i]));
+    return o;
+}
+
+static cJSON *clients_json(struct vd_server *srv)
+{
+    struct vl_ledger *L = &srv->ledger;
+    size_t n = L->nclient;
+    uint64_t *bytes = calloc(n ? n : 1, sizeof(uint64_t));
+    uint64_t *quar = calloc(n ? n : 1, sizeof(uint64_t));
+    for (uint32_t di = 0; bytes && quar && di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++) {
+            uint32_t h = d->chunks[k].holder;
+            if (!h)
+                continue;
+            for (size_t c = 0; c < n; c++)
+                if (L->client[c].id == h) {
+                    if (d->chunks[k].state == VL_QUARANTINED)
+                        quar[c] += d->cfg.chunk_bytes;
+                    else
+                        bytes[c] += d->cfg.chunk_bytes;
+                    break;
+                }
+        }
+    }
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t c = 0; c < n; c++) {
+        struct vl_client *cl = &L->client[c];
+        struct vd_session *s = NULL;
+        for (struct vd_session *x = srv->sessions; x; x = x->next)
+            if (x->id == cl->id)
+                s = x;
+        cJSON *o = cJSON_CreateObject();
+        vram_json_add_u64(o, "id", cl->id);
+        cJSON_AddStringToObject(o, "name", s ? s->name : "");
+        cJSON_AddNumberToObject(o, "pid", s ? s->pid : 0);
+        if (s)
+            vram_json_add_u64(o, "uid", s->uid);
+        cJSON_AddStringToObject(o, "role", s && s->ctl ? "ctl" : "engine");
+        cJSON_AddStringToObject(o, "state", cl->gone ? "quarantined" : "connected");
+        vram_json_add_u64(o, "held_bytes", bytes ? bytes[c] : 0);
+        vram_json_add_u64(o, "quarantined_bytes", quar ? quar[c] : 0);
+        cJSON_AddBoolToObject(o, "delinquent", cl->delinquent);
+        vram_json_add_u64(o, "missed_recalls", cl->missed_recalls);
+        cJSON *st = cJSON_AddArrayToObject(o, "stages");
+        for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+            if (L->stage[i].used && L->stage[i].owner == cl->id)
+                cJSON_AddItemToArray(st, cJSON_CreateNumber(i));
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(bytes);
+    free(quar);
+    return arr;
+}
+
+cJSON *vd_status_build(struct vd_server *srv)
+{
+    cJSON *o = cJSON_CreateObject();
+    vram_json_add_u64(o, "protocol_version", VRAM_PROTOCOL_VERSION);
+    cJSON_AddStringToObject(o, "backend", srv->backend->ops->name);
+    cJSON *dm = cJSON_AddObjectToObject(o, "daemon");
+    cJSON_AddNumberToObject(dm, "pid", getpid());
+    cJSON_AddStringToObject(dm, "version", VRAM_VERSION);
+    vram_json_add_u64(dm, "uptime_ms", (now_ns() - srv->started_ns) / 1000000);
+    vram_json_add_u64(dm, "chunk_fds", srv->backend->ops->fds_held(srv->backend));
+    cJSON *ct = cJSON_AddObjectToObject(o, "counters");
+    vram_json_add_u64(ct, "grants", srv->counters.grants);
+    vram_json_add_u64(ct, "moves", srv->counters.moves);
+    vram_json_add_u64(ct, "recalls", srv->counters.recalls);
+    vram_json_add_u64(ct, "recalls_missed", srv->counters.recalls_missed);
+    vram_json_add_u64(ct, "releases", srv->counters.releases);
+    vram_json_add_u64(ct, "errors", srv->counters.errors);
+    vram_json_add_u64(ct, "protocol_errors", srv->counters.protocol_errors);
+    vram_json_add_u64(ct, "disconnects", srv->counters.disconnects);
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    for (uint32_t i = 0; i < srv->ledger.ndev; i++)
+        cJSON_AddItemToArray(devs, device_json(srv, i));
+    cJSON *stages = cJSON_AddArrayToObject(o, "stages");
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        if (srv->ledger.stage[i].used)
+            cJSON_AddItemToArray(stages, stage_json(srv, i));
+    cJSON_AddItemToObject(o, "clients", clients_json(srv));
+    return o;
+}

@@ -1,0 +1,57 @@
+/* The frame: the unit of the vramd wire protocol.
+ *
+ * A frame is a fixed 16-byte little-endian header followed by a JSON payload.
+ * File descriptors (Unix) travel beside the frame as SCM_RIGHTS and are
+ * referenced from the JSON by index; the header says how many belong to the
+ * frame, and the transport checks that exactly that many arrived.
+ *
+ *   offset size field
+ *   0      4    magic        "VRMD" (0x444d5256 little-endian)
+ *   4      2    version      protocol version of the sender
+ *   6      2    flags        reserved, must be 0
+ *   8      4    payload_len  bytes of JSON that follow (<= VRAM_MAX_PAYLOAD)
+ *   12     2    nfds         fds attached to this frame (<= VRAM_MAX_FDS_PER_FRAME)
+ *   14     2    reserved     must be 0
+ *
+ * proto/PROTOCOL.md is the prose description; proto/messages.json lists every
+ * message. This header holds only what every party needs to frame bytes.
+ */
+#ifndef VRAM_PROTO_FRAME_H
+#define VRAM_PROTO_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VRAM_FRAME_MAGIC 0x444d5256u /* "VRMD" */
+#define VRAM_PROTOCOL_VERSION 1
+#define VRAM_FRAME_HEADER_SIZE 16
+
+/* Limits every peer enforces. Larger fd sets are split over several frames. */
+#define VRAM_MAX_PAYLOAD (1u << 20)
+#define VRAM_MAX_FDS_PER_FRAME 32
+#define VRAM_MAX_REQUESTS_IN_FLIGHT 64
+
+struct vram_frame_header {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t flags;
+    uint32_t payload_len;
+    uint16_t nfds;
+    uint16_t reserved;
+};
+
+void vram_frame_header_encode(const struct vram_frame_header *h,
+                              uint8_t out[VRAM_FRAME_HEADER_SIZE]);
+
+/* Decodes and checks a header. Returns 0, or a negative errno with a
+ * human-readable reason written to why:
+ *   -EPROTO   bad magic, flags or reserved bits
+ *   -EMSGSIZE payload over VRAM_MAX_PAYLOAD
+ *   -E2BIG    more fds than VRAM_MAX_FDS_PER_FRAME
+ * A version different from ours is not an error here: the receiver decides
+ * (the daemon answers it with a "client X, server Y" error). */
+int vram_frame_header_decode(const uint8_t in[VRAM_FRAME_HEADER_SIZE],
+                             struct vram_frame_header *h, char *why,
+                             size_t whylen);
+
+#endif

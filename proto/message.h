@@ -1,0 +1,47 @@
+/* Messages: the JSON layer above frames.
+ *
+ * proto/messages.json is compiled into every binary; requests are checked
+ * against it (vram_msg_validate) before anything acts on them, so a
+ * missing or mistyped field gets the same clear error everywhere.
+ * Error codes travel as errno names ("ENOSPC"), which are portable across
+ * operating systems, and become negative errno values at each end.
+ */
+#ifndef VRAM_PROTO_MESSAGE_H
+#define VRAM_PROTO_MESSAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "transport.h"
+
+/* The catalogue, parsed once (thread-unsafe first call; call it at start). */
+const cJSON *vram_catalogue(void);
+const char *vram_catalogue_text(void);
+
+/* Checks a request: a known type, and every required field present with its
+ * type. Returns 0, -ENOSYS (unknown type) or -EINVAL, with why set. */
+int vram_msg_validate_request(const cJSON *msg, char *why, size_t whylen);
+/* Same for an event, used by the client library. */
+int vram_msg_validate_event(const cJSON *msg, char *why, size_t whylen);
+
+const char *vram_errno_name(int err);      /* err may be negative */
+int vram_errno_from_name(const char *name); /* negative errno, -EPROTO if unknown */
+
+/* Serialises msg and queues it with fds. */
+int vram_msg_queue(struct vram_wire *w, const cJSON *msg, const int *fds,
+                   int nfds);
+
+/* Field readers. Each returns 0 and writes *out only when the field is
+ * present with the right type; -ENOENT when absent; -EINVAL otherwise. */
+int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out);
+int vram_json_bool(const cJSON *obj, const char *key, bool *out);
+const char *vram_json_str(const cJSON *obj, const char *key);
+
+/* Adds an unsigned integer exactly (JSON numbers are doubles: callers keep
+ * values below 2^53, which covers bytes, ids and addresses here). */
+cJSON *vram_json_add_u64(cJSON *obj, const char *key, uint64_t v);
+
+#endif

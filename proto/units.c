@@ -1,0 +1,68 @@
+#include "units.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int vram_size_parse(const char *s, uint64_t *out)
+{
+    if (!s)
+        return -EINVAL;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !isfinite(v) || v < 0)
+        return -ERANGE;
+    while (isspace((unsigned char)*end))
+        end++;
+    static const struct {
+        const char *suffix;
+        int shift;
+    } units[] = {{"", 0},     {"b", 0},    {"k", 10},   {"kib", 10},
+                 {"kb", 10},  {"m", 20},   {"mib", 20}, {"mb", 20},
+                 {"g", 30},   {"gib", 30}, {"gb", 30},  {"t", 40},
+                 {"tib", 40}, {"tb", 40}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(end, units[i].suffix) != 0)
+            continue;
+        double b = ldexp(v, units[i].shift);
+        if (b > 9007199254740992.0)
+            return -ERANGE;
+        if (b != floor(b))
+            return -EINVAL; /* a fraction of a byte */
+        *out = (uint64_t)b;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+char *vram_size_format(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    double v = (double)bytes;
+    while (v >= 1024 && i < 4) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(buf, len, "%.2f", v);
+    char *dot = strchr(buf, '.');
+    if (dot) { /* 1.50 -> 1.5, 16.00 -> 16 */
+        char *e = buf + strlen(buf) - 1;
+        while (e > dot && *e == '0')
+            *e-- = '\0';
+        if (e == dot)
+            *e = '\0';
+    }
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, " %s", u[i]);
+    return buf;
+}
