@@ -990,7 +990,11 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
         goto out;
     }
     if (f->nfds > 0) {
-        /* No request carries fds: close them, refuse the message. */
+        /* No request carries fds: close them first, then refuse. */
+        for (int i = 0; i < f->nfds; i++) {
+            close(f->fds[i]);
+            f->fds[i] = -1;
+        }
         reply_err(s, id, -EINVAL, "unsolicited file descriptors: %d closed "
                   "(no request carries fds)", f->nfds);
         goto out;

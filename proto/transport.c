@@ -123,6 +123,9 @@ static int deliver(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
         snprintf(why, whylen,
                  "frame header announces %u fds but %d arrived with it",
                  w->cur.nfds, w->nrxfds);
+        /* Close the fds now, as every other refusal does: the caller may
+         * log and keep the wire a while before vram_wire_fini. */
+        reset_rx(w);
         return -EBADMSG;
     }
     struct vram_wire_frame f = {

@@ -49,20 +49,27 @@ char *vram_size_format(uint64_t bytes, char *buf, size_t len)
     static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;
     double v = (double)bytes;
+    char num[64];
     while (v >= 1024 && i < 4) {
         v /= 1024;
         i++;
     }
-    snprintf(buf, len, "%.2f", v);
-    char *dot = strchr(buf, '.');
+    snprintf(num, sizeof(num), "%.2f", v);
+    /* Rounding can reach the next unit: 1048575 bytes is "1 MiB", not
+     * "1024 KiB". */
+    if (i < 4 && strtod(num, NULL) >= 1024) {
+        v /= 1024;
+        i++;
+        snprintf(num, sizeof(num), "%.2f", v);
+    }
+    char *dot = strchr(num, '.');
     if (dot) { /* 1.50 -> 1.5, 16.00 -> 16 */
-        char *e = buf + strlen(buf) - 1;
+        char *e = num + strlen(num) - 1;
         while (e > dot && *e == '0')
             *e-- = '\0';
         if (e == dot)
             *e = '\0';
     }
-    size_t n = strlen(buf);
-    snprintf(buf + n, len - n, " %s", u[i]);
+    snprintf(buf, len, "%s %s", num, u[i]);
     return buf;
 }

@@ -1,0 +1,328 @@
+#include "harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "message.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int daemon_start(struct daemon *d, const char *config, const char *const *args)
+{
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dir, sizeof(d->dir), "/tmp/vramd-test-XXXXXX");
+    if (!mkdtemp(d->dir))
+        return -errno;
+    snprintf(d->sock, sizeof(d->sock), "%s/vramd.sock", d->dir);
+    snprintf(d->log, sizeof(d->log), "%s/vramd.log", d->dir);
+    if (config) {
+        snprintf(d->config, sizeof(d->config), "%s/vramd.json", d->dir);
+        FILE *f = fopen(d->config, "w");
+        if (!f)
+            return -errno;
+        fputs(config, f);
+        fclose(f);
+    }
+    const char *bin = getenv("VRAMD_BIN");
+    if (!bin)
+        bin = "vramd";
+    d->pid = fork();
+    if (d->pid == 0) {
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = bin;
+        argv[n++] = "--socket";
+        argv[n++] = d->sock;
+        argv[n++] = "--backend";
+        argv[n++] = "host";
+        argv[n++] = "--log-level";
+        argv[n++] = "debug";
+        if (config) {
+            argv[n++] = "--config";
+            argv[n++] = d->config;
+        }
+        for (int i = 0; args && args[i] && n < 30; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        dup2(fd, 1);
+        close(fd);
+        setenv("VRAMD_CHECK_INVARIANTS", "1", 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        int ws;
+        if (waitpid(d->pid, &ws, WNOHANG) == d->pid) {
+            fprintf(stderr, "vramd exited during start; its log:\n");
+            char cmd[256];
+            snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
+            if (system(cmd)) {}
+            d->pid = 0;
+            return -ECHILD;
+        }
+        vram_client *c = NULL;
+        struct vram_client_options o = {.name = "harness", .ctl = 1};
+        if (vram_client_connect(d->sock, &o, &c) == 0) {
+            vram_client_close(c);
+            sleep_ms(100); /* let the pool prefill settle */
+            d->base_fds = daemon_fd_count(d);
+            cJSON *st = daemon_status(d);
+            d->base_fds -= (int)json_u64(cJSON_GetObjectItem(st, "daemon"),
+                                         "chunk_fds");
+            cJSON_Delete(st);
+            return 0;
+        }
+        sleep_ms(10);
+    }
+    return -ETIMEDOUT;
+}
+
+int daemon_stop(struct daemon *d)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid)
+            break;
+        if (i == 999) {
+            kill(d->pid, SIGKILL);
+            waitpid(d->pid, &st, 0);
+            CHECK(0, "vramd did not stop within 10 s of SIGTERM");
+        }
+        sleep_ms(10);
+    }
+    d->pid = 0;
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    CHECK(rc == 0, "vramd exited with %d (log %s)", rc, d->log);
+    CHECK(access(d->sock, F_OK) != 0, "socket %s left behind", d->sock);
+    if (rc != 0 || check_failures) {
+        fprintf(stderr, "---- vramd log (%s) ----\n", d->log);
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "tail -n 60 %s >&2", d->log);
+        if (system(cmd)) {}
+    }
+    return rc;
+}
+
+void daemon_kill(struct daemon *d)
+{
+    if (d->pid > 0) {
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+    }
+}
+
+int daemon_fd_count(const struct daemon *d)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)))
+        n += e->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
+vram_client *connect_client(const struct daemon *d, const char *name)
+{
+    vram_client *c = NULL;
+    char err[256] = "";
+    struct vram_client_options o = {.name = name, .error = err,
+                                    .error_len = sizeof(err)};
+    int e = vram_client_connect(d->sock, &o, &c);
+    REQUIRE(e == 0, "connect as %s: %s %s", name, vram_strerror(e), err);
+    return c;
+}
+
+cJSON *daemon_status(const struct daemon *d)
+{
+    vram_client *c = NULL;
+    struct vram_client_options o = {.name = "harness-status", .ctl = 1};
+    if (vram_client_connect(d->sock, &o, &c) < 0)
+        return NULL;
+    char *text = NULL;
+    cJSON *st = NULL;
+    if (vram_status_json(c, &text) == 0)
+        st = cJSON_Parse(text);
+    free(text);
+    vram_client_close(c);
+    return st;
+}
+
+bool daemon_log_contains(const struct daemon *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f)
+        return false;
+    char line[2048];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+bool daemon_log_wait(const struct daemon *d, const char *needle, int ms)
+{
+    for (int t = 0; t < ms; t += 20) {
+        if (daemon_log_contains(d, needle))
+            return true;
+        sleep_ms(20);
+    }
+    return daemon_log_contains(d, needle);
+}
+
+void daemon_check_no_leaks(const struct daemon *d)
+{
+    /* Disconnects are processed asynchronously: give them a moment. */
+    int fds = 0, chunk_fds = 0;
+    for (int i = 0; i < 100; i++) {
+        cJSON *st = daemon_status(d);
+        chunk_fds = (int)json_u64(cJSON_GetObjectItem(st, "daemon"), "chunk_fds");
+        int clients = cJSON_GetArraySize(cJSON_GetObjectItem(st, "clients"));
+        cJSON_Delete(st);
+        sleep_ms(20); /* the status connection's own fds must be gone */
+        fds = daemon_fd_count(d) - chunk_fds;
+        if (fds == d->base_fds && clients <= 1) /* ourselves */
+            break;
+        sleep_ms(20);
+    }
+    CHECK(fds == d->base_fds, "daemon holds %d non-chunk fds, %d at start",
+          fds, d->base_fds);
+    if (fds != d->base_fds) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd | grep -v memfd >&2",
+                 (int)d->pid);
+        if (system(cmd)) {}
+    }
+    cJSON *st = daemon_status(d);
+    const cJSON *dev;
+    cJSON_ArrayForEach(dev, cJSON_GetObjectItem(st, "devices")) {
+        CHECK(json_u64(dev, "free_bytes") == json_u64(dev, "capacity_bytes"),
+              "device %llu: %llu of %llu bytes free with no client",
+              (unsigned long long)json_u64(dev, "id"),
+              (unsigned long long)json_u64(dev, "free_bytes"),
+              (unsigned long long)json_u64(dev, "capacity_bytes"));
+    }
+    cJSON_Delete(st);
+}
+
+pid_t spawn(int (*fn)(const struct daemon *, void *), const struct daemon *d,
+            void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int rc = fn(d, arg);
+        fflush(NULL);
+        _exit(rc | (check_failures ? 1 : 0));
+    }
+    return pid;
+}
+
+int wait_child(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+uint64_t json_u64(const cJSON *o, const char *key)
+{
+    uint64_t v = 0;
+    vram_json_u64(o, key, &v);
+    return v;
+}
+
+uint64_t status_dev(const cJSON *st, int dev, const char *key)
+{
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(st, "devices"))
+        if ((int)json_u64(d, "id") == dev)
+            return json_u64(d, key);
+    return UINT64_MAX;
+}
+
+const cJSON *status_stage(const cJSON *st, uint32_t stage)
+{
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(st, "stages"))
+        if (json_u64(s, "id") == stage)
+            return s;
+    return NULL;
+}
+
+bool wait_dev_value(const struct daemon *d, int dev, const char *key,
+                    uint64_t want, int ms)
+{
+    for (int t = 0; t <= ms; t += 20) {
+        cJSON *st = daemon_status(d);
+        uint64_t v = status_dev(st, dev, key);
+        cJSON_Delete(st);
+        if (v == want)
+            return true;
+        sleep_ms(20);
+    }
+    return false;
+}
+
+void rv_init(struct rendezvous *r)
+{
+    if (pipe(r->to_child) || pipe(r->to_parent))
+        abort();
+}
+
+void rv_send(int fd, uint64_t v)
+{
+    if (write(fd, &v, sizeof(v)) != sizeof(v))
+        abort();
+}
+
+uint64_t rv_recv(int fd)
+{
+    uint64_t v = 0;
+    if (read(fd, &v, sizeof(v)) != sizeof(v))
+        return UINT64_MAX;
+    return v;
+}
+
+void fill_pattern(void *p, size_t n, uint64_t tag)
+{
+    uint64_t *w = p;
+    for (size_t i = 0; i < n / 8; i += 512) /* one word per 4 KiB page */
+        w[i] = tag * 0x9e3779b97f4a7c15ull + i;
+    w[n / 8 - 1] = ~tag;
+}
+
+bool check_pattern(const void *p, size_t n, uint64_t tag)
+{
+    const uint64_t *w = p;
+    for (size_t i = 0; i < n / 8; i += 512)
+        if (w[i] != tag * 0x9e3779b97f4a7c15ull + i)
+            return false;
+    return w[n / 8 - 1] == ~tag;
+}

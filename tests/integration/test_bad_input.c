@@ -1,0 +1,257 @@
+/* Every bad input gets a clear error or a disconnect with a logged reason,
+ * loses nothing, and leaves the daemon serving everyone else. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "harness.h"
+#include "message.h"
+
+static int raw_connect(const struct daemon *d)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    REQUIRE(strlen(d->sock) < sizeof(sa.sun_path), "socket path too long");
+    memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
+    REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+    return fd;
+}
+
+/* Sends a frame with explicit header fields (to lie on purpose). */
+static void raw_frame(int fd, uint16_t version, const char *json,
+                      uint32_t len_claim, uint16_t nfds_claim, const int *fds,
+                      int nfds)
+{
+    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC, .version = version,
+                                  .payload_len = len_claim, .nfds = nfds_claim};
+    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    vram_frame_header_encode(&h, hdr);
+    struct iovec iov[2] = {{hdr, sizeof(hdr)},
+                           {(void *)json, json ? strlen(json) : 0}};
+    char ctl[CMSG_SPACE(sizeof(int) * 8)];
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = json ? 2 : 1};
+    if (nfds) {
+        memset(ctl, 0, sizeof(ctl));
+        m.msg_control = ctl;
+        m.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+    }
+    CHECK(sendmsg(fd, &m, MSG_NOSIGNAL) > 0, "sendmsg");
+}
+
+static void raw_send(int fd, const char *json)
+{
+    raw_frame(fd, VRAM_PROTOCOL_VERSION, json, (uint32_t)strlen(json), 0, NULL, 0);
+}
+
+/* Next reply or event, or NULL on EOF / timeout. */
+static cJSON *raw_recv(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return NULL;
+    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
+        return NULL;
+    struct vram_frame_header h;
+    char why[128];
+    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
+        return NULL;
+    char *buf = calloc(1, h.payload_len + 1);
+    if (recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len) {
+        free(buf);
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    return j;
+}
+
+static bool closed_by_peer(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (int t = 0; t < ms; t += 50) {
+        if (poll(&p, 1, 50) > 0) {
+            char c;
+            ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+            if (n == 0)
+                return true;
+            if (n < 0 && errno == ECONNRESET)
+                return true;
+        }
+    }
+    return false;
+}
+
+static void expect_error(int fd, const char *code, const char *needle,
+                         const char *what)
+{
+    cJSON *r = raw_recv(fd, 2000);
+    CHECK(r != NULL, "%s: no reply", what);
+    if (!r)
+        return;
+    const char *err = cJSON_GetStringValue(cJSON_GetObjectItem(r, "error"));
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(r, "message"));
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(r, "ok")), "%s: not refused", what);
+    CHECK(err && strcmp(err, code) == 0, "%s: error %s, expected %s", what,
+          err ? err : "(none)", code);
+    CHECK(msg && strstr(msg, needle), "%s: message '%s' lacks '%s'", what,
+          msg ? msg : "(none)", needle);
+    cJSON_Delete(r);
+}
+
+static int hello(int fd)
+{
+    raw_send(fd, "{\"type\":\"hello\",\"id\":1,\"version\":1,\"name\":\"raw\"}");
+    cJSON *r = raw_recv(fd, 2000);
+    int ok = r && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok"));
+    cJSON_Delete(r);
+    return ok;
+}
+
+int main(void)
+{
+    struct daemon d;
+    REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd");
+
+    /* A well-behaved client holding memory throughout. */
+    vram_client *good = connect_client(&d, "good");
+    uint32_t stage, region;
+    REQUIRE(vram_stage_register_adhoc(good, 0, 0, 31, &stage) == 0, "register");
+    REQUIRE(vram_region_create(good, stage, VRAM_REGION_KV, 32 * MIB, 1, &region) == 0,
+            "create");
+    REQUIRE(vram_region_grow(good, region, 4) == 0, "grow");
+    fill_pattern(vram_region_slot(good, region, 0, 3), 2 * MIB, 4242);
+
+    int fd;
+    /* 1. Garbage bytes: wrong magic → disconnect with a logged reason. */
+    fd = raw_connect(&d);
+    CHECK(write(fd, "GARBAGE GARBAGE GARBAGE!", 24) == 24, "write");
+    CHECK(closed_by_peer(fd, 2000), "garbage: not disconnected");
+    CHECK(daemon_log_wait(&d, "bad frame magic", 2000), "garbage: no log line");
+    close(fd);
+
+    /* 2. A frame whose payload is not JSON → disconnect. */
+    fd = raw_connect(&d);
+    raw_send(fd, "this is not json");
+    CHECK(closed_by_peer(fd, 2000), "non-JSON: not disconnected");
+    CHECK(daemon_log_wait(&d, "not a JSON object", 2000), "non-JSON: no log");
+    close(fd);
+
+    /* 3. Payload length over the limit → disconnect. */
+    fd = raw_connect(&d);
+    raw_frame(fd, 1, NULL, VRAM_MAX_PAYLOAD + 1, 0, NULL, 0);
+    CHECK(closed_by_peer(fd, 2000), "oversized: not disconnected");
+    CHECK(daemon_log_wait(&d, "exceeds the limit", 2000), "oversized: no log");
+    close(fd);
+
+    /* 4. Another protocol version in the header → clear error, then close. */
+    fd = raw_connect(&d);
+    raw_frame(fd, 2, "{\"type\":\"hello\",\"id\":1,\"version\":2}", 35, 0, NULL, 0);
+    expect_error(fd, "EPROTONOSUPPORT", "client 2, server 1", "header version");
+    CHECK(closed_by_peer(fd, 2000), "version: not disconnected");
+    close(fd);
+
+    /* 5. Hello with another version. */
+    fd = raw_connect(&d);
+    raw_send(fd, "{\"type\":\"hello\",\"id\":1,\"version\":7}");
+    expect_error(fd, "EPROTONOSUPPORT", "client 7, server 1", "hello version");
+    close(fd);
+
+    /* 6. Requests before hello, unknown types, wrong types: errors, and the
+     * connection stays usable. */
+    fd = raw_connect(&d);
+    raw_send(fd, "{\"type\":\"status\",\"id\":5}");
+    expect_error(fd, "EPROTO", "hello first", "before hello");
+    CHECK(hello(fd), "hello after an error");
+    raw_send(fd, "{\"type\":\"frobnicate\",\"id\":6}");
+    expect_error(fd, "ENOSYS", "frobnicate", "unknown type");
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":7,\"region\":1,\"chunks\":\"many\"}");
+    expect_error(fd, "EINVAL", "chunks", "wrong field type");
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":8,\"region\":1}");
+    expect_error(fd, "EINVAL", "chunks", "missing field");
+    raw_send(fd, "{\"type\":\"status\"}");
+    expect_error(fd, "EINVAL", "id", "no id");
+    raw_send(fd, "[1,2,3]");
+    CHECK(closed_by_peer(fd, 2000), "array payload: not disconnected");
+    close(fd);
+
+    /* 7. Foreign requests: chunks not held, regions not ours, limits. */
+    fd = raw_connect(&d);
+    CHECK(hello(fd), "hello");
+    raw_send(fd, "{\"type\":\"chunk_release\",\"id\":2,\"chunks\":[0,1,2]}");
+    expect_error(fd, "ENOENT", "not held by you", "release of others' chunks");
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":3,\"region\":1,\"chunks\":1}");
+    expect_error(fd, "ENOENT", "not yours", "grow of another's region");
+    raw_send(fd, "{\"type\":\"stage_register\",\"id\":4,\"device\":9,"
+                 "\"first_layer\":0,\"last_layer\":1}");
+    expect_error(fd, "ENODEV", "no device 9", "unknown device");
+    raw_send(fd, "{\"type\":\"stage_register\",\"id\":5,\"device\":0,"
+                 "\"first_layer\":0,\"last_layer\":1}");
+    cJSON *r = raw_recv(fd, 2000);
+    uint64_t st_id = json_u64(cJSON_GetObjectItem(r, "stage"), "id");
+    cJSON_Delete(r);
+    char msg[256];
+    snprintf(msg, sizeof(msg), "{\"type\":\"region_create\",\"id\":6,\"stage\":%llu,"
+             "\"kind\":\"kv\",\"bytes\":%llu}", (unsigned long long)st_id,
+             (unsigned long long)(64 * GIB));
+    raw_send(fd, msg);
+    expect_error(fd, "E2BIG", "capacity", "region larger than the device");
+    snprintf(msg, sizeof(msg), "{\"type\":\"region_create\",\"id\":7,\"stage\":%llu,"
+             "\"kind\":\"cache\",\"bytes\":1}", (unsigned long long)st_id);
+    raw_send(fd, msg);
+    expect_error(fd, "EINVAL", "kind", "unknown region kind");
+    raw_send(fd, "{\"type\":\"reply\",\"id\":99,\"ok\":true}");
+    expect_error(fd, "ENOSYS", "reply", "a reply sent to the daemon");
+
+    /* 8. Unsolicited fds on a request: refused, and closed by the daemon. */
+    int before = daemon_fd_count(&d);
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        fds[i] = memfd_create("junk", MFD_CLOEXEC);
+    raw_frame(fd, 1, "{\"type\":\"status\",\"id\":8}", 24, 3, fds, 3);
+    expect_error(fd, "EINVAL", "unsolicited", "fds on a request");
+    CHECK(daemon_fd_count(&d) == before, "daemon kept unsolicited fds (%d -> %d)",
+          before, daemon_fd_count(&d));
+    /* 9. An fd count that lies: disconnect, fds closed. */
+    raw_frame(fd, 1, "{\"type\":\"status\",\"id\":9}", 24, 2, fds, 1);
+    CHECK(closed_by_peer(fd, 2000), "fd count mismatch: not disconnected");
+    CHECK(daemon_log_wait(&d, "announces 2 fds but 1 arrived", 2000),
+          "fd count mismatch: no log line");
+    close(fd);
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+
+    /* 10. A truncated header, then the peer vanishes. */
+    fd = raw_connect(&d);
+    CHECK(write(fd, "VRMD", 4) == 4, "write");
+    close(fd);
+    CHECK(daemon_log_wait(&d, "mid-frame", 2000), "truncated: no log line");
+
+    /* The good client was not disturbed. */
+    CHECK(check_pattern(vram_region_slot(good, region, 0, 3), 2 * MIB, 4242),
+          "good client's data changed");
+    CHECK(vram_region_grow(good, region, 2) == 0, "good client grow: %s",
+          vram_client_last_error(good));
+    cJSON *st = daemon_status(&d);
+    CHECK_EQ_U(status_dev(st, 0, "granted_bytes"), 6 * 2 * MIB);
+    CHECK(json_u64(cJSON_GetObjectItem(st, "counters"), "protocol_errors") >= 5,
+          "protocol errors not counted");
+    cJSON_Delete(st);
+    vram_client_close(good);
+    daemon_check_no_leaks(&d);
+    daemon_stop(&d);
+    return check_report("test_bad_input");
+}
