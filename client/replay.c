@@ -1,1 +1,398 @@
-int main(void){return 0;}
+/* vram-replay: drives a scenario (such as tests/scenarios/seed-pp32-16.json)
+ * against a running vramd and prints one JSON object per line per request step.
+ *
+ * Each configured stage named by the scenario gets its own client (by
+ * default in its own process, as a pipeline-split engine would run; with
+ * --one-client all stages share one connection in one process). A step
+ * reserves KV for prompt + output tokens (blocking until mapped, holding for
+ * recalls), writes into the memory it got, records the figures, then trims
+ * back to the initial window. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "message.h"
+#include "vram.h"
+
+#define MAX_STAGES 64
+#define MAX_STEPS 4096
+
+struct step {
+    uint64_t prompt, output;
+};
+
+struct scenario {
+    uint32_t stages[MAX_STAGES];
+    size_t nstages;
+    struct step steps[MAX_STEPS];
+    size_t nsteps;
+    bool expert_at_start, trim;
+};
+
+static const char *socket_path;
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int load(const char *path, struct scenario *sc)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "vram-replay: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *root = cJSON_Parse(buf);
+    if (!root) {
+        fprintf(stderr, "vram-replay: %s: not valid JSON\n", path);
+        return -1;
+    }
+    int rc = -1;
+    const cJSON *scn = cJSON_GetObjectItem(root, "scenario");
+    const cJSON *steps = cJSON_GetObjectItem(scn, "steps");
+    if (!cJSON_IsArray(steps) || cJSON_GetArraySize(steps) == 0) {
+        fprintf(stderr, "vram-replay: %s: scenario.steps: expected a non-empty "
+                "array\n", path);
+        goto out;
+    }
+    const cJSON *st;
+    cJSON_ArrayForEach(st, cJSON_GetObjectItem(root, "stages")) {
+        uint64_t id = sc->nstages;
+        vram_json_u64(st, "id", &id);
+        if (sc->nstages == MAX_STAGES) {
+            fprintf(stderr, "vram-replay: at most %d stages\n", MAX_STAGES);
+            goto out;
+        }
+        sc->stages[sc->nstages++] = (uint32_t)id;
+    }
+    const cJSON *only = cJSON_GetObjectItem(scn, "stages");
+    if (cJSON_IsArray(only)) {
+        sc->nstages = 0;
+        cJSON_ArrayForEach(st, only) sc->stages[sc->nstages++] = (uint32_t)st->valuedouble;
+    }
+    if (sc->nstages == 0) {
+        fprintf(stderr, "vram-replay: %s: no stages\n", path);
+        goto out;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(st, steps) {
+        if (sc->nsteps == MAX_STEPS ||
+            vram_json_u64(st, "prompt_tokens", &sc->steps[sc->nsteps].prompt) < 0) {
+            fprintf(stderr, "vram-replay: %s: scenario.steps[%d].prompt_tokens: "
+                    "expected a non-negative integer\n", path, i);
+            goto out;
+        }
+        sc->steps[sc->nsteps].output = 0;
+        vram_json_u64(st, "output_tokens", &sc->steps[sc->nsteps].output);
+        sc->nsteps++;
+        i++;
+    }
+    sc->expert_at_start = true;
+    sc->trim = true;
+    vram_json_bool(scn, "expert_request_at_start", &sc->expert_at_start);
+    vram_json_bool(scn, "trim_after_each_step", &sc->trim);
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+static void fail(vram_client *c, const char *what, int e)
+{
+    fprintf(stderr, "vram-replay: %s: %s (%s)\n", what,
+            c ? vram_client_last_error(c) : "", vram_strerror(e));
+    exit(1);
+}
+
+static int budget_events;
+
+static void on_event(void *user, const struct vram_event *ev)
+{
+    (void)user;
+    if (ev->type == VRAM_EVENT_BUDGET_CHANGED)
+        budget_events++;
+}
+
+static void prepare(vram_client *c, uint32_t stage, const struct scenario *sc)
+{
+    int e = vram_stage_register(c, stage, 0, NULL);
+    if (e < 0)
+        fail(c, "stage_register", e);
+    if (sc->expert_at_start && (e = vram_expert_request(c, stage, 0)) < 0)
+        fail(c, "expert_request", e);
+}
+
+/* Writes into the first and the last KV chunk of every lane, and the first
+ * expert slot, proving the mappings are real memory. */
+static void touch(vram_client *c, const struct vram_stage_info *in)
+{
+    struct vram_region_info kv;
+    if (vram_region_info(c, in->kv_region, &kv) < 0 || !kv.mapped)
+        return;
+    uint32_t per_lane = kv.mapped / kv.lanes;
+    for (uint32_t l = 0; l < kv.lanes; l++) {
+        volatile char *a = vram_region_slot(c, in->kv_region, l, 0);
+        volatile char *b = vram_region_slot(c, in->kv_region, l, per_lane - 1);
+        a[0] = 1;
+        b[kv.chunk_bytes - 1] = 2;
+    }
+    if (in->expert_slots_backed) {
+        volatile char *e = vram_region_slot(c, in->expert_region, 0, 0);
+        e[0] = 3;
+    }
+}
+
+static cJSON *run_step(vram_client *c, uint32_t stage, const struct step *s,
+                       bool trim)
+{
+    struct vram_kv_result r;
+    uint64_t t0 = now_us();
+    int e = vram_kv_reserve(c, stage, s->prompt, s->output, VRAM_KV_HOLD, &r);
+    uint64_t dt = now_us() - t0;
+    if (e < 0)
+        fail(c, "kv_reserve", e);
+    struct vram_stage_info in;
+    vram_stage_info(c, stage, &in);
+    touch(c, &in);
+    struct vram_residency res;
+    vram_expert_residency(c, stage, &res);
+    cJSON *o = cJSON_CreateObject();
+    vram_json_add_u64(o, "stage", stage);
+    vram_json_add_u64(o, "device", in.device);
+    vram_json_add_u64(o, "prompt_tokens", s->prompt);
+    vram_json_add_u64(o, "output_tokens", s->output);
+    vram_json_add_u64(o, "kv_needed_bytes", r.kv_needed_bytes);
+    vram_json_add_u64(o, "kv_mapped_bytes", r.kv_mapped_bytes);
+    vram_json_add_u64(o, "expert_loaned_bytes", res.expert_loaned_bytes);
+    vram_json_add_u64(o, "expert_slots_backed", res.expert_slots_backed);
+    vram_json_add_u64(o, "recalled_chunks", r.recalled_chunks);
+    vram_json_add_u64(o, "residency_version", res.version);
+    vram_json_add_u64(o, "step_us", dt);
+    if (trim && (e = vram_kv_trim(c, stage, 0)) < 0)
+        fail(c, "kv_trim", e);
+    return o;
+}
+
+/* ---- one process per stage ---------------------------------------------- */
+
+struct worker {
+    pid_t pid;
+    FILE *cmd, *res;
+};
+
+static void worker_main(uint32_t stage, const struct scenario *sc, int cmd_fd,
+                        int res_fd)
+{
+    FILE *in = fdopen(cmd_fd, "r"), *out = fdopen(res_fd, "w");
+    char name[32];
+    snprintf(name, sizeof(name), "replay-stage-%u", stage);
+    struct vram_client_options o = {.name = name};
+    vram_client *c;
+    int e = vram_client_connect(socket_path, &o, &c);
+    if (e < 0)
+        fail(NULL, "connect", e);
+    vram_client_set_event_callback(c, on_event, NULL);
+    prepare(c, stage, sc);
+    fprintf(out, "ready\n");
+    fflush(out);
+    char line[64];
+    while (fgets(line, sizeof(line), in)) {
+        if (strncmp(line, "quit", 4) == 0)
+            break;
+        if (strncmp(line, "events", 6) == 0) {
+            vram_client_dispatch(c);
+            fprintf(out, "ok\n");
+            fflush(out);
+            continue;
+        }
+        size_t i = strtoul(line, NULL, 10);
+        cJSON *r = run_step(c, stage, &sc->steps[i], sc->trim);
+        char *s = cJSON_PrintUnformatted(r);
+        fprintf(out, "%s\n", s);
+        fflush(out);
+        cJSON_free(s);
+        cJSON_Delete(r);
+    }
+    vram_client_close(c);
+    exit(0);
+}
+
+static volatile sig_atomic_t stop_linger;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    stop_linger = 1;
+}
+
+static void linger(void)
+{
+    printf("{\"event\":\"holding\",\"note\":\"clients keep their memory until "
+           "SIGTERM or SIGINT\"}\n");
+    fflush(stdout);
+    signal(SIGTERM, on_stop);
+    signal(SIGINT, on_stop);
+    while (!stop_linger)
+        pause();
+}
+
+static int run_processes(const struct scenario *sc, bool hold)
+{
+    struct worker w[MAX_STAGES];
+    for (size_t i = 0; i < sc->nstages; i++) {
+        int cp[2], rp[2];
+        if (pipe(cp) || pipe(rp))
+            return 1;
+        fflush(NULL);
+        w[i].pid = fork();
+        if (w[i].pid == 0) {
+            close(cp[1]);
+            close(rp[0]);
+            worker_main(sc->stages[i], sc, cp[0], rp[1]);
+        }
+        close(cp[0]);
+        close(rp[1]);
+        w[i].cmd = fdopen(cp[1], "w");
+        w[i].res = fdopen(rp[0], "r");
+    }
+    char line[8192];
+    for (size_t i = 0; i < sc->nstages; i++)
+        if (!fgets(line, sizeof(line), w[i].res) || strcmp(line, "ready\n")) {
+            fprintf(stderr, "vram-replay: stage %u's client failed to start\n",
+                    sc->stages[i]);
+            return 1;
+        }
+    int rc = 0;
+    for (size_t s = 0; s < sc->nsteps && !rc; s++) {
+        uint64_t t0 = now_us();
+        /* All stages of a step run at once, as a pipeline's windows do. */
+        for (size_t i = 0; i < sc->nstages; i++) {
+            fprintf(w[i].cmd, "%zu\n", s);
+            fflush(w[i].cmd);
+        }
+        cJSON *o = cJSON_CreateObject();
+        vram_json_add_u64(o, "step", s + 1);
+        vram_json_add_u64(o, "prompt_tokens", sc->steps[s].prompt);
+        vram_json_add_u64(o, "output_tokens", sc->steps[s].output);
+        cJSON *arr = cJSON_AddArrayToObject(o, "stages");
+        for (size_t i = 0; i < sc->nstages; i++) {
+            cJSON *r = fgets(line, sizeof(line), w[i].res) ? cJSON_Parse(line) : NULL;
+            if (!r) {
+                fprintf(stderr, "vram-replay: stage %u failed at step %zu\n",
+                        sc->stages[i], s + 1);
+                rc = 1;
+                break;
+            }
+            cJSON_AddItemToArray(arr, r);
+        }
+        vram_json_add_u64(o, "step_us", now_us() - t0);
+        if (!rc) {
+            char *txt = cJSON_PrintUnformatted(o);
+            printf("%s\n", txt);
+            fflush(stdout);
+            cJSON_free(txt);
+        }
+        cJSON_Delete(o);
+    }
+    if (!rc && hold)
+        linger();
+    for (size_t i = 0; i < sc->nstages; i++) {
+        fprintf(w[i].cmd, "quit\n");
+        fclose(w[i].cmd);
+        fclose(w[i].res);
+        int st;
+        waitpid(w[i].pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st))
+            rc = 1;
+    }
+    return rc;
+}
+
+/* ---- one client for every stage ---------------------------------------- */
+
+static int run_one_client(const struct scenario *sc, bool hold)
+{
+    struct vram_client_options o = {.name = "replay"};
+    vram_client *c;
+    int e = vram_client_connect(socket_path, &o, &c);
+    if (e < 0)
+        fail(NULL, "connect", e);
+    vram_client_set_event_callback(c, on_event, NULL);
+    for (size_t i = 0; i < sc->nstages; i++)
+        prepare(c, sc->stages[i], sc);
+    for (size_t s = 0; s < sc->nsteps; s++) {
+        uint64_t t0 = now_us();
+        cJSON *o2 = cJSON_CreateObject();
+        vram_json_add_u64(o2, "step", s + 1);
+        vram_json_add_u64(o2, "prompt_tokens", sc->steps[s].prompt);
+        vram_json_add_u64(o2, "output_tokens", sc->steps[s].output);
+        cJSON *arr = cJSON_AddArrayToObject(o2, "stages");
+        for (size_t i = 0; i < sc->nstages; i++)
+            cJSON_AddItemToArray(arr, run_step(c, sc->stages[i], &sc->steps[s],
+                                               sc->trim));
+        vram_json_add_u64(o2, "step_us", now_us() - t0);
+        char *txt = cJSON_PrintUnformatted(o2);
+        printf("%s\n", txt);
+        fflush(stdout);
+        cJSON_free(txt);
+        cJSON_Delete(o2);
+    }
+    if (hold)
+        linger();
+    vram_client_close(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, 0, 's'},
+        {"one-client", no_argument, 0, '1'},
+        {"hold", no_argument, 0, 'H'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    bool one = false, hold = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': socket_path = optarg; break;
+        case '1': one = true; break;
+        case 'H': hold = true; break;
+        case 'h':
+            printf("Usage: vram-replay [--socket PATH] [--one-client] [--hold] "
+                   "SCENARIO.json\n"
+                   "Drives the scenario's steps against a running vramd (one "
+                   "client process per stage,\nor one client for all with "
+                   "--one-client) and prints one JSON line per step.\n"
+                   "--hold keeps the clients and their memory after the last "
+                   "step until SIGTERM/SIGINT.\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, "Usage: vram-replay [--socket PATH] [--one-client] "
+                "[--hold] SCENARIO.json\n");
+        return 2;
+    }
+    static struct scenario sc;
+    if (load(argv[optind], &sc) < 0)
+        return 1;
+    return one ? run_one_client(&sc, hold) : run_processes(&sc, hold);
+}

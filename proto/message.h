@@ -40,8 +40,9 @@ int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out);
 int vram_json_bool(const cJSON *obj, const char *key, bool *out);
 const char *vram_json_str(const cJSON *obj, const char *key);
 
-/* Adds an unsigned integer exactly (JSON numbers are doubles: callers keep
- * values below 2^53, which covers bytes, ids and addresses here). */
+/* Adds an unsigned integer. cJSON prints numbers with 15 significant digits
+ * when that reads back close enough, so values are exact only below 10^15:
+ * enough for bytes, ids and addresses (the address window ends below 2^47). */
 cJSON *vram_json_add_u64(cJSON *obj, const char *key, uint64_t v);
 
 #endif
