@@ -38,6 +38,49 @@ struct scenario {
 };
 
 static const char *socket_path;
+static bool table;
+
+static uint64_t get(const cJSON *o, const char *k)
+{
+    uint64_t v = 0;
+    vram_json_u64(o, k, &v);
+    return v;
+}
+
+/* One step: a JSON line, or rows of a table for people. */
+static void emit(cJSON *step)
+{
+    if (!table) {
+        char *txt = cJSON_PrintUnformatted(step);
+        printf("%s\n", txt);
+        cJSON_free(txt);
+        fflush(stdout);
+        return;
+    }
+    if (get(step, "step") == 1)
+        printf("%-5s %-8s %-7s %-6s %-6s %-10s %-10s %-12s %-6s %-9s %s\n",
+               "STEP", "PROMPT", "OUTPUT", "STAGE", "DEVICE", "KV-NEEDED",
+               "KV-MAPPED", "EXPERT-LOANS", "SLOTS", "RECALLED", "TIME");
+    const cJSON *st;
+    cJSON_ArrayForEach(st, cJSON_GetObjectItem(step, "stages")) {
+        char need[24], mapped[24], loans[24], us[24];
+        snprintf(need, sizeof(need), "%.1f MiB", get(st, "kv_needed_bytes") / 1048576.0);
+        snprintf(mapped, sizeof(mapped), "%llu MiB",
+                 (unsigned long long)(get(st, "kv_mapped_bytes") >> 20));
+        snprintf(loans, sizeof(loans), "%llu MiB",
+                 (unsigned long long)(get(st, "expert_loaned_bytes") >> 20));
+        snprintf(us, sizeof(us), "%.1f ms", get(st, "step_us") / 1000.0);
+        printf("%-5llu %-8llu %-7llu %-6llu %-6llu %-10s %-10s %-12s %-6llu %-9llu %s\n",
+               (unsigned long long)get(step, "step"),
+               (unsigned long long)get(st, "prompt_tokens"),
+               (unsigned long long)get(st, "output_tokens"),
+               (unsigned long long)get(st, "stage"),
+               (unsigned long long)get(st, "device"), need, mapped, loans,
+               (unsigned long long)get(st, "expert_slots_backed"),
+               (unsigned long long)get(st, "recalled_chunks"), us);
+    }
+    fflush(stdout);
+}
 
 static uint64_t now_us(void)
 {
@@ -242,8 +285,12 @@ static void on_stop(int sig)
 
 static void linger(void)
 {
-    printf("{\"event\":\"holding\",\"note\":\"clients keep their memory until "
-           "SIGTERM or SIGINT\"}\n");
+    if (table)
+        printf("(holding: the clients keep their memory until SIGTERM or "
+               "SIGINT)\n");
+    else
+        printf("{\"event\":\"holding\",\"note\":\"clients keep their memory "
+               "until SIGTERM or SIGINT\"}\n");
     fflush(stdout);
     signal(SIGTERM, on_stop);
     signal(SIGINT, on_stop);
@@ -301,12 +348,8 @@ static int run_processes(const struct scenario *sc, bool hold)
             cJSON_AddItemToArray(arr, r);
         }
         vram_json_add_u64(o, "step_us", now_us() - t0);
-        if (!rc) {
-            char *txt = cJSON_PrintUnformatted(o);
-            printf("%s\n", txt);
-            fflush(stdout);
-            cJSON_free(txt);
-        }
+        if (!rc)
+            emit(o);
         cJSON_Delete(o);
     }
     if (!rc && hold)
@@ -346,10 +389,7 @@ static int run_one_client(const struct scenario *sc, bool hold)
             cJSON_AddItemToArray(arr, run_step(c, sc->stages[i], &sc->steps[s],
                                                sc->trim));
         vram_json_add_u64(o2, "step_us", now_us() - t0);
-        char *txt = cJSON_PrintUnformatted(o2);
-        printf("%s\n", txt);
-        fflush(stdout);
-        cJSON_free(txt);
+        emit(o2);
         cJSON_Delete(o2);
     }
     if (hold)
@@ -364,6 +404,7 @@ int main(int argc, char **argv)
         {"socket", required_argument, 0, 's'},
         {"one-client", no_argument, 0, '1'},
         {"hold", no_argument, 0, 'H'},
+        {"table", no_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -374,6 +415,7 @@ int main(int argc, char **argv)
         case 's': socket_path = optarg; break;
         case '1': one = true; break;
         case 'H': hold = true; break;
+        case 't': table = true; break;
         case 'h':
             printf("Usage: vram-replay [--socket PATH] [--one-client] [--hold] "
                    "SCENARIO.json\n"
@@ -381,14 +423,15 @@ int main(int argc, char **argv)
                    "client process per stage,\nor one client for all with "
                    "--one-client) and prints one JSON line per step.\n"
                    "--hold keeps the clients and their memory after the last "
-                   "step until SIGTERM/SIGINT.\n");
+                   "step until SIGTERM/SIGINT.\n"
+                   "--table prints a table for people instead of JSON lines.\n");
             return 0;
         default: return 2;
         }
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "Usage: vram-replay [--socket PATH] [--one-client] "
-                "[--hold] SCENARIO.json\n");
+                "[--hold] [--table] SCENARIO.json\n");
         return 2;
     }
     static struct scenario sc;

@@ -923,7 +923,7 @@ int vl_region_release(struct vl_ledger *L, uint32_t client, uint32_t region,
 
 int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk, uint32_t region)
 {
-    struct vl_device *d;
+    struct vl_device *d = NULL;
     if (!chunk_get(L, chunk, &d, NULL))
         return fail(L, -ENOENT, "no chunk %llu", (unsigned long long)chunk);
     struct vl_region *r = vl_region_find(L, region);
@@ -954,8 +954,8 @@ int vl_chunks_release(struct vl_ledger *L, uint32_t client,
     if (fx_reserve(fx, 2 * n) < 0)
         return fail(L, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        struct vl_device *d;
-        uint32_t idx;
+        struct vl_device *d = NULL;
+        uint32_t idx = 0;
         struct vl_chunk *c = chunk_get(L, ids[i], &d, &idx);
         struct vl_region *r = c->region ? vl_region_find(L, c->region) : NULL;
         bool loan = r && r->kind == VL_EXPERT && c->state != VL_GRANTED;
@@ -1104,8 +1104,8 @@ static void move_last_loan(struct vl_ledger *L, struct vl_stage *s,
 {
     struct vl_region *ex = vl_region_find(L, s->expert_region);
     uint32_t k = lane_last_in(L, ex, 0, VL_LOANED);
-    struct vl_device *d;
-    uint32_t idx;
+    struct vl_device *d = NULL;
+    uint32_t idx = 0;
     chunk_get(L, ex->slot_chunk[k], &d, &idx);
     place(L, d, idx, dst, slot, VL_GRANTED);
     fx_push(fx, (struct vl_fx){.kind = VL_FX_MOVE, .client = dst->client,
@@ -1188,8 +1188,8 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
                 uint32_t k = lane_last_in(L, ex, 0, VL_LOANED);
                 if (k == VL_NONE)
                     break;
-                struct vl_device *cd;
-                uint32_t idx;
+                struct vl_device *cd = NULL;
+                uint32_t idx = 0;
                 struct vl_chunk *c = chunk_get(L, ex->slot_chunk[k], &cd, &idx);
                 set_state(cd, c, VL_RECALLING);
                 o->recalling++;
@@ -1306,8 +1306,8 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
     for (uint32_t l = s->cfg.lanes; l-- > 0;)
         for (uint32_t n = 0; n < surplus[l]; n++) {
             uint32_t k = lane_last_in(L, kv, l, VL_GRANTED);
-            struct vl_device *cd;
-            uint32_t idx;
+            struct vl_device *cd = NULL;
+            uint32_t idx = 0;
             struct vl_chunk *c = chunk_get(L, kv->slot_chunk[k], &cd, &idx);
             if (lent < lend) {
                 uint32_t slot = lane_first_empty(ex, 0);
