@@ -274,16 +274,16 @@ static int gather_map(vram_client *c, const cJSON *msg,
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int now_ms(void)
+static int64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int flush_blocking(vram_client *c)
 {
-    int deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = now_ms() + c->timeout_ms;
     for (;;) {
         int r = vram_wire_flush(&c->wire);
         if (r == 0)
@@ -293,11 +293,11 @@ static int flush_blocking(vram_client *c)
             return set_error(c, r, "lost the connection to vramd: %s",
                              strerror(-r));
         }
-        int left = deadline - now_ms();
+        int64_t left = deadline - now_ms();
         if (left <= 0)
             return set_error(c, -ETIMEDOUT, "timed out sending to vramd");
         struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-        poll(&p, 1, left);
+        poll(&p, 1, (int)left);
     }
 }
 
@@ -434,8 +434,14 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
 static int pump(vram_client *c, uint64_t id, int *events)
 {
     struct frame_ctx x = {.c = c};
-    int deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = now_ms() + c->timeout_ms;
     c->await_id = id;
+    /* A reply cannot be there yet right after its request: wait first
+     * rather than pay a receive that would only say EAGAIN. */
+    if (id) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        poll(&p, 1, c->timeout_ms);
+    }
     for (;;) {
         char why[256];
         int r = vram_wire_read(&c->wire, on_frame, &x, why, sizeof(why));
@@ -448,14 +454,14 @@ static int pump(vram_client *c, uint64_t id, int *events)
             break;
         if (r > 0 || !id)
             break;
-        int left = deadline - now_ms();
+        int64_t left = deadline - now_ms();
         if (left <= 0) {
             x.err = set_error(c, -ETIMEDOUT, "no reply from vramd within %d ms",
                               c->timeout_ms);
             break;
         }
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        poll(&p, 1, left);
+        poll(&p, 1, (int)left);
     }
     c->await_id = 0;
     if (events)
@@ -685,9 +691,12 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
     const char *be = vram_json_str(reply, "backend");
     snprintf(c->backend, sizeof(c->backend), "%s", be ? be : "host");
     cJSON_Delete(reply);
-    if (strcmp(c->backend, "host") != 0) {
+    /* Control clients map nothing: they never load a GPU driver (a process
+     * that starts CUDA can no longer fork CUDA-using children). */
+    if (strcmp(c->backend, "host") != 0 && !(opt && opt->ctl)) {
         char why[256];
-        const struct vc_mapper *mp = vc_cuda_mapper(why, sizeof(why));
+        c->peer_access = opt && opt->peer_access;
+        const struct vc_mapper *mp = vc_cuda_mapper(c, why, sizeof(why));
         if (!mp && !(opt && opt->ctl)) {
             if (opt && opt->error && opt->error_len)
                 snprintf(opt->error, opt->error_len, "%s", why);
@@ -741,6 +750,8 @@ void vram_client_close(vram_client *c)
         if (c->chunks.v[i].id < UINT64_MAX - 1)
             c->mapper->release(c, &c->chunks.v[i]);
     vc_table_free(&c->chunks);
+    if (c->mapper->destroy)
+        c->mapper->destroy(c);
     clear_pending(c);
     free(c->pend);
     free(c->regions);
@@ -1106,6 +1117,15 @@ int vram_expert_residency(const vram_client *c, uint32_t stage,
         return -ENOENT;
     *out = st->res;
     return 0;
+}
+
+int vram_client_ping(vram_client *c)
+{
+    cJSON *reply;
+    int e = request(c, msg_new("ping"), &reply);
+    if (e == 0)
+        cJSON_Delete(reply);
+    return e;
 }
 
 int vram_status_json(vram_client *c, char **json_out)

@@ -60,10 +60,12 @@ struct vc_mapper {
     int (*map)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);
+    void (*destroy)(vram_client *c);
 };
 
 extern const struct vc_mapper vc_host_mapper;
-const struct vc_mapper *vc_cuda_mapper(char *why, size_t whylen);
+/* Loads the CUDA driver for this client; NULL with a reason when it can't. */
+const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen);
 
 struct pending_map {
     uint64_t chunk;
@@ -83,6 +85,8 @@ struct vram_client {
     vram_event_fn cb;
     void *cb_user;
     const struct vc_mapper *mapper;
+    void *mapper_state;
+    bool peer_access;
     struct vc_chunk_table chunks;
     struct vc_region **regions;
     size_t nregions;

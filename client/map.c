@@ -95,9 +95,3 @@ const struct vc_mapper vc_host_mapper = {
     .unmap = host_unmap,
     .release = host_release,
 };
-
-const struct vc_mapper *vc_cuda_mapper(char *why, size_t whylen)
-{
-    snprintf(why, whylen, "this libvram cannot map cuda chunks yet");
-    return NULL;
-}

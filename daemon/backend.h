@@ -15,6 +15,7 @@ struct vd_device_info {
     uint64_t total_bytes;  /* what the device has */
     uint64_t granularity;  /* allocation granularity */
     bool vmm, posix_fd;
+    uint64_t peers;        /* bit k: this device can access device k */
 };
 
 struct vd_backend;
@@ -48,9 +49,15 @@ int vd_backend_host_create(uint32_t ndev, const uint32_t *ids,
                            const uint64_t *chunk_bytes, const uint32_t *nchunks,
                            uint32_t prefill, struct vd_backend **out);
 
+struct vd_config;
 /* CUDA backend: loads the driver at run time. Fails with a one-line reason in
- * why when no usable driver or GPU is present. */
-int vd_backend_cuda_probe(struct vd_backend **out, char *why, size_t whylen);
+ * why when no usable driver or GPU is present. Without configured devices it
+ * fills cfg with every GPU (total memory less 1 GiB). */
+int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
+                           char *why, size_t whylen);
+/* Whether the daemon holds a CUDA context (for scrubbing, or because the
+ * driver wants one for cuMemCreate). */
+bool vd_backend_cuda_needs_context(const struct vd_backend *b);
 
 static inline void vd_backend_destroy(struct vd_backend *b)
 {

@@ -1,55 +1,395 @@
-/* The CUDA backend. The driver is loaded at run time (dlopen, then
- * cuGetProcAddress), so one vramd binary runs on machines without a driver
- * and says in one line why the backend is unavailable there.
+/* The CUDA backend: chunks are CUDA VMM allocations (cuMemCreate) on their
+ * device, exported to clients as POSIX file descriptors.
  *
- * This build enumerates devices; chunk creation and export on CUDA VMM are
- * the next step (see the README's status section), so the probe reports the
- * backend unavailable after enumeration and --backend auto uses host. */
+ * The driver is loaded at run time (common/cuda_driver.c), so one vramd runs
+ * everywhere and says in one line why CUDA is unavailable.
+ *
+ * Confidentiality: a chunk that leaves its holder is never handed out again
+ * before it is zeroed. In "zero" mode (the default) the daemon maps the chunk
+ * into a scratch range of its own and clears it with cuMemsetD8 before it
+ * returns to the ready pool; this needs a context per device (the primary
+ * context, retained once). In "fresh" mode the handle is released and a new
+ * allocation made, relying on the driver to clear pages between processes,
+ * and the daemon needs no context at all.
+ *
+ * Both kinds of work (creating new chunks, scrubbing returned ones) run from
+ * the idle loop, off the grant path; a grant takes a ready chunk when there
+ * is one. */
 #include "backend.h"
+#include "config.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef VRAM_HAVE_CUDA_H
-#include <cuda.h>
+#include "cuda_driver.h"
+#include "log.h"
 
-typedef CUresult (*pfn_cuInit)(unsigned int);
-typedef CUresult (*pfn_cuDeviceGetCount)(int *);
+#define NONE ((CUmemGenericAllocationHandle)0)
 
-int vd_backend_cuda_probe(struct vd_backend **out, char *why, size_t whylen)
+struct cuda_dev {
+    CUdevice dev;
+    int ordinal;
+    uint64_t chunk_bytes;
+    uint32_t nchunks;
+    CUmemGenericAllocationHandle *h; /* per chunk; NONE without memory */
+    CUmemGenericAllocationHandle *ready, *dirty;
+    uint32_t nready, ndirty, ready_cap;
+    CUcontext ctx;
+    CUdeviceptr scratch;
+};
+
+struct cuda_backend {
+    struct vd_backend base;
+    struct vcu cu;
+    struct cuda_dev dev[64];
+    bool zero;          /* scrub by memset (needs a context) */
+    bool need_ctx;      /* cuMemCreate refused to run without a context */
+    uint64_t created, scrubbed, released;
+};
+
+static const char *err(struct cuda_backend *b, CUresult r)
 {
-    (void)out;
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(why, whylen, "cuda backend unavailable: no NVIDIA driver "
-                 "(libcuda.so.1 not found)");
-        return -ENODEV;
+    static char buf[160];
+    return vcu_strerror(&b->cu, r, buf, sizeof(buf));
+}
+
+static CUmemAllocationProp chunk_prop(const struct cuda_dev *d)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = d->ordinal;
+    return p;
+}
+
+static int use_ctx(struct cuda_backend *b, struct cuda_dev *d)
+{
+    if (!d->ctx) {
+        CUresult r = b->cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
+        if (r != CUDA_SUCCESS) {
+            vlog(VLOG_ERR, "cuda device %d: cannot retain its primary context: "
+                 "%s", d->ordinal, err(b, r));
+            return -EIO;
+        }
+        vlog(VLOG_INFO, "cuda device %d: primary context retained", d->ordinal);
     }
-    pfn_cuInit init = (pfn_cuInit)dlsym(lib, "cuInit");
-    pfn_cuDeviceGetCount count = (pfn_cuDeviceGetCount)dlsym(lib, "cuDeviceGetCount");
+    return b->cu.cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+static int create(struct cuda_backend *b, struct cuda_dev *d,
+                  CUmemGenericAllocationHandle *out)
+{
+    CUmemAllocationProp p = chunk_prop(d);
+    if (b->need_ctx && use_ctx(b, d) < 0)
+        return -EIO;
+    CUresult r = b->cu.cuMemCreate(out, d->chunk_bytes, &p, 0);
+    if (r == CUDA_ERROR_INVALID_CONTEXT && !b->need_ctx) {
+        b->need_ctx = true;
+        vlog(VLOG_NOTICE, "cuMemCreate needs a current context on this driver");
+        if (use_ctx(b, d) < 0)
+            return -EIO;
+        r = b->cu.cuMemCreate(out, d->chunk_bytes, &p, 0);
+    }
+    if (r != CUDA_SUCCESS) {
+        vlog(VLOG_ERR, "cuda device %d: cuMemCreate of %llu bytes: %s",
+             d->ordinal, (unsigned long long)d->chunk_bytes, err(b, r));
+        return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+    }
+    b->created++;
+    return 0;
+}
+
+/* Zeroes a chunk through the daemon's scratch mapping. */
+static int scrub(struct cuda_backend *b, struct cuda_dev *d,
+                 CUmemGenericAllocationHandle h)
+{
+    if (use_ctx(b, d) < 0)
+        return -EIO;
+    CUresult r;
+    if (!d->scratch) {
+        r = b->cu.cuMemAddressReserve(&d->scratch, d->chunk_bytes, 0, 0, 0);
+        if (r != CUDA_SUCCESS) {
+            vlog(VLOG_ERR, "cuda device %d: scratch reservation: %s",
+                 d->ordinal, err(b, r));
+            return -EIO;
+        }
+    }
+    CUmemAccessDesc a;
+    memset(&a, 0, sizeof(a));
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = d->ordinal;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = b->cu.cuMemMap(d->scratch, d->chunk_bytes, 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+        r = b->cu.cuMemSetAccess(d->scratch, d->chunk_bytes, &a, 1);
+        if (r == CUDA_SUCCESS)
+            r = b->cu.cuMemsetD8(d->scratch, 0, d->chunk_bytes);
+        if (r == CUDA_SUCCESS)
+            r = b->cu.cuCtxSynchronize();
+        b->cu.cuMemUnmap(d->scratch, d->chunk_bytes);
+    }
+    if (r != CUDA_SUCCESS) {
+        vlog(VLOG_ERR, "cuda device %d: scrubbing a chunk failed: %s",
+             d->ordinal, err(b, r));
+        return -EIO;
+    }
+    b->scrubbed++;
+    return 0;
+}
+
+static int cuda_chunk_fd(struct vd_backend *vb, uint32_t dev, uint32_t idx,
+                         int *fd_out, bool *close_after)
+{
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    if (dev >= vb->ndev || idx >= b->dev[dev].nchunks)
+        return -EINVAL;
+    struct cuda_dev *d = &b->dev[dev];
+    if (d->h[idx] == NONE) {
+        if (d->nready) {
+            d->h[idx] = d->ready[--d->nready];
+        } else {
+            CUmemGenericAllocationHandle h;
+            int e = create(b, d, &h);
+            if (e < 0)
+                return e;
+            if (b->zero && scrub(b, d, h) < 0) {
+                b->cu.cuMemRelease(h);
+                return -EIO;
+            }
+            d->h[idx] = h;
+        }
+    }
+    int fd = -1;
+    CUresult r = b->cu.cuMemExportToShareableHandle(
+        &fd, d->h[idx], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS) {
+        vlog(VLOG_ERR, "cuda device %d: export of chunk %u: %s", d->ordinal,
+             idx, err(b, r));
+        return -EIO;
+    }
+    *fd_out = fd;
+    *close_after = true;
+    return 0;
+}
+
+static void cuda_chunk_drop(struct vd_backend *vb, uint32_t dev, uint32_t idx)
+{
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    if (dev >= vb->ndev || idx >= b->dev[dev].nchunks)
+        return;
+    struct cuda_dev *d = &b->dev[dev];
+    if (d->h[idx] == NONE)
+        return;
+    if (b->zero) {
+        d->dirty[d->ndirty++] = d->h[idx]; /* scrubbed from the idle loop */
+    } else {
+        b->cu.cuMemRelease(d->h[idx]);
+        b->released++;
+    }
+    d->h[idx] = NONE;
+}
+
+static int cuda_prefill(struct vd_backend *vb, uint32_t n)
+{
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    int done = 0;
+    for (uint32_t i = 0; i < vb->ndev && (uint32_t)done < n; i++) {
+        struct cuda_dev *d = &b->dev[i];
+        /* Returned chunks first: they hold memory already. */
+        while (d->ndirty && (uint32_t)done < n) {
+            CUmemGenericAllocationHandle h = d->dirty[--d->ndirty];
+            if (d->nready < d->ready_cap && scrub(b, d, h) == 0) {
+                d->ready[d->nready++] = h;
+            } else {
+                b->cu.cuMemRelease(h);
+                b->released++;
+            }
+            done++;
+        }
+        while (d->nready < d->ready_cap && (uint32_t)done < n) {
+            CUmemGenericAllocationHandle h;
+            if (create(b, d, &h) < 0)
+                return done;
+            if (b->zero && scrub(b, d, h) < 0) {
+                b->cu.cuMemRelease(h);
+                return done;
+            }
+            d->ready[d->nready++] = h;
+            done++;
+        }
+    }
+    return done;
+}
+
+static size_t cuda_fds_held(struct vd_backend *vb)
+{
+    (void)vb;
+    return 0; /* handles, not fds: exported fds are closed once queued */
+}
+
+static void cuda_destroy(struct vd_backend *vb)
+{
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    for (uint32_t i = 0; i < vb->ndev; i++) {
+        struct cuda_dev *d = &b->dev[i];
+        for (uint32_t k = 0; d->h && k < d->nchunks; k++)
+            if (d->h[k] != NONE)
+                b->cu.cuMemRelease(d->h[k]);
+        for (uint32_t k = 0; k < d->nready; k++)
+            b->cu.cuMemRelease(d->ready[k]);
+        for (uint32_t k = 0; k < d->ndirty; k++)
+            b->cu.cuMemRelease(d->dirty[k]);
+        if (d->scratch)
+            b->cu.cuMemAddressFree(d->scratch, d->chunk_bytes);
+        if (d->ctx)
+            b->cu.cuDevicePrimaryCtxRelease(d->dev);
+        free(d->h);
+        free(d->ready);
+        free(d->dirty);
+    }
+    vcu_unload(&b->cu);
+    free(b);
+}
+
+static const struct vd_backend_ops cuda_ops = {
+    .name = "cuda",
+    .chunk_fd = cuda_chunk_fd,
+    .chunk_drop = cuda_chunk_drop,
+    .prefill = cuda_prefill,
+    .fds_held = cuda_fds_held,
+    .destroy = cuda_destroy,
+};
+
+int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
+                           char *why, size_t whylen)
+{
+    struct cuda_backend *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    int e = vcu_load(&b->cu, why, whylen);
+    if (e < 0) {
+        free(b);
+        return e;
+    }
+    b->base.ops = &cuda_ops;
+    b->zero = strcmp(cfg->cuda_scrub, "fresh") != 0;
     int n = 0;
-    CUresult r = init && count ? init(0) : CUDA_ERROR_NOT_FOUND;
-    if (r == CUDA_SUCCESS)
-        r = count(&n);
-    if (r != CUDA_SUCCESS || n == 0) {
-        snprintf(why, whylen, "cuda backend unavailable: the driver reports no "
-                 "usable GPU (cuInit/cuDeviceGetCount: error %d)", (int)r);
-        dlclose(lib);
-        return -ENODEV;
+    b->cu.cuDeviceGetCount(&n);
+    if (n <= 0) {
+        snprintf(why, whylen, "the NVIDIA driver reports no GPU");
+        goto fail;
     }
-    snprintf(why, whylen, "cuda backend unavailable: %d GPU(s) found, but this "
-             "build's cuda backend cannot export chunks yet", n);
-    dlclose(lib);
-    return -ENOSYS;
+    if (!cfg->devices_given) { /* every GPU, total memory less a reserve */
+        cfg->ndev = (uint32_t)(n < 64 ? n : 64);
+        for (uint32_t i = 0; i < cfg->ndev; i++) {
+            memset(&cfg->dev[i], 0, sizeof(cfg->dev[i]));
+            cfg->dev[i].l.id = i;
+            cfg->dev[i].l.chunk_bytes = 2u << 20;
+            cfg->dev[i].reserve_bytes = 1ull << 30;
+        }
+    }
+    b->base.ndev = cfg->ndev;
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        struct cuda_dev *d = &b->dev[i];
+        struct vd_device_info *info = &b->base.info[i];
+        d->ordinal = (int)cfg->dev[i].l.id;
+        if (d->ordinal >= n) {
+            snprintf(why, whylen, "devices[%u].id: no GPU %d (the driver shows "
+                     "%d)", i, d->ordinal, n);
+            goto fail;
+        }
+        b->cu.cuDeviceGet(&d->dev, d->ordinal);
+        b->cu.cuDeviceGetName(info->name, sizeof(info->name), d->dev);
+        CUuuid u;
+        if (b->cu.cuDeviceGetUuid(&u, d->dev) == CUDA_SUCCESS) {
+            const unsigned char *x = (const unsigned char *)u.bytes;
+            snprintf(info->uuid, sizeof(info->uuid),
+                     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+                     "%02x%02x%02x%02x%02x%02x", x[0], x[1], x[2], x[3], x[4],
+                     x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12], x[13],
+                     x[14], x[15]);
+        }
+        size_t total = 0;
+        b->cu.cuDeviceTotalMem(&total, d->dev);
+        info->total_bytes = total;
+        info->id = (uint32_t)d->ordinal;
+        int vmm = 0, fdok = 0;
+        b->cu.cuDeviceGetAttribute(
+            &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev);
+        b->cu.cuDeviceGetAttribute(
+            &fdok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+            d->dev);
+        info->vmm = vmm;
+        info->posix_fd = fdok;
+        if (!vmm || !fdok) {
+            snprintf(why, whylen, "GPU %d (%s) lacks %s", d->ordinal, info->name,
+                     !vmm ? "virtual memory management" : "POSIX fd handles");
+            goto fail;
+        }
+        CUmemAllocationProp p = chunk_prop(d);
+        size_t gran = 0;
+        b->cu.cuMemGetAllocationGranularity(&gran, &p,
+                                            CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        info->granularity = gran;
+        d->chunk_bytes = cfg->dev[i].l.chunk_bytes;
+        if (gran && d->chunk_bytes % gran) {
+            snprintf(why, whylen, "devices[%u].chunk: %llu bytes is not a "
+                     "multiple of GPU %d's granularity %zu", i,
+                     (unsigned long long)d->chunk_bytes, d->ordinal, gran);
+            goto fail;
+        }
+        d->nchunks = (uint32_t)(total / d->chunk_bytes);
+        d->ready_cap = cfg->pool_prefill;
+        d->h = calloc(d->nchunks, sizeof(*d->h));
+        d->ready = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(*d->ready));
+        d->dirty = calloc(d->nchunks, sizeof(*d->dirty));
+        if (!d->h || !d->ready || !d->dirty) {
+            snprintf(why, whylen, "out of memory");
+            goto fail;
+        }
+        for (uint32_t k = 0; k < (uint32_t)n && k < 64; k++) {
+            int can = 0;
+            if ((int)k != d->ordinal) {
+                CUdevice peer;
+                b->cu.cuDeviceGet(&peer, (int)k);
+                b->cu.cuDeviceCanAccessPeer(&can, d->dev, peer);
+            }
+            if (can)
+                info->peers |= 1ull << k;
+        }
+    }
+    *out = &b->base;
+    return 0;
+fail:
+    b->base.ndev = b->base.ndev ? b->base.ndev : 0;
+    cuda_destroy(&b->base);
+    return -ENODEV;
+}
+
+bool vd_backend_cuda_needs_context(const struct vd_backend *vb)
+{
+    const struct cuda_backend *b = (const struct cuda_backend *)vb;
+    return b->need_ctx || b->zero;
 }
 #else
-int vd_backend_cuda_probe(struct vd_backend **out, char *why, size_t whylen)
+int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
+                           char *why, size_t whylen)
 {
+    (void)cfg;
     (void)out;
-    snprintf(why, whylen, "cuda backend unavailable: vramd was built without "
-             "the CUDA headers (cuda.h)");
+    snprintf(why, whylen, "vramd was built without the CUDA headers (cuda.h)");
     return -ENOSYS;
+}
+
+bool vd_backend_cuda_needs_context(const struct vd_backend *vb)
+{
+    (void)vb;
+    return false;
 }
 #endif

@@ -35,6 +35,7 @@ void vd_config_default(struct vd_config *c)
         c->dev[i].has_capacity = true;
     }
     c->pool_prefill = 16;
+    snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "zero");
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;
     c->max_regions_per_client = 256;
@@ -434,7 +435,7 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     }
     static const char *const keys[] = {"backend", "devices", "stages",
                                        "address_window", "pool", "limits",
-                                       "scenario", "doc", NULL};
+                                       "scenario", "doc", "cuda", NULL};
     known_keys(&x, root, "", keys);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "backend");
     if (v) {
@@ -463,6 +464,16 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
         known_keys(&x, v, "pool", pk);
         if (get_uint(&x, v, "prefill_chunks", "pool", 65536, &n))
             c->pool_prefill = (uint32_t)n;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "cuda"))) {
+        static const char *const ck[] = {"scrub", NULL};
+        known_keys(&x, v, "cuda", ck);
+        const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "scrub"));
+        if (cJSON_GetObjectItemCaseSensitive(v, "scrub") &&
+            (!sc || (strcmp(sc, "zero") && strcmp(sc, "fresh"))))
+            err(&x, "cuda.scrub: expected \"zero\" or \"fresh\"");
+        else if (sc)
+            snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "%s", sc);
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")))
         parse_limits(&x, v, c);

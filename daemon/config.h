@@ -28,6 +28,7 @@ struct vd_config {
     uint32_t nstages;
     uint64_t va_base, va_size; /* 0 = the backend's default window */
     uint32_t pool_prefill;     /* chunks kept ready per device */
+    char cuda_scrub[8];        /* zero (daemon clears) or fresh (new memory) */
     uint32_t max_clients;
     uint32_t max_chunks_per_client;
     uint32_t max_regions_per_client;

@@ -6,35 +6,49 @@
  * 2. Admission. A configured stage reserves its whole KV window (native
  *    context, every lane rounded up to whole chunks) plus its fixed
  *    reservations; the sum over a device's stages must fit its capacity.
- *    Reserved but unused memory is "promised": ad-hoc regions and pool loans
- *    may only use free memory beyond what is promised.
+ *    Reserved but not granted memory is "promised"; ad-hoc regions only use
+ *    free memory beyond every promise. Two promises are "hard", always kept
+ *    as free chunks, because nothing could be recalled for them in time:
+ *    fixed reservations, and the window of a no-loan stage (rule 7). So
+ *    registering a stage and growing its fixed regions never wait (except
+ *    for quarantine).
  * 3. KV target. prompt + output tokens, rounded up to the growth step from
  *    the initial window, clamped to the native context; per lane rounded up
  *    to whole chunks.
- * 4. Native-context guarantee. kv + loans + promised-free == window for every
- *    configured stage, so a KV grow is always covered: first by the stage's
- *    free window, then by moving its own loans (same client: no fd is sent),
- *    then by recalling pool loans of other stages on the device.
+ * 4. Native-context guarantee. kv + loans + promised == window for every
+ *    configured stage, and per device free + pool loans + quarantined >=
+ *    promised: a KV grow is always covered, first by free chunks of the
+ *    stage's window, then by moving its own loans (same client: no fd is
+ *    sent), then by recalling pool loans of other stages on the device.
  * 5. Loans. A stage lends its window's unused part less the headroom kept
- *    unlent to its own expert region. Memory no stage reserved is lent only
- *    when the device's policy says lend_unreserved; such pool loans are the
- *    ones recalled for another stage's KV.
+ *    unlent to its own expert region. Pool loans (beyond the stage's own
+ *    window) exist only when the device's policy says lend_unreserved: they
+ *    take memory no stage reserved, and the KV window of lending stages no
+ *    client has registered. A registered stage's window is never lent to
+ *    another stage; pool loans it finds there at registration are recalled
+ *    as its KV grows into them (registration maps what is free of its
+ *    initial window, the first KV reserve the rest).
  * 6. Hold. A grow that needs other clients' recalls changes nothing, issues
  *    the recalls and answers -EAGAIN; the daemon retries it as chunks come
  *    back, up to the stage's hold bound.
  * 7. No-loan safety. A stage whose policy forbids lending, or whose window
- *    beyond the initial KV cannot back even one expert slot, gets its whole
- *    window mapped at registration.
+ *    beyond the initial KV cannot back even one expert slot (plus the
+ *    headroom), gets its whole window mapped at registration, and keeps it.
  * 8. Trim. After a request, KV beyond the target goes back to expert loans
- *    (moved, no fd) as far as the loan rule allows, the rest is released;
- *    nothing is trimmed for a stage that keeps its window.
+ *    (moved, no fd) as far as the loan rule allows, the rest is released
+ *    (unmapped by the client, then given back); nothing is trimmed for a
+ *    stage that keeps its window or is under no-loan safety. A KV budget is
+ *    a prefix of each lane: a reserve waits (-EAGAIN) while chunks inside
+ *    it are still being unmapped after a trim.
  * 9. Slots. Expert slots are numbered in the expert region; a claim names a
  *    layer, which must lie in the stage's layer range, and backed slots that
  *    no other layer owns.
  * 10. Foreign chunks. A chunk only ever goes to a region of its own device.
  * 11. Quarantine. When a client disconnects its chunks are quarantined until
  *    its process is gone (vl_client_reap); a recalled chunk is never given to
- *    anyone else before its holder released it or was reaped.
+ *    anyone else before its holder released it or was reaped. Quarantined
+ *    chunks of a configured stage stand for its promise until the reap; the
+ *    stage can't be registered again before.
  */
 #include "ledger.h"
 
@@ -201,6 +215,8 @@ static uint32_t *cat_counter(struct vl_device *d, int cat)
     }
 }
 
+/* By the region's kind, for ad-hoc stages too (status reports an ad-hoc
+ * expert region's chunks as loaned bytes, though they are not recallable). */
 static int cat_of_kind(const struct vl_region *r)
 {
     switch (r->kind) {
@@ -283,6 +299,12 @@ static void to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     struct vl_client *cl = vl_client_find(L, holder);
     if (cl && cl->chunks)
         cl->chunks--;
+    if (c->qstage != VL_QSTAGE_NONE) {
+        struct vl_stage *qs = stage_get(L, c->qstage);
+        if (qs && qs->quarantined)
+            qs->quarantined--;
+        c->qstage = VL_QSTAGE_NONE;
+    }
     set_cat(d, c, VL_CAT_NONE);
     set_state(d, c, VL_FREE);
     c->holder = 0;
@@ -293,19 +315,31 @@ static void to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
 
 /* ---- stage arithmetic -------------------------------------------------- */
 
+/* Without overflow for any a (a + b - 1 wraps near UINT64_MAX). */
 static uint64_t div_up(uint64_t a, uint64_t b)
 {
-    return (a + b - 1) / b;
+    return a / b + (a % b != 0);
+}
+
+static uint32_t sub0(uint32_t a, uint32_t b)
+{
+    return a > b ? a - b : 0;
 }
 
 uint64_t vl_kv_target_tokens(const struct vl_stage_cfg *cfg, uint64_t tokens)
 {
+    uint64_t native = cfg->native_context;
     uint64_t t = cfg->initial_tokens;
+    if (tokens >= native || t >= native)
+        return native; /* rounding up can only land beyond it */
     if (tokens > t) {
         uint64_t step = cfg->step_tokens ? cfg->step_tokens : 1;
-        t += div_up(tokens - t, step) * step;
+        uint64_t k = div_up(tokens - t, step);
+        if (k > (native - t) / step)
+            return native; /* k steps overshoot it (and might wrap) */
+        t += k * step;
     }
-    return t < cfg->native_context ? t : cfg->native_context;
+    return t;
 }
 
 uint32_t vl_lane_chunks(const struct vl_stage_cfg *cfg, uint32_t lane,
@@ -339,22 +373,89 @@ static uint32_t pool_loans(const struct vl_stage *s)
     return s->loan_chunks > room ? s->loan_chunks - room : 0;
 }
 
-static uint32_t dev_promised(struct vl_ledger *L, uint32_t device)
+/* What a configured stage reserved and was not granted yet. */
+static uint32_t stage_full(const struct vl_stage *s)
 {
-    uint32_t p = 0;
+    return window_free(s) + fixed_free(s);
+}
+
+/* Quarantined chunks of a stage's old owner stand for its promise until the
+ * reap (the stage can't be registered before). */
+static uint32_t stage_credit(const struct vl_stage *s)
+{
+    uint32_t f = stage_full(s);
+    return s->quarantined < f ? s->quarantined : f;
+}
+
+/* The promise that must be free chunks now, because nothing could be
+ * recalled for it in time: fixed reservations (fixed regions grow at once),
+ * and the window of a no-loan stage (mapped whole at registration). */
+static uint32_t stage_hard(const struct vl_stage *s)
+{
+    uint32_t h = fixed_free(s) + (s->no_loan ? window_free(s) : 0);
+    return sub0(h, stage_credit(s));
+}
+
+/* The promise free chunks and recallable pool loans must cover. */
+static uint32_t stage_need(const struct vl_stage *s)
+{
+    return stage_full(s) - stage_credit(s);
+}
+
+/* What pool loans must leave free: everything promised, except the window
+ * of a lending stage no client has registered, under lend_unreserved. */
+static uint32_t stage_claim(const struct vl_device *d, const struct vl_stage *s)
+{
+    return s->owner || !d->cfg.lend_unreserved ? stage_need(s) : stage_hard(s);
+}
+
+struct promises {
+    uint32_t hard, need, claim;
+};
+
+static struct promises dev_promises(struct vl_ledger *L,
+                                    const struct vl_device *d)
+{
+    struct promises p = {0, 0, 0};
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
         struct vl_stage *s = &L->stage[i];
-        if (s->used && s->configured && s->cfg.device == device)
-            p += window_free(s) + fixed_free(s);
+        if (!s->used || !s->configured || s->cfg.device != d->cfg.id)
+            continue;
+        p.hard += stage_hard(s);
+        p.need += stage_need(s);
+        p.claim += stage_claim(d, s);
     }
     return p;
 }
 
-/* Free memory no stage has been promised. */
+/* Free chunks no promise needs: ad-hoc regions, KV beyond the window. */
 static uint32_t dev_unpromised(struct vl_ledger *L, struct vl_device *d)
 {
-    uint32_t p = dev_promised(L, d->cfg.id);
-    return d->nfree > p ? d->nfree - p : 0;
+    return sub0(d->nfree, dev_promises(L, d).need);
+}
+
+/* Free chunks pool loans may take. */
+static uint32_t dev_unclaimed(struct vl_ledger *L, struct vl_device *d)
+{
+    return sub0(d->nfree, dev_promises(L, d).claim);
+}
+
+/* Free chunks stage s may take for its KV window or its own loans: all but
+ * the hard promises of other stages and its own fixed one. */
+static uint32_t free_for_window(struct vl_ledger *L, struct vl_device *d,
+                                const struct vl_stage *s)
+{
+    struct promises p = dev_promises(L, d);
+    return sub0(d->nfree, p.hard - stage_hard(s) + fixed_free(s));
+}
+
+/* Free chunks stage s may take for its fixed regions. */
+static uint32_t free_for_fixed(struct vl_ledger *L, struct vl_device *d,
+                               const struct vl_stage *s)
+{
+    struct promises p = dev_promises(L, d);
+    uint32_t h = stage_hard(s);
+    return sub0(d->nfree, p.hard - h + sub0(h, fixed_free(s)));
 }
 
 /* Expert slots fully backed by the loaned prefix of the expert region. */
@@ -464,10 +565,22 @@ int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev
         struct vl_device *d = &L->dev[i];
         d->cfg = devs[i];
         if (!d->cfg.chunk_bytes || d->cfg.capacity_bytes < d->cfg.chunk_bytes) {
+            uint32_t id = d->cfg.id;
             vl_fini(L);
-            return fail(L, -EINVAL, "device %u: capacity below one chunk",
-                        d->cfg.id);
+            return fail(L, -EINVAL, "device %u: capacity below one chunk", id);
         }
+        /* Chunk ids carry the index in 32 bits, lookups go by id. */
+        if (d->cfg.capacity_bytes / d->cfg.chunk_bytes >= UINT32_MAX) {
+            uint32_t id = d->cfg.id;
+            vl_fini(L);
+            return fail(L, -EINVAL, "device %u: more than 2^32 chunks", id);
+        }
+        for (uint32_t j = 0; j < i; j++)
+            if (L->dev[j].cfg.id == d->cfg.id) {
+                uint32_t id = d->cfg.id;
+                vl_fini(L);
+                return fail(L, -EEXIST, "device %u defined twice", id);
+            }
         d->nchunks = (uint32_t)(d->cfg.capacity_bytes / d->cfg.chunk_bytes);
         d->chunks = calloc(d->nchunks, sizeof(*d->chunks));
         d->free_stack = malloc(d->nchunks * sizeof(uint32_t));
@@ -476,8 +589,10 @@ int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev
             vl_fini(L);
             return fail(L, -ENOMEM, "out of memory");
         }
-        for (uint32_t k = 0; k < d->nchunks; k++)
+        for (uint32_t k = 0; k < d->nchunks; k++) {
             d->free_stack[k] = d->nchunks - 1 - k; /* low indexes first */
+            d->chunks[k].qstage = VL_QSTAGE_NONE;
+        }
         d->nfree = d->nchunks;
         d->count[VL_FREE] = d->nchunks;
         L->ndev = i + 1;
@@ -539,32 +654,65 @@ int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
     if (!cfg->native_context || !cfg->expert_slot_bytes)
         return fail(L, -EINVAL, "stage %u: native context and expert slot "
                     "size must be positive", cfg->id);
+    if (cfg->nfixed > VL_MAX_FIXED)
+        return fail(L, -EINVAL, "stage %u: at most %d fixed reservations",
+                    cfg->id, VL_MAX_FIXED);
 
     struct vl_stage s = {.used = true, .configured = true, .cfg = *cfg};
     uint64_t cb = d->cfg.chunk_bytes;
     uint64_t window = 0;
     for (uint32_t l = 0; l < cfg->lanes; l++) {
-        if (!cfg->lane_bytes_per_token[l])
-            return fail(L, -EINVAL, "stage %u: lane %u has 0 bytes per token",
-                        cfg->id, l);
-        s.lane_window[l] = vl_lane_chunks(cfg, l, cfg->native_context, cb);
-        window += s.lane_window[l];
+        uint64_t bpt = cfg->lane_bytes_per_token[l];
+        if (!bpt || bpt > UINT64_MAX / cfg->native_context)
+            return fail(L, -EINVAL, "stage %u: lane %u: %llu bytes per token "
+                        "(must be positive, and the native context's bytes "
+                        "must fit 64 bits)", cfg->id, l,
+                        (unsigned long long)bpt);
+        uint64_t lc = div_up(cfg->native_context * bpt, cb);
+        if (lc > d->nchunks)
+            return fail(L, -ENOSPC, "stage %u: KV lane %u alone (%llu MiB) "
+                        "does not fit device %u", cfg->id, l,
+                        (unsigned long long)(lc * cb >> 20), d->cfg.id);
+        s.lane_window[l] = (uint32_t)lc;
+        window += lc;
     }
     uint64_t fixed = 0;
-    for (uint32_t f = 0; f < cfg->nfixed; f++)
-        fixed += div_up(cfg->fixed[f].bytes, cb);
+    for (uint32_t f = 0; f < cfg->nfixed; f++) {
+        const struct vl_fixed_cfg *fc = &cfg->fixed[f];
+        if (fc->kind != VL_FIXED && fc->kind != VL_DRAFT_KV)
+            return fail(L, -EINVAL, "stage %u: fixed reservation %u must be "
+                        "of kind fixed or draft_kv", cfg->id, f);
+        if (!fc->bytes)
+            return fail(L, -EINVAL, "stage %u: fixed reservation %u is empty",
+                        cfg->id, f);
+        fixed += div_up(fc->bytes, cb);
+    }
     if (window + fixed + d->reserved > d->nchunks)
         return fail(L, -ENOSPC,
                     "stage %u: KV window %llu MiB + fixed %llu MiB does not fit "
                     "device %u (%llu MiB left to reserve)",
                     cfg->id, (unsigned long long)(window * cb >> 20),
                     (unsigned long long)(fixed * cb >> 20), d->cfg.id,
-                    (unsigned long long)((d->nchunks - d->reserved) * cb >> 20));
+                    (unsigned long long)((uint64_t)(d->nchunks - d->reserved) *
+                                         cb >> 20));
+    uint64_t ebytes = cfg->expert_region_bytes ? cfg->expert_region_bytes
+                                               : d->cfg.capacity_bytes;
+    if (ebytes / cb >= UINT32_MAX)
+        return fail(L, -EINVAL, "stage %u: expert region of %llu bytes is "
+                    "too large", cfg->id, (unsigned long long)ebytes);
     s.window_chunks = (uint32_t)window;
     s.fixed_reserved = (uint32_t)fixed;
     s.headroom_chunks = (uint32_t)div_up(cfg->headroom_bytes, cb);
-    uint64_t ebytes = cfg->expert_region_bytes ? cfg->expert_region_bytes
-                                               : d->cfg.capacity_bytes;
+    /* No-loan safety (rule 7), decided once: the window beyond the initial KV
+     * must back the headroom and at least one expert slot. */
+    uint32_t initial = 0;
+    for (uint32_t l = 0; l < cfg->lanes; l++)
+        initial += vl_lane_chunks(cfg, l, vl_kv_target_tokens(cfg, 0), cb);
+    uint64_t lendable = (uint64_t)(s.window_chunks - initial) * cb;
+    uint64_t keep = (uint64_t)s.headroom_chunks * cb;
+    s.no_loan = !cfg->lend || lendable < keep + cfg->expert_slot_bytes ||
+                keep + cfg->expert_slot_bytes < keep;
+    s.register_chunks = s.no_loan ? s.window_chunks : initial;
     s.nslots = (uint32_t)(ebytes / cfg->expert_slot_bytes);
     s.slot_layer = malloc((s.nslots ? s.nslots : 1) * sizeof(uint16_t));
     if (!s.slot_layer)
@@ -580,7 +728,9 @@ int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
 
 int vl_client_add(struct vl_ledger *L, uint32_t id)
 {
-    if (!id || vl_client_find(L, id))
+    if (!id)
+        return fail(L, -EINVAL, "client id 0 means \"no holder\"");
+    if (vl_client_find(L, id))
         return fail(L, -EEXIST, "client %u exists", id);
     if (L->nclient == L->client_cap) {
         size_t cap = L->client_cap ? L->client_cap * 2 : 16;
@@ -644,9 +794,14 @@ static void drop_regions(struct vl_ledger *L, uint32_t client, uint32_t stage,
             uint32_t idx = (uint32_t)id;
             struct vl_chunk *c = &d->chunks[idx];
             if (quarantine) {
+                struct vl_stage *qs = stage_get(L, r->stage);
                 unplace(L, c);
                 set_cat(d, c, VL_CAT_NONE);
                 set_state(d, c, VL_QUARANTINED);
+                if (qs && qs->configured) { /* it stands for its promise */
+                    c->qstage = (uint16_t)r->stage;
+                    qs->quarantined++;
+                }
             } else {
                 to_free(L, d, idx, fx);
             }
@@ -744,7 +899,8 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
         L->region = v;
         L->region_cap = cap;
     }
-    int e = va_alloc(L, total, align, &r->base);
+    int e = va_alloc(L, total, L->region_align > align ? L->region_align : align,
+                     &r->base);
     if (e < 0) {
         region_free(r);
         return fail(L, e, "no room for %llu MiB in the address window",
@@ -856,7 +1012,8 @@ static void grant_lanes(struct vl_ledger *L, struct vl_region *r,
                 cl->chunks++;
             fx_push(fx, (struct vl_fx){.kind = VL_FX_MAP, .client = r->client,
                                        .chunk = vl_chunk_id(dev_index(L, d), idx),
-                                       .region = r->id, .slot = slot});
+                                       .region = r->id, .slot = slot,
+                                       .stage = r->stage});
         }
 }
 
@@ -882,9 +1039,11 @@ int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
         total += n;
     }
     struct vl_device *d = dev_get(L, r->device);
-    uint64_t avail = dev_unpromised(L, d);
-    if (s->configured) /* a fixed region draws on the stage's reservation */
-        avail += fixed_free(s);
+    /* A fixed region of a configured stage draws on its reservation (a hard
+     * promise: free unless quarantine elsewhere broke it), an ad-hoc region
+     * on what no promise needs. Never more than is free. */
+    uint64_t avail = s->configured ? free_for_fixed(L, d, s)
+                                   : dev_unpromised(L, d);
     if (s->configured && total > fixed_free(s))
         return fail(L, -EDQUOT, "region %u: %llu chunks asked, %u left of the "
                     "stage's fixed reservation", region,
@@ -975,6 +1134,9 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
                             uint32_t device, uint32_t first, uint32_t last,
                             uint32_t *stage_out)
 {
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl || cl->gone)
+        return fail(L, -ENOENT, "no connected client %u", client);
     if (!dev_get(L, device))
         return fail(L, -ENODEV, "no device %u", device);
     if (last < first || last >= SLOT_LAYER_NONE)
@@ -1003,35 +1165,42 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     struct vl_stage *s = stage_get(L, stage);
     if (!s || !s->configured)
         return fail(L, -ENOENT, "no configured stage %u", stage);
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl || cl->gone)
+        return fail(L, -ENOENT, "no connected client %u", client);
     if (s->owner)
         return fail(L, -EEXIST, "stage %u is owned by client %u", stage,
                     s->owner);
     struct vl_device *d = dev_get(L, s->cfg.device);
     uint64_t cb = d->cfg.chunk_bytes;
+    if (s->quarantined)
+        return fail(L, -EAGAIN, "stage %u: %u chunks of its previous owner "
+                    "are still quarantined", stage, s->quarantined);
 
-    /* No-loan safety: decide how much KV to map now. */
-    uint64_t tokens = s->cfg.initial_tokens;
-    uint32_t initial = 0;
-    for (uint32_t l = 0; l < s->cfg.lanes; l++)
-        initial += vl_lane_chunks(&s->cfg, l, vl_kv_target_tokens(&s->cfg, 0), cb);
-    uint64_t lendable = (uint64_t)(s->window_chunks - initial) * cb;
-    uint64_t keep = (uint64_t)s->headroom_chunks * cb;
-    if (!s->cfg.lend || lendable < keep + s->cfg.expert_slot_bytes)
-        tokens = s->cfg.native_context;
+    /* No-loan safety (decided at configuration): how much KV to map now.
+     * A no-loan window is a hard promise, always free (but for quarantine
+     * elsewhere); the initial window of a lending stage may have been lent
+     * as pool loans while it had no owner: then what is free now is mapped,
+     * the rest comes with the first KV reserve (recalled, with hold). */
+    uint64_t tokens = s->no_loan ? s->cfg.native_context
+                                 : s->cfg.initial_tokens;
     uint32_t need = 0, per_lane[VL_MAX_LANES];
+    uint32_t avail = free_for_window(L, d, s);
     for (uint32_t l = 0; l < s->cfg.lanes; l++) {
         per_lane[l] = vl_lane_chunks(&s->cfg, l,
                                      vl_kv_target_tokens(&s->cfg, tokens), cb);
+        if (!s->no_loan && per_lane[l] > avail - need)
+            per_lane[l] = avail - need;
         need += per_lane[l];
     }
-    if (need > d->nfree)
-        return fail(L, -EAGAIN, "stage %u: %u chunks of its window are still "
-                    "quarantined after a previous owner", stage,
-                    need - d->nfree);
+    if (need > avail)
+        return fail(L, -EAGAIN, "stage %u: %u chunks needed for its KV "
+                    "window, %u free (the rest is quarantined)", stage, need,
+                    avail);
     if (fx_reserve(fx, need) < 0)
         return fail(L, -ENOMEM, "out of memory");
 
-    struct vl_region *kv, *ex;
+    struct vl_region *kv = NULL, *ex = NULL;
     uint32_t one[1] = {s->nslots ? (uint32_t)div_up((uint64_t)s->nslots *
                                                s->cfg.expert_slot_bytes, cb)
                                  : 1};
@@ -1045,7 +1214,7 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
         goto undo;
     s->expert_region = ex->id;
     for (uint32_t f = 0; f < s->cfg.nfixed; f++) {
-        struct vl_region *fr;
+        struct vl_region *fr = NULL;
         uint32_t slots[1] = {(uint32_t)div_up(s->cfg.fixed[f].bytes, cb)};
         e = region_new(L, client, s, s->cfg.fixed[f].kind, 1, slots, &fr);
         if (e < 0)
@@ -1055,6 +1224,7 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     }
     s->keep_window = keep_window;
     grant_lanes(L, kv, per_lane, VL_GRANTED, fx);
+    s->grants_total += need;
     s->kv_peak_tokens = vl_kv_target_tokens(&s->cfg, tokens);
     s->kv_needed_bytes = 0;
     return 0;
@@ -1122,7 +1292,7 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
                   uint64_t prompt, uint64_t output, uint32_t *recalled_out,
                   struct vl_fxlist *fx)
 {
-    struct vl_stage *s;
+    struct vl_stage *s = NULL;
     int e = own_stage(L, client, stage, &s);
     if (e < 0)
         return e;
@@ -1138,27 +1308,42 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
                     (unsigned long long)s->cfg.native_context);
     uint64_t target = vl_kv_target_tokens(&s->cfg, want);
 
-    uint32_t per_lane[VL_MAX_LANES], need = 0;
+    /* The budget is the first t slots of each lane: every empty one among
+     * them is needed. One still being unmapped after a trim can't count as
+     * mapped, nor be refilled before its holder gives it back. */
+    uint32_t per_lane[VL_MAX_LANES], need = 0, unmapping = 0;
     uint64_t needed_bytes = 0;
     for (uint32_t l = 0; l < s->cfg.lanes; l++) {
         uint32_t t = vl_lane_chunks(&s->cfg, l, target, cb);
-        uint32_t u = lane_used(kv, l);
-        per_lane[l] = t > u ? t - u : 0;
+        per_lane[l] = 0;
+        for (uint32_t i = 0; i < t; i++) {
+            uint64_t id = kv->slot_chunk[(size_t)l * kv->stride_slots + i];
+            if (id == VL_CHUNK_NONE)
+                per_lane[l]++;
+            else if (chunk_get(L, id, NULL, NULL)->state == VL_RECALLING)
+                unmapping++;
+        }
         need += per_lane[l];
         needed_bytes += want * s->cfg.lane_bytes_per_token[l];
     }
+    if (unmapping)
+        return fail(L, -EAGAIN, "stage %u: %u KV chunks inside the request's "
+                    "budget are still being unmapped after a trim; retry "
+                    "once they are released", stage, unmapping);
 
-    /* Sources, in order: the stage's own free window, its own loans (moved),
-     * then pool loans of other stages on this device (recalled). */
+    /* Sources, in order: free chunks of the stage's own window, its own loans
+     * (moved), then pool loans of other stages on this device (recalled). */
     uint32_t from_free = window_free(s);
-    if (from_free > d->nfree)
-        from_free = d->nfree;
+    uint32_t avail = free_for_window(L, d, s);
+    if (from_free > avail)
+        from_free = avail;
     if (from_free > need)
         from_free = need;
     uint32_t own = stage_loaned_now(s);
     uint32_t from_own = need - from_free < own ? need - from_free : own;
     uint32_t short_by = need - from_free - from_own;
-    /* Free memory nobody is promised also serves (e.g. freed pool loans). */
+    /* Free memory no promise needs also serves (e.g. while the stage's own
+     * loans are being recalled). */
     if (short_by) {
         uint32_t extra = dev_unpromised(L, d);
         uint32_t left = d->nfree - from_free;
@@ -1265,24 +1450,29 @@ static uint32_t expert_room(struct vl_ledger *L, struct vl_stage *s)
 int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
                uint64_t tokens, struct vl_fxlist *fx)
 {
-    struct vl_stage *s;
+    struct vl_stage *s = NULL;
     int e = own_stage(L, client, stage, &s);
     if (e < 0)
         return e;
     s->kv_needed_bytes = 0;
-    if (s->keep_window)
-        return 0;
-    if (!s->cfg.lend && window_free(s) + s->kv_chunks >= s->window_chunks)
-        return 0; /* no-loan safety: the whole window stays mapped */
+    if (s->keep_window || s->no_loan)
+        return 0; /* the window stays mapped (rules 7 and 8) */
     struct vl_device *d = dev_get(L, s->cfg.device);
     struct vl_region *kv = vl_region_find(L, s->kv_region);
     struct vl_region *ex = vl_region_find(L, s->expert_region);
     uint64_t target = vl_kv_target_tokens(&s->cfg, tokens);
+    /* The surplus: granted chunks beyond the target's prefix. Chunks already
+     * being unmapped after an earlier trim are on their way out. */
     uint32_t surplus[VL_MAX_LANES], total = 0;
     for (uint32_t l = 0; l < s->cfg.lanes; l++) {
         uint32_t t = vl_lane_chunks(&s->cfg, l, target, d->cfg.chunk_bytes);
-        uint32_t u = lane_used(kv, l);
-        surplus[l] = u > t ? u - t : 0;
+        surplus[l] = 0;
+        for (uint32_t i = t; i < kv->lane_slots[l]; i++) {
+            uint64_t id = kv->slot_chunk[(size_t)l * kv->stride_slots + i];
+            if (id != VL_CHUNK_NONE &&
+                chunk_get(L, id, NULL, NULL)->state == VL_GRANTED)
+                surplus[l]++;
+        }
         total += surplus[l];
     }
     if (!total)
@@ -1335,7 +1525,7 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
 int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
                       uint64_t max_bytes, struct vl_fxlist *fx)
 {
-    struct vl_stage *s;
+    struct vl_stage *s = NULL;
     int e = own_stage(L, client, stage, &s);
     if (e < 0)
         return e;
@@ -1346,12 +1536,13 @@ int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
     struct vl_device *d = dev_get(L, s->cfg.device);
     uint64_t cb = d->cfg.chunk_bytes;
     uint32_t n = window_lendable(s);
-    if (n > d->nfree)
-        n = d->nfree;
+    uint32_t avail = free_for_window(L, d, s);
+    if (n > avail)
+        n = avail;
     if (d->cfg.lend_unreserved) {
-        uint32_t pool = dev_unpromised(L, d);
-        /* unpromised already excludes the stage's own free window */
-        n += pool;
+        /* Pool loans. The stage's own free window is claimed (by it), so the
+         * two parts don't overlap. */
+        n += dev_unclaimed(L, d);
         if (n > d->nfree)
             n = d->nfree;
     }
@@ -1375,7 +1566,7 @@ int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
 int vl_expert_claim(struct vl_ledger *L, uint32_t client, uint32_t stage,
                     uint32_t layer, const uint32_t *slots, size_t n)
 {
-    struct vl_stage *s;
+    struct vl_stage *s = NULL;
     int e = own_stage(L, client, stage, &s);
     if (e < 0)
         return e;
@@ -1407,28 +1598,56 @@ void vl_recall_missed(struct vl_ledger *L, uint32_t client)
 
 /* ---- invariants -------------------------------------------------------- */
 
-int vl_check(struct vl_ledger *L)
+static int check_chunks(struct vl_ledger *L, uint32_t *held,
+                        uint32_t *qstage)
 {
     for (uint32_t di = 0; di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
-        uint32_t cnt[VL_NSTATES] = {0}, cat[4] = {0};
+        uint32_t cnt[VL_NSTATES] = {0}, cat[VL_CAT_LOAN + 1] = {0};
         for (uint32_t k = 0; k < d->nchunks; k++) {
             struct vl_chunk *c = &d->chunks[k];
-            if (c->state >= VL_NSTATES)
-                return fail(L, -EFAULT, "device %u chunk %u: bad state", d->cfg.id, k);
+            if (c->state >= VL_NSTATES || c->cat > VL_CAT_LOAN)
+                return fail(L, -EFAULT, "device %u chunk %u: bad state or "
+                            "category", d->cfg.id, k);
             cnt[c->state]++;
             cat[c->cat]++;
-            bool held = c->state != VL_FREE;
-            if (held != (c->holder != 0))
+            bool is_held = c->state != VL_FREE;
+            if (is_held != (c->holder != 0))
                 return fail(L, -EFAULT, "device %u chunk %u: %s with holder %u",
                             d->cfg.id, k, vl_state_name(c->state), c->holder);
+            if (is_held) {
+                size_t ci = 0;
+                while (ci < L->nclient && L->client[ci].id != c->holder)
+                    ci++;
+                if (ci == L->nclient)
+                    return fail(L, -EFAULT, "device %u chunk %u: held by "
+                                "unknown client %u", d->cfg.id, k, c->holder);
+                held[ci]++;
+                if (L->client[ci].gone && c->state != VL_QUARANTINED)
+                    return fail(L, -EFAULT, "device %u chunk %u: %s, held by "
+                                "gone client %u", d->cfg.id, k,
+                                vl_state_name(c->state), c->holder);
+            }
             if ((c->state == VL_FREE || c->state == VL_QUARANTINED) &&
                 (c->region || c->cat != VL_CAT_NONE))
                 return fail(L, -EFAULT, "device %u chunk %u: %s but mapped",
                             d->cfg.id, k, vl_state_name(c->state));
+            if (c->state != VL_FREE && c->state != VL_QUARANTINED &&
+                (!c->region || c->cat == VL_CAT_NONE))
+                return fail(L, -EFAULT, "device %u chunk %u: %s but in no "
+                            "region", d->cfg.id, k, vl_state_name(c->state));
+            if (c->qstage != VL_QSTAGE_NONE) {
+                if (c->state != VL_QUARANTINED || c->qstage >= VL_MAX_STAGES ||
+                    !L->stage[c->qstage].configured)
+                    return fail(L, -EFAULT, "device %u chunk %u: %s, counted "
+                                "as quarantine of stage %u", d->cfg.id, k,
+                                vl_state_name(c->state), c->qstage);
+                qstage[c->qstage]++;
+            }
             if (c->region) {
                 struct vl_region *r = vl_region_find(L, c->region);
-                if (!r || r->slot_chunk[c->slot] != vl_chunk_id(di, k))
+                if (!r || c->slot >= r->lanes * r->stride_slots ||
+                    r->slot_chunk[c->slot] != vl_chunk_id(di, k))
                     return fail(L, -EFAULT, "device %u chunk %u: region %u slot "
                                 "%u does not point back", d->cfg.id, k,
                                 c->region, c->slot);
@@ -1442,6 +1661,14 @@ int vl_check(struct vl_ledger *L)
                 if (c->cat != cat_of_kind(r))
                     return fail(L, -EFAULT, "device %u chunk %u: wrong category",
                                 d->cfg.id, k);
+                struct vl_stage *rs = stage_get(L, r->stage);
+                bool loan = rs && rs->configured && r->kind == VL_EXPERT;
+                if (c->state == VL_LOANED && !loan)
+                    return fail(L, -EFAULT, "device %u chunk %u: loaned outside "
+                                "a stage's expert region", d->cfg.id, k);
+                if (c->state == VL_GRANTED && loan)
+                    return fail(L, -EFAULT, "device %u chunk %u: granted in a "
+                                "stage's expert region", d->cfg.id, k);
             }
         }
         for (int st = 0; st < VL_NSTATES; st++)
@@ -1452,8 +1679,8 @@ int vl_check(struct vl_ledger *L)
             cat[VL_CAT_LOAN] != d->loaned)
             return fail(L, -EFAULT, "device %u: category counters drifted",
                         d->cfg.id);
-        if (d->fixed + d->kv + d->loaned + cnt[VL_FREE] + cnt[VL_QUARANTINED] !=
-            d->nchunks)
+        if ((uint64_t)d->fixed + d->kv + d->loaned + cnt[VL_FREE] +
+                cnt[VL_QUARANTINED] != d->nchunks)
             return fail(L, -EFAULT, "device %u: fixed %u + kv %u + loaned %u + "
                         "free %u + quarantined %u != capacity %u", d->cfg.id,
                         d->fixed, d->kv, d->loaned, cnt[VL_FREE],
@@ -1462,20 +1689,33 @@ int vl_check(struct vl_ledger *L)
             return fail(L, -EFAULT, "device %u: free stack holds %u, %u free",
                         d->cfg.id, d->nfree, cnt[VL_FREE]);
         for (uint32_t i = 0; i < d->nfree; i++)
-            if (d->chunks[d->free_stack[i]].state != VL_FREE)
-                return fail(L, -EFAULT, "device %u: chunk %u on the free stack "
-                            "is %s", d->cfg.id, d->free_stack[i],
-                            vl_state_name(d->chunks[d->free_stack[i]].state));
+            if (d->free_stack[i] >= d->nchunks ||
+                d->chunks[d->free_stack[i]].state != VL_FREE)
+                return fail(L, -EFAULT, "device %u: entry %u of the free stack "
+                            "is not a free chunk", d->cfg.id, i);
         if (d->reserved > d->nchunks)
             return fail(L, -EFAULT, "device %u: reservations exceed capacity",
                         d->cfg.id);
     }
+    return 0;
+}
+
+static int check_regions(struct vl_ledger *L)
+{
     for (size_t i = 0; i < L->nregion; i++) {
         struct vl_region *r = L->region[i];
         uint32_t used = 0;
+        struct vl_client *cl = vl_client_find(L, r->client);
+        struct vl_stage *s = stage_get(L, r->stage);
+        if (!cl || cl->gone || !s || s->owner != r->client)
+            return fail(L, -EFAULT, "region %u: client %u or its stage %u is "
+                        "gone", r->id, r->client, r->stage);
         for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++) {
             if (r->slot_chunk[k] == VL_CHUNK_NONE)
                 continue;
+            if (k % r->stride_slots >= r->lane_slots[k / r->stride_slots])
+                return fail(L, -EFAULT, "region %u: slot %u beyond its lane",
+                            r->id, k);
             struct vl_chunk *c = chunk_get(L, r->slot_chunk[k], NULL, NULL);
             if (!c || c->region != r->id || c->slot != k)
                 return fail(L, -EFAULT, "region %u slot %u: chunk does not "
@@ -1485,19 +1725,35 @@ int vl_check(struct vl_ledger *L)
         if (used != r->used)
             return fail(L, -EFAULT, "region %u: %u used, counted %u", r->id,
                         used, r->used);
+        uint64_t a0 = r->base, a1 = r->base + r->lanes * r->lane_stride;
+        if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
+            return fail(L, -EFAULT, "region %u: outside the address window",
+                        r->id);
         for (size_t j = i + 1; j < L->nregion; j++) {
             struct vl_region *o = L->region[j];
-            uint64_t a0 = r->base, a1 = r->base + r->lanes * r->lane_stride;
             uint64_t b0 = o->base, b1 = o->base + o->lanes * o->lane_stride;
             if (a0 < b1 && b0 < a1)
                 return fail(L, -EFAULT, "regions %u and %u overlap", r->id,
                             o->id);
+            if (r->id == o->id)
+                return fail(L, -EFAULT, "two regions with id %u", r->id);
         }
     }
+    return 0;
+}
+
+static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
+{
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used)
             continue;
+        if (s->owner) {
+            struct vl_client *cl = vl_client_find(L, s->owner);
+            if (!cl || cl->gone)
+                return fail(L, -EFAULT, "stage %u: owner %u is gone", i,
+                            s->owner);
+        }
         uint32_t kv = 0, loan = 0, fixed = 0, rec = 0;
         for (size_t j = 0; j < L->nregion; j++) {
             struct vl_region *r = L->region[j];
@@ -1518,11 +1774,73 @@ int vl_check(struct vl_ledger *L)
                         "loans %u/%u, fixed %u/%u, recalling %u/%u)", i, kv,
                         s->kv_chunks, loan, s->loan_chunks, fixed,
                         s->fixed_chunks, rec, s->recalling);
+        if (qstage[i] != s->quarantined)
+            return fail(L, -EFAULT, "stage %u: %u quarantined chunks, counted "
+                        "%u", i, qstage[i], s->quarantined);
+        if (!s->configured)
+            continue;
+        if (s->quarantined && s->owner)
+            return fail(L, -EFAULT, "stage %u: registered while its old "
+                        "chunks are quarantined", i);
         /* The native-context guarantee: KV never outgrows the window, and
-         * what is not KV is free-and-promised or a recallable loan. */
-        if (s->configured && s->kv_chunks > s->window_chunks)
+         * fixed regions never their reservation. */
+        if (s->kv_chunks > s->window_chunks)
             return fail(L, -EFAULT, "stage %u: KV %u chunks over its window %u",
                         i, s->kv_chunks, s->window_chunks);
+        if (s->fixed_chunks > s->fixed_reserved)
+            return fail(L, -EFAULT, "stage %u: fixed %u chunks over its "
+                        "reservation %u", i, s->fixed_chunks, s->fixed_reserved);
+        /* Claims only on backed slots, by layers of the stage. */
+        uint32_t backed = vl_expert_slots_backed(L, i);
+        for (uint32_t k = 0; k < s->nslots; k++) {
+            uint16_t o = s->slot_layer[k];
+            if (o == SLOT_LAYER_NONE)
+                continue;
+            if (k >= backed || o < s->cfg.first_layer || o > s->cfg.last_layer)
+                return fail(L, -EFAULT, "stage %u: slot %u claimed by layer %u "
+                            "(%u slots backed, layers %u-%u)", i, k, o, backed,
+                            s->cfg.first_layer, s->cfg.last_layer);
+        }
+    }
+    /* Promises (rules 2 and 4), per device. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        struct promises p = dev_promises(L, d);
+        uint64_t full = 0, pool = 0;
+        for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+            struct vl_stage *s = &L->stage[i];
+            if (s->used && s->configured && s->cfg.device == d->cfg.id) {
+                full += stage_full(s);
+                pool += pool_loans(s);
+            }
+        }
+        if (d->nfree < p.hard)
+            return fail(L, -EFAULT, "device %u: %u chunks free, %u promised "
+                        "hard", d->cfg.id, d->nfree, p.hard);
+        if ((uint64_t)d->nfree + pool + d->count[VL_QUARANTINED] < full)
+            return fail(L, -EFAULT, "device %u: free %u + pool loans %llu + "
+                        "quarantined %u do not cover the %llu chunks promised",
+                        d->cfg.id, d->nfree, (unsigned long long)pool,
+                        d->count[VL_QUARANTINED], (unsigned long long)full);
     }
     return 0;
+}
+
+int vl_check(struct vl_ledger *L)
+{
+    uint32_t qstage[VL_MAX_STAGES] = {0};
+    uint32_t *held = calloc(L->nclient ? L->nclient : 1, sizeof(*held));
+    if (!held)
+        return fail(L, -ENOMEM, "out of memory");
+    int e = check_chunks(L, held, qstage);
+    for (size_t ci = 0; e == 0 && ci < L->nclient; ci++)
+        if (held[ci] != L->client[ci].chunks)
+            e = fail(L, -EFAULT, "client %u holds %u chunks, counted %u",
+                     L->client[ci].id, held[ci], L->client[ci].chunks);
+    free(held);
+    if (e == 0)
+        e = check_regions(L);
+    if (e == 0)
+        e = check_stages(L, qstage);
+    return e;
 }

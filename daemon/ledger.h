@@ -8,10 +8,15 @@
  *
  * Accounting, per device, in chunks:
  *   fixed + kv + loaned + free + quarantined == capacity
- * where "fixed" counts chunks granted to fixed, draft_kv and ad-hoc regions,
- * "kv" chunks granted to the kv region of a configured stage, "loaned" chunks
- * lent to expert regions (state loaned or recalling). Every chunk is in one
- * state with at most one holder.
+ * where "fixed" counts chunks granted to fixed and draft_kv regions, "kv"
+ * chunks in kv regions, "loaned" chunks in expert regions (of a configured
+ * stage: lent, state loaned or recalling; of an ad-hoc stage: granted). Every
+ * chunk is in one state with at most one holder.
+ *
+ * Promises, per configured stage (see rules 2 and 4 in ledger.c): the part
+ * of its reservation not granted yet. "Hard" promises (fixed reservations,
+ * the window of a no-loan stage) are always backed by free chunks; the rest
+ * is backed by free chunks or by recallable pool loans.
  */
 #ifndef VRAMD_LEDGER_H
 #define VRAMD_LEDGER_H
@@ -45,13 +50,19 @@ struct vl_chunk {
     uint32_t holder; /* client id, 0 when free */
     uint32_t region; /* region id, 0 when not mapped in a region */
     uint32_t slot;   /* flat slot index inside the region */
+    uint16_t qstage; /* quarantined: the configured stage it came from, or
+                        VL_QSTAGE_NONE */
 };
+
+#define VL_QSTAGE_NONE 0xffffu
 
 struct vl_device_cfg {
     uint32_t id;
     uint64_t chunk_bytes;
     uint64_t capacity_bytes; /* already net of the reserve */
-    bool lend_unreserved;    /* lend memory no stage reserved (explicit policy) */
+    bool lend_unreserved;    /* pool loans: lend memory no stage reserved, and
+                                the KV windows of lending stages no client
+                                has registered (explicit policy) */
 };
 
 struct vl_fixed_cfg {
@@ -108,6 +119,8 @@ struct vl_stage {
     uint32_t window_chunks;             /* sum over lanes */
     uint32_t fixed_reserved;            /* chunks for fixed reservations */
     uint32_t headroom_chunks;
+    bool no_loan;             /* whole window mapped at registration */
+    uint32_t register_chunks; /* KV chunks a registration maps (at most) */
     /* state */
     uint32_t kv_region, expert_region;
     uint32_t fixed_region[VL_MAX_FIXED];
@@ -121,6 +134,7 @@ struct vl_stage {
     uint16_t *slot_layer;    /* per expert slot: owning layer, 0xffff none */
     uint32_t nslots;         /* expert slots in the region */
     uint64_t recalls_total, grants_total;
+    uint32_t quarantined;    /* chunks of its regions waiting for a reap */
 };
 
 struct vl_device {
@@ -175,6 +189,7 @@ struct vl_ledger {
     size_t nclient, client_cap;
     /* the virtual address window regions are carved from */
     uint64_t va_base, va_size;
+    uint64_t region_align; /* base alignment of regions (0: the chunk size) */
     struct vl_va_range { uint64_t base, size; } *va_free;
     size_t nva_free;
     char why[256];

@@ -86,19 +86,20 @@ static int check_config(const char *path)
     return rc;
 }
 
-static int make_backend(const char *want, const struct vd_config *cfg,
+static int make_backend(const char *want, struct vd_config *cfg,
                         struct vd_backend **out)
 {
     char why[256] = "";
     if (strcmp(want, "cuda") == 0 || strcmp(want, "auto") == 0) {
-        int r = vd_backend_cuda_probe(out, why, sizeof(why));
+        int r = vd_backend_cuda_create(cfg, out, why, sizeof(why));
         if (r == 0)
             return 0;
         if (strcmp(want, "cuda") == 0) {
-            vlog(VLOG_ERR, "%s", why);
+            vlog(VLOG_ERR, "cuda backend unavailable: %s", why);
             return r;
         }
-        vlog(VLOG_NOTICE, "%s; --backend auto uses host", why);
+        vlog(VLOG_NOTICE, "cuda backend unavailable: %s; --backend auto uses "
+             "host", why);
     }
     uint32_t ids[VL_MAX_DEVICES], nchunks[VL_MAX_DEVICES];
     uint64_t cb[VL_MAX_DEVICES];

@@ -67,6 +67,11 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
         vlog(VLOG_ERR, "devices: %s", vl_why(&srv->ledger));
         return e;
     }
+    /* Region bases are 1 GiB aligned: the CUDA driver rounds a reservation's
+     * address hint up to its own alignment (a 2 MiB-aligned hint came back
+     * 24 MiB higher on an H200), and a rounded hint is an address the
+     * client cannot use. The window is large; alignment costs nothing. */
+    srv->ledger.region_align = 1ull << 30;
     for (uint32_t i = 0; i < cfg->nstages; i++) {
         e = vl_stage_configure(&srv->ledger, &cfg->stages[i]);
         if (e < 0) {

@@ -922,6 +922,15 @@ static int handle_expert_claim(struct vd_session *s, uint64_t id, cJSON *msg)
     return finish(s, id, f);
 }
 
+static int handle_ping(struct vd_session *s, uint64_t id, cJSON *msg)
+{
+    (void)msg;
+    cJSON *m = reply_new(id, true);
+    int r = send_msg(s, m, NULL, 0);
+    cJSON_Delete(m);
+    return r;
+}
+
 static int handle_status(struct vd_session *s, uint64_t id, cJSON *msg)
 {
     (void)msg;
@@ -961,6 +970,7 @@ static const struct {
     {"expert_request", handle_expert_request},
     {"expert_claim", handle_expert_claim},
     {"status", handle_status},
+    {"ping", handle_ping},
 };
 
 /* ---- framing ------------------------------------------------------------ */

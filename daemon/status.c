@@ -42,6 +42,15 @@ static cJSON *device_json(struct vd_server *srv, uint32_t i)
                       (uint64_t)d->count[VL_QUARANTINED] * cb);
     vram_json_add_u64(o, "reserved_bytes", (uint64_t)d->reserved * cb);
     vram_json_add_u64(o, "total_bytes", info->total_bytes);
+    if (strcmp(srv->backend->ops->name, "cuda") == 0) {
+        vram_json_add_u64(o, "granularity_bytes", info->granularity);
+        cJSON_AddBoolToObject(o, "vmm", info->vmm);
+        cJSON_AddBoolToObject(o, "posix_fd", info->posix_fd);
+        cJSON *peers = cJSON_AddArrayToObject(o, "peer_access");
+        for (uint32_t k = 0; k < 64; k++)
+            if (info->peers & (1ull << k))
+                cJSON_AddItemToArray(peers, cJSON_CreateNumber(k));
+    }
     cJSON_AddBoolToObject(o, "lend_unreserved", d->cfg.lend_unreserved);
     return o;
 }

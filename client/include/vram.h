@@ -76,6 +76,8 @@ struct vram_client_options {
     const char *name;    /* shown by vramctl; default "pid-N" */
     int ctl;             /* connect as a control client (vramctl) */
     int timeout_ms;      /* per request; 0 = 30000 */
+    int peer_access;     /* cuda: also map chunks for peer GPUs that can
+                            access the owning GPU (owner-only otherwise) */
     char *error;         /* if set, why a connect failed (daemon's words) */
     size_t error_len;
 };
@@ -179,6 +181,9 @@ VRAM_API int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
                                const uint32_t *slots, size_t n);
 VRAM_API int vram_expert_residency(const vram_client *c, uint32_t stage,
                                    struct vram_residency *out);
+
+/* A round trip that changes nothing. */
+VRAM_API int vram_client_ping(vram_client *c);
 
 /* The daemon's status as JSON text (free() it). */
 VRAM_API int vram_status_json(vram_client *c, char **json_out);

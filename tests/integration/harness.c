@@ -47,8 +47,11 @@ int daemon_start(struct daemon *d, const char *config, const char *const *args)
         argv[n++] = bin;
         argv[n++] = "--socket";
         argv[n++] = d->sock;
+        /* VRAM_TEST_BACKEND picks the daemon's backend (the GPU suite and
+         * the benchmark set it to cuda); host by default. */
+        const char *backend = getenv("VRAM_TEST_BACKEND");
         argv[n++] = "--backend";
-        argv[n++] = "host";
+        argv[n++] = backend && *backend ? backend : "host";
         argv[n++] = "--log-level";
         argv[n++] = "debug";
         if (config) {

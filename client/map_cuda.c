@@ -1,0 +1,189 @@
+/* Mapping cuda chunks into this process with CUDA VMM: a region's range is
+ * reserved once at the daemon's address (cuMemAddressReserve with that
+ * address; a driver that does not honour it is an error, since the address
+ * must never differ), each imported chunk is mapped over its slot (cuMemMap)
+ * and made accessible to its own GPU, and to peers when asked and possible
+ * (cuMemSetAccess). Imported handles stay open while held, so a move is an
+ * unmap, a map and a set-access, with no import. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifdef VRAM_HAVE_CUDA_H
+#include "cuda_driver.h"
+
+struct vc_cuda {
+    struct vcu cu;
+    int ndev;
+    CUcontext ctx;     /* retained primary context when the caller had none */
+    CUdevice ctx_dev;
+};
+
+static struct vc_cuda *st(vram_client *c)
+{
+    return c->mapper_state;
+}
+
+static int fail(vram_client *c, CUresult r, int err, const char *what)
+{
+    char buf[160];
+    snprintf(c->last_error, sizeof(c->last_error), "%s: %s", what,
+             vcu_strerror(&st(c)->cu, r, buf, sizeof(buf)));
+    return err;
+}
+
+static int cu_reserve(vram_client *c, uint64_t base, uint64_t size)
+{
+    CUdeviceptr p = 0;
+    CUresult r = st(c)->cu.cuMemAddressReserve(&p, size, 0, (CUdeviceptr)base, 0);
+    if (r != CUDA_SUCCESS)
+        return fail(c, r, -EADDRINUSE, "cuMemAddressReserve");
+    if (p != base) {
+        st(c)->cu.cuMemAddressFree(p, size);
+        snprintf(c->last_error, sizeof(c->last_error),
+                 "the CUDA driver did not honour the region's address 0x%llx "
+                 "(it offered 0x%llx); set the daemon's address_window to a "
+                 "range the driver accepts", (unsigned long long)base,
+                 (unsigned long long)p);
+        return -EADDRINUSE;
+    }
+    return 0;
+}
+
+static void cu_unreserve(vram_client *c, uint64_t base, uint64_t size)
+{
+    st(c)->cu.cuMemAddressFree((CUdeviceptr)base, size);
+}
+
+static int cu_import(vram_client *c, struct vc_chunk *ch, int fd, uint64_t bytes)
+{
+    (void)bytes;
+    CUmemGenericAllocationHandle h;
+    CUresult r = st(c)->cu.cuMemImportFromShareableHandle(
+        &h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS)
+        return fail(c, r, -EIO, "cuMemImportFromShareableHandle");
+    close(fd); /* the handle keeps the memory */
+    ch->handle = (uint64_t)h;
+    ch->fd = -1;
+    return 0;
+}
+
+static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
+                  uint64_t bytes)
+{
+    struct vc_cuda *s = st(c);
+    CUresult r = s->cu.cuMemMap((CUdeviceptr)addr, bytes, 0,
+                                (CUmemGenericAllocationHandle)ch->handle, 0);
+    if (r != CUDA_SUCCESS)
+        return fail(c, r, -EIO, "cuMemMap");
+    CUmemAccessDesc a[64];
+    size_t n = 0;
+    memset(a, 0, sizeof(a));
+    a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a[n].location.id = (int)ch->device;
+    a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (c->peer_access) {
+        CUdevice owner;
+        s->cu.cuDeviceGet(&owner, (int)ch->device);
+        for (int k = 0; k < s->ndev && n < 64; k++) {
+            CUdevice peer;
+            int can = 0;
+            if (k == (int)ch->device)
+                continue;
+            s->cu.cuDeviceGet(&peer, k);
+            s->cu.cuDeviceCanAccessPeer(&can, peer, owner);
+            if (!can)
+                continue;
+            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            a[n].location.id = k;
+            a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        }
+    }
+    r = s->cu.cuMemSetAccess((CUdeviceptr)addr, bytes, a, n);
+    if (r != CUDA_SUCCESS) {
+        s->cu.cuMemUnmap((CUdeviceptr)addr, bytes);
+        return fail(c, r, -EIO, "cuMemSetAccess");
+    }
+    return 0;
+}
+
+static int cu_unmap(vram_client *c, struct vc_chunk *ch, uint64_t addr,
+                    uint64_t bytes)
+{
+    (void)ch;
+    CUresult r = st(c)->cu.cuMemUnmap((CUdeviceptr)addr, bytes);
+    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemUnmap");
+}
+
+static void cu_release(vram_client *c, struct vc_chunk *ch)
+{
+    if (ch->handle)
+        st(c)->cu.cuMemRelease((CUmemGenericAllocationHandle)ch->handle);
+    ch->handle = 0;
+    if (ch->fd >= 0)
+        close(ch->fd);
+    ch->fd = -1;
+}
+
+static void cu_destroy(vram_client *c)
+{
+    struct vc_cuda *s = st(c);
+    if (!s)
+        return;
+    if (s->ctx)
+        s->cu.cuDevicePrimaryCtxRelease(s->ctx_dev);
+    vcu_unload(&s->cu);
+    free(s);
+    c->mapper_state = NULL;
+}
+
+static const struct vc_mapper cuda_mapper = {
+    .name = "cuda",
+    .reserve = cu_reserve,
+    .unreserve = cu_unreserve,
+    .import = cu_import,
+    .map = cu_map,
+    .unmap = cu_unmap,
+    .release = cu_release,
+    .destroy = cu_destroy,
+};
+
+const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
+{
+    struct vc_cuda *s = calloc(1, sizeof(*s));
+    if (!s) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    if (vcu_load(&s->cu, why, whylen) < 0) {
+        free(s);
+        return NULL;
+    }
+    s->cu.cuDeviceGetCount(&s->ndev);
+    /* VMM calls want a current context; engines normally have one. For an
+     * engine that has none yet, use device 0's primary context. */
+    CUcontext cur = NULL;
+    s->cu.cuCtxGetCurrent(&cur);
+    if (!cur) {
+        s->cu.cuDeviceGet(&s->ctx_dev, 0);
+        if (s->cu.cuDevicePrimaryCtxRetain(&s->ctx, s->ctx_dev) == CUDA_SUCCESS)
+            s->cu.cuCtxSetCurrent(s->ctx);
+        else
+            s->ctx = NULL;
+    }
+    c->mapper_state = s;
+    return &cuda_mapper;
+}
+#else
+const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
+{
+    (void)c;
+    snprintf(why, whylen, "this libvram was built without the CUDA headers");
+    return NULL;
+}
+#endif

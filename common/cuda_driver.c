@@ -1,0 +1,69 @@
+#include "cuda_driver.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
+                                CUdriverProcAddressQueryResult *);
+
+int vcu_load(struct vcu *d, char *why, size_t whylen)
+{
+    memset(d, 0, sizeof(*d));
+    d->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!d->lib) {
+        snprintf(why, whylen, "no NVIDIA driver (libcuda.so.1 cannot be loaded)");
+        return -ENODEV;
+    }
+    get_proc_fn gpa = (get_proc_fn)dlsym(d->lib, "cuGetProcAddress_v2");
+    if (!gpa) {
+        snprintf(why, whylen, "the NVIDIA driver is older than CUDA 12 (no "
+                 "cuGetProcAddress_v2)");
+        vcu_unload(d);
+        return -ENODEV;
+    }
+#define VCU_LOOKUP(name)                                                       \
+    {                                                                          \
+        void *p = NULL;                                                        \
+        CUdriverProcAddressQueryResult q;                                      \
+        if (gpa(#name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &q) !=          \
+                CUDA_SUCCESS || !p) {                                          \
+            snprintf(why, whylen, "the NVIDIA driver lacks %s", #name);        \
+            vcu_unload(d);                                                     \
+            return -ENODEV;                                                    \
+        }                                                                      \
+        memcpy(&d->name, &p, sizeof(p));                                       \
+    }
+    VCU_FUNCS(VCU_LOOKUP)
+#undef VCU_LOOKUP
+    CUresult r = d->cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        char buf[128];
+        snprintf(why, whylen, "cuInit failed: %s", vcu_strerror(d, r, buf, sizeof(buf)));
+        vcu_unload(d);
+        return -ENODEV;
+    }
+    d->cuDriverGetVersion(&d->driver_version);
+    return 0;
+}
+
+void vcu_unload(struct vcu *d)
+{
+    if (d && d->lib) {
+        dlclose(d->lib);
+        memset(d, 0, sizeof(*d));
+    }
+}
+
+const char *vcu_strerror(const struct vcu *d, CUresult r, char *buf, size_t len)
+{
+    const char *name = NULL, *str = NULL;
+    if (d && d->cuGetErrorName)
+        d->cuGetErrorName(r, &name);
+    if (d && d->cuGetErrorString)
+        d->cuGetErrorString(r, &str);
+    snprintf(buf, len, "%s: %s", name ? name : "CUDA error",
+             str ? str : "unknown");
+    return buf;
+}

@@ -1,0 +1,59 @@
+/* The CUDA driver, loaded at run time. Nothing in the project links against
+ * libcuda: vramd and libvram dlopen it and look every entry point up through
+ * cuGetProcAddress, so the same binaries run on machines without a driver
+ * and can say in one line why CUDA is unavailable there. */
+#ifndef VRAM_CUDA_DRIVER_H
+#define VRAM_CUDA_DRIVER_H
+
+#include <stddef.h>
+
+#include <cuda.h>
+
+/* Every entry point the project uses, with the ABI of CUDA 12.0. */
+#define VCU_FUNCS(X)                                                           \
+    X(cuInit)                                                                  \
+    X(cuDriverGetVersion)                                                      \
+    X(cuDeviceGetCount)                                                        \
+    X(cuDeviceGet)                                                             \
+    X(cuDeviceGetName)                                                         \
+    X(cuDeviceGetUuid)                                                         \
+    X(cuDeviceTotalMem)                                                        \
+    X(cuDeviceGetAttribute)                                                    \
+    X(cuDeviceCanAccessPeer)                                                   \
+    X(cuDevicePrimaryCtxRetain)                                                \
+    X(cuDevicePrimaryCtxRelease)                                               \
+    X(cuCtxSetCurrent)                                                         \
+    X(cuCtxGetCurrent)                                                         \
+    X(cuCtxSynchronize)                                                        \
+    X(cuMemGetAllocationGranularity)                                           \
+    X(cuMemCreate)                                                             \
+    X(cuMemRelease)                                                            \
+    X(cuMemExportToShareableHandle)                                            \
+    X(cuMemImportFromShareableHandle)                                          \
+    X(cuMemAddressReserve)                                                     \
+    X(cuMemAddressFree)                                                        \
+    X(cuMemMap)                                                                \
+    X(cuMemUnmap)                                                              \
+    X(cuMemSetAccess)                                                          \
+    X(cuMemsetD8)                                                              \
+    X(cuMemcpyDtoH)                                                            \
+    X(cuMemcpyHtoD)                                                            \
+    X(cuGetErrorName)                                                          \
+    X(cuGetErrorString)
+
+struct vcu {
+    void *lib;
+#define VCU_MEMBER(name) __typeof__(&name) name;
+    VCU_FUNCS(VCU_MEMBER)
+#undef VCU_MEMBER
+    int driver_version;
+};
+
+/* Loads the driver and initialises it (cuInit). Returns 0, or -ENODEV with
+ * a one-line reason in why. */
+int vcu_load(struct vcu *d, char *why, size_t whylen);
+void vcu_unload(struct vcu *d);
+/* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for r. */
+const char *vcu_strerror(const struct vcu *d, CUresult r, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,49 @@
+#!/bin/sh
+# The GPU suite, on a machine with two NVIDIA GPUs: builds (unless a build is
+# given), then runs tests/gpu/test_gpu (retention, graphs, scrubbing, a client
+# killed during a recall), the seed replay on the cuda backend, and the
+# benchmark. Logs and results go to $OUT (default ./gpu-out).
+#
+#   sh scripts/gpu.sh                 # build in build-gpu, then run
+#   VRAM_GPU_BUILD=DIR sh scripts/gpu.sh   # use a build made elsewhere
+#
+# A machine without libuv and cJSON development packages can run a build
+# made on Debian 12 with `sh scripts/gpu.sh --prepare` there: it builds
+# build-gpu and copies the two shared libraries into build-gpu/lib.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+b=${VRAM_GPU_BUILD:-$root/build-gpu}
+if [ "${1:-}" = "--prepare" ] || [ ! -x "$b/tests/test_gpu" ]; then
+    cmake -S "$root" -B "$b" -DVRAM_GPU_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+        cmake --build "$b" -j"$(nproc)" >/dev/null || exit 1
+    mkdir -p "$b/lib"
+    for l in libuv.so.1 libcjson.so.1; do
+        p=$(ldconfig -p | awk -v l="$l" '$1 == l { print $NF; exit }')
+        [ -n "$p" ] && cp -L "$p" "$b/lib/$l"
+    done
+    [ "${1:-}" = "--prepare" ] && exit 0
+fi
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$b/lib:$b:${LD_LIBRARY_PATH:-}"
+export VRAMD_BIN="$b/vramd" VRAMCTL_BIN="$b/vramctl" VRAM_REPLAY_BIN="$b/vram-replay"
+export VRAM_SOURCE_DIR="$root"
+# Keep NVLink multicast off (shared machines).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
+rc=0
+echo "== test_gpu"
+timeout 300 "$b/tests/test_gpu" ${GPU_TESTS:-} >"$out/test_gpu.log" 2>&1 || rc=1
+tail -n 8 "$out/test_gpu.log"
+echo "== seed replay on cuda"
+VRAM_TEST_BACKEND=cuda timeout 120 "$b/tests/test_seed_replay" \
+    >"$out/seed_replay_cuda.log" 2>&1 || rc=1
+tail -n 3 "$out/seed_replay_cuda.log"
+if [ -x "$b/tests/vram-bench" ] && [ -z "${NO_BENCH:-}" ]; then
+    echo "== benchmark"
+    timeout 300 "$b/tests/vram-bench" --backend all --out "$out/bench.jsonl" \
+        >"$out/bench.log" 2>&1 || rc=1
+    tail -n 5 "$out/bench.log"
+fi
+exit $rc

@@ -1,0 +1,82 @@
+/* Configuration errors: vramd --check-config and vramd --config name the
+ * offending key path for every error, and refuse to start. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static int run(const char *args, const char *config, char *out, size_t len)
+{
+    char path[] = "/tmp/vramd-config-XXXXXX";
+    int fd = mkstemp(path);
+    REQUIRE(fd >= 0, "mkstemp");
+    REQUIRE(write(fd, config, strlen(config)) == (ssize_t)strlen(config), "write");
+    close(fd);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s %s %s --socket /tmp/vramd-config-unused.sock 2>&1",
+             getenv("VRAMD_BIN") ? getenv("VRAMD_BIN") : "vramd", args, path);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    unlink(path);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void bad(const char *config, const char *const *needles)
+{
+    static char out[8192];
+    int rc = run("--check-config", config, out, sizeof(out));
+    CHECK(rc != 0, "accepted: %s", config);
+    for (int i = 0; needles[i]; i++)
+        CHECK(strstr(out, needles[i]) != NULL, "no '%s' in:\n%s", needles[i], out);
+    rc = run("--backend host --config", config, out, sizeof(out));
+    CHECK(rc != 0, "vramd started with: %s", config);
+    CHECK(strstr(out, needles[0]) != NULL, "start: no '%s' in:\n%s", needles[0], out);
+}
+
+int main(void)
+{
+    static char out[8192];
+    char scenario[512];
+    snprintf(scenario, sizeof(scenario), "--check-config %s/tests/scenarios/seed-pp32-16.json",
+             getenv("VRAM_SOURCE_DIR") ? getenv("VRAM_SOURCE_DIR") : ".");
+    int rc = run(scenario, "", out, sizeof(out));
+    CHECK(rc == 0 && strstr(out, "valid (2 devices, 2 stages)"),
+          "the seed scenario does not validate: %s", out);
+
+    bad("{\"devices\": [{\"id\": 0, \"capacity\": \"16 parsecs\"}]}",
+        (const char *[]){"devices[0].capacity", NULL});
+    bad("{\"devices\": [{\"id\": 0, \"chunk\": \"3MiB\"}]}",
+        (const char *[]){"devices[0].chunk", "multiple of 2 MiB", NULL});
+    bad("{\"devices\": [{\"id\": 0}, {\"id\": 0}]}",
+        (const char *[]){"devices[1].id", "defined twice", NULL});
+    bad("{\"devcies\": []}", (const char *[]){"devcies: unknown key", NULL});
+    bad("{\"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0,"
+        " \"last_layer\": 3, \"kv_lanes\": [{\"bytes_per_token\": 0}],"
+        " \"expert_slot\": \"1MiB\"}]}",
+        (const char *[]){"stages[0].kv_lanes[0]", NULL});
+    bad("{\"stages\": [{\"id\": 0, \"device\": 5, \"first_layer\": 4,"
+        " \"last_layer\": 3, \"kv_lanes\": [528]}]}",
+        (const char *[]){"stages[0].device", "stages[0].last_layer",
+                         "stages[0].expert_slot", NULL});
+    bad("{\"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0,"
+        " \"last_layer\": 1, \"kv_lanes\": [528], \"expert_slot\": 1048576,"
+        " \"loan\": {\"enabled\": \"yes\", \"hold\": 5}}]}",
+        (const char *[]){"stages[0].loan.enabled", "stages[0].loan.hold: unknown key", NULL});
+    /* Admission: two windows of 16 lanes x 132 MiB plus 15 GiB of weights
+     * do not fit a 16 GiB device. */
+    bad("{\"devices\": [{\"id\": 0, \"capacity\": \"16GiB\"}],"
+        " \"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0,"
+        " \"last_layer\": 1, \"kv_lanes\": [{\"bytes_per_token\": 528, \"count\": 16}],"
+        " \"expert_slot\": \"1MiB\", \"fixed\": [{\"name\": \"w\", \"bytes\": \"15GiB\"}]}]}",
+        (const char *[]){"stages[0]", "does not fit device 0", NULL});
+    bad("{\"backend\": \"tpu\"}", (const char *[]){"backend", NULL});
+    bad("{\"devices\": [", (const char *[]){"not valid JSON", NULL});
+    bad("{\"address_window\": {\"base\": \"0x123\", \"size\": \"1TiB\"}}",
+        (const char *[]){"address_window", NULL});
+    return check_report("test_config");
+}

@@ -1,0 +1,1343 @@
+/* Unit tests of the ledger: one function per rule, each with real numbers.
+ * vl_check() runs after every operation (the OP macro). */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "ledger.h"
+
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+#define VA_BASE (1ull << 40)
+#define VA_SIZE (1ull << 40)
+
+static struct vl_fxlist fx;
+
+/* Runs one ledger call, checks its result and then every invariant. */
+#define OP(L, want, call)                                                      \
+    do {                                                                       \
+        int op_r_ = (call);                                                    \
+        CHECK(op_r_ == (want), "%s returned %d, expected %d (%s)", #call,     \
+              op_r_, (int)(want), vl_why(L));                                  \
+        int op_c_ = vl_check(L);                                               \
+        CHECK(op_c_ == 0, "vl_check after %s: %s", #call, vl_why(L));          \
+    } while (0)
+
+static size_t fx_count(int kind, uint32_t client)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fx.n; i++)
+        if (fx.v[i].kind == kind && (client == VL_NONE || fx.v[i].client == client))
+            n++;
+    return n;
+}
+
+/* The i-th effect of a kind (for its chunk id). */
+static const struct vl_fx *fx_nth(int kind, size_t i)
+{
+    for (size_t k = 0; k < fx.n; k++)
+        if (fx.v[k].kind == kind && i-- == 0)
+            return &fx.v[k];
+    return NULL;
+}
+
+static uint64_t *fx_chunks(int kind, size_t *n_out)
+{
+    size_t n = fx_count(kind, VL_NONE);
+    uint64_t *v = malloc((n ? n : 1) * sizeof(*v));
+    REQUIRE(v, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        v[i] = fx_nth(kind, i)->chunk;
+    *n_out = n;
+    return v;
+}
+
+static struct vl_device_cfg dev_cfg(uint32_t id, uint64_t capacity,
+                                    bool lend_unreserved)
+{
+    return (struct vl_device_cfg){.id = id, .chunk_bytes = 2 * MiB,
+                                  .capacity_bytes = capacity,
+                                  .lend_unreserved = lend_unreserved};
+}
+
+/* A stage with lanes of 528 bytes per token (one K or V pool each). */
+static struct vl_stage_cfg stage_cfg(uint32_t id, uint32_t device,
+                                     uint32_t first, uint32_t last,
+                                     uint32_t lanes)
+{
+    struct vl_stage_cfg c;
+    memset(&c, 0, sizeof(c));
+    c.id = id;
+    c.device = device;
+    c.first_layer = first;
+    c.last_layer = last;
+    c.lanes = lanes;
+    for (uint32_t l = 0; l < lanes; l++)
+        c.lane_bytes_per_token[l] = 528;
+    c.native_context = 262144;
+    c.initial_tokens = 16384;
+    c.step_tokens = 8192;
+    c.expert_slot_bytes = 1572864;
+    c.lend = true;
+    c.headroom_bytes = 0;
+    c.recall_deadline_ms = 100;
+    c.hold_ms = 1000;
+    return c;
+}
+
+static struct vl_device *dev_of(struct vl_ledger *L, uint32_t id)
+{
+    for (uint32_t i = 0; i < L->ndev; i++)
+        if (L->dev[i].cfg.id == id)
+            return &L->dev[i];
+    REQUIRE(0, "no device %u", id);
+    return NULL;
+}
+
+static uint64_t kv_mib(struct vl_ledger *L, uint32_t stage)
+{
+    struct vl_stage *s = &L->stage[stage];
+    return (uint64_t)s->kv_chunks * dev_of(L, s->cfg.device)->cfg.chunk_bytes >> 20;
+}
+
+static uint64_t loan_mib(struct vl_ledger *L, uint32_t stage)
+{
+    struct vl_stage *s = &L->stage[stage];
+    return (uint64_t)(s->loan_chunks - s->recalling) *
+               dev_of(L, s->cfg.device)->cfg.chunk_bytes >> 20;
+}
+
+/* The public counters add up on every device. */
+static void check_conservation(struct vl_ledger *L)
+{
+    for (uint32_t i = 0; i < L->ndev; i++) {
+        struct vl_device *d = &L->dev[i];
+        CHECK_EQ_U(d->fixed + d->kv + d->loaned + d->count[VL_FREE] +
+                       d->count[VL_QUARANTINED],
+                   d->nchunks);
+    }
+}
+
+/* Releases every chunk the effects told client to unmap. */
+static void answer_unmaps(struct vl_ledger *L, uint32_t client)
+{
+    size_t n = 0;
+    uint64_t *ids = malloc((fx.n ? fx.n : 1) * sizeof(*ids));
+    REQUIRE(ids, "out of memory");
+    for (size_t i = 0; i < fx.n; i++)
+        if (fx.v[i].kind == VL_FX_UNMAP && fx.v[i].client == client)
+            ids[n++] = fx.v[i].chunk;
+    vl_fx_clear(&fx);
+    OP(L, 0, vl_chunks_release(L, client, ids, n, &fx));
+    free(ids);
+}
+
+/* ---- (1) the seed's figures ---------------------------------------------- */
+
+static void test_seed_replay(void)
+{
+    struct vl_device_cfg devs[2] = {dev_cfg(0, 16 * GiB, false),
+                                    dev_cfg(1, 16 * GiB, false)};
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, devs, 2, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    CHECK_EQ_U(L.dev[0].nchunks, 8192);
+    /* 8 attention layers x (K, V) on device 0; 4 + 1 drafter on device 1. */
+    struct vl_stage_cfg s0 = stage_cfg(0, 0, 0, 31, 16);
+    struct vl_stage_cfg s1 = stage_cfg(1, 1, 32, 47, 10);
+    OP(&L, 0, vl_stage_configure(&L, &s0));
+    OP(&L, 0, vl_stage_configure(&L, &s1));
+    CHECK_EQ_U(L.stage[0].window_chunks, 1056); /* 16 x 66 chunks */
+    CHECK_EQ_U(L.stage[1].window_chunks, 660);
+    CHECK_EQ_U((uint64_t)L.stage[0].window_chunks * 2, 2112);
+    CHECK_EQ_U(L.dev[0].reserved, 1056);
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 80); /* 16 lanes x 5 chunks */
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    CHECK_EQ_U(kv_mib(&L, 0), 160);
+    CHECK_EQ_U(kv_mib(&L, 1), 100);
+
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 976);
+    CHECK_EQ_U(fx_count(VL_FX_BUDGET, 1), 1);
+    OP(&L, 0, vl_expert_request(&L, 2, 1, 0, &fx));
+    CHECK_EQ_U(loan_mib(&L, 0), 1952);
+    CHECK_EQ_U(loan_mib(&L, 1), 1220);
+    check_conservation(&L);
+
+    static const uint64_t prompts[4] = {65536, 131072, 261000, 8192};
+    /* KV after the reserve, per stage, in MiB; loans likewise. */
+    static const uint64_t kv_want[4][2] = {
+        {608, 380}, {1152, 720}, {2112, 1320}, {160, 100}};
+    for (int step = 0; step < 4; step++) {
+        for (uint32_t st = 0; st < 2; st++) {
+            uint32_t client = st + 1;
+            struct vl_stage *s = &L.stage[st];
+            uint32_t kv_before = s->kv_chunks;
+            uint32_t recalled = 12345;
+            vl_fx_clear(&fx);
+            OP(&L, 0, vl_kv_reserve(&L, client, st, prompts[step], 1024,
+                                    &recalled, &fx));
+            uint32_t grew = s->kv_chunks - kv_before;
+            /* Every chunk came from the stage's own loans: moved, no fd. */
+            CHECK_EQ_U(fx_count(VL_FX_MOVE, client), grew);
+            CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+            CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
+            CHECK_EQ_U(recalled, grew);
+            for (size_t i = 0; i < fx.n; i++)
+                if (fx.v[i].kind == VL_FX_MOVE)
+                    CHECK_EQ_U(fx.v[i].region, s->kv_region);
+            CHECK_EQ_U(kv_mib(&L, st), kv_want[step][st]);
+            CHECK_EQ_U(loan_mib(&L, st),
+                       (uint64_t)s->window_chunks * 2 - kv_want[step][st]);
+            CHECK_EQ_U(s->kv_needed_bytes,
+                       (prompts[step] + 1024) * 528 * s->cfg.lanes);
+        }
+        if (step == 0) {
+            CHECK_EQ_U(kv_mib(&L, 0), 608);
+            CHECK_EQ_U(L.stage[0].kv_chunks, 16 * 19);
+        }
+        if (step == 2) {
+            CHECK_EQ_U(kv_mib(&L, 0), 2112);
+            CHECK_EQ_U(kv_mib(&L, 1), 1320);
+            CHECK_EQ_U(loan_mib(&L, 0), 0);
+            CHECK_EQ_U(loan_mib(&L, 1), 0);
+            CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 0);
+        }
+        if (step == 3) {
+            CHECK_EQ_U(kv_mib(&L, 0), 160);
+            CHECK_EQ_U(kv_mib(&L, 1), 100);
+            CHECK_EQ_U(loan_mib(&L, 0), 1952);
+            CHECK_EQ_U(loan_mib(&L, 1), 1220);
+            /* 976 chunks x 2 MiB / 1.5 MiB slots */
+            CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 1301);
+            CHECK_EQ_U(vl_expert_slots_backed(&L, 1), 813);
+        }
+        /* Trim: the surplus goes back to loans, moved, nothing released. */
+        for (uint32_t st = 0; st < 2; st++) {
+            struct vl_stage *s = &L.stage[st];
+            uint32_t kv_before = s->kv_chunks;
+            vl_fx_clear(&fx);
+            OP(&L, 0, vl_kv_trim(&L, st + 1, st, 0, &fx));
+            CHECK_EQ_U(fx_count(VL_FX_MOVE, st + 1), kv_before - s->kv_chunks);
+            CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
+            CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+            CHECK_EQ_U(kv_mib(&L, st), st ? 100 : 160);
+        }
+        check_conservation(&L);
+    }
+    CHECK_EQ_U(L.dev[0].kv, 80);
+    CHECK_EQ_U(L.dev[0].loaned, 976);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 8192 - 1056);
+    vl_fini(&L);
+}
+
+/* ---- (2) the KV target --------------------------------------------------- */
+
+static void test_target_tokens(void)
+{
+    struct vl_stage_cfg c = stage_cfg(0, 0, 0, 31, 16);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 0), 16384);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 9216), 16384);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 16384), 16384);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 16385), 24576);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 24576), 24576);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 66560), 73728);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 132096), 139264);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 262024), 262144);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 262144), 262144);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 1000000), 262144);
+    /* Huge counts clamp; they must not wrap around to a small window. */
+    CHECK_EQ_U(vl_kv_target_tokens(&c, UINT64_MAX), 262144);
+    CHECK_EQ_U(vl_kv_target_tokens(&c, UINT64_MAX - 5000), 262144);
+    /* Step 0 means "exactly what is asked". */
+    c.step_tokens = 0;
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 20000), 20000);
+    /* An initial window beyond the native context is clamped. */
+    c.step_tokens = 8192;
+    c.initial_tokens = 300000;
+    CHECK_EQ_U(vl_kv_target_tokens(&c, 0), 262144);
+
+    c = stage_cfg(0, 0, 0, 31, 16);
+    CHECK_EQ_U(vl_lane_chunks(&c, 0, 0, 2 * MiB), 0);
+    CHECK_EQ_U(vl_lane_chunks(&c, 0, 16384, 2 * MiB), 5);  /* 4.125 */
+    CHECK_EQ_U(vl_lane_chunks(&c, 0, 73728, 2 * MiB), 19); /* 18.56 */
+    CHECK_EQ_U(vl_lane_chunks(&c, 0, 262144, 2 * MiB), 66);
+    CHECK_EQ_U(vl_lane_chunks(&c, 0, 3971, 2 * MiB), 1);   /* 2096688 bytes */
+    CHECK_EQ_U(vl_lane_chunks(&c, 0, 3972, 2 * MiB), 2);   /* 2097216 bytes */
+
+    /* Requests beyond the native context, or absurd counts, are refused. */
+    struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_stage_configure(&L, &c));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, -E2BIG, vl_kv_reserve(&L, 1, 0, 262144, 1, NULL, &fx));
+    OP(&L, -E2BIG, vl_kv_reserve(&L, 1, 0, 1ull << 33, 0, NULL, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 262143, 1, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 1056);
+    /* A trim to an absurd count keeps everything. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, UINT64_MAX, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 1056);
+    CHECK_EQ_U(fx.n, 0);
+    /* Step by step: 24576 tokens = 7 chunks per lane. */
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 20000, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 16 * 7);
+    vl_fini(&L);
+}
+
+/* ---- (3) admission --------------------------------------------------------- */
+
+static void test_admission(void)
+{
+    struct vl_device_cfg devs[2] = {dev_cfg(0, 16 * GiB, false),
+                                    dev_cfg(1, 16 * GiB, false)};
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, devs, 2, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+
+    /* 1056 chunks of window + 14 GiB (7168 chunks) of weights > 8192. */
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 16);
+    a.nfixed = 1;
+    a.fixed[0] = (struct vl_fixed_cfg){.name = "weights", .kind = VL_FIXED,
+                                       .bytes = 14 * GiB};
+    OP(&L, -ENOSPC, vl_stage_configure(&L, &a));
+    CHECK_EQ_U(L.dev[0].reserved, 0);
+    CHECK(!L.stage[0].used, "a refused stage is not defined");
+
+    /* 13 GiB of weights + 64 MiB of drafter KV fits: 1056 + 6656 + 32. */
+    a.nfixed = 2;
+    a.fixed[0].bytes = 13 * GiB;
+    a.fixed[1] = (struct vl_fixed_cfg){.name = "draft", .kind = VL_DRAFT_KV,
+                                       .bytes = 64 * MiB};
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    CHECK_EQ_U(L.dev[0].reserved, 1056 + 6656 + 32);
+    CHECK_EQ_U(L.stage[0].fixed_reserved, 6688);
+
+    /* A second full stage on the same device no longer fits ... */
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 16);
+    OP(&L, -ENOSPC, vl_stage_configure(&L, &b));
+    /* ... nor 4 lanes (264 chunks) + 400 MiB of weights (200): 448 left. */
+    b.lanes = 4;
+    b.nfixed = 1;
+    b.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 400 * MiB};
+    OP(&L, -ENOSPC, vl_stage_configure(&L, &b));
+    b.nfixed = 0;
+    OP(&L, 0, vl_stage_configure(&L, &b)); /* 7744 + 264 = 8008 */
+    CHECK_EQ_U(L.dev[0].reserved, 8008);
+    /* On the other device the same stage fits easily. */
+    struct vl_stage_cfg c = stage_cfg(2, 1, 0, 3, 16);
+    OP(&L, 0, vl_stage_configure(&L, &c));
+    CHECK_EQ_U(L.dev[1].reserved, 1056);
+
+    /* Malformed stages. */
+    struct vl_stage_cfg bad = stage_cfg(3, 1, 0, 3, 1);
+    bad.device = 9;
+    OP(&L, -ENODEV, vl_stage_configure(&L, &bad));
+    bad = stage_cfg(0, 1, 0, 3, 1);
+    OP(&L, -EEXIST, vl_stage_configure(&L, &bad)); /* duplicate id */
+    bad = stage_cfg(3, 1, 0, 3, 0);
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad)); /* no lanes */
+    bad = stage_cfg(3, 1, 5, 3, 1);
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad)); /* layers reversed */
+    bad = stage_cfg(3, 1, 0, 3, 1);
+    bad.lane_bytes_per_token[0] = 0;
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad));
+    bad = stage_cfg(3, 1, 0, 3, 1);
+    bad.nfixed = VL_MAX_FIXED + 1; /* would read past fixed[] */
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad));
+    bad = stage_cfg(3, 1, 0, 3, 1);
+    bad.nfixed = 1;
+    bad.fixed[0] = (struct vl_fixed_cfg){.name = "x", .kind = VL_KV,
+                                         .bytes = 2 * MiB};
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad)); /* fixed of kind kv */
+    bad.fixed[0].kind = VL_FIXED;
+    bad.fixed[0].bytes = 0;
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad)); /* empty reservation */
+    bad = stage_cfg(3, 1, 0, 3, 1);
+    bad.lane_bytes_per_token[0] = UINT64_MAX / 1000; /* overflows */
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad));
+    bad = stage_cfg(VL_MAX_STAGES, 1, 0, 3, 1);
+    OP(&L, -EINVAL, vl_stage_configure(&L, &bad));
+    CHECK_EQ_U(L.dev[1].reserved, 1056);
+
+    /* Fixed regions draw on their reservation, never beyond it. */
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    struct vl_region *w = vl_region_find(&L, L.stage[0].fixed_region[0]);
+    struct vl_region *dr = vl_region_find(&L, L.stage[0].fixed_region[1]);
+    REQUIRE(w && dr, "fixed regions made at registration");
+    CHECK_EQ_U(w->kind, VL_FIXED);
+    CHECK_EQ_U(dr->kind, VL_DRAFT_KV);
+    CHECK_EQ_U(w->lane_slots[0], 6656);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_region_grow(&L, 1, w->id, 6656, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 6656);
+    OP(&L, 0, vl_region_grow(&L, 1, dr->id, 32, &fx));
+    OP(&L, -E2BIG, vl_region_grow(&L, 1, dr->id, 1, &fx));
+    CHECK_EQ_U(L.dev[0].fixed, 6688);
+    CHECK_EQ_U(L.stage[0].fixed_chunks, 6688);
+    OP(&L, -EPERM, vl_region_grow(&L, 1, L.stage[0].kv_region, 1, &fx));
+    OP(&L, -EPERM, vl_region_grow(&L, 1, L.stage[0].expert_region, 1, &fx));
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 8192 - 6688 - 80);
+    check_conservation(&L);
+    vl_fini(&L);
+
+    /* Devices: duplicate ids, capacity below one chunk. */
+    struct vl_device_cfg dup[2] = {dev_cfg(3, GiB, false), dev_cfg(3, GiB, false)};
+    CHECK(vl_init(&L, dup, 2, VA_BASE, VA_SIZE) == -EEXIST, "duplicate device id");
+    struct vl_device_cfg tiny = dev_cfg(0, MiB, false);
+    CHECK(vl_init(&L, &tiny, 1, VA_BASE, VA_SIZE) == -EINVAL, "below one chunk");
+}
+
+/* ---- (4) no-loan safety ----------------------------------------------------- */
+
+static void test_no_loan_safety(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_client_add(&L, 1));
+
+    /* lend = false: the whole 1056-chunk window at registration. */
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 16);
+    a.lend = false;
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 1056);
+    CHECK_EQ_U(kv_mib(&L, 0), 2112);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 0);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 8192, 1024, NULL, &fx));
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    CHECK_EQ_U(kv_mib(&L, 0), 2112);
+
+    /* lend = true, but the window beyond the initial KV (1 chunk, 2 MiB)
+     * cannot back one 3 MiB expert slot: mapped whole, never trimmed. */
+    struct vl_stage_cfg b = stage_cfg(1, 0, 0, 3, 1);
+    b.lane_bytes_per_token[0] = 16; /* 262144 x 16 = 4 MiB = 2 chunks */
+    b.expert_slot_bytes = 3 * MiB;
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_register(&L, 1, 1, false, &fx));
+    CHECK_EQ_U(L.stage[1].kv_chunks, 2);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 2);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 1, 0, &fx));
+    CHECK_EQ_U(L.stage[1].kv_chunks, 2);
+    CHECK_EQ_U(L.stage[1].loan_chunks, 0);
+    CHECK_EQ_U(fx.n, 0);
+    OP(&L, 0, vl_expert_request(&L, 1, 1, 0, &fx));
+    CHECK_EQ_U(L.stage[1].loan_chunks, 0);
+
+    /* The headroom counts too: 1 chunk lendable, 1 chunk kept unlent. */
+    struct vl_stage_cfg c = b;
+    c.id = 2;
+    c.expert_slot_bytes = 1 * MiB;
+    c.headroom_bytes = 2 * MiB;
+    OP(&L, 0, vl_stage_configure(&L, &c));
+    OP(&L, 0, vl_stage_register(&L, 1, 2, false, &fx));
+    CHECK_EQ_U(L.stage[2].kv_chunks, 2);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 2, 0, &fx));
+    CHECK_EQ_U(L.stage[2].kv_chunks, 2);
+    CHECK_EQ_U(fx.n, 0);
+
+    /* Without headroom the same stage lends: the initial window only. */
+    struct vl_stage_cfg e = c;
+    e.id = 3;
+    e.headroom_bytes = 0;
+    OP(&L, 0, vl_stage_configure(&L, &e));
+    OP(&L, 0, vl_stage_register(&L, 1, 3, false, &fx));
+    CHECK_EQ_U(L.stage[3].kv_chunks, 1);
+    check_conservation(&L);
+    vl_fini(&L);
+}
+
+/* ---- (5) keep_window ---------------------------------------------------------- */
+
+static void test_keep_window(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 16);
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, true, &fx));
+    CHECK(L.stage[0].keep_window, "keep_window recorded");
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 976);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 131072, 1024, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 576);
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 496);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 576);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 480);
+    /* A shorter request needs nothing new. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 8192, 1024, NULL, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 576);
+    /* After releasing the stage, registering without keep_window trims. */
+    OP(&L, 0, vl_stage_release(&L, 1, 0, &fx));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 131072, 1024, NULL, &fx));
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 80);
+    vl_fini(&L);
+}
+
+/* ---- (6) headroom ------------------------------------------------------------- */
+
+static void test_headroom(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 16);
+    a.headroom_bytes = 99 * MiB; /* rounds up to 50 chunks */
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    CHECK_EQ_U(L.stage[0].headroom_chunks, 50);
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 1056 - 80 - 50);
+    /* Asking again lends nothing more. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx.n, 0);
+
+    /* Growing to the full window: 50 fresh chunks, 926 moved loans. */
+    vl_fx_clear(&fx);
+    uint32_t recalled = 0;
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 261000, 1024, &recalled, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 50);
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 926);
+    CHECK_EQ_U(recalled, 926);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 1056);
+
+    /* Trim: 926 back to loans, the 50 of headroom released (unmapped). */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 926);
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 50);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 926);
+    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 50);
+    answer_unmaps(&L, 1);
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 50);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 80);
+    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 0);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 2048 - 80 - 926);
+
+    /* Partial expert requests honour max_bytes (whole chunks). */
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 2);
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    OP(&L, 0, vl_stage_register(&L, 1, 1, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 1, 7 * MiB, &fx));
+    CHECK_EQ_U(L.stage[1].loan_chunks, 3);
+    OP(&L, 0, vl_expert_request(&L, 1, 1, MiB, &fx));
+    CHECK_EQ_U(L.stage[1].loan_chunks, 3);
+    vl_fini(&L);
+}
+
+/* ---- (7) layer-scoped slot claims ------------------------------------------------ */
+
+static void test_layer_claims(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1); /* window 66, init 5 */
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    uint32_t s0 = 0, s1 = 1, s79[2] = {79, 80};
+    OP(&L, -EINVAL, vl_expert_claim(&L, 1, 0, 3, &s0, 1)); /* nothing backed */
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 61);
+    CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 81); /* 61 x 2 / 1.5 */
+
+    OP(&L, -EPERM, vl_expert_claim(&L, 1, 0, 32, &s0, 1)); /* layer outside */
+    OP(&L, -ENOENT, vl_expert_claim(&L, 2, 0, 3, &s0, 1)); /* not its stage */
+    uint32_t s81 = 81;
+    OP(&L, -EINVAL, vl_expert_claim(&L, 1, 0, 3, &s81, 1)); /* not backed */
+    OP(&L, 0, vl_expert_claim(&L, 1, 0, 3, &s0, 1));
+    OP(&L, 0, vl_expert_claim(&L, 1, 0, 3, &s0, 1)); /* again: same layer */
+    OP(&L, -EBUSY, vl_expert_claim(&L, 1, 0, 4, &s0, 1));
+    OP(&L, 0, vl_expert_claim(&L, 1, 0, 31, s79, 2));
+    /* All or nothing: slot 1 free but slot 0 belongs to layer 3. */
+    uint32_t mix[2] = {1, 0};
+    OP(&L, -EBUSY, vl_expert_claim(&L, 1, 0, 4, mix, 2));
+    CHECK_EQ_U(L.stage[0].slot_layer[1], 0xffff);
+    OP(&L, 0, vl_expert_claim(&L, 1, 0, 4, &s1, 1));
+    CHECK_EQ_U(L.stage[0].slot_layer[0], 3);
+    CHECK_EQ_U(L.stage[0].slot_layer[80], 31);
+
+    /* KV grows by 2 chunks per lane (5 -> 7), taken from the loans: 59 loans
+     * back 78 slots, so the claims on 79 and 80 go. */
+    uint64_t ver = L.stage[0].residency_version;
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 2);
+    CHECK_EQ_U(fx_count(VL_FX_BUDGET, 1), 1);
+    CHECK(L.stage[0].residency_version > ver, "residency version bumped");
+    CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 78);
+    CHECK_EQ_U(L.stage[0].slot_layer[79], 0xffff);
+    CHECK_EQ_U(L.stage[0].slot_layer[80], 0xffff);
+    CHECK_EQ_U(L.stage[0].slot_layer[0], 3);
+    CHECK_EQ_U(L.stage[0].slot_layer[1], 4);
+    OP(&L, -EINVAL, vl_expert_claim(&L, 1, 0, 5, s79, 1));
+    /* Trimmed back, the loans return and slot 79 is free to claim anew. */
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 81);
+    OP(&L, 0, vl_expert_claim(&L, 1, 0, 5, s79, 1));
+
+    /* Releasing a loaned chunk in the middle leaves a hole: only the prefix
+     * is backed (10 chunks -> 13 slots) and the claims beyond it go. */
+    struct vl_region *ex = vl_region_find(&L, L.stage[0].expert_region);
+    uint64_t tenth = ex->slot_chunk[10];
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_chunks_release(&L, 1, &tenth, 1, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 1);
+    CHECK_EQ_U(fx_count(VL_FX_BUDGET, 1), 1);
+    CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 13);
+    CHECK_EQ_U(L.stage[0].slot_layer[79], 0xffff);
+    CHECK_EQ_U(L.stage[0].slot_layer[1], 4);
+
+    /* Ad-hoc stages have no expert slots to claim. */
+    uint32_t adhoc;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 0, 3, &adhoc));
+    OP(&L, -EPERM, vl_expert_claim(&L, 2, adhoc, 1, &s0, 1));
+    vl_fini(&L);
+}
+
+/* ---- (8) foreign chunks ------------------------------------------------------------ */
+
+static void test_foreign_chunk(void)
+{
+    /* Device ids are not their indexes, to catch a mix-up of the two. */
+    struct vl_device_cfg devs[2] = {dev_cfg(7, 64 * MiB, false),
+                                    dev_cfg(3, 64 * MiB, false)};
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, devs, 2, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_client_add(&L, 1));
+    uint32_t s7, s3, r7, r3;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 7, 0, 3, &s7));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 3, 4, 7, &s3));
+    OP(&L, -ENODEV, vl_stage_register_adhoc(&L, 1, 0, 4, 7, &s3));
+    OP(&L, 0, vl_region_create(&L, 1, s7, VL_FIXED, 8 * MiB, 1, &r7));
+    OP(&L, 0, vl_region_create(&L, 1, s3, VL_FIXED, 8 * MiB, 1, &r3));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_region_grow(&L, 1, r3, 1, &fx));
+    REQUIRE(fx_count(VL_FX_MAP, 1) == 1, "one map");
+    uint64_t c3 = fx_nth(VL_FX_MAP, 0)->chunk;
+    CHECK_EQ_U(c3 >> 32, 1); /* device index 1 = id 3 */
+    CHECK_EQ_U(vl_region_find(&L, r3)->device, 3);
+    OP(&L, -EXDEV, vl_chunk_check_region(&L, c3, r7));
+    OP(&L, 0, vl_chunk_check_region(&L, c3, r3));
+    OP(&L, 0, vl_chunk_check_region(&L, vl_chunk_id(0, 5), r7));
+    OP(&L, -EXDEV, vl_chunk_check_region(&L, vl_chunk_id(0, 5), r3));
+    OP(&L, -ENOENT, vl_chunk_check_region(&L, vl_chunk_id(2, 0), r7));
+    OP(&L, -ENOENT, vl_chunk_check_region(&L, vl_chunk_id(0, 32), r7));
+    OP(&L, -ENOENT, vl_chunk_check_region(&L, c3, 999));
+    vl_fini(&L);
+}
+
+/* ---- (9) ad-hoc stages and regions ------------------------------------------------- */
+
+static void check_regions_disjoint(struct vl_ledger *L)
+{
+    for (size_t i = 0; i < L->nregion; i++) {
+        struct vl_region *a = L->region[i];
+        uint64_t a1 = a->base + a->lanes * a->lane_stride;
+        CHECK(a->base % (2 * MiB) == 0, "region %u base aligned", a->id);
+        CHECK(a->base >= VA_BASE && a1 <= VA_BASE + VA_SIZE,
+              "region %u inside the window", a->id);
+        CHECK(a->lane_stride >= (uint64_t)a->stride_slots * 2 * MiB,
+              "region %u lanes hold their slots", a->id);
+        for (size_t j = i + 1; j < L->nregion; j++) {
+            struct vl_region *b = L->region[j];
+            uint64_t b1 = b->base + b->lanes * b->lane_stride;
+            CHECK(a1 <= b->base || b1 <= a->base, "regions %u and %u overlap",
+                  a->id, b->id);
+            CHECK(a->id != b->id, "two regions with id %u", a->id);
+        }
+    }
+}
+
+static void test_adhoc(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, 64 * MiB, false); /* 32 chunks */
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, -EEXIST, vl_client_add(&L, 1)); /* duplicate client id */
+    uint32_t st, st2;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 3, &st));
+    CHECK_EQ_U(st, VL_MAX_STAGES - 1); /* ad-hoc ids come from the top */
+    OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 4, 7, &st2));
+    CHECK_EQ_U(st2, VL_MAX_STAGES - 2);
+    OP(&L, -EINVAL, vl_stage_register_adhoc(&L, 1, 0, 5, 4, &st2));
+
+    uint32_t ra, rb, rc, rx;
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 7 * MiB, 2, &ra));
+    struct vl_region *a = vl_region_find(&L, ra);
+    CHECK_EQ_U(a->lane_slots[0], 4);
+    CHECK_EQ_U(a->lanes, 2);
+    OP(&L, -E2BIG, vl_region_create(&L, 1, st, VL_FIXED, 0, 1, &rx));
+    OP(&L, -E2BIG, vl_region_create(&L, 1, st, VL_FIXED, 65 * MiB, 1, &rx));
+    OP(&L, -E2BIG, vl_region_create(&L, 1, st, VL_FIXED, MiB, 0, &rx));
+    OP(&L, -ENOENT, vl_region_create(&L, 1, st2, VL_FIXED, MiB, 1, &rx));
+    OP(&L, -EINVAL, vl_region_create(&L, 1, st, 9, MiB, 1, &rx));
+
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_region_grow(&L, 1, ra, 3, &fx)); /* per lane */
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 6);
+    CHECK_EQ_U(a->used, 6);
+    OP(&L, -E2BIG, vl_region_grow(&L, 1, ra, 2, &fx)); /* 1 left per lane */
+    CHECK_EQ_U(a->used, 6);
+    OP(&L, -ENOENT, vl_region_grow(&L, 2, ra, 1, &fx)); /* not its region */
+    /* Slot addresses: lane l, slot i at base + l*stride + i*chunk. */
+    for (size_t i = 0; i < fx.n; i++) {
+        const struct vl_fx *e = &fx.v[i];
+        if (e->kind != VL_FX_MAP)
+            continue;
+        CHECK(e->slot / a->stride_slots < 2 && e->slot % a->stride_slots < 3,
+              "slot %u inside the first 3 of its lane", e->slot);
+    }
+    OP(&L, 0, vl_region_grow(&L, 1, ra, 1, &fx));
+    CHECK_EQ_U(a->used, 8);
+    /* Ad-hoc regions count by their kind (status shows them so). */
+    OP(&L, 0, vl_region_create(&L, 2, st2, VL_KV, 40 * MiB, 1, &rb));
+    OP(&L, 0, vl_region_grow(&L, 2, rb, 20, &fx));
+    CHECK_EQ_U(L.dev[0].fixed, 8);
+    CHECK_EQ_U(L.dev[0].kv, 20);
+    CHECK_EQ_U(L.dev[0].loaned, 0);
+    check_conservation(&L);
+
+    /* 4 chunks left on the device: asking 5 fails, nothing granted. */
+    OP(&L, 0, vl_region_create(&L, 2, st2, VL_EXPERT, 16 * MiB, 1, &rc));
+    vl_fx_clear(&fx);
+    OP(&L, -ENOSPC, vl_region_grow(&L, 2, rc, 5, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 4);
+    OP(&L, 0, vl_region_grow(&L, 2, rc, 4, &fx));
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    CHECK_EQ_U(L.dev[0].loaned, 4);
+    CHECK_EQ_U(L.dev[0].count[VL_LOANED], 0); /* granted, not lent */
+    check_regions_disjoint(&L);
+
+    /* Releases are all or nothing. */
+    struct vl_region *b = vl_region_find(&L, rb);
+    uint64_t mine[3] = {a->slot_chunk[0], a->slot_chunk[a->stride_slots],
+                        b->slot_chunk[0]};
+    vl_fx_clear(&fx);
+    OP(&L, -ENOENT, vl_chunks_release(&L, 1, mine, 3, &fx)); /* 3rd: client 2's */
+    CHECK_EQ_U(fx.n, 0);
+    CHECK_EQ_U(a->used, 8);
+    uint64_t twice[2] = {a->slot_chunk[0], a->slot_chunk[0]};
+    OP(&L, -EINVAL, vl_chunks_release(&L, 1, twice, 2, &fx));
+    uint64_t bogus[2] = {a->slot_chunk[0], vl_chunk_id(0, 999)};
+    OP(&L, -ENOENT, vl_chunks_release(&L, 1, bogus, 2, &fx));
+    CHECK_EQ_U(a->used, 8);
+    OP(&L, 0, vl_chunks_release(&L, 1, mine, 2, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 2);
+    CHECK_EQ_U(a->used, 6);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 2);
+    /* Freed chunks can't be released again, by anyone. */
+    vl_fx_clear(&fx);
+    OP(&L, -ENOENT, vl_chunks_release(&L, 1, mine, 1, &fx));
+    OP(&L, -ENOENT, vl_chunks_release(&L, 2, mine, 1, &fx));
+    /* The hole is filled first on the next grow. */
+    OP(&L, 0, vl_region_grow(&L, 1, ra, 1, &fx));
+    CHECK(a->slot_chunk[0] != VL_CHUNK_NONE &&
+              a->slot_chunk[a->stride_slots] != VL_CHUNK_NONE,
+          "holes refilled");
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+
+    /* Region release: every chunk dropped, the address range reused. */
+    uint64_t base_a = a->base;
+    vl_fx_clear(&fx);
+    OP(&L, -ENOENT, vl_region_release(&L, 2, ra, &fx));
+    OP(&L, 0, vl_region_release(&L, 1, ra, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 8);
+    CHECK(vl_region_find(&L, ra) == NULL, "region gone");
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 8);
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 8 * MiB, 2, &rx));
+    CHECK(rx != ra, "region ids are not reused");
+    CHECK_EQ_U(vl_region_find(&L, rx)->base, base_a);
+    check_regions_disjoint(&L);
+
+    /* Many regions of odd sizes never overlap. */
+    for (int i = 0; i < 40; i++) {
+        uint32_t r;
+        OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, (uint64_t)(i % 7 + 1) * 3 * MiB,
+                                   (uint32_t)(i % 3 + 1), &r));
+        if (i % 4 == 1)
+            OP(&L, 0, vl_region_release(&L, 1, r, &fx));
+    }
+    check_regions_disjoint(&L);
+
+    /* Stage release drops its regions; the other client's are untouched. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_release(&L, 2, st2, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 2), 24);
+    CHECK(vl_region_find(&L, rb) == NULL && vl_region_find(&L, rc) == NULL,
+          "regions of the stage gone");
+    OP(&L, -ENOENT, vl_stage_release(&L, 2, st2, &fx));
+    check_conservation(&L);
+    vl_fini(&L);
+
+    /* Ad-hoc regions use only memory no configured stage is promised. */
+    struct vl_device_cfg d2 = dev_cfg(0, 256 * MiB, false); /* 128 chunks */
+    REQUIRE(vl_init(&L, &d2, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg c = stage_cfg(0, 0, 0, 3, 1); /* window 66 */
+    c.nfixed = 1;
+    c.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 20 * MiB};
+    OP(&L, 0, vl_stage_configure(&L, &c));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 3, &st));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 128 * MiB, 1, &ra));
+    OP(&L, -ENOSPC, vl_region_grow(&L, 1, ra, 53, &fx)); /* 128-66-10 = 52 */
+    OP(&L, 0, vl_region_grow(&L, 1, ra, 52, &fx));
+    OP(&L, -EPERM, vl_region_create(&L, 1, 0, VL_FIXED, MiB, 1, &rx));
+    vl_fini(&L);
+}
+
+/* ---- (10) quarantine ------------------------------------------------------------- */
+
+static void test_quarantine(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, 64 * MiB, false); /* 32 chunks */
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    uint32_t st, st2, r, r2;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 3, &st));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 64 * MiB, 1, &r));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_region_grow(&L, 1, r, 32, &fx));
+    size_t nmap;
+    uint64_t *held = fx_chunks(VL_FX_MAP, &nmap);
+    CHECK_EQ_U(nmap, 32);
+
+    OP(&L, -EBUSY, vl_client_reap(&L, 1, &fx)); /* still connected */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, VL_NONE), 0); /* nothing freed yet */
+    CHECK_EQ_U(L.dev[0].count[VL_QUARANTINED], 32);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    CHECK_EQ_U(L.dev[0].fixed, 0);
+    CHECK(vl_client_find(&L, 1)->gone, "client 1 gone");
+    CHECK(vl_region_find(&L, r) == NULL, "its regions dropped");
+    CHECK(!L.stage[st].used, "its ad-hoc stage dropped");
+    check_conservation(&L);
+    /* A quarantined chunk can't be released or offered by anyone. */
+    OP(&L, -ENOENT, vl_chunks_release(&L, 1, held, 1, &fx));
+    OP(&L, -ENOENT, vl_chunks_release(&L, 2, held, 1, &fx));
+
+    /* Client 2 can't get any of it. */
+    OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 0, 3, &st2));
+    OP(&L, 0, vl_region_create(&L, 2, st2, VL_FIXED, 64 * MiB, 1, &r2));
+    vl_fx_clear(&fx);
+    OP(&L, -ENOSPC, vl_region_grow(&L, 2, r2, 1, &fx));
+    CHECK_EQ_U(fx.n, 0);
+
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 32);
+    CHECK_EQ_U(L.dev[0].count[VL_QUARANTINED], 0);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 32);
+    CHECK(vl_client_find(&L, 1) == NULL, "client 1 forgotten");
+    OP(&L, -ENOENT, vl_client_reap(&L, 1, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_region_grow(&L, 2, r2, 32, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 32);
+    free(held);
+    vl_fini(&L);
+
+    /* A configured stage: its window comes back only after the reap, and a
+     * new owner can't take memory promised to another stage meanwhile. */
+    struct vl_device_cfg d2 = dev_cfg(0, 272 * MiB, false); /* 136 chunks */
+    REQUIRE(vl_init(&L, &d2, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 3, 1);  /* window 66 */
+    struct vl_stage_cfg b = stage_cfg(1, 0, 4, 7, 1);  /* window 66 */
+    b.nfixed = 1;
+    b.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 8 * MiB}; /* 4 chunks */
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    for (uint32_t c = 1; c <= 3; c++)
+        OP(&L, 0, vl_client_add(&L, c));
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 261000, 1024, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 66);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    CHECK_EQ_U(L.dev[0].count[VL_QUARANTINED], 66);
+    CHECK_EQ_U(L.stage[0].owner, 0);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 0);
+    /* Client 3 can't register stage 0 while its old chunks are quarantined:
+     * the 65 free chunks are stage 1's (61 window + 4 fixed). */
+    OP(&L, -EAGAIN, vl_stage_register(&L, 3, 0, false, &fx));
+    CHECK_EQ_U(L.stage[0].owner, 0);
+    /* Stage 1 gets its whole window and its fixed reservation. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 2, 1, 261000, 1024, NULL, &fx));
+    CHECK_EQ_U(L.stage[1].kv_chunks, 66);
+    struct vl_region *w = vl_region_find(&L, L.stage[1].fixed_region[0]);
+    OP(&L, 0, vl_region_grow(&L, 2, w->id, 4, &fx));
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 66);
+    OP(&L, 0, vl_stage_register(&L, 3, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 3, 0, 261000, 1024, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 66);
+    check_conservation(&L);
+    vl_fini(&L);
+
+    /* The same on a device where stage 1 registered first and grows its
+     * fixed region last: it must never be handed chunks that aren't free. */
+    REQUIRE(vl_init(&L, &d2, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    for (uint32_t c = 1; c <= 3; c++)
+        OP(&L, 0, vl_client_add(&L, c));
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 261000, 1024, NULL, &fx));
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    int e = vl_stage_register(&L, 3, 0, false, &fx);
+    CHECK(vl_check(&L) == 0, "%s", vl_why(&L));
+    if (e == 0) /* the old ledger let it steal; make it take all it can */
+        vl_kv_reserve(&L, 3, 0, 16384 + 29 * 8192, 0, NULL, &fx);
+    w = vl_region_find(&L, L.stage[1].fixed_region[0]);
+    uint32_t before = L.dev[0].count[VL_FREE];
+    e = vl_region_grow(&L, 2, w->id, 4, &fx);
+    CHECK((e == 0) == (before >= 4), "fixed grow: %d with %u free", e, before);
+    CHECK(L.dev[0].nfree <= L.dev[0].nchunks, "free stack underflowed");
+    CHECK(vl_check(&L) == 0, "%s", vl_why(&L));
+    vl_fini(&L);
+}
+
+/* ---- (11) two clients on one device: recall, hold, delinquency ----------------- */
+
+static void test_two_clients_recall(void)
+{
+    /* 1 GiB = 512 chunks. Stage 0 (client A = 1): window 66, initial 5.
+     * Stage 1 (client B = 2): window 264 (4 lanes), initial 20. Unreserved:
+     * 512 - 330 = 182 chunks. */
+    struct vl_device_cfg d = dev_cfg(0, GiB, true);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 4);
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+
+    /* A asks for every loan it can get while stage 1 has no owner: its own
+     * window (61) + unreserved memory (182) + stage 1's idle window (264). */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 61 + 182 + 264);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 507);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+
+    /* B registers: nothing is free, its initial KV comes with its first
+     * reserve. Registration itself never waits. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 0);
+    CHECK_EQ_U(L.stage[1].kv_chunks, 0);
+    CHECK_EQ_U(L.stage[1].owner, 2);
+    /* Nothing more for A now that stage 1 is owned. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx.n, 0);
+
+    /* B's KV must grow to 65536 + 1024 tokens: 19 chunks per lane, 76.
+     * Recalls go to A (UNMAP), B hears -EAGAIN, nothing is granted. */
+    vl_fx_clear(&fx);
+    uint32_t recalled = 77;
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 65536, 1024, &recalled, &fx));
+    CHECK_EQ_U(recalled, 77); /* out-parameters untouched on failure */
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 76);
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 2), 0);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, VL_NONE), 0);
+    CHECK_EQ_U(fx_count(VL_FX_BUDGET, 1), 1);
+    CHECK_EQ_U(L.stage[1].kv_chunks, 0);
+    CHECK_EQ_U(L.stage[0].recalling, 76);
+    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 76);
+    /* The highest-numbered loans go first: A keeps a backed prefix. */
+    CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 574); /* 431 x 2 / 1.5 */
+    size_t nrec;
+    uint64_t *rec = fx_chunks(VL_FX_UNMAP, &nrec);
+    /* Every recalled chunk is still A's, and only A's. */
+    for (size_t i = 0; i < nrec; i++) {
+        struct vl_chunk *c = &L.dev[0].chunks[(uint32_t)rec[i]];
+        CHECK_EQ_U(c->state, VL_RECALLING);
+        CHECK_EQ_U(c->holder, 1);
+    }
+    /* Asking again while A still holds them: no second round of recalls,
+     * still nothing for B. */
+    vl_fx_clear(&fx);
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 65536, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    /* B can't release what it doesn't hold. */
+    OP(&L, -ENOENT, vl_chunks_release(&L, 2, rec, nrec, &fx));
+
+    /* A releases half: still not enough, and those 38 stay free for B
+     * (A can't borrow them back). */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_chunks_release(&L, 1, rec, nrec / 2, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 38);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    vl_fx_clear(&fx);
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 65536, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    /* The rest: B's reserve goes through, with the very chunks A gave back
+     * now mapped (fresh fds) for B. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_chunks_release(&L, 1, rec + nrec / 2, nrec - nrec / 2, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 2, 1, 65536, 1024, &recalled, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 76);
+    CHECK_EQ_U(recalled, 0); /* none of B's own loans moved */
+    CHECK_EQ_U(L.stage[1].kv_chunks, 76);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 507 - 76);
+    for (size_t i = 0; i < fx.n; i++) /* the very chunks A gave back */
+        if (fx.v[i].kind == VL_FX_MAP) {
+            bool was_recalled = false;
+            for (size_t k = 0; k < nrec; k++)
+                was_recalled |= rec[k] == fx.v[i].chunk;
+            CHECK(was_recalled, "B got chunk %llx, not one A gave back",
+                  (unsigned long long)fx.v[i].chunk);
+        }
+    CHECK_EQ_U(L.stage[0].recalling, 0);
+    free(rec);
+
+    /* Next B needs 36 chunks per lane (144): 68 more. A ignores the recall
+     * and misses its deadline: delinquent, no new loans. */
+    vl_fx_clear(&fx);
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 68);
+    vl_recall_missed(&L, 1);
+    CHECK(vl_client_find(&L, 1)->delinquent, "A is delinquent");
+    CHECK_EQ_U(vl_client_find(&L, 1)->missed_recalls, 1);
+    OP(&L, -EPERM, vl_expert_request(&L, 1, 0, 0, &fx));
+    /* Nothing is granted to B while A holds the chunks. */
+    vl_fx_clear(&fx);
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 68);
+    /* A delinquent client's trimmed KV is released, not lent. */
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 30000, 0, NULL, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, VL_NONE), 0);
+    CHECK(fx_count(VL_FX_UNMAP, 1) > 0, "trimmed KV released");
+
+    /* A crashes: its chunks, the recalled ones included, are quarantined;
+     * B waits for the reap, then gets its KV. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 0);
+    CHECK(L.dev[0].count[VL_QUARANTINED] >= 68, "recalled chunks quarantined");
+    vl_fx_clear(&fx);
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 68);
+    CHECK_EQ_U(L.stage[1].kv_chunks, 144);
+    check_conservation(&L);
+    vl_fini(&L);
+
+    /* Under lend_unreserved, what can't be recalled in time is never lent:
+     * an unowned stage's fixed reservation and a no-loan stage's window. */
+    d.lend_unreserved = true;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg nl = b;
+    nl.lend = false;
+    nl.nfixed = 1;
+    nl.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                        .bytes = 40 * MiB}; /* 20 chunks */
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &nl));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 512 - 5 - 264 - 20);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 284);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 264);
+    struct vl_region *w = vl_region_find(&L, L.stage[1].fixed_region[0]);
+    OP(&L, 0, vl_region_grow(&L, 2, w->id, 20, &fx));
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    vl_fini(&L);
+
+    /* Without lend_unreserved A only ever borrows its own window, and B
+     * never waits. */
+    d.lend_unreserved = false;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 61);
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 2, 1, 261000, 1024, NULL, &fx));
+    CHECK_EQ_U(L.stage[1].kv_chunks, 264);
+    vl_fini(&L);
+}
+
+/* ---- trims and reserves with unmaps outstanding -------------------------------- */
+
+static void test_pending_unmaps(void)
+{
+    /* No expert room beyond 2 chunks: trims mostly release. */
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1); /* window 66, init 5 */
+    a.expert_region_bytes = 3 * MiB;                   /* 2 slots, 2 chunks */
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 261000, 1024, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 66);
+
+    /* Trim to 16384 tokens (5 chunks): 2 moved to loans, 59 to unmap. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 2);
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 59);
+    size_t nun;
+    uint64_t *un = fx_chunks(VL_FX_UNMAP, &nun);
+    /* Trimming again before the client answered must not touch the 5
+     * chunks the target still needs. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
+    struct vl_region *kv = vl_region_find(&L, L.stage[0].kv_region);
+    for (uint32_t i = 0; i < 5; i++) {
+        struct vl_chunk *c = &L.dev[0].chunks[(uint32_t)kv->slot_chunk[i]];
+        CHECK_EQ_U(c->state, VL_GRANTED);
+    }
+    /* A reserve needing slots still being unmapped must wait for them: it
+     * can't report a budget as mapped while those chunks go away. */
+    vl_fx_clear(&fx);
+    OP(&L, -EAGAIN, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    /* A reserve inside the granted prefix is fine. */
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 10000, 0, NULL, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_chunks_release(&L, 1, un, nun, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 59);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 5);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 7);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 2); /* free window first */
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 0);
+    free(un);
+
+    /* A KV chunk the client gave back by itself leaves a hole; the next
+     * reserve fills it, since the budget is the whole prefix. */
+    uint64_t second = kv->slot_chunk[1];
+    OP(&L, 0, vl_chunks_release(&L, 1, &second, 1, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, 6);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 1);
+    CHECK_EQ_U(fx_nth(VL_FX_MAP, 0)->slot, 1);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 7);
+    vl_fini(&L);
+}
+
+/* ---- the address window ---------------------------------------------------- */
+
+static void test_address_window(void)
+{
+    /* 64 MiB of address space, a 1 GiB device: the expert region of a stage
+     * (sized to the device) can't be reserved. */
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, 64 * MiB) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 3, 1); /* KV 132 MiB of VA */
+    struct vl_stage_cfg b = stage_cfg(1, 0, 4, 7, 1);
+    b.lane_bytes_per_token[0] = 16;    /* KV 4 MiB */
+    b.expert_region_bytes = 3 * MiB;   /* 2 slots, 4 MiB */
+    b.nfixed = 1;
+    b.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 50 * MiB};
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    OP(&L, 0, vl_client_add(&L, 1));
+    vl_fx_clear(&fx);
+    OP(&L, -ENOSPC, vl_stage_register(&L, 1, 0, false, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    CHECK_EQ_U(L.stage[0].owner, 0);
+    CHECK_EQ_U(L.nregion, 0);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 512);
+    /* The failed attempt left the window whole: 4 + 4 + 50 MiB fit. */
+    OP(&L, 0, vl_stage_register(&L, 1, 1, false, &fx));
+    CHECK_EQ_U(L.nregion, 3);
+    uint32_t st, r1, r2, r3, rx;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 1, &st));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &r1));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &r2));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &r3));
+    OP(&L, -ENOSPC, vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &rx));
+    /* Freed ranges merge back: three 2 MiB holes make room for 6 MiB. */
+    OP(&L, 0, vl_region_release(&L, 1, r2, &fx));
+    OP(&L, -ENOSPC, vl_region_create(&L, 1, st, VL_FIXED, 4 * MiB, 1, &rx));
+    OP(&L, 0, vl_region_release(&L, 1, r1, &fx));
+    OP(&L, 0, vl_region_release(&L, 1, r3, &fx));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 6 * MiB, 1, &rx));
+    OP(&L, 0, vl_stage_release(&L, 1, 1, &fx));
+    OP(&L, 0, vl_stage_release(&L, 1, st, &fx));
+    CHECK_EQ_U(L.nregion, 0);
+    CHECK_EQ_U(L.nva_free, 1);
+    CHECK_EQ_U(L.va_free[0].base, VA_BASE);
+    CHECK_EQ_U(L.va_free[0].size, 64 * MiB);
+    vl_fini(&L);
+}
+
+/* ---- (12) vl_check catches corruption ----------------------------------------- */
+
+static void corrupt_and_check(const char *what, void (*mutate)(struct vl_ledger *))
+{
+    struct vl_device_cfg devs[2] = {dev_cfg(0, 256 * MiB, false),
+                                    dev_cfg(1, 256 * MiB, false)};
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, devs, 2, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    uint32_t st, r;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 1, 0, 1, &st));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 8 * MiB, 1, &r));
+    OP(&L, 0, vl_region_grow(&L, 1, r, 2, &fx));
+    mutate(&L);
+    int e = vl_check(&L);
+    CHECK(e == -EFAULT, "corruption '%s' not caught (%d)", what, e);
+    if (e == -EFAULT)
+        CHECK(vl_why(&L)[0] != '\0', "no reason given for '%s'", what);
+    vl_fini(&L);
+}
+
+static void bump_kv(struct vl_ledger *L) { L->dev[0].kv++; }
+static void bump_free_count(struct vl_ledger *L) { L->dev[0].count[VL_FREE]++; }
+static void bump_stage_loans(struct vl_ledger *L) { L->stage[0].loan_chunks++; }
+static void bump_region_used(struct vl_ledger *L) { L->region[0]->used++; }
+static void second_holder(struct vl_ledger *L)
+{
+    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    L->dev[0].chunks[(uint32_t)kv->slot_chunk[0]].holder = 2;
+}
+static void free_but_held(struct vl_ledger *L)
+{
+    /* A held chunk also pushed on the free stack. */
+    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    L->dev[0].free_stack[0] = (uint32_t)kv->slot_chunk[0];
+}
+static void slot_points_elsewhere(struct vl_ledger *L)
+{
+    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    kv->slot_chunk[0] = kv->slot_chunk[1];
+}
+static void foreign_in_region(struct vl_ledger *L)
+{
+    /* A device-1 chunk's record claims a device-0 region. */
+    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    for (uint32_t k = 0; k < L->dev[1].nchunks; k++) {
+        struct vl_chunk *c = &L->dev[1].chunks[k];
+        if (c->state == VL_GRANTED) {
+            c->region = kv->id;
+            break;
+        }
+    }
+}
+static void overlap_regions(struct vl_ledger *L)
+{
+    L->region[1]->base = L->region[0]->base;
+}
+static void bad_state(struct vl_ledger *L) { L->dev[1].chunks[0].state = 9; }
+static void claim_unbacked(struct vl_ledger *L)
+{
+    L->stage[0].slot_layer[L->stage[0].nslots - 1] = 3;
+}
+static void client_count(struct vl_ledger *L) { L->client[0].chunks++; }
+
+static void test_check_catches_corruption(void)
+{
+    corrupt_and_check("kv counter bumped", bump_kv);
+    corrupt_and_check("free count bumped", bump_free_count);
+    corrupt_and_check("stage loans bumped", bump_stage_loans);
+    corrupt_and_check("region used bumped", bump_region_used);
+    corrupt_and_check("two holders", second_holder);
+    corrupt_and_check("held chunk on the free stack", free_but_held);
+    corrupt_and_check("slot points at another chunk", slot_points_elsewhere);
+    corrupt_and_check("foreign chunk in a region", foreign_in_region);
+    corrupt_and_check("regions overlap", overlap_regions);
+    corrupt_and_check("bad state", bad_state);
+    corrupt_and_check("claim on an unbacked slot", claim_unbacked);
+    corrupt_and_check("client chunk count", client_count);
+}
+
+int main(void)
+{
+    test_seed_replay();
+    test_target_tokens();
+    test_admission();
+    test_no_loan_safety();
+    test_keep_window();
+    test_headroom();
+    test_layer_claims();
+    test_foreign_chunk();
+    test_adhoc();
+    test_quarantine();
+    test_two_clients_recall();
+    test_pending_unmaps();
+    test_address_window();
+    test_check_catches_corruption();
+    vl_fx_free(&fx);
+    return check_report("test_ledger");
+}

@@ -1,0 +1,819 @@
+/* Randomized operation sequences over the ledger. After every operation:
+ * vl_check() is 0, the public counters add up per device, and an independent
+ * shadow map of chunk holders, built only from the effects (MAP adds, DROP
+ * removes, MOVE and UNMAP keep), agrees with the ledger; no chunk is ever
+ * mapped while the shadow says someone holds it. At the end of each round
+ * every recall is answered and every gone client reaped, after which every
+ * registered stage must reach its native context.
+ *
+ * VRAM_SEED=N reruns one sequence; the seed is printed either way. */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "ledger.h"
+
+#define MiB (1ull << 20)
+#define VA_BASE (1ull << 40)
+#define VA_SIZE (1ull << 36)
+#define ROUNDS 12
+#define OPS_PER_ROUND 2500
+#define MAX_CLIENTS 64
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ull;
+}
+
+static uint32_t below(uint32_t n)
+{
+    return n ? (uint32_t)(rnd() % n) : 0;
+}
+
+static bool chance(uint32_t percent)
+{
+    return below(100) < percent;
+}
+
+/* Outcomes per operation, printed at the end: proof the paths are taken. */
+static struct stat {
+    const char *op;
+    uint64_t ok, err, effects[VL_FX_BUDGET + 1];
+} stats[32];
+
+static void count(const char *op, int r)
+{
+    size_t i = 0;
+    while (i < 32 && stats[i].op && strcmp(stats[i].op, op) != 0)
+        i++;
+    if (i == 32)
+        return;
+    stats[i].op = op;
+    if (r == 0)
+        stats[i].ok++;
+    else
+        stats[i].err++;
+}
+
+struct pending {
+    uint32_t client;
+    uint64_t chunk;
+};
+
+static struct {
+    struct vl_ledger L;
+    struct vl_fxlist fx;
+    uint32_t *shadow[VL_MAX_DEVICES]; /* holder per chunk, from effects */
+    uint32_t live[MAX_CLIENTS], nlive;
+    uint32_t gone[MAX_CLIENTS], ngone;
+    uint32_t next_client;
+    struct pending *unmap; /* UNMAPs not answered yet */
+    size_t nunmap, capunmap;
+    uint64_t ops, round;
+    const char *op;
+} W;
+
+#define FAIL_IF(cond, ...)                                                     \
+    do {                                                                       \
+        if (cond) {                                                            \
+            fprintf(stderr, "round %llu op %llu (%s): ",                       \
+                    (unsigned long long)W.round, (unsigned long long)W.ops,    \
+                    W.op);                                                     \
+            REQUIRE(!(cond), __VA_ARGS__);                                     \
+        }                                                                      \
+    } while (0)
+
+static void unmap_push(uint32_t client, uint64_t chunk)
+{
+    if (W.nunmap == W.capunmap) {
+        W.capunmap = W.capunmap ? W.capunmap * 2 : 256;
+        W.unmap = realloc(W.unmap, W.capunmap * sizeof(*W.unmap));
+        REQUIRE(W.unmap, "out of memory");
+    }
+    W.unmap[W.nunmap++] = (struct pending){client, chunk};
+}
+
+static uint32_t *shadow_of(uint64_t chunk)
+{
+    uint32_t di = (uint32_t)(chunk >> 32), idx = (uint32_t)chunk;
+    FAIL_IF(di >= W.L.ndev || idx >= W.L.dev[di].nchunks,
+            "effect names chunk %llx that does not exist",
+            (unsigned long long)chunk);
+    return &W.shadow[di][idx];
+}
+
+/* Applies the effects of the last operation to the shadow map. */
+static void absorb(int result, bool may_fail_with_effects)
+{
+    count(W.op, result);
+    for (size_t i = 0; i < 32; i++)
+        if (stats[i].op == W.op || (stats[i].op && !strcmp(stats[i].op, W.op)))
+            for (size_t k = 0; k < W.fx.n; k++)
+                if (W.fx.v[k].kind <= VL_FX_BUDGET)
+                    stats[i].effects[W.fx.v[k].kind]++;
+    if (result < 0 && !may_fail_with_effects)
+        FAIL_IF(W.fx.n != 0, "failed with %d but left %zu effects", result,
+                W.fx.n);
+    for (size_t i = 0; i < W.fx.n; i++) {
+        const struct vl_fx *e = &W.fx.v[i];
+        if (e->kind == VL_FX_BUDGET)
+            continue;
+        uint32_t *h = shadow_of(e->chunk);
+        switch (e->kind) {
+        case VL_FX_MAP: {
+            FAIL_IF(result < 0, "MAP effect from a failed operation");
+            FAIL_IF(*h != 0, "chunk %llx mapped to client %u while client %u "
+                    "holds it", (unsigned long long)e->chunk, e->client, *h);
+            struct vl_region *r = vl_region_find(&W.L, e->region);
+            FAIL_IF(!r || r->client != e->client, "MAP into region %u not "
+                    "of client %u", e->region, e->client);
+            FAIL_IF(W.L.dev[e->chunk >> 32].cfg.id != r->device,
+                    "foreign chunk %llx mapped into region %u of device %u",
+                    (unsigned long long)e->chunk, r->id, r->device);
+            *h = e->client;
+            break;
+        }
+        case VL_FX_MOVE:
+            FAIL_IF(result < 0, "MOVE effect from a failed operation");
+            FAIL_IF(*h != e->client, "chunk %llx moved for client %u, held "
+                    "by %u", (unsigned long long)e->chunk, e->client, *h);
+            break;
+        case VL_FX_UNMAP:
+            FAIL_IF(*h != e->client, "unmap of chunk %llx sent to %u, held by "
+                    "%u", (unsigned long long)e->chunk, e->client, *h);
+            unmap_push(e->client, e->chunk);
+            break;
+        case VL_FX_DROP:
+            FAIL_IF(*h != e->client, "drop of chunk %llx for %u, held by %u",
+                    (unsigned long long)e->chunk, e->client, *h);
+            *h = 0;
+            break;
+        default:
+            FAIL_IF(1, "unknown effect kind %u", e->kind);
+        }
+    }
+}
+
+/* Every invariant, the counters and the shadow map, after each operation. */
+static void verify(void)
+{
+    int e = vl_check(&W.L);
+    FAIL_IF(e != 0, "vl_check: %s", vl_why(&W.L));
+    for (uint32_t di = 0; di < W.L.ndev; di++) {
+        struct vl_device *d = &W.L.dev[di];
+        FAIL_IF((uint64_t)d->fixed + d->kv + d->loaned + d->count[VL_FREE] +
+                        d->count[VL_QUARANTINED] != d->nchunks,
+                "device %u: %u + %u + %u + %u + %u != %u", d->cfg.id,
+                d->fixed, d->kv, d->loaned, d->count[VL_FREE],
+                d->count[VL_QUARANTINED], d->nchunks);
+        for (uint32_t k = 0; k < d->nchunks; k++)
+            FAIL_IF(d->chunks[k].holder != W.shadow[di][k],
+                    "device %u chunk %u: ledger says holder %u (%s), the "
+                    "effects say %u", d->cfg.id, k, d->chunks[k].holder,
+                    vl_state_name(d->chunks[k].state), W.shadow[di][k]);
+    }
+    check_count++;
+}
+
+#define RUN(name, result_var, may_fail_with_effects, call)                     \
+    do {                                                                       \
+        W.op = name;                                                           \
+        vl_fx_clear(&W.fx);                                                    \
+        result_var = (call);                                                   \
+        absorb(result_var, may_fail_with_effects);                             \
+        verify();                                                              \
+        W.ops++;                                                               \
+    } while (0)
+
+/* ---- picking things ------------------------------------------------------ */
+
+static uint32_t pick_live(void)
+{
+    return W.nlive ? W.live[below(W.nlive)] : 0;
+}
+
+/* A random used stage; configured or not as asked; owned or not. */
+static int pick_stage(bool configured, bool owned, uint32_t *out)
+{
+    uint32_t start = below(VL_MAX_STAGES);
+    for (uint32_t k = 0; k < VL_MAX_STAGES; k++) {
+        uint32_t i = (start + k) % VL_MAX_STAGES;
+        struct vl_stage *s = &W.L.stage[i];
+        if (s->used && s->configured == configured && (s->owner != 0) == owned) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Up to max random chunks held by client (granted, loaned or recalling). */
+static size_t pick_held(uint32_t client, uint64_t *ids, size_t max)
+{
+    size_t n = 0;
+    uint32_t di0 = below(W.L.ndev);
+    for (uint32_t dd = 0; dd < W.L.ndev && n < max; dd++) {
+        uint32_t di = (di0 + dd) % W.L.ndev;
+        struct vl_device *d = &W.L.dev[di];
+        uint32_t start = below(d->nchunks);
+        for (uint32_t k = 0; k < d->nchunks && n < max; k++) {
+            uint32_t idx = (start + k) % d->nchunks;
+            struct vl_chunk *c = &d->chunks[idx];
+            if (c->holder == client && c->state != VL_FREE &&
+                c->state != VL_QUARANTINED && chance(30))
+                ids[n++] = vl_chunk_id(di, idx);
+        }
+    }
+    return n;
+}
+
+/* ---- operations ------------------------------------------------------------ */
+
+static void op_client_add(void)
+{
+    if (W.nlive + W.ngone >= MAX_CLIENTS)
+        return;
+    int r;
+    uint32_t id = W.next_client++;
+    RUN("client_add", r, false, vl_client_add(&W.L, id));
+    FAIL_IF(r != 0, "client_add %u: %s", id, vl_why(&W.L));
+    W.live[W.nlive++] = id;
+    RUN("client_add twice", r, false, vl_client_add(&W.L, id));
+    FAIL_IF(r != -EEXIST, "duplicate client id accepted");
+}
+
+static void op_register(void)
+{
+    uint32_t st, c = pick_live();
+    if (!c || pick_stage(true, false, &st) < 0)
+        return;
+    int r;
+    RUN("stage_register", r, false,
+        vl_stage_register(&W.L, c, st, chance(15), &W.fx));
+    struct vl_stage *s = &W.L.stage[st];
+    struct vl_device *d = NULL;
+    for (uint32_t i = 0; i < W.L.ndev; i++)
+        if (W.L.dev[i].cfg.id == s->cfg.device)
+            d = &W.L.dev[i];
+    if (r == 0) {
+        FAIL_IF(s->owner != c, "registered but not owned");
+        FAIL_IF(s->kv_chunks > s->register_chunks, "registration mapped %u "
+                "chunks, at most %u expected", s->kv_chunks,
+                s->register_chunks);
+        /* Less only when pool loans hold part of its window. */
+        if (!d->cfg.lend_unreserved)
+            FAIL_IF(s->kv_chunks != s->register_chunks, "registration mapped "
+                    "%u chunks, %u expected", s->kv_chunks, s->register_chunks);
+        if (s->no_loan)
+            FAIL_IF(s->kv_chunks != s->window_chunks, "no-loan stage with a "
+                    "partial window");
+    } else {
+        FAIL_IF(r != -EAGAIN, "register: %d (%s)", r, vl_why(&W.L));
+        FAIL_IF(d->count[VL_QUARANTINED] == 0,
+                "register refused without quarantine: %s", vl_why(&W.L));
+    }
+    /* A second owner is refused. */
+    uint32_t c2 = pick_live();
+    if (r == 0 && c2) {
+        RUN("stage_register again", r, false,
+            vl_stage_register(&W.L, c2, st, false, &W.fx));
+        FAIL_IF(r != -EEXIST, "stage registered twice: %d", r);
+    }
+}
+
+static void op_register_adhoc(void)
+{
+    uint32_t c = pick_live(), st;
+    if (!c)
+        return;
+    struct vl_device *d = &W.L.dev[below(W.L.ndev)];
+    uint32_t first = below(60), last = first + below(8);
+    int r;
+    RUN("stage_register_adhoc", r, false,
+        vl_stage_register_adhoc(&W.L, c, d->cfg.id, first, last, &st));
+    FAIL_IF(r != 0 && r != -E2BIG, "adhoc: %d (%s)", r, vl_why(&W.L));
+}
+
+static void op_stage_release(void)
+{
+    uint32_t st;
+    if (pick_stage(chance(50), true, &st) < 0)
+        return;
+    uint32_t owner = W.L.stage[st].owner;
+    int r;
+    RUN("stage_release", r, false, vl_stage_release(&W.L, owner, st, &W.fx));
+    FAIL_IF(r != 0, "stage_release: %s", vl_why(&W.L));
+    FAIL_IF(W.L.stage[st].used && W.L.stage[st].owner, "still owned");
+}
+
+static void op_region_create(void)
+{
+    uint32_t st, rg;
+    if (pick_stage(false, true, &st) < 0)
+        return;
+    struct vl_stage *s = &W.L.stage[st];
+    uint64_t bytes = (uint64_t)(below(24) + 1) * MiB / (chance(20) ? 3 : 1);
+    int r;
+    RUN("region_create", r, false,
+        vl_region_create(&W.L, s->owner, st, (int)below(VL_NKINDS), bytes,
+                         below(3) + 1, &rg));
+    FAIL_IF(r != 0 && r != -ENOSPC, "region_create: %d (%s)", r,
+            vl_why(&W.L));
+}
+
+static void op_region_grow(void)
+{
+    if (!W.L.nregion)
+        return;
+    struct vl_region *rg = W.L.region[below((uint32_t)W.L.nregion)];
+    struct vl_stage *s = &W.L.stage[rg->stage];
+    uint32_t n = below(5), client = rg->client, id = rg->id;
+    bool kv_or_ex = rg->kind == VL_KV || rg->kind == VL_EXPERT;
+    uint32_t before = rg->used;
+    int r;
+    RUN("region_grow", r, false, vl_region_grow(&W.L, client, id, n, &W.fx));
+    if (s->configured && kv_or_ex)
+        FAIL_IF(r != -EPERM, "configured %s region grew: %d",
+                vl_kind_name(rg->kind), r);
+    else if (r == 0)
+        FAIL_IF(rg->used != before + n * rg->lanes, "grew by %u, asked %u",
+                rg->used - before, n * rg->lanes);
+    else
+        FAIL_IF(r != -E2BIG && r != -ENOSPC && r != -EDQUOT,
+                "region_grow: %d (%s)", r, vl_why(&W.L));
+    /* A configured stage's fixed reservation is a hard promise. */
+    if (s->configured && !kv_or_ex && r == -ENOSPC)
+        FAIL_IF(1, "fixed region of a configured stage refused: %s",
+                vl_why(&W.L));
+}
+
+static void op_region_release(void)
+{
+    if (!W.L.nregion)
+        return;
+    struct vl_region *rg = W.L.region[below((uint32_t)W.L.nregion)];
+    bool configured = W.L.stage[rg->stage].configured;
+    int r;
+    RUN("region_release", r, false,
+        vl_region_release(&W.L, rg->client, rg->id, &W.fx));
+    FAIL_IF(configured ? r != -EPERM : r != 0, "region_release: %d (%s)", r,
+            vl_why(&W.L));
+}
+
+/* Checks that a successful reserve left the whole budget mapped. */
+static void check_budget(uint32_t st, uint64_t tokens)
+{
+    struct vl_stage *s = &W.L.stage[st];
+    struct vl_region *kv = vl_region_find(&W.L, s->kv_region);
+    uint64_t cb = 0;
+    for (uint32_t i = 0; i < W.L.ndev; i++)
+        if (W.L.dev[i].cfg.id == s->cfg.device)
+            cb = W.L.dev[i].cfg.chunk_bytes;
+    uint64_t target = vl_kv_target_tokens(&s->cfg, tokens);
+    FAIL_IF(target < tokens, "target %llu below %llu tokens",
+            (unsigned long long)target, (unsigned long long)tokens);
+    for (uint32_t l = 0; l < s->cfg.lanes; l++) {
+        uint32_t t = vl_lane_chunks(&s->cfg, l, target, cb);
+        FAIL_IF((uint64_t)t * cb < tokens * s->cfg.lane_bytes_per_token[l],
+                "lane %u: %u chunks can't hold %llu tokens", l, t,
+                (unsigned long long)tokens);
+        for (uint32_t i = 0; i < t; i++) {
+            uint64_t id = kv->slot_chunk[(size_t)l * kv->stride_slots + i];
+            FAIL_IF(id == VL_CHUNK_NONE, "stage %u lane %u slot %u: budget of "
+                    "%llu tokens not mapped", st, l, i,
+                    (unsigned long long)tokens);
+            FAIL_IF(W.L.dev[id >> 32].chunks[(uint32_t)id].state != VL_GRANTED,
+                    "stage %u lane %u slot %u: budget chunk not granted", st,
+                    l, i);
+        }
+    }
+}
+
+static void op_kv_reserve(void)
+{
+    uint32_t st;
+    if (pick_stage(true, true, &st) < 0)
+        return;
+    struct vl_stage *s = &W.L.stage[st];
+    uint64_t native = s->cfg.native_context;
+    uint64_t prompt = chance(10) ? native + below(100) : below((uint32_t)native);
+    uint64_t output = below(1024);
+    uint32_t recalled = UINT32_MAX, owner = s->owner;
+    uint32_t kv_before = s->kv_chunks;
+    int r;
+    RUN("kv_reserve", r, true,
+        vl_kv_reserve(&W.L, owner, st, prompt, output, &recalled, &W.fx));
+    if (prompt + output > native) {
+        FAIL_IF(r != -E2BIG, "reserve beyond the native context: %d", r);
+        return;
+    }
+    if (r == 0) {
+        check_budget(st, prompt + output);
+        size_t moves = 0, maps = 0;
+        for (size_t i = 0; i < W.fx.n; i++) {
+            moves += W.fx.v[i].kind == VL_FX_MOVE;
+            maps += W.fx.v[i].kind == VL_FX_MAP;
+            FAIL_IF(W.fx.v[i].kind == VL_FX_UNMAP, "successful reserve recalls");
+        }
+        FAIL_IF(recalled != moves, "recalled %u, %zu moves", recalled, moves);
+        FAIL_IF(s->kv_chunks != kv_before + moves + maps, "KV grew by %u with "
+                "%zu moves and %zu maps", s->kv_chunks - kv_before, moves, maps);
+        return;
+    }
+    FAIL_IF(r != -EAGAIN, "kv_reserve: %d (%s)", r, vl_why(&W.L));
+    FAIL_IF(recalled != UINT32_MAX, "out-parameter written on failure");
+    FAIL_IF(s->kv_chunks != kv_before, "a failed reserve changed the KV");
+    for (size_t i = 0; i < W.fx.n; i++)
+        FAIL_IF(W.fx.v[i].kind == VL_FX_UNMAP && W.fx.v[i].client == owner &&
+                    W.fx.v[i].stage == st,
+                "a stage recalled its own loans");
+    /* Waiting is only ever for recalls, trims or quarantine to end. */
+    struct vl_device *d = NULL;
+    for (uint32_t i = 0; i < W.L.ndev; i++)
+        if (W.L.dev[i].cfg.id == s->cfg.device)
+            d = &W.L.dev[i];
+    FAIL_IF(d->count[VL_RECALLING] == 0 && d->count[VL_QUARANTINED] == 0,
+            "reserve waits with nothing to wait for: %s", vl_why(&W.L));
+}
+
+static void op_kv_trim(void)
+{
+    uint32_t st;
+    if (pick_stage(true, true, &st) < 0)
+        return;
+    struct vl_stage *s = &W.L.stage[st];
+    uint64_t tokens = chance(5) ? UINT64_MAX : below((uint32_t)s->cfg.native_context);
+    uint32_t kv_before = s->kv_chunks;
+    int r;
+    RUN("kv_trim", r, false, vl_kv_trim(&W.L, s->owner, st, tokens, &W.fx));
+    FAIL_IF(r != 0, "kv_trim: %s", vl_why(&W.L));
+    if (s->keep_window || s->no_loan)
+        FAIL_IF(W.fx.n != 0 || s->kv_chunks != kv_before,
+                "a stage that keeps its window was trimmed");
+    for (size_t i = 0; i < W.fx.n; i++)
+        FAIL_IF(W.fx.v[i].kind == VL_FX_MAP, "trim mapped a chunk");
+}
+
+static void op_expert_request(void)
+{
+    uint32_t st;
+    if (pick_stage(true, true, &st) < 0)
+        return;
+    struct vl_stage *s = &W.L.stage[st];
+    struct vl_client *cl = vl_client_find(&W.L, s->owner);
+    bool delinquent = cl->delinquent;
+    uint64_t max = chance(40) ? 0 : (uint64_t)below(40) * MiB;
+    int r;
+    RUN("expert_request", r, false,
+        vl_expert_request(&W.L, s->owner, st, max, &W.fx));
+    FAIL_IF(delinquent ? r != -EPERM : r != 0, "expert_request: %d (%s)", r,
+            vl_why(&W.L));
+    for (size_t i = 0; i < W.fx.n; i++)
+        FAIL_IF(W.fx.v[i].kind != VL_FX_MAP && W.fx.v[i].kind != VL_FX_BUDGET,
+                "expert_request emitted effect %u", W.fx.v[i].kind);
+}
+
+static void op_expert_claim(void)
+{
+    uint32_t st;
+    if (pick_stage(true, true, &st) < 0)
+        return;
+    struct vl_stage *s = &W.L.stage[st];
+    uint32_t backed = vl_expert_slots_backed(&W.L, st);
+    uint32_t slots[4], n = below(4) + 1;
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = below(backed + 2);
+    uint32_t layer = s->cfg.first_layer + below(s->cfg.last_layer -
+                                                s->cfg.first_layer + 3);
+    int r;
+    RUN("expert_claim", r, false,
+        vl_expert_claim(&W.L, s->owner, st, layer, slots, n));
+    if (layer > s->cfg.last_layer)
+        FAIL_IF(r != -EPERM, "claim by layer %u outside %u-%u: %d", layer,
+                s->cfg.first_layer, s->cfg.last_layer, r);
+    else if (r == 0)
+        for (uint32_t i = 0; i < n; i++)
+            FAIL_IF(s->slot_layer[slots[i]] != layer, "claim not recorded");
+    else
+        FAIL_IF(r != -EINVAL && r != -EBUSY, "expert_claim: %d", r);
+}
+
+static void op_chunks_release(void)
+{
+    uint32_t c = pick_live();
+    if (!c)
+        return;
+    uint64_t ids[8];
+    size_t n = pick_held(c, ids, 1 + below(7));
+    bool bad = chance(15);
+    if (bad && n < 8) /* one that isn't held by c: all or nothing */
+        ids[n++] = vl_chunk_id(below(W.L.ndev), below(W.L.dev[0].nchunks));
+    int r;
+    RUN("chunks_release", r, false, vl_chunks_release(&W.L, c, ids, n, &W.fx));
+    if (!bad)
+        FAIL_IF(r != 0, "chunks_release of held chunks: %s", vl_why(&W.L));
+    else if (r == 0) /* the extra one happened to be c's */
+        return;
+    else
+        FAIL_IF(r != -ENOENT && r != -EINVAL, "chunks_release: %d", r);
+}
+
+/* Clients answer some of their outstanding unmaps (recalls and trims). */
+static void op_answer_unmaps(bool all)
+{
+    uint32_t c = all ? 0 : pick_live();
+    uint64_t *ids = malloc((W.nunmap ? W.nunmap : 1) * sizeof(*ids));
+    REQUIRE(ids, "out of memory");
+    for (uint32_t k = 0; k < W.nlive; k++) {
+        uint32_t client = W.live[k];
+        if (!all && client != c)
+            continue;
+        size_t n = 0, keep = 0;
+        for (size_t i = 0; i < W.nunmap; i++) {
+            struct pending *p = &W.unmap[i];
+            struct vl_chunk *ch =
+                &W.L.dev[p->chunk >> 32].chunks[(uint32_t)p->chunk];
+            bool answer = p->client == client && (all || chance(70));
+            /* Chunks the client already gave back otherwise are forgotten. */
+            if (ch->holder != p->client || ch->state != VL_RECALLING)
+                continue;
+            bool dup = false;
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = ids[j] == p->chunk;
+            if (dup)
+                continue;
+            if (answer)
+                ids[n++] = p->chunk;
+            else
+                W.unmap[keep++] = *p;
+        }
+        W.nunmap = keep;
+        if (n) {
+            int r;
+            RUN("answer unmaps", r, false,
+                vl_chunks_release(&W.L, client, ids, n, &W.fx));
+            FAIL_IF(r != 0, "answering %zu unmaps: %s", n, vl_why(&W.L));
+        }
+    }
+    free(ids);
+}
+
+static void op_disconnect(void)
+{
+    if (!W.nlive)
+        return;
+    uint32_t k = below(W.nlive), c = W.live[k];
+    int r;
+    RUN("disconnect", r, false, vl_client_disconnect(&W.L, c, &W.fx));
+    FAIL_IF(r != 0, "disconnect: %s", vl_why(&W.L));
+    FAIL_IF(W.fx.n != 0, "disconnect emitted effects");
+    W.live[k] = W.live[--W.nlive];
+    W.gone[W.ngone++] = c;
+    for (uint32_t di = 0; di < W.L.ndev; di++)
+        for (uint32_t i = 0; i < W.L.dev[di].nchunks; i++) {
+            struct vl_chunk *ch = &W.L.dev[di].chunks[i];
+            FAIL_IF(ch->holder == c && ch->state != VL_QUARANTINED,
+                    "chunk of a gone client is %s", vl_state_name(ch->state));
+        }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        FAIL_IF(W.L.stage[i].used && W.L.stage[i].owner == c,
+                "stage %u still owned by a gone client", i);
+}
+
+static void op_reap(void)
+{
+    if (!W.ngone)
+        return;
+    uint32_t k = below(W.ngone), c = W.gone[k];
+    uint32_t q = 0;
+    for (uint32_t di = 0; di < W.L.ndev; di++)
+        for (uint32_t i = 0; i < W.L.dev[di].nchunks; i++)
+            q += W.L.dev[di].chunks[i].holder == c;
+    int r;
+    RUN("reap", r, false, vl_client_reap(&W.L, c, &W.fx));
+    FAIL_IF(r != 0, "reap: %s", vl_why(&W.L));
+    FAIL_IF(W.fx.n != q, "reap of %u chunks emitted %zu effects", q, W.fx.n);
+    W.gone[k] = W.gone[--W.ngone];
+}
+
+static void op_recall_missed(void)
+{
+    /* A client holding recalled loans misses its deadline. */
+    for (uint32_t k = 0; k < W.nlive; k++) {
+        uint32_t c = W.live[k];
+        for (size_t i = 0; i < W.nunmap; i++)
+            if (W.unmap[i].client == c) {
+                W.op = "recall_missed";
+                vl_recall_missed(&W.L, c);
+                FAIL_IF(!vl_client_find(&W.L, c)->delinquent, "not delinquent");
+                verify();
+                return;
+            }
+    }
+}
+
+static void op_probe(void)
+{
+    /* Foreign chunks and bogus requests are refused without effects. */
+    if (W.L.nregion) {
+        struct vl_region *rg = W.L.region[below((uint32_t)W.L.nregion)];
+        uint32_t di = below(W.L.ndev);
+        uint64_t id = vl_chunk_id(di, below(W.L.dev[di].nchunks));
+        int r;
+        RUN("chunk_check_region", r, false,
+            vl_chunk_check_region(&W.L, id, rg->id));
+        FAIL_IF(r != (W.L.dev[di].cfg.id == rg->device ? 0 : -EXDEV),
+                "chunk_check_region: %d", r);
+    }
+    uint32_t st, c = pick_live();
+    if (c && pick_stage(true, true, &st) == 0 && W.L.stage[st].owner != c) {
+        int r;
+        RUN("kv_reserve not owner", r, false,
+            vl_kv_reserve(&W.L, c, st, 10, 10, NULL, &W.fx));
+        FAIL_IF(r != -ENOENT, "reserve on another client's stage: %d", r);
+    }
+}
+
+/* ---- rounds ------------------------------------------------------------------ */
+
+static void setup_round(void)
+{
+    uint32_t ndev = 2 + below(2);
+    struct vl_device_cfg devs[3];
+    for (uint32_t i = 0; i < ndev; i++)
+        devs[i] = (struct vl_device_cfg){
+            .id = i * 3 + below(3), /* ids differ from indexes */
+            .chunk_bytes = (chance(80) ? 2 : 4) * MiB,
+            .capacity_bytes = (uint64_t)(64 + below(160)) * 2 * MiB,
+            .lend_unreserved = chance(50)};
+    int e = vl_init(&W.L, devs, ndev, VA_BASE, VA_SIZE);
+    REQUIRE(e == 0, "vl_init: %s", vl_why(&W.L));
+    for (uint32_t i = 0; i < ndev; i++) {
+        W.shadow[i] = calloc(W.L.dev[i].nchunks, sizeof(uint32_t));
+        REQUIRE(W.shadow[i], "out of memory");
+    }
+    /* Configured stages; some refused at admission. */
+    uint32_t nstages = 2 + below(6);
+    for (uint32_t id = 0; id < nstages; id++) {
+        struct vl_stage_cfg c;
+        memset(&c, 0, sizeof(c));
+        c.id = id;
+        c.device = devs[below(ndev)].id;
+        c.first_layer = id * 8;
+        c.last_layer = id * 8 + below(8);
+        c.lanes = 1 + below(4);
+        for (uint32_t l = 0; l < c.lanes; l++)
+            c.lane_bytes_per_token[l] = 16 + below(300);
+        c.native_context = 65536;
+        c.initial_tokens = chance(10) ? 0 : 1024 * (1 + below(8));
+        c.step_tokens = chance(10) ? 0 : 512 * (1 + below(16));
+        c.nfixed = below(3);
+        for (uint32_t f = 0; f < c.nfixed; f++)
+            c.fixed[f] = (struct vl_fixed_cfg){
+                .name = "f", .kind = chance(50) ? VL_FIXED : VL_DRAFT_KV,
+                .bytes = (uint64_t)(1 + below(12)) * MiB};
+        c.expert_slot_bytes = (uint64_t)(1 + below(6)) * MiB / 2;
+        c.expert_region_bytes = chance(50) ? 0 : (uint64_t)(2 + below(60)) * MiB;
+        c.lend = chance(85);
+        c.headroom_bytes = chance(60) ? 0 : (uint64_t)below(12) * MiB;
+        uint32_t reserved = 0;
+        for (uint32_t i = 0; i < ndev; i++)
+            if (W.L.dev[i].cfg.id == c.device)
+                reserved = W.L.dev[i].reserved;
+        e = vl_stage_configure(&W.L, &c);
+        REQUIRE(e == 0 || e == -ENOSPC, "configure: %s", vl_why(&W.L));
+        for (uint32_t i = 0; i < ndev; i++)
+            if (W.L.dev[i].cfg.id == c.device && e < 0)
+                REQUIRE(W.L.dev[i].reserved == reserved, "refused but reserved");
+    }
+    verify();
+}
+
+static void settle_round(void)
+{
+    /* Everyone answers, the gone are reaped: every registered stage must now
+     * reach its native context, waiting at most for recalls it caused. */
+    op_answer_unmaps(true);
+    while (W.ngone)
+        op_reap();
+    for (uint32_t st = 0; st < VL_MAX_STAGES; st++) {
+        struct vl_stage *s = &W.L.stage[st];
+        if (!s->used || !s->configured || !s->owner)
+            continue;
+        int r = -EAGAIN;
+        for (int tries = 0; tries < 3 && r == -EAGAIN; tries++) {
+            RUN("settle kv_reserve", r, true,
+                vl_kv_reserve(&W.L, s->owner, st, s->cfg.native_context, 0,
+                              NULL, &W.fx));
+            if (r == -EAGAIN)
+                op_answer_unmaps(true);
+        }
+        FAIL_IF(r != 0, "stage %u can't reach its native context after all "
+                "recalls were answered: %s", st, vl_why(&W.L));
+        check_budget(st, s->cfg.native_context);
+        FAIL_IF(s->kv_chunks != s->window_chunks, "full KV %u of window %u",
+                s->kv_chunks, s->window_chunks);
+    }
+}
+
+static void teardown_round(void)
+{
+    /* Everybody leaves; after the reaps every chunk is free. */
+    while (W.nlive)
+        op_disconnect();
+    while (W.ngone)
+        op_reap();
+    for (uint32_t i = 0; i < W.L.ndev; i++) {
+        REQUIRE(W.L.dev[i].count[VL_FREE] == W.L.dev[i].nchunks,
+                "round %llu: device %u has %u of %u chunks free at the end",
+                (unsigned long long)W.round, W.L.dev[i].cfg.id,
+                W.L.dev[i].count[VL_FREE], W.L.dev[i].nchunks);
+        free(W.shadow[i]);
+        W.shadow[i] = NULL;
+    }
+    W.nunmap = 0;
+    vl_fini(&W.L);
+}
+
+int main(void)
+{
+    const char *env = getenv("VRAM_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0)
+                        : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    if (!seed)
+        seed = 1;
+    printf("test_ledger_random: seed %llu (VRAM_SEED=%llu to repeat)\n",
+           (unsigned long long)seed, (unsigned long long)seed);
+    fflush(stdout);
+    rng_state = seed;
+    W.next_client = 1;
+    for (W.round = 0; W.round < ROUNDS; W.round++) {
+        setup_round();
+        for (uint32_t i = 0; i < 3; i++)
+            op_client_add();
+        for (uint32_t i = 0; i < OPS_PER_ROUND; i++) {
+            uint32_t x = below(100);
+            if (x < 4)
+                op_client_add();
+            else if (x < 12)
+                op_register();
+            else if (x < 15)
+                op_register_adhoc();
+            else if (x < 18)
+                op_stage_release();
+            else if (x < 22)
+                op_region_create();
+            else if (x < 30)
+                op_region_grow();
+            else if (x < 32)
+                op_region_release();
+            else if (x < 50)
+                op_kv_reserve();
+            else if (x < 60)
+                op_kv_trim();
+            else if (x < 68)
+                op_expert_request();
+            else if (x < 72)
+                op_expert_claim();
+            else if (x < 78)
+                op_chunks_release();
+            else if (x < 88)
+                op_answer_unmaps(false);
+            else if (x < 91)
+                op_disconnect();
+            else if (x < 94)
+                op_reap();
+            else if (x < 95)
+                op_recall_missed();
+            else
+                op_probe();
+            if (i % 500 == 499)
+                settle_round();
+        }
+        settle_round();
+        teardown_round();
+    }
+    vl_fx_free(&W.fx);
+    free(W.unmap);
+    printf("test_ledger_random: %llu operations in %d rounds\n",
+           (unsigned long long)W.ops, ROUNDS);
+    printf("%-22s %8s %8s %8s %8s %8s %8s\n", "operation", "ok", "failed",
+           "map", "move", "unmap", "drop");
+    for (size_t i = 0; i < 32 && stats[i].op; i++)
+        printf("%-22s %8llu %8llu %8llu %8llu %8llu %8llu\n", stats[i].op,
+               (unsigned long long)stats[i].ok,
+               (unsigned long long)stats[i].err,
+               (unsigned long long)stats[i].effects[VL_FX_MAP],
+               (unsigned long long)stats[i].effects[VL_FX_MOVE],
+               (unsigned long long)stats[i].effects[VL_FX_UNMAP],
+               (unsigned long long)stats[i].effects[VL_FX_DROP]);
+    return check_report("test_ledger_random");
+}
