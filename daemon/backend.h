@@ -34,6 +34,8 @@ struct vd_backend_ops {
     int (*prefill)(struct vd_backend *b, uint32_t n);
     /* Open fds held for chunks, for leak accounting. */
     size_t (*fds_held)(struct vd_backend *b);
+    /* Chunks created (and scrubbed) ahead, ready for a grant. */
+    uint32_t (*pool_ready)(struct vd_backend *b, uint32_t dev);
     void (*destroy)(struct vd_backend *b);
 };
 

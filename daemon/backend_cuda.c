@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef VRAM_HAVE_CUDA_H
@@ -37,6 +38,7 @@ struct cuda_dev {
     uint32_t nchunks;
     CUmemGenericAllocationHandle *h; /* per chunk; NONE without memory */
     CUmemGenericAllocationHandle *ready, *dirty;
+    int *ready_fd;       /* exported ahead, so a grant does not export */
     uint32_t nready, ndirty, ready_cap;
     CUcontext ctx;
     CUdeviceptr scratch;
@@ -71,13 +73,18 @@ static CUmemAllocationProp chunk_prop(const struct cuda_dev *d)
 static int use_ctx(struct cuda_backend *b, struct cuda_dev *d)
 {
     if (!d->ctx) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         CUresult r = b->cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
         if (r != CUDA_SUCCESS) {
             vlog(VLOG_ERR, "cuda device %d: cannot retain its primary context: "
                  "%s", d->ordinal, err(b, r));
             return -EIO;
         }
-        vlog(VLOG_INFO, "cuda device %d: primary context retained", d->ordinal);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        vlog(VLOG_INFO, "cuda device %d: primary context retained in %.1f ms "
+             "(needed to scrub returned chunks)", d->ordinal,
+             (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
     }
     return b->cu.cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS ? 0 : -EIO;
 }
@@ -143,6 +150,16 @@ static int scrub(struct cuda_backend *b, struct cuda_dev *d,
     return 0;
 }
 
+/* An fd for h, or -1 (then the grant exports). */
+static int export_fd(struct cuda_backend *b, CUmemGenericAllocationHandle h)
+{
+    int fd = -1;
+    if (b->cu.cuMemExportToShareableHandle(
+            &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS)
+        return -1;
+    return fd;
+}
+
 static int cuda_chunk_fd(struct vd_backend *vb, uint32_t dev, uint32_t idx,
                          int *fd_out, bool *close_after)
 {
@@ -152,7 +169,13 @@ static int cuda_chunk_fd(struct vd_backend *vb, uint32_t dev, uint32_t idx,
     struct cuda_dev *d = &b->dev[dev];
     if (d->h[idx] == NONE) {
         if (d->nready) {
-            d->h[idx] = d->ready[--d->nready];
+            d->nready--;
+            d->h[idx] = d->ready[d->nready];
+            if (d->ready_fd[d->nready] >= 0) {
+                *fd_out = d->ready_fd[d->nready];
+                *close_after = true;
+                return 0;
+            }
         } else {
             CUmemGenericAllocationHandle h;
             int e = create(b, d, &h);
@@ -205,6 +228,7 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t n)
         while (d->ndirty && (uint32_t)done < n) {
             CUmemGenericAllocationHandle h = d->dirty[--d->ndirty];
             if (d->nready < d->ready_cap && scrub(b, d, h) == 0) {
+                d->ready_fd[d->nready] = export_fd(b, h);
                 d->ready[d->nready++] = h;
             } else {
                 b->cu.cuMemRelease(h);
@@ -220,6 +244,7 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t n)
                 b->cu.cuMemRelease(h);
                 return done;
             }
+            d->ready_fd[d->nready] = export_fd(b, h);
             d->ready[d->nready++] = h;
             done++;
         }
@@ -229,8 +254,19 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t n)
 
 static size_t cuda_fds_held(struct vd_backend *vb)
 {
-    (void)vb;
-    return 0; /* handles, not fds: exported fds are closed once queued */
+    /* Handles are not fds; only the ready pool's exported fds are held. */
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    size_t n = 0;
+    for (uint32_t i = 0; i < vb->ndev; i++)
+        for (uint32_t k = 0; k < b->dev[i].nready; k++)
+            n += b->dev[i].ready_fd[k] >= 0;
+    return n;
+}
+
+static uint32_t cuda_pool_ready(struct vd_backend *vb, uint32_t dev)
+{
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    return dev < vb->ndev ? b->dev[dev].nready : 0;
 }
 
 static void cuda_destroy(struct vd_backend *vb)
@@ -241,8 +277,11 @@ static void cuda_destroy(struct vd_backend *vb)
         for (uint32_t k = 0; d->h && k < d->nchunks; k++)
             if (d->h[k] != NONE)
                 b->cu.cuMemRelease(d->h[k]);
-        for (uint32_t k = 0; k < d->nready; k++)
+        for (uint32_t k = 0; k < d->nready; k++) {
             b->cu.cuMemRelease(d->ready[k]);
+            if (d->ready_fd[k] >= 0)
+                close(d->ready_fd[k]);
+        }
         for (uint32_t k = 0; k < d->ndirty; k++)
             b->cu.cuMemRelease(d->dirty[k]);
         if (d->scratch)
@@ -251,6 +290,7 @@ static void cuda_destroy(struct vd_backend *vb)
             b->cu.cuDevicePrimaryCtxRelease(d->dev);
         free(d->h);
         free(d->ready);
+        free(d->ready_fd);
         free(d->dirty);
     }
     vcu_unload(&b->cu);
@@ -263,6 +303,7 @@ static const struct vd_backend_ops cuda_ops = {
     .chunk_drop = cuda_chunk_drop,
     .prefill = cuda_prefill,
     .fds_held = cuda_fds_held,
+    .pool_ready = cuda_pool_ready,
     .destroy = cuda_destroy,
 };
 
@@ -348,8 +389,9 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         d->ready_cap = cfg->pool_prefill;
         d->h = calloc(d->nchunks, sizeof(*d->h));
         d->ready = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(*d->ready));
+        d->ready_fd = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(int));
         d->dirty = calloc(d->nchunks, sizeof(*d->dirty));
-        if (!d->h || !d->ready || !d->dirty) {
+        if (!d->h || !d->ready || !d->ready_fd || !d->dirty) {
             snprintf(why, whylen, "out of memory");
             goto fail;
         }

@@ -99,6 +99,12 @@ static size_t host_fds_held(struct vd_backend *b)
     return n;
 }
 
+static uint32_t host_pool_ready(struct vd_backend *b, uint32_t dev)
+{
+    struct host_backend *h = (struct host_backend *)b;
+    return dev < b->ndev ? h->dev[dev].nready : 0;
+}
+
 static void host_destroy(struct vd_backend *b)
 {
     struct host_backend *h = (struct host_backend *)b;
@@ -121,6 +127,7 @@ static const struct vd_backend_ops host_ops = {
     .chunk_drop = host_chunk_drop,
     .prefill = host_prefill,
     .fds_held = host_fds_held,
+    .pool_ready = host_pool_ready,
     .destroy = host_destroy,
 };
 

@@ -255,6 +255,13 @@ static void unplace(struct vl_ledger *L, struct vl_chunk *c)
     if (r) {
         r->slot_chunk[c->slot] = VL_CHUNK_NONE;
         r->used--;
+        uint32_t lane = c->slot / r->stride_slots, i = c->slot % r->stride_slots;
+        uint64_t *lc = r->slot_chunk + (size_t)lane * r->stride_slots;
+        r->lane_count[lane]--;
+        if (i < r->lane_lo[lane])
+            r->lane_lo[lane] = i;
+        while (r->lane_hi[lane] > 0 && lc[r->lane_hi[lane] - 1] == VL_CHUNK_NONE)
+            r->lane_hi[lane]--;
         struct vl_stage *s = stage_get(L, r->stage);
         if (s) {
             (*stage_counter(s, r))--;
@@ -278,6 +285,14 @@ static void place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     c->slot = slot;
     r->slot_chunk[slot] = vl_chunk_id(dev_index(L, d), idx);
     r->used++;
+    uint32_t lane = slot / r->stride_slots, i = slot % r->stride_slots;
+    uint64_t *lc = r->slot_chunk + (size_t)lane * r->stride_slots;
+    r->lane_count[lane]++;
+    if (i + 1 > r->lane_hi[lane])
+        r->lane_hi[lane] = i + 1;
+    while (r->lane_lo[lane] < r->lane_slots[lane] &&
+           lc[r->lane_lo[lane]] != VL_CHUNK_NONE)
+        r->lane_lo[lane]++;
     struct vl_stage *s = stage_get(L, r->stage);
     if (s)
         (*stage_counter(s, r))++;
@@ -924,17 +939,13 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
 
 static uint32_t lane_used(const struct vl_region *r, uint32_t lane)
 {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < r->lane_slots[lane]; i++)
-        if (r->slot_chunk[(size_t)lane * r->stride_slots + i] != VL_CHUNK_NONE)
-            n++;
-    return n;
+    return r->lane_count[lane];
 }
 
 /* Lowest empty slot of a lane, or VL_NONE. */
 static uint32_t lane_first_empty(const struct vl_region *r, uint32_t lane)
 {
-    for (uint32_t i = 0; i < r->lane_slots[lane]; i++) {
+    for (uint32_t i = r->lane_lo[lane]; i < r->lane_slots[lane]; i++) {
         uint32_t k = lane * r->stride_slots + i;
         if (r->slot_chunk[k] == VL_CHUNK_NONE)
             return k;
@@ -946,7 +957,7 @@ static uint32_t lane_first_empty(const struct vl_region *r, uint32_t lane)
 static uint32_t lane_last_in(struct vl_ledger *L, const struct vl_region *r,
                              uint32_t lane, int st)
 {
-    for (uint32_t i = r->lane_slots[lane]; i-- > 0;) {
+    for (uint32_t i = r->lane_hi[lane]; i-- > 0;) {
         uint32_t k = lane * r->stride_slots + i;
         if (r->slot_chunk[k] == VL_CHUNK_NONE)
             continue;
@@ -1725,6 +1736,25 @@ static int check_regions(struct vl_ledger *L)
         if (used != r->used)
             return fail(L, -EFAULT, "region %u: %u used, counted %u", r->id,
                         used, r->used);
+        for (uint32_t l = 0; l < r->lanes; l++) {
+            const uint64_t *lc = r->slot_chunk + (size_t)l * r->stride_slots;
+            uint32_t n = 0, first_empty = r->lane_slots[l], hi = 0;
+            for (uint32_t k = 0; k < r->stride_slots; k++) {
+                if (lc[k] == VL_CHUNK_NONE) {
+                    if (first_empty == r->lane_slots[l] && k < first_empty)
+                        first_empty = k;
+                    continue;
+                }
+                n++;
+                hi = k + 1;
+            }
+            if (n != r->lane_count[l] || r->lane_lo[l] > first_empty ||
+                r->lane_hi[l] != hi)
+                return fail(L, -EFAULT, "region %u lane %u: hints drifted "
+                            "(count %u/%u, lo %u > %u, hi %u/%u)", r->id, l,
+                            n, r->lane_count[l], r->lane_lo[l], first_empty,
+                            r->lane_hi[l], hi);
+        }
         uint64_t a0 = r->base, a1 = r->base + r->lanes * r->lane_stride;
         if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
             return fail(L, -EFAULT, "region %u: outside the address window",

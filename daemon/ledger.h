@@ -103,6 +103,12 @@ struct vl_region {
     uint32_t stride_slots;             /* slots between lanes */
     uint64_t *slot_chunk;              /* lanes * stride_slots, VL_CHUNK_NONE */
     uint32_t used;                     /* occupied slots */
+    /* Per lane, kept by place/unplace so no operation scans a region:
+     * occupied slots, the lowest slot that may be empty (all below are
+     * occupied), and one past the highest occupied slot. */
+    uint32_t lane_count[VL_MAX_LANES];
+    uint32_t lane_lo[VL_MAX_LANES];
+    uint32_t lane_hi[VL_MAX_LANES];
     uint32_t fixed_index;              /* for fixed regions of a stage */
 };
 

@@ -42,6 +42,7 @@ static cJSON *device_json(struct vd_server *srv, uint32_t i)
                       (uint64_t)d->count[VL_QUARANTINED] * cb);
     vram_json_add_u64(o, "reserved_bytes", (uint64_t)d->reserved * cb);
     vram_json_add_u64(o, "total_bytes", info->total_bytes);
+    vram_json_add_u64(o, "pool_ready_chunks", srv->backend->ops->pool_ready(srv->backend, i));
     if (strcmp(srv->backend->ops->name, "cuda") == 0) {
         vram_json_add_u64(o, "granularity_bytes", info->granularity);
         cJSON_AddBoolToObject(o, "vmm", info->vmm);

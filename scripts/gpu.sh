@@ -33,16 +33,28 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1
 nvidia-smi topo -m >>"$out/nvidia-smi.txt" 2>&1
 rc=0
+echo "== vramd on cuda: devices, start-up, its own GPU memory (the context cost)"
+"$b/vramd" --backend cuda --socket "$out/probe.sock" --log-level debug \
+    >"$out/vramd-cuda.log" 2>&1 &
+vp=$!
+sleep 4
+"$b/vramctl" --socket "$out/probe.sock" status --json >"$out/status-cuda.json" 2>&1
+"$b/vramctl" --socket "$out/probe.sock" status
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv \
+    >"$out/vramd-gpu-memory.csv" 2>&1
+cat "$out/vramd-gpu-memory.csv"
+kill $vp; wait $vp
+grep -E "context|ready|unavailable" "$out/vramd-cuda.log" | head -n 5
 echo "== test_gpu"
-timeout 300 "$b/tests/test_gpu" ${GPU_TESTS:-} >"$out/test_gpu.log" 2>&1 || rc=1
+timeout 240 "$b/tests/test_gpu" ${GPU_TESTS:-} >"$out/test_gpu.log" 2>&1 || rc=1
 tail -n 8 "$out/test_gpu.log"
 echo "== seed replay on cuda"
-VRAM_TEST_BACKEND=cuda timeout 120 "$b/tests/test_seed_replay" \
+VRAM_TEST_BACKEND=cuda timeout 90 "$b/tests/test_seed_replay" \
     >"$out/seed_replay_cuda.log" 2>&1 || rc=1
 tail -n 3 "$out/seed_replay_cuda.log"
 if [ -x "$b/tests/vram-bench" ] && [ -z "${NO_BENCH:-}" ]; then
     echo "== benchmark"
-    timeout 300 "$b/tests/vram-bench" --backend all --out "$out/bench.jsonl" \
+    timeout 200 "$b/tests/vram-bench" --backend all --out "$out/bench.jsonl" \
         >"$out/bench.log" 2>&1 || rc=1
     tail -n 5 "$out/bench.log"
 fi

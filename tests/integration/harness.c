@@ -83,16 +83,34 @@ int daemon_start(struct daemon *d, const char *config, const char *const *args)
         struct vram_client_options o = {.name = "harness", .ctl = 1};
         if (vram_client_connect(d->sock, &o, &c) == 0) {
             vram_client_close(c);
-            sleep_ms(100); /* let the pool prefill settle */
-            d->base_fds = daemon_fd_count(d);
-            cJSON *st = daemon_status(d);
-            d->base_fds -= (int)json_u64(cJSON_GetObjectItem(st, "daemon"),
-                                         "chunk_fds");
-            cJSON_Delete(st);
+            /* The pool fills in the background (and a GPU driver opens its
+             * own fds as it starts): the baseline is taken once the daemon's
+             * fds and ready chunks stop changing. */
+            int last = -1;
+            for (int k = 0; k < 100; k++) {
+                sleep_ms(50);
+                cJSON *st = daemon_status(d);
+                uint64_t ready = 0;
+                const cJSON *dev;
+                cJSON_ArrayForEach(dev, cJSON_GetObjectItem(st, "devices"))
+                    ready += json_u64(dev, "pool_ready_chunks");
+                int chunk_fds = (int)json_u64(cJSON_GetObjectItem(st, "daemon"),
+                                              "chunk_fds");
+                cJSON_Delete(st);
+                sleep_ms(20); /* the status connection's fds must be gone */
+                d->base_fds = daemon_fd_count(d) - chunk_fds;
+                int now = d->base_fds + (int)(ready << 16);
+                if (now == last)
+                    break;
+                last = now;
+            }
             return 0;
         }
         sleep_ms(10);
     }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
     return -ETIMEDOUT;
 }
 
