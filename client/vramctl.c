@@ -57,6 +57,31 @@ static void print_table(const cJSON *st, bool legend)
     }
     printf("\n");
     if (legend)
+        printf("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s\n", "DEVICE", "NAME",
+               "TOTAL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "devices")) {
+        char peers[64] = "";
+        const cJSON *p;
+        cJSON_ArrayForEach(p, cJSON_GetObjectItem(it, "peer_access")) {
+            size_t n = strlen(peers);
+            snprintf(peers + n, sizeof(peers) - n, "%s%d", n ? "," : "",
+                     (int)p->valuedouble);
+        }
+        const cJSON *vmm = cJSON_GetObjectItem(it, "vmm");
+        const cJSON *pfd = cJSON_GetObjectItem(it, "posix_fd");
+        const char *uuid = vram_json_str(it, "uuid");
+        printf("%-6llu %-22.22s %-10s %-11s %-5s %-8s %-6s %s\n",
+               (unsigned long long)u64(it, "id"),
+               vram_json_str(it, "name") ? vram_json_str(it, "name") : "",
+               sz(u64(it, "total_bytes"), a),
+               cJSON_IsNumber(cJSON_GetObjectItem(it, "granularity_bytes"))
+                   ? sz(u64(it, "granularity_bytes"), b) : "-",
+               vmm ? (cJSON_IsTrue(vmm) ? "yes" : "no") : "-",
+               pfd ? (cJSON_IsTrue(pfd) ? "yes" : "no") : "-",
+               peers[0] ? peers : "-", uuid ? uuid : "-");
+    }
+    printf("\n");
+    if (legend)
         printf("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-6s %-7s\n",
                "STAGE", "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED",
                "KV-MAX", "EXPERT-LOANS", "SLOTS", "RECALLS");

@@ -5,12 +5,13 @@
  * everywhere and says in one line why CUDA is unavailable.
  *
  * Confidentiality: a chunk that leaves its holder is never handed out again
- * before it is zeroed. In "zero" mode (the default) the daemon maps the chunk
- * into a scratch range of its own and clears it with cuMemsetD8 before it
- * returns to the ready pool; this needs a context per device (the primary
- * context, retained once). In "fresh" mode the handle is released and a new
- * allocation made, relying on the driver to clear pages between processes,
- * and the daemon needs no context at all.
+ * with its bytes. In "fresh" mode (the default) its handle is released and
+ * a new allocation made: the driver clears pages between processes (the GPU
+ * suite asserts it on every run), and the daemon needs no CUDA context at
+ * all, which on an H200 saves 550 MiB of each GPU and 110-125 ms of start-up
+ * per device. In "zero" mode the daemon clears the chunk itself through a
+ * scratch mapping (cuMemsetD8) and reuses it; that needs each device's
+ * primary context, retained once.
  *
  * Both kinds of work (creating new chunks, scrubbing returned ones) run from
  * the idle loop, off the grant path; a grant takes a ready chunk when there

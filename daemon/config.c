@@ -35,7 +35,7 @@ void vd_config_default(struct vd_config *c)
         c->dev[i].has_capacity = true;
     }
     c->pool_prefill = 16;
-    snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "zero");
+    snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "fresh");
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;
     c->max_regions_per_client = 256;
