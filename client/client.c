@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -436,9 +437,10 @@ static int pump(vram_client *c, uint64_t id, int *events)
     struct frame_ctx x = {.c = c};
     int64_t deadline = now_ms() + c->timeout_ms;
     c->await_id = id;
-    /* A reply cannot be there yet right after its request: wait first
-     * rather than pay a receive that would only say EAGAIN. */
-    if (id) {
+    /* Waiting for a reply on a blocking socket, receives simply wait (up
+     * to SO_RCVTIMEO): no poll, and no receive that only says EAGAIN. */
+    c->wire.rx_block = id && c->blocking;
+    if (id && !c->blocking) {
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
         poll(&p, 1, c->timeout_ms);
     }
@@ -454,6 +456,14 @@ static int pump(vram_client *c, uint64_t id, int *events)
             break;
         if (r > 0 || !id)
             break;
+        if (c->wire.rx_block) { /* the receive timed out: check the deadline */
+            if (now_ms() >= deadline) {
+                x.err = set_error(c, -ETIMEDOUT, "no reply from vramd within "
+                                  "%d ms", c->timeout_ms);
+                break;
+            }
+            continue;
+        }
         int64_t left = deadline - now_ms();
         if (left <= 0) {
             x.err = set_error(c, -ETIMEDOUT, "no reply from vramd within %d ms",
@@ -464,6 +474,7 @@ static int pump(vram_client *c, uint64_t id, int *events)
         poll(&p, 1, (int)left);
     }
     c->await_id = 0;
+    c->wire.rx_block = false;
     if (events)
         *events = x.events;
     return x.err;
@@ -655,13 +666,19 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
         close(fd);
         return -ENOMEM;
     }
-    int fl = fcntl(fd, F_GETFD);
-    if (fl >= 0)
-        fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    int fdfl = fcntl(fd, F_GETFD);
+    if (fdfl >= 0)
+        fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
     c->fd = fd;
     c->timeout_ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : 30000;
     c->mapper = &vc_host_mapper;
     vram_wire_init(&c->wire, fd);
+    int fl = fcntl(fd, F_GETFL);
+    c->blocking = fl >= 0 && !(fl & O_NONBLOCK);
+    if (c->blocking) { /* bounds each blocking receive; deadlines are ours */
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
 
     cJSON *m = msg_new("hello");
     vram_json_add_u64(m, "version", VRAM_PROTOCOL_VERSION);

@@ -82,6 +82,7 @@ struct vram_client {
     char last_error[512];
     int timeout_ms;
     bool broken;
+    bool blocking;       /* the socket blocks: replies are awaited in recv */
     vram_event_fn cb;
     void *cb_user;
     const struct vc_mapper *mapper;

@@ -154,6 +154,12 @@ static void on_signal(uv_signal_t *s, int signum)
 static void on_idle(uv_idle_t *h)
 {
     struct vd_server *srv = h->data;
+    /* Not while a client is importing what it was just granted: on a GPU
+     * the driver calls of both sides contend. The timer restarts us. */
+    if (now_ns() - srv->last_grant_ns < 20000000ull) {
+        uv_idle_stop(h);
+        return;
+    }
     /* A few chunks a turn keeps the loop responsive while the pool fills. */
     if (srv->backend->ops->prefill(srv->backend, 4) == 0)
         uv_idle_stop(h);

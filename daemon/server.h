@@ -95,6 +95,7 @@ struct vd_server {
     bool check_invariants;
     bool stopping;
     uint64_t started_ns;
+    uint64_t last_grant_ns; /* pool refill waits for grant bursts to end */
 };
 
 int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
@@ -114,5 +115,6 @@ void vd_apply_background_fx(struct vd_server *srv);
 
 /* status.c */
 struct cJSON *vd_status_build(struct vd_server *srv);
+struct cJSON *vd_stage_json(struct vd_server *srv, uint32_t stage);
 
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -381,6 +382,7 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
                     break;
                 }
                 srv->counters.grants++;
+                srv->last_grant_ns = 1; /* stamped below */
             } else {
                 srv->counters.moves++;
             }
@@ -428,6 +430,11 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
         }
     }
     vl_fx_free(&fx);
+    if (srv->last_grant_ns == 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        srv->last_grant_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
 
     if (nfailed) {
         /* The backend could not make memory for these: give them back. */
@@ -950,18 +957,7 @@ static int handle_status(struct vd_session *s, uint64_t id, cJSON *msg)
 
 static cJSON *stage_fields(struct vd_server *srv, uint32_t stage)
 {
-    cJSON *all = vd_status_build(srv);
-    cJSON *stages = cJSON_GetObjectItemCaseSensitive(all, "stages");
-    cJSON *it, *found = NULL;
-    cJSON_ArrayForEach(it, stages) {
-        uint64_t sid;
-        if (vram_json_u64(it, "id", &sid) == 0 && sid == stage) {
-            found = cJSON_DetachItemViaPointer(stages, it);
-            break;
-        }
-    }
-    cJSON_Delete(all);
-    return found ? found : cJSON_CreateObject();
+    return vd_stage_json(srv, stage);
 }
 
 static const struct {

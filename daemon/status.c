@@ -56,7 +56,7 @@ static cJSON *device_json(struct vd_server *srv, uint32_t i)
     return o;
 }
 
-static cJSON *stage_json(struct vd_server *srv, uint32_t id)
+cJSON *vd_stage_json(struct vd_server *srv, uint32_t id)
 {
     struct vl_stage *s = &srv->ledger.stage[id];
     uint64_t cb = 0;
@@ -181,7 +181,7 @@ cJSON *vd_status_build(struct vd_server *srv)
     cJSON *stages = cJSON_AddArrayToObject(o, "stages");
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
         if (srv->ledger.stage[i].used)
-            cJSON_AddItemToArray(stages, stage_json(srv, i));
+            cJSON_AddItemToArray(stages, vd_stage_json(srv, i));
     cJSON_AddItemToObject(o, "clients", clients_json(srv));
     return o;
 }

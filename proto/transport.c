@@ -79,7 +79,7 @@ static ssize_t recv_some(struct vram_wire *w, void *dst, size_t len,
     ssize_t n;
 
     do {
-        n = recvmsg(w->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        n = recvmsg(w->fd, &msg, (w->rx_block ? 0 : MSG_DONTWAIT) | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;

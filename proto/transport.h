@@ -61,6 +61,10 @@ struct vram_wire {
     struct vram_wire_out *out_head, *out_tail;
     size_t out_bytes;
     int out_fds;
+    /* Receives wait instead of failing with EAGAIN (a blocking socket's
+     * SO_RCVTIMEO bounds the wait): for a client waiting for its reply,
+     * which then needs no poll before each receive. */
+    bool rx_block;
     /* statistics */
     uint64_t frames_in, frames_out, fds_in, fds_out;
 };
