@@ -1026,6 +1026,28 @@ int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
     return e;
 }
 
+int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lane,
+                           uint32_t src_slot, uint32_t dst_region,
+                           uint32_t dst_lane, uint32_t dst_slot)
+{
+    struct vc_region *a = region_get(c, src_region), *b = region_get(c, dst_region);
+    if (!a || !b)
+        return set_error(c, -ENOENT, "region %u is not this client's",
+                         a ? dst_region : src_region);
+    if (src_lane >= a->lanes || src_slot >= a->stride_slots ||
+        dst_lane >= b->lanes || dst_slot >= b->stride_slots)
+        return set_error(c, -EINVAL, "lane or slot out of range");
+    uint64_t id = a->slot_chunk[src_lane * a->stride_slots + src_slot];
+    if (id == UINT64_MAX)
+        return set_error(c, -ENOENT, "no chunk at lane %u slot %u of region %u",
+                         src_lane, src_slot, src_region);
+    cJSON *m = msg_new("chunk_move");
+    vram_json_add_u64(m, "chunk", id);
+    vram_json_add_u64(m, "region", dst_region);
+    vram_json_add_u64(m, "slot", (uint64_t)dst_lane * b->stride_slots + dst_slot);
+    return simple_map_request(c, m, NULL);
+}
+
 int vram_region_release(vram_client *c, uint32_t region)
 {
     struct vc_region *r = region_get(c, region);

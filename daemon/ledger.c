@@ -1106,6 +1106,40 @@ int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk, uint32_t region)
     return 0;
 }
 
+int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
+                  uint32_t region, uint32_t slot, struct vl_fxlist *fx)
+{
+    struct vl_device *d = NULL;
+    uint32_t idx = 0;
+    struct vl_chunk *c = chunk_get(L, chunk, &d, &idx);
+    if (!c || c->holder != client || c->state != VL_GRANTED || !c->region)
+        return fail(L, -ENOENT, "chunk %llu is not a granted chunk of yours",
+                    (unsigned long long)chunk);
+    struct vl_region *r = own_region(L, client, region);
+    if (!r)
+        return fail(L, -ENOENT, "region %u is not yours", region);
+    int e = vl_chunk_check_region(L, chunk, region);
+    if (e < 0)
+        return e;
+    struct vl_region *from = vl_region_find(L, c->region);
+    struct vl_stage *sf = stage_get(L, from->stage), *st = stage_get(L, r->stage);
+    if (sf->configured || st->configured)
+        return fail(L, -EPERM, "the regions of configured stages are arranged "
+                    "by kv_reserve, kv_trim and expert_request");
+    if (slot >= r->lanes * r->stride_slots ||
+        slot % r->stride_slots >= r->lane_slots[slot / r->stride_slots])
+        return fail(L, -EINVAL, "slot %u is outside region %u", slot, region);
+    if (r->slot_chunk[slot] != VL_CHUNK_NONE)
+        return fail(L, -EBUSY, "slot %u of region %u is taken", slot, region);
+    if (fx_reserve(fx, 1) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    place(L, d, idx, r, slot, VL_GRANTED);
+    fx_push(fx, (struct vl_fx){.kind = VL_FX_MOVE, .client = client,
+                               .chunk = chunk, .region = region, .slot = slot,
+                               .stage = r->stage});
+    return 0;
+}
+
 int vl_chunks_release(struct vl_ledger *L, uint32_t client,
                       const uint64_t *ids, size_t n, struct vl_fxlist *fx)
 {

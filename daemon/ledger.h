@@ -247,6 +247,11 @@ struct vl_region *vl_region_find(struct vl_ledger *L, uint32_t region);
 /* Chunks given back by their holder after unmapping. All or nothing. */
 int vl_chunks_release(struct vl_ledger *L, uint32_t client,
                       const uint64_t *chunks, size_t n, struct vl_fxlist *fx);
+/* A client moves a chunk it holds to an empty slot of another of its
+ * (ad-hoc) regions: the handle stays, only the mapping moves. Foreign chunks
+ * (another device's) are refused with -EXDEV. */
+int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
+                  uint32_t region, uint32_t slot, struct vl_fxlist *fx);
 /* Offer one chunk to a region slot; refuses foreign chunks. */
 int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk,
                           uint32_t region);

@@ -726,6 +726,22 @@ static int handle_chunk_release(struct vd_session *s, uint64_t id, cJSON *msg)
     return r;
 }
 
+static int handle_chunk_move(struct vd_session *s, uint64_t id, cJSON *msg)
+{
+    uint64_t chunk = 0;
+    uint32_t region, slot;
+    if (vram_json_u64(msg, "chunk", &chunk) < 0 ||
+        get_u32(s, id, msg, "region", &region, true) < 0 ||
+        get_u32(s, id, msg, "slot", &slot, true) < 0)
+        return 0;
+    vl_fx_clear(&s->srv->fx);
+    int e = vl_chunk_move(&s->srv->ledger, s->id, chunk, region, slot,
+                          &s->srv->fx);
+    if (e < 0)
+        return reply_err(s, id, e, "%s", vl_why(&s->srv->ledger));
+    return finish(s, id, cJSON_CreateObject());
+}
+
 static int handle_region_release(struct vd_session *s, uint64_t id, cJSON *msg)
 {
     uint32_t region;
@@ -971,6 +987,7 @@ static const struct {
     {"region_grow", handle_region_grow},
     {"chunk_release", handle_chunk_release},
     {"region_release", handle_region_release},
+    {"chunk_move", handle_chunk_move},
     {"kv_reserve", handle_kv_reserve},
     {"kv_trim", handle_kv_trim},
     {"expert_request", handle_expert_request},

@@ -166,6 +166,13 @@ VRAM_API int vram_region_grow(vram_client *c, uint32_t region, uint32_t chunks);
 /* Unmaps and releases the last chunks of every lane. */
 VRAM_API int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks);
 VRAM_API int vram_region_release(vram_client *c, uint32_t region);
+/* Moves the chunk at (src lane, slot) to an empty (dst lane, slot) of another
+ * region of this client (ad-hoc stages): no handle travels, the memory keeps
+ * its bytes. A chunk of another device is refused (-EXDEV, foreign chunk). */
+VRAM_API int vram_region_move_chunk(vram_client *c, uint32_t src_region,
+                                    uint32_t src_lane, uint32_t src_slot,
+                                    uint32_t dst_region, uint32_t dst_lane,
+                                    uint32_t dst_slot);
 /* Address of slot i of lane l (mapped or not). */
 VRAM_API void *vram_region_slot(const vram_client *c, uint32_t region,
                                 uint32_t lane, uint32_t slot);

@@ -7,6 +7,8 @@
  *               own GPU
  *   graph       a CUDA graph captured over brokered KV and expert memory is
  *               replayed after budget changes, without recapture
+ *   peer        with peer access asked, GPU 0 writes GPU 1's chunk; a chunk
+ *               of GPU 1 offered to a region of GPU 0 is refused (foreign)
  *   scrub       a chunk another client wrote comes back zeroed
  *   killed      a client killed during a recall: its chunks go to the
  *               waiting client only after its process is gone
@@ -203,6 +205,67 @@ static int t_retention(void)
     daemon_check_no_leaks(&d);
     daemon_stop(&d);
     return check_report("gpu retention");
+}
+
+/* ---- peer access and foreign chunks ------------------------------------ */
+
+static int t_peer(void)
+{
+    struct daemon d;
+    REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd");
+    char err[256] = "";
+    struct vram_client_options o = {.name = "gpu-peer", .peer_access = 1,
+                                    .error = err, .error_len = sizeof(err)};
+    vram_client *c;
+    REQUIRE(vram_client_connect(d.sock, &o, &c) == 0, "connect: %s", err);
+    uint32_t s0, s1, r0, r1;
+    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0");
+    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1");
+    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, &r0) == 0, "r0");
+    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, &r1) == 0, "r1");
+    REQUIRE(vram_region_grow(c, r0, 2) == 0, "grow r0");
+    REQUIRE(vram_region_grow(c, r1, 2) == 0, "grow r1");
+    CUdevice g0, g1;
+    int can = 0;
+    ctx_for(0);
+    CK(cuDeviceGet(&g0, 0));
+    CK(cuDeviceGet(&g1, 1));
+    CK(cuDeviceCanAccessPeer(&can, g0, g1));
+    CUdeviceptr far = slot(c, r1, 0, 0);
+    CK(cuMemsetD32(far, 7, WORDS));
+    CK(cuCtxSynchronize());
+    if (can) {
+        /* A kernel on GPU 0 writes GPU 1's chunk through the same address. */
+        CUmodule mod;
+        CUfunction bump;
+        CK(cuModuleLoadData(&mod, bump_ptx));
+        CK(cuModuleGetFunction(&bump, mod, "bump"));
+        unsigned n = WORDS, add = 5;
+        void *args[] = {&far, &n, &add};
+        CK(cuLaunchKernel(bump, WORDS / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+        CK(cuCtxSynchronize());
+        CHECK(chunk_is(far, 12), "GPU 0's write through peer access is missing");
+        CK(cuModuleUnload(mod));
+    } else {
+        printf("gpu peer: GPUs 0 and 1 have no peer access; owner-only mapping\n");
+    }
+    /* Foreign chunk: GPU 1's chunk offered to a region of GPU 0. */
+    int e = vram_region_move_chunk(c, r1, 0, 1, r0, 0, 5);
+    CHECK(e == -EXDEV, "foreign chunk accepted: %d %s", e, vram_client_last_error(c));
+    CK(cuMemsetD32(slot(c, r1, 0, 1), 0x77, WORDS));
+    CHECK(chunk_is(slot(c, r1, 0, 1), 0x77), "refused chunk not usable in place");
+    /* A chunk of the same device moves and keeps its bytes. */
+    CK(cuMemsetD32(slot(c, r0, 0, 1), 0x1234, WORDS));
+    REQUIRE(vram_region_move_chunk(c, r0, 0, 1, r0, 0, 6) == 0, "move: %s",
+            vram_client_last_error(c));
+    CHECK(chunk_is(slot(c, r0, 0, 6), 0x1234), "moved chunk lost its bytes");
+    int ord = -1;
+    CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, far));
+    CHECK(ord == 1, "GPU 1's chunk reports GPU %d", ord);
+    vram_client_close(c);
+    daemon_check_no_leaks(&d);
+    daemon_stop(&d);
+    return check_report("gpu peer");
 }
 
 /* ---- graphs ------------------------------------------------------------- */
@@ -453,7 +516,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(void);
-    } tests[] = {{"retention", t_retention}, {"graph", t_graph},
+    } tests[] = {{"retention", t_retention}, {"peer", t_peer}, {"graph", t_graph},
                  {"scrub", t_scrub}, {"killed", t_killed}};
     int failed = 0;
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
