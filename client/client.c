@@ -589,7 +589,13 @@ static int region_add(vram_client *c, const cJSON *o)
         r->lane_counts[l] = x && cJSON_IsNumber(x) ? (uint32_t)x->valuedouble
                                                     : (uint32_t)slots;
     }
-    int e = c->mapper->reserve(c, base, lanes * stride);
+    /* The daemon says how much address space the region holds (whole
+     * alignment units); older daemons did not: then exactly its lanes. */
+    r->va_bytes = lanes * stride;
+    uint64_t vb;
+    if (vram_json_u64(o, "va_bytes", &vb) == 0 && vb >= r->va_bytes)
+        r->va_bytes = vb;
+    int e = c->mapper->reserve(c, base, r->va_bytes);
     if (e < 0) {
         free(r->slot_chunk);
         free(r->lane_counts);
@@ -605,7 +611,7 @@ static void region_forget(vram_client *c, struct vc_region *r)
     for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
         if (r->slot_chunk[k] != UINT64_MAX)
             drop_chunk(c, r->slot_chunk[k]);
-    c->mapper->unreserve(c, r->base, (uint64_t)r->lanes * r->lane_stride);
+    c->mapper->unreserve(c, r->base, r->va_bytes);
     for (size_t i = 0; i < c->nregions; i++)
         if (c->regions[i] == r) {
             c->regions[i] = c->regions[--c->nregions];

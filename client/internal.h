@@ -37,7 +37,7 @@ void vc_table_free(struct vc_chunk_table *t);
 struct vc_region {
     uint32_t id, stage, device;
     int kind;
-    uint64_t base, lane_stride, chunk_bytes;
+    uint64_t base, lane_stride, chunk_bytes, va_bytes;
     uint32_t lanes, lane_slots, stride_slots;
     uint32_t *lane_counts;   /* usable slots per lane */
     uint64_t *slot_chunk;    /* lanes * stride_slots; UINT64_MAX empty */

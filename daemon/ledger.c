@@ -763,7 +763,7 @@ static void region_drop(struct vl_ledger *L, struct vl_region *r)
 {
     struct vl_device *d = dev_get(L, r->device);
     if (d)
-        va_release(L, r->base, (uint64_t)r->lanes * r->lane_stride);
+        va_release(L, r->base, r->va_bytes);
     for (size_t i = 0; i < L->nregion; i++)
         if (L->region[i] == r) {
             L->region[i] = L->region[--L->nregion];
@@ -894,6 +894,11 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
     uint64_t align = cb > (2u << 20) ? cb : (2u << 20);
     uint64_t lane_stride = ((uint64_t)stride * cb + align - 1) / align * align;
     uint64_t total = (uint64_t)lanes * lane_stride;
+    /* The address space a client reserves: whole alignment units, so that a
+     * region is never a small reservation (the CUDA driver serves those from
+     * its own pool and ignores the address) and never overlaps the next. */
+    uint64_t unit = L->region_align > align ? L->region_align : align;
+    uint64_t va_bytes = div_up(total, unit) * unit;
 
     struct vl_region *r = calloc(1, sizeof(*r));
     if (!r)
@@ -914,8 +919,7 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
         L->region = v;
         L->region_cap = cap;
     }
-    int e = va_alloc(L, total, L->region_align > align ? L->region_align : align,
-                     &r->base);
+    int e = va_alloc(L, va_bytes, unit, &r->base);
     if (e < 0) {
         region_free(r);
         return fail(L, e, "no room for %llu MiB in the address window",
@@ -929,6 +933,7 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
     r->kind = (uint8_t)kind;
     r->device = s->cfg.device;
     r->lane_stride = lane_stride;
+    r->va_bytes = va_bytes;
     r->lanes = lanes;
     memcpy(r->lane_slots, lane_slots, lanes * sizeof(uint32_t));
     r->fixed_index = VL_NONE;
@@ -1789,13 +1794,13 @@ static int check_regions(struct vl_ledger *L)
                             n, r->lane_count[l], r->lane_lo[l], first_empty,
                             r->lane_hi[l], hi);
         }
-        uint64_t a0 = r->base, a1 = r->base + r->lanes * r->lane_stride;
+        uint64_t a0 = r->base, a1 = r->base + r->va_bytes;
         if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
             return fail(L, -EFAULT, "region %u: outside the address window",
                         r->id);
         for (size_t j = i + 1; j < L->nregion; j++) {
             struct vl_region *o = L->region[j];
-            uint64_t b0 = o->base, b1 = o->base + o->lanes * o->lane_stride;
+            uint64_t b0 = o->base, b1 = o->base + o->va_bytes;
             if (a0 < b1 && b0 < a1)
                 return fail(L, -EFAULT, "regions %u and %u overlap", r->id,
                             o->id);

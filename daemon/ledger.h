@@ -98,6 +98,7 @@ struct vl_region {
     uint32_t device;
     uint64_t base;
     uint64_t lane_stride; /* bytes between lanes */
+    uint64_t va_bytes;    /* address space held: lanes * lane_stride, rounded */
     uint32_t lanes;
     uint32_t lane_slots[VL_MAX_LANES]; /* usable slots per lane */
     uint32_t stride_slots;             /* slots between lanes */

@@ -509,6 +509,7 @@ cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r)
     vram_json_add_u64(o, "device", r->device);
     vram_json_add_u64(o, "base", r->base);
     vram_json_add_u64(o, "lane_stride", r->lane_stride);
+    vram_json_add_u64(o, "va_bytes", r->va_bytes);
     vram_json_add_u64(o, "lanes", r->lanes);
     vram_json_add_u64(o, "lane_slots", r->lane_slots[0]);
     cJSON *ls = cJSON_AddArrayToObject(o, "lane_slot_counts");

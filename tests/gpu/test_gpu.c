@@ -219,12 +219,12 @@ static int t_peer(void)
     vram_client *c;
     REQUIRE(vram_client_connect(d.sock, &o, &c) == 0, "connect: %s", err);
     uint32_t s0, s1, r0, r1;
-    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0");
-    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1");
-    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, &r0) == 0, "r0");
-    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, &r1) == 0, "r1");
-    REQUIRE(vram_region_grow(c, r0, 2) == 0, "grow r0");
-    REQUIRE(vram_region_grow(c, r1, 2) == 0, "grow r1");
+    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0: %s", vram_client_last_error(c));
+    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, &r0) == 0, "r0: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, &r1) == 0, "r1: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_grow(c, r0, 2) == 0, "grow r0: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_grow(c, r1, 2) == 0, "grow r1: %s", vram_client_last_error(c));
     CUdevice g0, g1;
     int can = 0;
     ctx_for(0);
