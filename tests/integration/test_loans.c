@@ -55,6 +55,17 @@ static int client_a(const struct daemon *d, void *p)
             vram_client_last_error(c));
     struct vram_residency res;
     vram_expert_residency(c, 0, &res);
+    /* Layer-scoped slot ownership, through the daemon. */
+    uint32_t mine[4] = {0, 1, 2, 3}, far[1] = {res.expert_slots_backed + 5};
+    CHECK(vram_expert_claim(c, 0, 5, mine, 4) == 0, "claim: %s",
+          vram_client_last_error(c));
+    CHECK(vram_expert_claim(c, 0, 20, mine, 1) == -EPERM,
+          "layer 20 is outside stage 0 (layers 0-15)");
+    CHECK(strstr(vram_client_last_error(c), "outside") != NULL, "unclear: %s",
+          vram_client_last_error(c));
+    CHECK(vram_expert_claim(c, 0, 6, mine, 1) == -EBUSY,
+          "slot 0 belongs to layer 5");
+    CHECK(vram_expert_claim(c, 0, 6, far, 1) == -EINVAL, "unbacked slot");
     /* Fill the expert slots with data. */
     for (uint32_t i = 0; i < res.expert_slots_backed; i++)
         fill_pattern(vram_region_slot(c, in.expert_region, 0, i), 2 * MIB, i);
