@@ -1090,15 +1090,10 @@ static void fill_kv_result(vram_client *c, uint32_t stage, const cJSON *reply,
     *out = r;
 }
 
-int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
-                    uint64_t output, unsigned flags, struct vram_kv_result *out)
+/* A KV or loan request: its map is applied, the stage's figures updated. */
+static int stage_request(vram_client *c, uint32_t stage, cJSON *m,
+                         struct vram_kv_result *out)
 {
-    cJSON *m = msg_new("kv_reserve");
-    vram_json_add_u64(m, "stage", stage);
-    vram_json_add_u64(m, "prompt_tokens", prompt);
-    vram_json_add_u64(m, "output_tokens", output);
-    if (flags & VRAM_KV_HOLD)
-        cJSON_AddBoolToObject(m, "hold", true);
     cJSON *reply;
     int e = simple_map_request(c, m, &reply);
     if (e < 0)
@@ -1108,19 +1103,25 @@ int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
     return 0;
 }
 
+int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
+                    uint64_t output, unsigned flags, struct vram_kv_result *out)
+{
+    cJSON *m = msg_new("kv_reserve");
+    vram_json_add_u64(m, "stage", stage);
+    vram_json_add_u64(m, "prompt_tokens", prompt);
+    vram_json_add_u64(m, "output_tokens", output);
+    if (flags & VRAM_KV_HOLD)
+        cJSON_AddBoolToObject(m, "hold", true);
+    return stage_request(c, stage, m, out);
+}
+
 int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
 {
     cJSON *m = msg_new("kv_trim");
     vram_json_add_u64(m, "stage", stage);
     if (tokens)
         vram_json_add_u64(m, "tokens", tokens);
-    cJSON *reply;
-    int e = simple_map_request(c, m, &reply);
-    if (e < 0)
-        return e;
-    fill_kv_result(c, stage, reply, NULL);
-    cJSON_Delete(reply);
-    return 0;
+    return stage_request(c, stage, m, NULL);
 }
 
 int vram_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
@@ -1129,13 +1130,7 @@ int vram_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
     vram_json_add_u64(m, "stage", stage);
     if (max_bytes)
         vram_json_add_u64(m, "bytes", max_bytes);
-    cJSON *reply;
-    int e = simple_map_request(c, m, &reply);
-    if (e < 0)
-        return e;
-    fill_kv_result(c, stage, reply, NULL);
-    cJSON_Delete(reply);
-    return 0;
+    return stage_request(c, stage, m, NULL);
 }
 
 int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
