@@ -352,10 +352,12 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
     uint64_t *failed = NULL;
     size_t nfailed = 0;
     bool budget[VL_MAX_STAGES] = {0};
-    struct {
+    /* Recalls grouped by (holder, stage): one event each. A stage has one
+     * owner, so there are at most as many groups as stages. */
+    struct recall_group {
         uint32_t client, stage;
         cJSON *chunks;
-    } rec[16];
+    } *rec = NULL;
     size_t nrec = 0;
 
     for (size_t i = 0; i < fx.n; i++) {
@@ -406,7 +408,15 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
                 while (k < nrec && (rec[k].client != e->client ||
                                     rec[k].stage != e->stage))
                     k++;
-                if (k == nrec && nrec < 16) {
+                if (k == nrec) {
+                    struct recall_group *v = realloc(rec, (nrec + 1) * sizeof(*v));
+                    if (!v) {
+                        vlog(VLOG_ERR, "out of memory: a recall of chunk %llu "
+                             "is not sent; its deadline will pass",
+                             (unsigned long long)e->chunk);
+                        break;
+                    }
+                    rec = v;
                     rec[nrec].client = e->client;
                     rec[nrec].stage = e->stage;
                     rec[nrec].chunks = cJSON_CreateArray();
@@ -451,6 +461,7 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
         start_recall(srv, rec[k].client, rec[k].stage, rec[k].chunks);
         cJSON_Delete(rec[k].chunks);
     }
+    free(rec);
     /* Budget events go out after the requester's reply (see finish), so a
      * client has mapped what the reply carries before it hears of it. */
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
@@ -1184,8 +1195,13 @@ void vd_session_close(struct vd_session *s, const char *why)
                  "exits", s->id, held, (int)s->pid);
         }
     }
-    if (!wait)
+    if (!wait) {
+        if (held && s->pidfd < 0 && !srv->stopping)
+            vlog(VLOG_WARNING, "client %u: pid %d could not be pinned (no "
+                 "pidfd); its %u chunks return at once", s->id, (int)s->pid,
+                 held);
         reap(srv, s->id);
+    }
     if (s->pidfd >= 0)
         close(s->pidfd);
     s->pidfd = -1;
