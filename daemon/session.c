@@ -832,7 +832,14 @@ void vd_held_retry_all(struct vd_server *srv)
 {
     struct vd_held *h = srv->held;
     while (h) {
+        /* A reply below may close a session (its peer stopped reading), which
+         * unlinks that session's held requests; their memory lives until
+         * their timers close, so the walk may go on, skipping them. */
         struct vd_held *next = h->next;
+        if (!h->s) {
+            h = next;
+            continue;
+        }
         vl_fx_clear(&srv->fx);
         uint32_t recalled = 0;
         int e = vl_kv_reserve(&srv->ledger, h->s->id, h->stage, h->prompt,
