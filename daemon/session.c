@@ -1020,6 +1020,8 @@ static const struct {
 static int on_frame(void *ud, struct vram_wire_frame *f)
 {
     struct vd_session *s = ud;
+    if (s->closing)
+        return 1;
     if (f->version != VRAM_PROTOCOL_VERSION) {
         s->drain_close = true;
         reply_err(s, 0, -EPROTONOSUPPORT,
@@ -1067,10 +1069,7 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
         }
 out:
     cJSON_Delete(msg);
-    /* One frame per wake-up: the poll is level-triggered, so what is left
-     * wakes us again, and a lone request costs no receive that would only
-     * say EAGAIN. */
-    return 1;
+    return s->closing ? 1 : 0;
 }
 
 static void on_poll(uv_poll_t *p, int status, int events)
@@ -1266,6 +1265,10 @@ void vd_session_accept(struct vd_server *srv, int fd)
         fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
     snprintf(s->name, sizeof(s->name), "pid-%d", (int)cred.pid);
     vram_wire_init(&s->wire, fd);
+    /* Requests are small and carry no fds: one receive takes a whole
+     * request (or several), and the level-triggered poll brings us back for
+     * whatever is left. */
+    s->wire.rx_greedy = true;
     if (vl_client_add(&srv->ledger, s->id) < 0) {
         if (s->pidfd >= 0)
             close(s->pidfd);

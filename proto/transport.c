@@ -149,13 +149,121 @@ static int deliver(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
     return r;
 }
 
+/* Greedy mode, for a receiver that takes no fds in normal operation (the
+ * daemon: no request carries any): one receive of up to VRAM_WIRE_GREEDY
+ * bytes at a frame boundary, and every complete frame in it delivered. fds
+ * arriving with such a read are attributed to the last frame that starts in
+ * it: the kernel hands out an skb's fds when it is read and then ends the
+ * receive, and a well-formed sender attaches fds only to the sendmsg that
+ * starts a frame. A misattribution can only come from a malformed sender and
+ * ends in the usual count mismatch. Returns 1 when the buffer was used up
+ * (stop), 0 when a partial frame is left for the exact reads, or <0.
+ * *ret collects what the callbacks returned (>0: a stop was asked). */
+static int read_greedy(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
+                       char *why, size_t whylen, int *ret)
+{
+    uint8_t buf[VRAM_WIRE_GREEDY];
+    ssize_t n = recv_some(w, buf, sizeof(buf), why, whylen);
+    if (n == 0) {
+        bool fds = w->nrxfds != 0;
+        reset_rx(w);
+        snprintf(why, whylen, fds ? "peer closed the connection mid-frame"
+                                  : "peer closed the connection");
+        return fds ? -ECONNRESET : -ENOTCONN;
+    }
+    if (n < 0) {
+        if (n == -EAGAIN || n == -EWOULDBLOCK)
+            return 1;
+        if (why[0] == '\0')
+            snprintf(why, whylen, "receive failed: %s", strerror((int)-n));
+        reset_rx(w);
+        return (int)n;
+    }
+    /* Where the last frame starts. */
+    size_t last = 0, off = 0;
+    while (off < (size_t)n) {
+        last = off;
+        if ((size_t)n - off < VRAM_FRAME_HEADER_SIZE)
+            break;
+        struct vram_frame_header h;
+        int r = vram_frame_header_decode(buf + off, &h, why, whylen);
+        if (r < 0) {
+            reset_rx(w);
+            return r;
+        }
+        off += VRAM_FRAME_HEADER_SIZE + h.payload_len;
+    }
+    int fds[VRAM_MAX_FDS_PER_FRAME], nfds = w->nrxfds;
+    memcpy(fds, w->rxfds, sizeof(int) * (size_t)nfds);
+    w->nrxfds = 0;
+    for (off = 0; off < (size_t)n;) {
+        bool is_last = off == last;
+        if (is_last) { /* this frame takes the read's fds */
+            memcpy(w->rxfds, fds, sizeof(int) * (size_t)nfds);
+            w->nrxfds = nfds;
+        }
+        size_t have = (size_t)n - off;
+        if (have < VRAM_FRAME_HEADER_SIZE) { /* a partial header */
+            memcpy(w->hdr, buf + off, have);
+            w->hdr_got = have;
+            return 0;
+        }
+        memcpy(w->hdr, buf + off, VRAM_FRAME_HEADER_SIZE);
+        vram_frame_header_decode(w->hdr, &w->cur, why, whylen);
+        w->payload = malloc(w->cur.payload_len + 1);
+        if (!w->payload) {
+            if (!is_last)
+                close_fds(fds, nfds);
+            snprintf(why, whylen, "out of memory for a %u-byte frame",
+                     w->cur.payload_len);
+            reset_rx(w);
+            return -ENOMEM;
+        }
+        w->hdr_got = VRAM_FRAME_HEADER_SIZE;
+        size_t body = have - VRAM_FRAME_HEADER_SIZE;
+        if (body > w->cur.payload_len)
+            body = w->cur.payload_len;
+        memcpy(w->payload, buf + off + VRAM_FRAME_HEADER_SIZE, body);
+        w->payload_got = body;
+        if (body < w->cur.payload_len)
+            return 0; /* the rest by exact reads */
+        w->payload[w->cur.payload_len] = '\0';
+        off += VRAM_FRAME_HEADER_SIZE + w->cur.payload_len;
+        int r = deliver(w, fn, ud, why, whylen);
+        if (r != 0) {
+            /* A stop or a failure: what is left of the buffer goes. */
+            if (!is_last)
+                close_fds(fds, nfds);
+            if (r < 0)
+                return r;
+            *ret = r;
+            return 1;
+        }
+    }
+    return 1;
+}
+
 int vram_wire_read(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
                    char *why, size_t whylen)
 {
     ssize_t n = 0;
+    bool greedy_done = false;
+    int ret = 0;
 
     why[0] = '\0';
     for (;;) {
+        if (w->rx_greedy && w->hdr_got == 0 && w->nrxfds == 0) {
+            if (greedy_done || ret > 0)
+                return ret; /* one greedy receive a call: what is left wakes
+                               a level-triggered poll again */
+            greedy_done = true;
+            int g = read_greedy(w, fn, ud, why, whylen, &ret);
+            if (g < 0)
+                return g;
+            if (g > 0)
+                return ret;
+            continue; /* finish the partial frame */
+        }
         if (w->hdr_got < VRAM_FRAME_HEADER_SIZE) {
             n = recv_some(w, w->hdr + w->hdr_got,
                           VRAM_FRAME_HEADER_SIZE - w->hdr_got, why, whylen);
@@ -204,12 +312,14 @@ int vram_wire_read(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
         }
         w->payload[w->cur.payload_len] = '\0';
         int r = deliver(w, fn, ud, why, whylen);
-        if (r != 0)
+        if (r < 0 || (r > 0 && !w->rx_greedy))
             return r;
+        if (r > 0)
+            ret = r;
     }
 fail:
     if (n == -EAGAIN || n == -EWOULDBLOCK)
-        return 0;
+        return ret;
     if (why[0] == '\0')
         snprintf(why, whylen, "receive failed: %s", strerror((int)-n));
     reset_rx(w);

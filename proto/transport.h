@@ -9,7 +9,8 @@
  *    bytes. To know which frame an fd came with, a receive never reads past
  *    the end of the current frame: Linux hands out an skb's fds when its
  *    first byte is read, so every fd received while reading a frame's bytes
- *    was sent with that frame.
+ *    was sent with that frame. (Greedy mode, below, reads ahead and says how
+ *    it attributes fds.)
  *  - fds that arrive with a frame that announces none are closed (and the
  *    frame is refused).
  *  - Queued outgoing fds are duplicated (F_DUPFD_CLOEXEC), so the caller may
@@ -30,6 +31,7 @@
 
 #define VRAM_WIRE_MAX_QUEUED_BYTES (64u << 20)
 #define VRAM_WIRE_MAX_QUEUED_FDS 4096
+#define VRAM_WIRE_GREEDY 4096 /* bytes of one greedy receive */
 
 struct vram_wire_frame {
     uint16_t version;
@@ -65,6 +67,10 @@ struct vram_wire {
      * SO_RCVTIMEO bounds the wait): for a client waiting for its reply,
      * which then needs no poll before each receive. */
     bool rx_block;
+    /* One receive of up to VRAM_WIRE_GREEDY bytes at a frame boundary, all
+     * complete frames in it delivered, then return (for a level-triggered
+     * poll): the daemon's side, where a small request costs one receive. */
+    bool rx_greedy;
     /* statistics */
     uint64_t frames_in, frames_out, fds_in, fds_out;
 };
