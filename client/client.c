@@ -405,7 +405,9 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
             if (!more) {
                 c->reply = msg;
                 msg = NULL;
-                ret = 1;
+                /* Greedy receives deliver the whole buffer (a budget event
+                 * often follows its reply in the same receive): no stop. */
+                ret = c->wire.rx_greedy ? 0 : 1;
             }
         } else if (id == 0 && !cJSON_IsTrue(cJSON_GetObjectItem(msg, "ok"))) {
             /* A connection-level error (version, limits): the daemon closes. */
@@ -454,7 +456,7 @@ static int pump(vram_client *c, uint64_t id, int *events)
         }
         if (x.err && (c->broken || r < 0))
             break;
-        if (r > 0 || !id)
+        if (r > 0 || !id || c->reply)
             break;
         if (c->wire.rx_block) { /* the receive timed out: check the deadline */
             if (now_ms() >= deadline) {
@@ -679,6 +681,10 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
     c->timeout_ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : 30000;
     c->mapper = &vc_host_mapper;
     vram_wire_init(&c->wire, fd);
+    /* One receive takes a whole reply, and the events behind it. The daemon
+     * sends each frame with one sendmsg and fds only with a frame's first
+     * byte, which is what greedy receives need to place fds. */
+    c->wire.rx_greedy = true;
     int fl = fcntl(fd, F_GETFL);
     c->blocking = fl >= 0 && !(fl & O_NONBLOCK);
     if (c->blocking) { /* bounds each blocking receive; deadlines are ours */

@@ -154,9 +154,10 @@ static void on_signal(uv_signal_t *s, int signum)
 static void on_idle(uv_idle_t *h)
 {
     struct vd_server *srv = h->data;
-    /* Not while a client is importing what it was just granted: on a GPU
-     * the driver calls of both sides contend. The timer restarts us. */
-    if (now_ns() - srv->last_grant_ns < 20000000ull) {
+    /* Not while a client is importing what it was just granted (a GiB takes
+     * a client about 45 ms on an H200): the driver calls of both sides
+     * contend. The timer restarts us. */
+    if (now_ns() - srv->last_grant_ns < 250000000ull) {
         uv_idle_stop(h);
         return;
     }
