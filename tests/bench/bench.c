@@ -510,23 +510,28 @@ static bool wait_quiet(pid_t pid, int quiet_ms, int max_ms)
     return false;
 }
 
-/* The pool is full again: the host backend counts its chunk fds; for cuda
- * (handles, not fds) the daemon's CPU going quiet says its idle loop, which
- * creates and scrubs chunks, has stopped. */
-static bool wait_pool(const struct daemon *d, enum be b, uint64_t want_fds)
+/* The pool is full again: every device reports want ready chunks (status's
+ * pool_ready_chunks: created, and for cuda exported, ahead of any grant). */
+static bool wait_pool(const struct daemon *d, enum be b, uint64_t want)
 {
-    if (b == BE_HOST) {
-        for (int t = 0; t < 10000; t += 5) {
-            cJSON *st = daemon_status(d);
-            uint64_t n = json_u64(cJSON_GetObjectItem(st, "daemon"), "chunk_fds");
-            cJSON_Delete(st);
-            if (n >= want_fds)
-                return true;
-            sleep_us(5000);
+    (void)b;
+    for (int t = 0; t < 20000; t += 5) {
+        cJSON *st = daemon_status(d);
+        uint64_t ready = UINT64_MAX;
+        const cJSON *dev;
+        cJSON_ArrayForEach(dev, cJSON_GetObjectItem(st, "devices")) {
+            uint64_t n = json_u64(dev, "pool_ready_chunks");
+            if (n < ready)
+                ready = n;
         }
-        return false;
+        cJSON_Delete(st);
+        if (ready != UINT64_MAX && ready >= want) {
+            wait_quiet(d->pid, 50, 2000); /* the last export settles */
+            return true;
+        }
+        sleep_us(5000);
     }
-    return wait_quiet(d->pid, 150, 20000);
+    return false;
 }
 
 /* ---- floors ------------------------------------------------------------- */
