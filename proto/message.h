@@ -30,6 +30,10 @@ int vram_msg_validate_event(const cJSON *msg, char *why, size_t whylen);
 const char *vram_errno_name(int err);      /* err may be negative */
 int vram_errno_from_name(const char *name); /* negative errno, -EPROTO if unknown */
 
+/* Compact JSON text of v (free() it), with integers written exactly below
+ * 10^15; NULL when out of memory. */
+char *vram_json_print(const cJSON *v, size_t *len_out);
+
 /* Serialises msg and queues it with fds. */
 int vram_msg_queue(struct vram_wire *w, const cJSON *msg, const int *fds,
                    int nfds);
@@ -40,9 +44,8 @@ int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out);
 int vram_json_bool(const cJSON *obj, const char *key, bool *out);
 const char *vram_json_str(const cJSON *obj, const char *key);
 
-/* Adds an unsigned integer. cJSON prints numbers with 15 significant digits
- * when that reads back close enough, so values are exact only below 10^15:
- * enough for bytes, ids and addresses (the address window ends below 2^47). */
+/* Adds an unsigned integer; vram_json_print writes it exactly below 2^53
+ * (JSON numbers are doubles): bytes, ids and addresses all fit. */
 cJSON *vram_json_add_u64(cJSON *obj, const char *key, uint64_t v);
 
 #endif
