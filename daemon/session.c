@@ -351,6 +351,7 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
     srv->fx = (struct vl_fxlist){0};
     uint64_t *failed = NULL;
     size_t nfailed = 0;
+    bool granted = false;
     bool budget[VL_MAX_STAGES] = {0};
     /* Recalls grouped by (holder, stage): one event each. A stage has one
      * owner, so there are at most as many groups as stages. */
@@ -384,7 +385,7 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
                     break;
                 }
                 srv->counters.grants++;
-                srv->last_grant_ns = 1; /* stamped below */
+                granted = true;
             } else {
                 srv->counters.moves++;
             }
@@ -440,7 +441,7 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
         }
     }
     vl_fx_free(&fx);
-    if (srv->last_grant_ns == 1) {
+    if (granted) { /* the pool refill keeps out of the client's imports */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         srv->last_grant_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
