@@ -116,5 +116,6 @@ void vd_apply_background_fx(struct vd_server *srv);
 /* status.c */
 struct cJSON *vd_status_build(struct vd_server *srv);
 struct cJSON *vd_stage_json(struct vd_server *srv, uint32_t stage);
+struct cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r);
 
 #endif

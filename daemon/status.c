@@ -8,9 +8,33 @@
 #include <cjson/cJSON.h>
 
 #include "message.h"
-#include "server.h"
+#include "session.h"
 
-cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r);
+cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r)
+{
+    struct vl_device *d = vd_device(srv, r->device);
+    cJSON *o = cJSON_CreateObject();
+    vram_json_add_u64(o, "id", r->id);
+    vram_json_add_u64(o, "stage", r->stage);
+    cJSON_AddStringToObject(o, "kind", vl_kind_name(r->kind));
+    vram_json_add_u64(o, "device", r->device);
+    vram_json_add_u64(o, "base", r->base);
+    vram_json_add_u64(o, "lane_stride", r->lane_stride);
+    vram_json_add_u64(o, "va_bytes", r->va_bytes);
+    vram_json_add_u64(o, "lanes", r->lanes);
+    vram_json_add_u64(o, "lane_slots", r->lane_slots[0]);
+    cJSON *ls = cJSON_AddArrayToObject(o, "lane_slot_counts");
+    bool varied = false;
+    for (uint32_t l = 1; l < r->lanes; l++)
+        varied |= r->lane_slots[l] != r->lane_slots[0];
+    if (varied)
+        for (uint32_t l = 0; l < r->lanes; l++)
+            cJSON_AddItemToArray(ls, cJSON_CreateNumber(r->lane_slots[l]));
+    vram_json_add_u64(o, "stride_slots", r->stride_slots);
+    vram_json_add_u64(o, "chunk_bytes", d ? d->cfg.chunk_bytes : 0);
+    vram_json_add_u64(o, "chunks", r->used);
+    return o;
+}
 
 static uint64_t now_ns(void)
 {
