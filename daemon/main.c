@@ -12,10 +12,12 @@
 #include "config.h"
 #include "log.h"
 #include "message.h"
+#include "notify.h"
 #include "server.h"
 #include "units.h"
 
 #define DEFAULT_SOCKET "/run/vramd/vramd.sock"
+#define DEFAULT_CONFIG "/etc/vramd/vramd.json"
 
 static void usage(FILE *f)
 {
@@ -27,7 +29,8 @@ static void usage(FILE *f)
             DEFAULT_SOCKET ")\n"
             "  -b, --backend NAME     host, cuda or auto (default: the config's, "
             "else auto)\n"
-            "  -c, --config FILE      configuration (JSON); without it: two host\n"
+            "  -c, --config FILE      configuration (JSON; default " DEFAULT_CONFIG "\n"
+            "                         when it exists); without one: two host\n"
             "                         devices of 16 GiB with 2 MiB chunks\n"
             "      --check-config FILE  validate FILE, print each error, exit\n"
             "  -l, --log-level LEVEL  error, warning, notice, info (default), "
@@ -176,6 +179,8 @@ int main(int argc, char **argv)
     }
 
     struct vd_config cfg;
+    if (!config_path && access(DEFAULT_CONFIG, F_OK) == 0)
+        config_path = DEFAULT_CONFIG;
     if (config_path) {
         char errs[VD_MAX_CONFIG_ERRORS][256];
         int n = 0;
@@ -213,8 +218,12 @@ int main(int argc, char **argv)
              vram_size_format(d->cfg.chunk_bytes, ch, sizeof(ch)));
     }
     vlog(VLOG_NOTICE, "vramd %s ready on %s (backend %s, %u devices, %u "
-         "stages configured)", VRAM_VERSION, socket_path, backend->ops->name,
+         "stages configured)", VRAM_VERSION, srv.socket_path, backend->ops->name,
          srv.ledger.ndev, cfg.nstages);
+    char state[256];
+    snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %u devices on %s "
+             "(%s backend)", srv.ledger.ndev, srv.socket_path, backend->ops->name);
+    vd_notify(state);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = 0;
 out_server:

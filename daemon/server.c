@@ -16,6 +16,7 @@
 
 #include "log.h"
 #include "message.h"
+#include "notify.h"
 #include "server.h"
 
 static uint64_t now_ns(void)
@@ -148,6 +149,7 @@ static void on_signal(uv_signal_t *s, int signum)
         return;
     }
     vlog(VLOG_NOTICE, "%s: shutting down", strsignal(signum));
+    vd_notify("STOPPING=1\nSTATUS=shutting down");
     vd_server_stop(srv);
 }
 
@@ -176,8 +178,60 @@ static void on_prefill_timer(uv_timer_t *t)
         uv_idle_start(&srv->idle, on_idle);
 }
 
+/* Socket activation: the service manager passes the listening socket as
+ * fd 3 (LISTEN_FDS, LISTEN_PID). It owns the path, its mode and its group.
+ * Returns 1 when a socket was taken, 0 when none was passed, or <0. */
+static int take_activated(struct vd_server *srv)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    if (!pid || !fds)
+        return 0;
+    if (strtol(pid, NULL, 10) != (long)getpid()) {
+        vlog(VLOG_NOTICE, "LISTEN_PID %s is not ours: no socket activation", pid);
+        return 0;
+    }
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    if (strtol(fds, NULL, 10) != 1) {
+        vlog(VLOG_ERR, "socket activation passed %s sockets; vramd takes "
+             "exactly one", fds);
+        return -EINVAL;
+    }
+    int fd = 3, type = 0, listening = 0;
+    socklen_t len = sizeof(type);
+    struct sockaddr_un sa;
+    socklen_t salen = sizeof(sa);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+        type != SOCK_STREAM ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 ||
+        !listening || getsockname(fd, (struct sockaddr *)&sa, &salen) < 0 ||
+        sa.sun_family != AF_UNIX) {
+        vlog(VLOG_ERR, "the activated fd 3 is not a listening Unix stream socket");
+        return -EINVAL;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    srv->listen_fd = fd;
+    srv->activated = true;
+    if (sa.sun_path[0])
+        snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", sa.sun_path);
+    vlog(VLOG_INFO, "using the socket passed by the service manager (%s)",
+         srv->socket_path);
+    return 1;
+}
+
+static void start_loop_handles(struct vd_server *srv);
+
 int vd_server_listen(struct vd_server *srv)
 {
+    int act = take_activated(srv);
+    if (act < 0)
+        return act;
+    if (act > 0) {
+        start_loop_handles(srv);
+        return 0;
+    }
     int e = check_dir(srv->socket_path);
     if (e < 0)
         return e;
@@ -215,6 +269,12 @@ int vd_server_listen(struct vd_server *srv)
              strerror(errno));
         return e;
     }
+    start_loop_handles(srv);
+    return 0;
+}
+
+static void start_loop_handles(struct vd_server *srv)
+{
     uv_poll_init(srv->loop, &srv->listen_poll, srv->listen_fd);
     srv->listen_poll.data = srv;
     uv_poll_start(&srv->listen_poll, UV_READABLE, on_accept);
@@ -232,7 +292,6 @@ int vd_server_listen(struct vd_server *srv)
     prefill_timer.data = srv;
     uv_timer_start(&prefill_timer, on_prefill_timer, 50, 50);
     uv_unref((uv_handle_t *)&prefill_timer);
-    return 0;
 }
 
 void vd_server_stop(struct vd_server *srv)
@@ -276,7 +335,8 @@ void vd_server_fini(struct vd_server *srv)
     }
     if (srv->listen_fd >= 0) {
         close(srv->listen_fd);
-        unlink(srv->socket_path);
+        if (!srv->activated) /* an activated socket's path is systemd's */
+            unlink(srv->socket_path);
     }
     if (srv->lock_fd >= 0) {
         unlink(srv->lock_path);

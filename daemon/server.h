@@ -94,6 +94,7 @@ struct vd_server {
     bool budget_pending[VL_MAX_STAGES];
     bool check_invariants;
     bool stopping;
+    bool activated; /* the listening socket came from the service manager */
     uint64_t started_ns;
     uint64_t last_grant_ns; /* pool refill waits for grant bursts to end */
 };

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs what vramd needs to build and test on Debian 12 (run as root).
 set -eu
-pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev"
+pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev systemd"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
