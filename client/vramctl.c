@@ -3,6 +3,9 @@
  * 2 usage error, 3 no daemon reachable on the socket. */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,18 +16,7 @@
 #include "units.h"
 #include "vram.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "Usage: vramctl [--socket PATH] COMMAND [OPTIONS]\n\n"
-            "Commands:\n"
-            "  status [--json] [--no-legend]   devices, stages and clients\n\n"
-            "Options:\n"
-            "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
-            "/run/vramd/vramd.sock)\n"
-            "  -h, --help          this text\n\n"
-            "Exit status: 0 success, 1 request failed, 2 usage, 3 no daemon.\n");
-}
+static void usage(FILE *f);
 
 static uint64_t u64(const cJSON *o, const char *k)
 {
@@ -38,10 +30,11 @@ static const char *sz(uint64_t b, char *buf)
     return vram_size_format(b, buf, 32);
 }
 
-static void print_table(const cJSON *st, bool legend)
+static void print_devices(const cJSON *st, bool legend)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
     const cJSON *it;
+
     if (legend)
         printf("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-11s\n", "DEVICE",
                "BACKEND", "CHUNK", "CAPACITY", "FREE", "GRANTED", "LOANED",
@@ -80,7 +73,12 @@ static void print_table(const cJSON *st, bool legend)
                pfd ? (cJSON_IsTrue(pfd) ? "yes" : "no") : "-",
                peers[0] ? peers : "-", uuid ? uuid : "-");
     }
-    printf("\n");
+}
+
+static void print_stages(const cJSON *st, bool legend)
+{
+    char a[32], b[32], c[32], d[32];
+    const cJSON *it;
     if (legend)
         printf("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-6s %-7s\n",
                "STAGE", "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED",
@@ -102,7 +100,12 @@ static void print_table(const cJSON *st, bool legend)
                (unsigned long long)u64(it, "expert_slots_backed"),
                (unsigned long long)u64(it, "recalls_pending"));
     }
-    printf("\n");
+}
+
+static void print_clients(const cJSON *st, bool legend)
+{
+    char a[32];
+    const cJSON *it;
     if (legend)
         printf("%-6s %-20s %-8s %-6s %-12s %-10s %s\n", "CLIENT", "NAME", "PID",
                "ROLE", "STATE", "HELD", "STAGES");
@@ -124,53 +127,246 @@ static void print_table(const cJSON *st, bool legend)
     }
 }
 
-static int cmd_status(vram_client *c, int argc, char **argv)
+static void print_table(const cJSON *st, bool legend)
 {
-    bool json = false, legend = true;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = true;
-        else if (strcmp(argv[i], "--no-legend") == 0)
-            legend = false;
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("Usage: vramctl status [--json] [--no-legend]\n"
-                   "Devices (capacity, free, granted, loaned, recalling,\n"
-                   "quarantined), stages (KV mapped, needed and maximum, expert\n"
-                   "loans, backed slots, pending recalls) and clients.\n");
-            return 0;
-        } else {
-            fprintf(stderr, "vramctl status: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
+    print_devices(st, legend);
+    printf("\n");
+    print_stages(st, legend);
+    printf("\n");
+    print_clients(st, legend);
+}
+
+static void print_loans(const cJSON *st, bool legend)
+{
+    char a[32], b[32], c[32];
+    const cJSON *it;
+    if (legend)
+        printf("%-5s %-6s %-5s %-12s %-12s %-9s %-6s %-8s %-10s %s\n", "STAGE",
+               "DEVICE", "LEND", "EXPERT-LOANS", "KV-HEADROOM", "SLOT", "SLOTS",
+               "RECALLS", "RESIDENCY", "HOLD/DEADLINE");
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "stages")) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItem(it, "configured")))
+            continue;
+        uint64_t max = u64(it, "kv_max_bytes"), kv = u64(it, "kv_mapped_bytes");
+        char hold[48];
+        snprintf(hold, sizeof(hold), "%llu/%llu ms",
+                 (unsigned long long)u64(it, "hold_ms"),
+                 (unsigned long long)u64(it, "recall_deadline_ms"));
+        printf("%-5llu %-6llu %-5s %-12s %-12s %-9s %-6llu %-8llu %-10llu %s\n",
+               (unsigned long long)u64(it, "id"),
+               (unsigned long long)u64(it, "device"),
+               cJSON_IsTrue(cJSON_GetObjectItem(it, "lend")) ? "yes" : "no",
+               sz(u64(it, "expert_loaned_bytes"), a),
+               sz(max > kv ? max - kv : 0, b), sz(u64(it, "expert_slot_bytes"), c),
+               (unsigned long long)u64(it, "expert_slots_backed"),
+               (unsigned long long)u64(it, "recalls_pending"),
+               (unsigned long long)u64(it, "residency_version"), hold);
     }
-    char *text;
-    int e = vram_status_json(c, &text);
+}
+
+/* Prometheus text exposition (version 0.0.4). */
+static void metric_head(const char *name, const char *type, const char *help)
+{
+    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void print_metrics(const cJSON *st)
+{
+    static const struct {
+        const char *key, *name, *help;
+    } dev[] = {
+        {"capacity_bytes", "vramd_device_capacity_bytes", "Bytes the device's pool holds."},
+        {"free_bytes", "vramd_device_free_bytes", "Bytes free in the pool."},
+        {"granted_bytes", "vramd_device_granted_bytes", "Bytes granted to KV and fixed regions."},
+        {"loaned_bytes", "vramd_device_loaned_bytes", "Bytes lent to expert regions."},
+        {"recalling_bytes", "vramd_device_recalling_bytes", "Bytes being recalled."},
+        {"quarantined_bytes", "vramd_device_quarantined_bytes", "Bytes of gone clients, not yet reclaimed."},
+    }, stage[] = {
+        {"kv_mapped_bytes", "vramd_stage_kv_mapped_bytes", "KV bytes mapped for the stage."},
+        {"kv_needed_bytes", "vramd_stage_kv_needed_bytes", "KV bytes the current request needs."},
+        {"kv_max_bytes", "vramd_stage_kv_max_bytes", "KV bytes of the native-context window."},
+        {"expert_loaned_bytes", "vramd_stage_expert_loaned_bytes", "Bytes lent to the stage's experts."},
+        {"expert_slots_backed", "vramd_stage_expert_slots_backed", "Expert slots backed by loans."},
+        {"recalls_pending", "vramd_stage_recalls_pending", "Chunks of the stage being recalled."},
+    }, counter[] = {
+        {"grants", "vramd_grants_total", "Chunks granted."},
+        {"moves", "vramd_moves_total", "Chunks moved between a client's regions."},
+        {"recalls", "vramd_recalls_total", "Chunks recalled."},
+        {"recalls_missed", "vramd_recalls_missed_total", "Recall deadlines missed."},
+        {"releases", "vramd_releases_total", "Chunks returned to the pool."},
+        {"errors", "vramd_errors_total", "Requests refused."},
+        {"protocol_errors", "vramd_protocol_errors_total", "Connections dropped for bad frames."},
+    };
+    const cJSON *it;
+    for (size_t k = 0; k < sizeof(dev) / sizeof(dev[0]); k++) {
+        metric_head(dev[k].name, "gauge", dev[k].help);
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "devices"))
+            printf("%s{device=\"%llu\",backend=\"%s\"} %llu\n", dev[k].name,
+                   (unsigned long long)u64(it, "id"),
+                   vram_json_str(it, "backend") ? vram_json_str(it, "backend") : "",
+                   (unsigned long long)u64(it, dev[k].key));
+    }
+    for (size_t k = 0; k < sizeof(stage) / sizeof(stage[0]); k++) {
+        metric_head(stage[k].name, "gauge", stage[k].help);
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "stages"))
+            printf("%s{stage=\"%llu\",device=\"%llu\"} %llu\n", stage[k].name,
+                   (unsigned long long)u64(it, "id"),
+                   (unsigned long long)u64(it, "device"),
+                   (unsigned long long)u64(it, stage[k].key));
+    }
+    const cJSON *ct = cJSON_GetObjectItem(st, "counters");
+    for (size_t k = 0; k < sizeof(counter) / sizeof(counter[0]); k++) {
+        metric_head(counter[k].name, "counter", counter[k].help);
+        printf("%s %llu\n", counter[k].name,
+               (unsigned long long)u64(ct, counter[k].key));
+    }
+    int clients = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "clients")) {
+        const char *role = vram_json_str(it, "role"), *state = vram_json_str(it, "state");
+        clients += role && strcmp(role, "engine") == 0 && state &&
+                   strcmp(state, "connected") == 0;
+    }
+    metric_head("vramd_clients_connected", "gauge", "Engine clients connected.");
+    printf("vramd_clients_connected %d\n", clients);
+}
+
+struct opts {
+    bool json, legend;
+    long interval_ms;
+    int count;
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    stop = 1;
+}
+
+static int fetch(vram_client *c, cJSON **out, char **text)
+{
+    char *t;
+    int e = vram_status_json(c, &t);
     if (e < 0) {
         fprintf(stderr, "vramctl: status failed: %s\n", vram_client_last_error(c));
         return 1;
     }
-    if (json) {
-        printf("%s\n", text);
-    } else {
-        cJSON *st = cJSON_Parse(text);
-        print_table(st, legend);
-        cJSON_Delete(st);
+    cJSON *st = cJSON_Parse(t);
+    if (!st) {
+        free(t);
+        fprintf(stderr, "vramctl: the daemon's status is not JSON\n");
+        return 1;
+    }
+    *out = st;
+    if (text)
+        *text = t;
+    else
+        free(t);
+    return 0;
+}
+
+/* Prints one section, as a table or as the JSON of that part. */
+static int show(vram_client *c, const char *what, const struct opts *o)
+{
+    cJSON *st;
+    char *text = NULL;
+    if (fetch(c, &st, o->json ? &text : NULL))
+        return 1;
+    if (o->json) {
+        if (strcmp(what, "status") == 0) {
+            printf("%s\n", text);
+        } else {
+            const char *key = strcmp(what, "loans") == 0 ? "stages" : what;
+            char *part = cJSON_Print(cJSON_GetObjectItem(st, key));
+            printf("%s\n", part ? part : "[]");
+            cJSON_free(part);
+        }
+    } else if (strcmp(what, "status") == 0) {
+        print_table(st, o->legend);
+    } else if (strcmp(what, "clients") == 0) {
+        print_clients(st, o->legend);
+    } else if (strcmp(what, "stages") == 0) {
+        print_stages(st, o->legend);
+    } else if (strcmp(what, "loans") == 0) {
+        print_loans(st, o->legend);
+    } else if (strcmp(what, "metrics") == 0) {
+        print_metrics(st);
     }
     free(text);
+    cJSON_Delete(st);
     return 0;
+}
+
+static int cmd_watch(vram_client *c, const struct opts *o)
+{
+    signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
+    bool tty = isatty(STDOUT_FILENO);
+    for (int n = 0; !stop && (o->count <= 0 || n < o->count); n++) {
+        if (tty)
+            printf("\033[H\033[2J"); /* a live view on a terminal */
+        else if (n)
+            printf("\n");
+        time_t now = time(NULL);
+        char when[32];
+        strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+        printf("vramd at %s, every %ld ms (^C to stop)\n\n", when, o->interval_ms);
+        struct opts table = *o;
+        table.json = false;
+        if (show(c, "status", &table))
+            return 1;
+        fflush(stdout);
+        if (o->count > 0 && n + 1 >= o->count)
+            break;
+        struct timespec ts = {o->interval_ms / 1000, (o->interval_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && !stop)
+            ;
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name, *args, *help;
+} commands[] = {
+    {"status", "[--json] [--no-legend]",
+     "devices (capacity, free, granted, loaned, recalling, quarantined; names,\n"
+     "UUIDs, granularity, peers), stages (KV mapped, needed and maximum,\n"
+     "expert loans, backed slots, pending recalls) and clients"},
+    {"clients", "[--json] [--no-legend]", "connected and quarantined clients"},
+    {"stages", "[--json] [--no-legend]", "stages and their KV and expert budgets"},
+    {"loans", "[--json] [--no-legend]",
+     "per configured stage: loan policy, expert loans, KV headroom, backed\n"
+     "slots, pending recalls, residency version, hold bound and recall deadline"},
+    {"watch", "[--interval MS] [--count N] [--no-legend]",
+     "status, refreshed every MS milliseconds (default 1000) until ^C"},
+    {"metrics", "", "Prometheus text exposition of the devices, stages and counters"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: vramctl [--socket PATH] COMMAND [OPTIONS]\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].args);
+    fprintf(f, "\nOptions:\n"
+            "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
+            "/run/vramd/vramd.sock)\n"
+            "  -h, --help          this text; COMMAND --help for a command's\n\n"
+            "Sizes are shown in binary units (MiB, GiB).\n"
+            "Exit status: 0 success, 1 request failed, 2 usage, 3 no daemon.\n");
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
+    static const struct option gopts[] = {
         {"socket", required_argument, 0, 's'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *path = NULL;
-    int c;
-    while ((c = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
-        switch (c) {
+    int ch;
+    while ((ch = getopt_long(argc, argv, "+s:h", gopts, NULL)) != -1) {
+        switch (ch) {
         case 's': path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -181,19 +377,51 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[optind];
-    if (strcmp(cmd, "status") != 0) {
+    size_t ci = 0, nc = sizeof(commands) / sizeof(commands[0]);
+    while (ci < nc && strcmp(commands[ci].name, cmd) != 0)
+        ci++;
+    if (ci == nc) {
         fprintf(stderr, "vramctl: unknown command '%s' (try --help)\n", cmd);
         return 2;
+    }
+    struct opts o = {.legend = true, .interval_ms = 1000};
+    for (int i = optind + 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("Usage: vramctl %s %s\n%s.\n", commands[ci].name,
+                   commands[ci].args, commands[ci].help);
+            return 0;
+        } else if (strcmp(a, "--json") == 0 && strstr(commands[ci].args, "--json")) {
+            o.json = true;
+        } else if (strcmp(a, "--no-legend") == 0 &&
+                   strstr(commands[ci].args, "--no-legend")) {
+            o.legend = false;
+        } else if ((strcmp(a, "--interval") == 0 || strcmp(a, "--count") == 0) &&
+                   strcmp(cmd, "watch") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v <= 0 || v > 3600000) {
+                fprintf(stderr, "vramctl watch: %s must be a positive number\n", a);
+                return 2;
+            }
+            if (a[2] == 'i')
+                o.interval_ms = v;
+            else
+                o.count = (int)v;
+        } else {
+            fprintf(stderr, "vramctl %s: unknown option '%s'\n", cmd, a);
+            return 2;
+        }
     }
     const char *shown = path ? path : getenv("VRAM_SOCKET");
     if (!shown || !*shown)
         shown = "/run/vramd/vramd.sock";
     char err[512] = "";
-    struct vram_client_options o = {.name = "vramctl", .ctl = 1,
-                                    .timeout_ms = 10000, .error = err,
-                                    .error_len = sizeof(err)};
+    struct vram_client_options co = {.name = "vramctl", .ctl = 1,
+                                     .timeout_ms = 10000, .error = err,
+                                     .error_len = sizeof(err)};
     vram_client *cl;
-    int e = vram_client_connect(shown, &o, &cl);
+    int e = vram_client_connect(shown, &co, &cl);
     if (e < 0) {
         if (e == -ENOENT || e == -ECONNREFUSED)
             fprintf(stderr, "vramctl: no vramd is listening on %s (%s)\n", shown,
@@ -203,7 +431,7 @@ int main(int argc, char **argv)
                     err[0] ? err : vram_strerror(e));
         return e == -ENOENT || e == -ECONNREFUSED || e == -EACCES ? 3 : 1;
     }
-    int rc = cmd_status(cl, argc - optind, argv + optind);
+    int rc = strcmp(cmd, "watch") == 0 ? cmd_watch(cl, &o) : show(cl, cmd, &o);
     vram_client_close(cl);
     return rc;
 }

@@ -59,6 +59,54 @@ int main(void)
     CHECK(rc == 0 && j, "json status: %d %.100s", rc, out);
     CHECK_EQ_U(status_dev(j, 1, "granted_bytes"), 10 * MIB);
     cJSON_Delete(j);
+    /* The other views. */
+    snprintf(args, sizeof(args), "--socket %s clients", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "ctl-test"),
+          "clients: %s", out);
+    snprintf(args, sizeof(args), "--socket %s stages --json", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "stages --json");
+    j = cJSON_Parse(out);
+    CHECK(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 1, "stages --json: %s", out);
+    cJSON_Delete(j);
+    snprintf(args, sizeof(args), "--socket %s loans", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "EXPERT-LOANS"),
+          "loans: %s", out);
+    snprintf(args, sizeof(args), "--socket %s watch --count 2 --interval 50", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "watch");
+    CHECK(strstr(out, "DEVICE") && strstr(strstr(out, "DEVICE") + 1, "DEVICE"),
+          "watch did not refresh twice: %s", out);
+    /* Metrics: every sample belongs to a metric with HELP and TYPE, and
+     * carries a number. */
+    snprintf(args, sizeof(args), "--socket %s metrics", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "metrics");
+    CHECK(strstr(out, "vramd_device_granted_bytes{device=\"1\",backend=\"host\"} 10485760\n"),
+          "granted bytes of device 1 missing: %s", out);
+    CHECK(strstr(out, "# TYPE vramd_grants_total counter"), "no counter");
+    char *save = NULL, *copy = strdup(out);
+    int samples = 0;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#')
+            continue;
+        samples++;
+        char name[128];
+        size_t n = strcspn(line, "{ ");
+        snprintf(name, sizeof(name), "# TYPE %.*s ", (int)n, line);
+        CHECK(strstr(out, name) != NULL, "sample without TYPE: %s", line);
+        const char *v = strrchr(line, ' ');
+        char *end;
+        CHECK(v && (strtod(v + 1, &end), *end == '\0'), "no value: %s", line);
+    }
+    CHECK(samples > 20, "only %d samples", samples);
+    free(copy);
+    /* Every command has --help; unknown options are refused. */
+    const char *cmds[] = {"status", "clients", "stages", "loans", "watch", "metrics"};
+    for (size_t i = 0; i < 6; i++) {
+        snprintf(args, sizeof(args), "%s --help", cmds[i]);
+        CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "Usage: vramctl"),
+              "%s --help: %s", cmds[i], out);
+    }
+    snprintf(args, sizeof(args), "--socket %s metrics --json", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 2, "metrics --json accepted");
     /* Same output through a pipe or not: nothing depends on a terminal. */
     vram_client_close(c);
     daemon_check_no_leaks(&d);
