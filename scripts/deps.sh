@@ -1,7 +1,9 @@
 #!/bin/sh
-# Installs what vramd needs to build and test on Debian 12 (run as root).
+# Installs what vramd needs to build (and, with --test, to run the whole test
+# suite: systemd's tools and promtool) on Debian 12, as root.
 set -eu
-pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev systemd"
+pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd prometheus"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -3,7 +3,7 @@
 # processes) and the seed replay, built with warnings as errors.
 set -eu
 cd "$(dirname "$0")/.."
-sh scripts/deps.sh
+sh scripts/deps.sh --test
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DVRAM_WERROR=ON >/dev/null
 cmake --build build-test -j"$(nproc)"
 cd build-test
