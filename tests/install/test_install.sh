@@ -11,12 +11,21 @@ p=$tmp/prefix
 fail=0
 for f in bin/vramd bin/vramctl bin/vram-replay include/vram.h \
          lib/systemd/system/vramd.service lib/systemd/system/vramd.socket \
-         lib/sysusers.d/vramd.conf lib/tmpfiles.d/vramd.conf; do
+         lib/sysusers.d/vramd.conf lib/tmpfiles.d/vramd.conf \
+         share/man/man8/vramd.8 share/man/man1/vramctl.1; do
     [ -e "$p/$f" ] || { echo "not installed: $f"; fail=1; }
 done
 lib=$(dirname "$(find "$p" -name 'libvram.so' | head -n 1)")
 [ -n "$lib" ] && [ -e "$lib/libvram.a" ] && [ -e "$lib/pkgconfig/vram.pc" ] &&
     [ -e "$lib/cmake/vram/vramConfig.cmake" ] || { echo "libraries, vram.pc or the CMake package missing"; exit 1; }
+
+# The man pages render without warnings.
+if command -v man >/dev/null; then
+    for m in "$p/share/man/man8/vramd.8" "$p/share/man/man1/vramctl.1"; do
+        w=$(MANWIDTH=80 man --warnings -l "$m" 2>&1 >/dev/null)
+        [ -z "$w" ] || { echo "$m: $w"; fail=1; }
+    done
+fi
 
 cat >"$tmp/engine.c" <<'C'
 #include <errno.h>
