@@ -206,6 +206,8 @@ int main(int argc, char **argv)
     int rc = 1;
     if (vd_server_init(&srv, &loop, &cfg, backend, socket_path) < 0)
         goto out_backend;
+    if (config_path)
+        snprintf(srv.config_path, sizeof(srv.config_path), "%s", config_path);
     if (vd_server_listen(&srv) < 0)
         goto out_server;
     for (uint32_t i = 0; i < srv.ledger.ndev; i++) {

@@ -140,12 +140,74 @@ static void on_accept(uv_poll_t *p, int status, int events)
     }
 }
 
+/* SIGHUP: reread the configuration. Limits change at once;
+ * a change to devices, stages, the backend or the address window needs a
+ * restart, and is refused as a whole, each difference named. */
+void vd_server_reload(struct vd_server *srv)
+{
+    if (!srv->config_path[0]) {
+        vlog(VLOG_NOTICE, "SIGHUP: no configuration file to reload");
+        return;
+    }
+    struct vd_config next;
+    char errs[VD_MAX_CONFIG_ERRORS][256];
+    int n = 0;
+    if (vd_config_load(srv->config_path, &next, errs, &n) < 0) {
+        for (int i = 0; i < n; i++)
+            vlog(VLOG_ERR, "SIGHUP: %s: %s", srv->config_path, errs[i]);
+        vlog(VLOG_ERR, "SIGHUP: %s has errors; nothing changed",
+             srv->config_path);
+        return;
+    }
+    const struct vd_config *cur = &srv->cfg;
+    int refused = 0;
+    if (strcmp(next.backend, cur->backend) != 0) {
+        vlog(VLOG_ERR, "SIGHUP: backend changed: needs a restart");
+        refused++;
+    }
+    if (next.ndev != cur->ndev) {
+        vlog(VLOG_ERR, "SIGHUP: devices: %u configured, %u running: needs a "
+             "restart", next.ndev, cur->ndev);
+        refused++;
+    }
+    for (uint32_t i = 0; i < next.ndev && i < cur->ndev; i++)
+        if (memcmp(&next.dev[i], &cur->dev[i], sizeof(next.dev[i])) != 0) {
+            vlog(VLOG_ERR, "SIGHUP: devices[%u] changed (capacity, chunk, "
+                 "reserve or lending): needs a restart", i);
+            refused++;
+        }
+    if (next.nstages != cur->nstages ||
+        (next.nstages && memcmp(next.stages, cur->stages,
+                                next.nstages * sizeof(*next.stages)) != 0)) {
+        vlog(VLOG_ERR, "SIGHUP: stages changed: needs a restart");
+        refused++;
+    }
+    if (next.va_base != cur->va_base || next.va_size != cur->va_size ||
+        next.pool_prefill != cur->pool_prefill ||
+        strcmp(next.cuda_scrub, cur->cuda_scrub) != 0) {
+        vlog(VLOG_ERR, "SIGHUP: address_window, pool or cuda changed: needs a "
+             "restart");
+        refused++;
+    }
+    if (refused) {
+        vlog(VLOG_ERR, "SIGHUP: %d change(s) refused; nothing changed", refused);
+        vd_config_free(&next);
+        return;
+    }
+    srv->cfg.max_clients = next.max_clients;
+    srv->cfg.max_chunks_per_client = next.max_chunks_per_client;
+    srv->cfg.max_regions_per_client = next.max_regions_per_client;
+    vd_config_free(&next);
+    vlog(VLOG_NOTICE, "SIGHUP: reloaded %s (limits: %u clients, %u chunks and "
+         "%u regions per client)", srv->config_path, srv->cfg.max_clients,
+         srv->cfg.max_chunks_per_client, srv->cfg.max_regions_per_client);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     struct vd_server *srv = s->data;
     if (signum == SIGHUP) {
-        vlog(VLOG_NOTICE, "SIGHUP: configuration reload is not supported in "
-             "this version; nothing changed");
+        vd_server_reload(srv);
         return;
     }
     vlog(VLOG_NOTICE, "%s: shutting down", strsignal(signum));

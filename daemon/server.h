@@ -77,6 +77,7 @@ struct vd_server {
     struct vl_ledger ledger;
     struct vd_backend *backend;
     char socket_path[108];
+    char config_path[4096]; /* "" without a file */
     char lock_path[116];
     int listen_fd, lock_fd;
     uv_poll_t listen_poll;
@@ -104,6 +105,7 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
                    const char *socket_path);
 int vd_server_listen(struct vd_server *srv);
 void vd_server_stop(struct vd_server *srv);
+void vd_server_reload(struct vd_server *srv);
 void vd_server_fini(struct vd_server *srv);
 
 /* session.c */
