@@ -706,6 +706,16 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
     cJSON_AddStringToObject(m, "name", name);
     cJSON *reply = NULL;
     int e = request(c, m, &reply);
+    if (e == -EPIPE || e == -ECONNRESET || e == -ENOTCONN) {
+        /* A daemon that turns us away says why in one frame, then closes;
+         * the hello may have hit the closed socket: read what it said. */
+        struct frame_ctx x = {.c = c};
+        char why[256];
+        c->broken = false;
+        vram_wire_read(&c->wire, on_frame, &x, why, sizeof(why));
+        if (x.err)
+            e = x.err;
+    }
     if (e < 0) {
         if (opt && opt->error && opt->error_len)
             snprintf(opt->error, opt->error_len, "%s", c->last_error);
@@ -1163,6 +1173,17 @@ int vram_expert_residency(const vram_client *c, uint32_t stage,
         return -ENOENT;
     *out = st->res;
     return 0;
+}
+
+int vram_admin_evict(vram_client *c, uint32_t client)
+{
+    cJSON *m = msg_new("client_evict");
+    vram_json_add_u64(m, "client", client);
+    cJSON *reply;
+    int e = request(c, m, &reply);
+    if (e == 0)
+        cJSON_Delete(reply);
+    return e;
 }
 
 int vram_client_ping(vram_client *c)

@@ -341,6 +341,9 @@ static const struct {
     {"watch", "[--interval MS] [--count N] [--no-legend]",
      "status, refreshed every MS milliseconds (default 1000) until ^C"},
     {"metrics", "", "Prometheus text exposition of the devices, stages and counters"},
+    {"evict", "CLIENT",
+     "admin only (access.admin): disconnect client CLIENT (an id from\n"
+     "vramctl clients); its chunks return once its process is gone"},
 };
 
 static void usage(FILE *f)
@@ -385,8 +388,18 @@ int main(int argc, char **argv)
         return 2;
     }
     struct opts o = {.legend = true, .interval_ms = 1000};
+    long evict = -1;
     for (int i = optind + 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(cmd, "evict") == 0 && evict < 0 && a[0] != '-') {
+            char *end;
+            evict = strtol(a, &end, 10);
+            if (*end || evict <= 0 || evict > UINT32_MAX) {
+                fprintf(stderr, "vramctl evict: '%s' is not a client id\n", a);
+                return 2;
+            }
+            continue;
+        }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             printf("Usage: vramctl %s %s\n%s.\n", commands[ci].name,
                    commands[ci].args, commands[ci].help);
@@ -413,6 +426,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (strcmp(cmd, "evict") == 0 && evict < 0) {
+        fprintf(stderr, "vramctl evict: which client? (vramctl clients)\n");
+        return 2;
+    }
     const char *shown = path ? path : getenv("VRAM_SOCKET");
     if (!shown || !*shown)
         shown = "/run/vramd/vramd.sock";
@@ -431,7 +448,18 @@ int main(int argc, char **argv)
                     err[0] ? err : vram_strerror(e));
         return e == -ENOENT || e == -ECONNREFUSED || e == -EACCES ? 3 : 1;
     }
-    int rc = strcmp(cmd, "watch") == 0 ? cmd_watch(cl, &o) : show(cl, cmd, &o);
+    int rc;
+    if (strcmp(cmd, "evict") == 0) {
+        rc = vram_admin_evict(cl, (uint32_t)evict) == 0 ? 0 : 1;
+        if (rc)
+            fprintf(stderr, "vramctl: evict: %s\n", vram_client_last_error(cl));
+        else
+            printf("client %ld evicted\n", evict);
+    } else if (strcmp(cmd, "watch") == 0) {
+        rc = cmd_watch(cl, &o);
+    } else {
+        rc = show(cl, cmd, &o);
+    }
     vram_client_close(cl);
     return rc;
 }

@@ -2,6 +2,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ void vd_config_default(struct vd_config *c)
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;
     c->max_regions_per_client = 256;
+    c->socket_mode = 0660;
 }
 
 void vd_config_free(struct vd_config *c)
@@ -366,6 +369,94 @@ static void parse_stages(struct ctx *x, const cJSON *arr, struct vd_config *c)
     }
 }
 
+/* {"users": ["alice"], "uids": [1000], "groups": ["vramd"], "gids": [44]} */
+static void parse_who(struct ctx *x, const cJSON *o, const char *path,
+                      struct vd_access_list *l)
+{
+    static const char *const keys[] = {"users", "uids", "groups", "gids", NULL};
+    if (!cJSON_IsObject(o)) {
+        err(x, "%s: expected an object with users, uids, groups, gids", path);
+        return;
+    }
+    known_keys(x, o, path, keys);
+    for (int k = 0; k < 4; k++) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, keys[k]);
+        if (!arr)
+            continue;
+        if (!cJSON_IsArray(arr)) {
+            err(x, "%s.%s: expected an array", path, keys[k]);
+            continue;
+        }
+        bool user = k < 2;
+        uint32_t *v = user ? l->uids : l->gids, *n = user ? &l->nuids : &l->ngids;
+        int i = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, arr) {
+            char ep[96];
+            snprintf(ep, sizeof(ep), "%s.%s[%d]", path, keys[k], i++);
+            uint32_t id;
+            if (k % 2 == 1) { /* numeric */
+                if (!cJSON_IsNumber(e) || e->valuedouble < 0 ||
+                    e->valuedouble != (double)(uint32_t)e->valuedouble) {
+                    err(x, "%s: expected a numeric id", ep);
+                    continue;
+                }
+                id = (uint32_t)e->valuedouble;
+            } else { /* a name, resolved now */
+                const char *name = cJSON_GetStringValue(e);
+                struct passwd *pw = name && user ? getpwnam(name) : NULL;
+                struct group *gr = name && !user ? getgrnam(name) : NULL;
+                if (!pw && !gr) {
+                    err(x, "%s: no %s named '%s'", ep, user ? "user" : "group",
+                        name ? name : "(not a string)");
+                    continue;
+                }
+                id = pw ? pw->pw_uid : gr->gr_gid;
+            }
+            if (*n >= 32) {
+                err(x, "%s: at most 32 entries", ep);
+                break;
+            }
+            v[(*n)++] = id;
+        }
+    }
+}
+
+static void parse_access(struct ctx *x, const cJSON *o, struct vd_config *c)
+{
+    static const char *const keys[] = {"allow", "admin", "socket_group",
+                                       "socket_mode", NULL};
+    if (!cJSON_IsObject(o)) {
+        err(x, "access: expected an object");
+        return;
+    }
+    known_keys(x, o, "access", keys);
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "allow"))) {
+        parse_who(x, v, "access.allow", &c->allow);
+        c->allow_given = true;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "admin")))
+        parse_who(x, v, "access.admin", &c->admin);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "socket_group"))) {
+        const char *g = cJSON_GetStringValue(v);
+        if (!g || !getgrnam(g))
+            err(x, "access.socket_group: no group named '%s'", g ? g : "(not a string)");
+        else
+            snprintf(c->socket_group, sizeof(c->socket_group), "%s", g);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "socket_mode"))) {
+        const char *m = cJSON_GetStringValue(v);
+        char *end = NULL;
+        unsigned long mode = m ? strtoul(m, &end, 8) : 0;
+        if (!m || *end || mode > 0777 || (mode & 0007))
+            err(x, "access.socket_mode: expected an octal string such as "
+                "\"0660\", with no rights for others");
+        else
+            c->socket_mode = (uint32_t)mode;
+    }
+}
+
 static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
 {
     static const char *const keys[] = {"clients", "chunks_per_client",
@@ -435,7 +526,8 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     }
     static const char *const keys[] = {"backend", "devices", "stages",
                                        "address_window", "pool", "limits",
-                                       "scenario", "doc", "cuda", NULL};
+                                       "scenario", "doc", "cuda", "access",
+                                       NULL};
     known_keys(&x, root, "", keys);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "backend");
     if (v) {
@@ -477,6 +569,8 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")))
         parse_limits(&x, v, c);
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "access")))
+        parse_access(&x, v, c);
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "stages")))
         parse_stages(&x, v, c);
 out:

@@ -32,6 +32,14 @@ struct vd_config {
     uint32_t max_clients;
     uint32_t max_chunks_per_client;
     uint32_t max_regions_per_client;
+    /* Who may connect, and who may administer (root always may both). */
+    struct vd_access_list {
+        uint32_t uids[32], gids[32];
+        uint32_t nuids, ngids;
+    } allow, admin;
+    bool allow_given;  /* else: the daemon's user and the group vramd */
+    char socket_group[64]; /* group of the socket file ("" = unchanged) */
+    uint32_t socket_mode;  /* of the socket file */
 };
 
 void vd_config_default(struct vd_config *c);

@@ -34,7 +34,7 @@ static int handle_hello(struct vd_session *s, uint64_t id, cJSON *msg)
             *p = '?';
     s->hello = true;
     vlog(VLOG_INFO, "client %u (%s, pid %d, uid %u) said hello as %s", s->id,
-         s->name, (int)s->pid, (unsigned)s->uid, s->ctl ? "ctl" : "engine");
+         s->name, (int)s->pid, (unsigned)s->peer.uid, s->ctl ? "ctl" : "engine");
     cJSON *f = cJSON_CreateObject();
     vram_json_add_u64(f, "version", VRAM_PROTOCOL_VERSION);
     cJSON *caps = cJSON_AddArrayToObject(f, "capabilities");
@@ -345,6 +345,28 @@ static int handle_ping(struct vd_session *s, uint64_t id, cJSON *msg)
     return r;
 }
 
+static int handle_client_evict(struct vd_session *s, uint64_t id, cJSON *msg)
+{
+    uint32_t client;
+    if (get_u32(s, id, msg, "client", &client, true) < 0)
+        return 0;
+    if (!s->admin)
+        return vd_reply_err(s, id, -EPERM, "evicting a client is for "
+                            "administrators (uid %u is not in access.admin)",
+                            (unsigned)s->peer.uid);
+    struct vd_session *t = vd_session_by_id(s->srv, client);
+    if (!t)
+        return vd_reply_err(s, id, -ENOENT, "no connected client %u", client);
+    if (t == s)
+        return vd_reply_err(s, id, -EINVAL, "a client cannot evict itself");
+    char why[96];
+    snprintf(why, sizeof(why), "evicted by client %u (%s, uid %u)", s->id,
+             s->name, (unsigned)s->peer.uid);
+    vd_session_close(t, why);
+    vl_fx_clear(&s->srv->fx);
+    return vd_finish(s, id, cJSON_CreateObject());
+}
+
 static int handle_status(struct vd_session *s, uint64_t id, cJSON *msg)
 {
     (void)msg;
@@ -370,6 +392,7 @@ static const struct {
     {"expert_claim", handle_expert_claim},
     {"status", handle_status},
     {"ping", handle_ping},
+    {"client_evict", handle_client_evict},
 };
 
 int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,

@@ -2,6 +2,7 @@
  * background pool refill, orderly shutdown. */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
@@ -322,9 +323,19 @@ int vd_server_listen(struct vd_server *srv)
         return -errno;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", srv->socket_path);
-    mode_t old = umask(0117); /* socket 0660 */
+    mode_t old = umask(0177); /* opened up below, once the group is right */
     int r = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
+    if (r == 0 && srv->cfg.socket_group[0]) {
+        struct group *g = getgrnam(srv->cfg.socket_group);
+        if (!g || chown(srv->socket_path, (uid_t)-1, g->gr_gid) < 0) {
+            vlog(VLOG_ERR, "cannot give %s to group %s: %s", srv->socket_path,
+                 srv->cfg.socket_group, g ? strerror(errno) : "no such group");
+            return -EPERM;
+        }
+    }
+    if (r == 0)
+        chmod(srv->socket_path, srv->cfg.socket_mode);
     if (r < 0 || listen(srv->listen_fd, 128) < 0) {
         e = -errno;
         vlog(VLOG_ERR, "cannot listen on %s: %s", srv->socket_path,

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "access.h"
 #include "backend.h"
 #include "config.h"
 #include "ledger.h"
@@ -24,8 +25,8 @@ struct vd_session {
     int poll_events;
     struct vram_wire wire;
     pid_t pid;
-    uid_t uid;
-    gid_t gid;
+    struct vd_peer peer;
+    bool admin;
     int pidfd;
     char name[64];
     bool hello;

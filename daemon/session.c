@@ -304,29 +304,47 @@ void vd_session_close(struct vd_session *s, const char *why)
     vd_held_retry_all(srv);
 }
 
+/* Turns a connection away with one error frame (the peer's library reports
+ * it as the connect's error), then closes it. */
+static void refuse(int fd, const char *code, const char *msg)
+{
+    struct vram_wire w;
+    vram_wire_init(&w, fd);
+    cJSON *m = vd_reply_new(0, false);
+    cJSON_AddStringToObject(m, "error", code);
+    cJSON_AddStringToObject(m, "message", msg);
+    vram_msg_queue(&w, m, NULL, 0);
+    vram_wire_flush(&w);
+    vram_wire_fini(&w);
+    cJSON_Delete(m);
+    close(fd);
+}
+
 void vd_session_accept(struct vd_server *srv, int fd)
 {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+    pid_t pid;
+    struct vd_peer peer;
+    int e = vd_peer_read(fd, &pid, &peer);
+    if (e < 0) {
         vlog(VLOG_WARNING, "refusing a connection: SO_PEERCRED failed: %s",
-             strerror(errno));
+             strerror(-e));
         close(fd);
+        return;
+    }
+    char msg[256];
+    if (!vd_access_connect(&srv->cfg, &peer)) {
+        snprintf(msg, sizeof(msg), "uid %u (gid %u) may not use vramd: not in "
+                 "its access list (access.allow)", (unsigned)peer.uid,
+                 (unsigned)peer.gid);
+        vlog(VLOG_WARNING, "refusing pid %d: %s", (int)pid, msg);
+        srv->counters.errors++;
+        refuse(fd, "EACCES", msg);
         return;
     }
     if (srv->nsessions >= srv->cfg.max_clients) {
         vlog(VLOG_WARNING, "refusing pid %d: limit of %u clients reached",
-             (int)cred.pid, srv->cfg.max_clients);
-        struct vram_wire w;
-        vram_wire_init(&w, fd);
-        cJSON *m = vd_reply_new(0, false);
-        cJSON_AddStringToObject(m, "error", "E2BIG");
-        cJSON_AddStringToObject(m, "message", "too many clients connected");
-        vram_msg_queue(&w, m, NULL, 0);
-        vram_wire_flush(&w);
-        vram_wire_fini(&w);
-        cJSON_Delete(m);
-        close(fd);
+             (int)pid, srv->cfg.max_clients);
+        refuse(fd, "E2BIG", "too many clients connected");
         return;
     }
     struct vd_session *s = calloc(1, sizeof(*s));
@@ -337,14 +355,14 @@ void vd_session_accept(struct vd_server *srv, int fd)
     s->srv = srv;
     s->fd = fd;
     s->id = ++srv->next_client_id;
-    s->pid = cred.pid;
-    s->uid = cred.uid;
-    s->gid = cred.gid;
+    s->pid = pid;
+    s->peer = peer;
+    s->admin = vd_access_admin(&srv->cfg, &peer);
     /* Pin the peer's process now: a pid can be reused, a pidfd cannot. */
-    s->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+    s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (s->pidfd >= 0)
         fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
-    snprintf(s->name, sizeof(s->name), "pid-%d", (int)cred.pid);
+    snprintf(s->name, sizeof(s->name), "pid-%d", (int)pid);
     vram_wire_init(&s->wire, fd);
     /* Requests are small and carry no fds: one receive takes a whole
      * request (or several), and the level-triggered poll brings us back for
@@ -364,6 +382,7 @@ void vd_session_accept(struct vd_server *srv, int fd)
     s->next = srv->sessions;
     srv->sessions = s;
     srv->nsessions++;
-    vlog(VLOG_DEBUG, "client %u connected (pid %d, uid %u, gid %u)", s->id,
-         (int)cred.pid, (unsigned)cred.uid, (unsigned)cred.gid);
+    vlog(VLOG_DEBUG, "client %u connected (pid %d, uid %u, gid %u%s)", s->id,
+         (int)pid, (unsigned)peer.uid, (unsigned)peer.gid,
+         s->admin ? ", admin" : "");
 }

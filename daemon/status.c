@@ -162,7 +162,7 @@ static cJSON *clients_json(struct vd_server *srv)
         cJSON_AddStringToObject(o, "name", s ? s->name : "");
         cJSON_AddNumberToObject(o, "pid", s ? s->pid : 0);
         if (s)
-            vram_json_add_u64(o, "uid", s->uid);
+            vram_json_add_u64(o, "uid", s->peer.uid);
         cJSON_AddStringToObject(o, "role", s && s->ctl ? "ctl" : "engine");
         cJSON_AddStringToObject(o, "state", cl->gone ? "quarantined" : "connected");
         vram_json_add_u64(o, "held_bytes", bytes ? bytes[c] : 0);

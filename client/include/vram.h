@@ -189,6 +189,10 @@ VRAM_API int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
 VRAM_API int vram_expert_residency(const vram_client *c, uint32_t stage,
                                    struct vram_residency *out);
 
+/* Admin only: disconnect another client (its chunks are quarantined until
+ * its process is gone). -EPERM unless this peer is in access.admin. */
+VRAM_API int vram_admin_evict(vram_client *c, uint32_t client);
+
 /* A round trip that changes nothing. */
 VRAM_API int vram_client_ping(vram_client *c);
 
