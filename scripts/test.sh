@@ -1,10 +1,25 @@
 #!/bin/sh
 # The whole test suite: unit, integration (real daemon, real client
-# processes) and the seed replay, built with warnings as errors.
+# processes), the seed replay, systemd, install, metrics and valgrind checks
+# in a build with warnings as errors; the same suite again under
+# AddressSanitizer and UndefinedBehaviorSanitizer; and the fuzzer for a
+# bounded time.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh --test
+jobs=$(nproc)
+
+echo "== build and test (Debug, -Werror)"
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Debug -DVRAM_WERROR=ON >/dev/null
-cmake --build build-test -j"$(nproc)"
-cd build-test
-ctest --output-on-failure -j2 --timeout 600
+cmake --build build-test -j"$jobs" >/dev/null
+(cd build-test && ctest --output-on-failure -j2 --timeout 600)
+
+echo "== the same under AddressSanitizer and UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVRAM_WERROR=ON -DVRAM_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --output-on-failure -j2 --timeout 600)
+
+echo "== fuzzing the wire (frames, transport, JSON, catalogue) for ${VRAM_FUZZ_SECONDS:-60} s"
+sh tests/fuzz/run.sh "${VRAM_FUZZ_SECONDS:-60}"
