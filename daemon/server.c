@@ -141,7 +141,8 @@ static void on_accept(uv_poll_t *p, int status, int events)
     }
 }
 
-/* SIGHUP: reread the configuration. Limits change at once;
+/* SIGHUP: reread the configuration. Limits and the access lists change at
+ * once;
  * a change to devices, stages, the backend or the address window needs a
  * restart, and is refused as a whole, each difference named. */
 void vd_server_reload(struct vd_server *srv)
@@ -190,6 +191,12 @@ void vd_server_reload(struct vd_server *srv)
              "restart");
         refused++;
     }
+    if (strcmp(next.socket_group, cur->socket_group) != 0 ||
+        next.socket_mode != cur->socket_mode) {
+        vlog(VLOG_ERR, "SIGHUP: access.socket_group or socket_mode changed: "
+             "needs a restart");
+        refused++;
+    }
     if (refused) {
         vlog(VLOG_ERR, "SIGHUP: %d change(s) refused; nothing changed", refused);
         vd_config_free(&next);
@@ -198,10 +205,17 @@ void vd_server_reload(struct vd_server *srv)
     srv->cfg.max_clients = next.max_clients;
     srv->cfg.max_chunks_per_client = next.max_chunks_per_client;
     srv->cfg.max_regions_per_client = next.max_regions_per_client;
+    /* New connections are judged by the new lists; connected clients keep
+     * what they were granted at connect. */
+    srv->cfg.allow = next.allow;
+    srv->cfg.admin = next.admin;
+    srv->cfg.allow_given = next.allow_given;
     vd_config_free(&next);
     vlog(VLOG_NOTICE, "SIGHUP: reloaded %s (limits: %u clients, %u chunks and "
-         "%u regions per client)", srv->config_path, srv->cfg.max_clients,
-         srv->cfg.max_chunks_per_client, srv->cfg.max_regions_per_client);
+         "%u regions per client; access lists: %u+%u allowed, %u+%u admin ids)",
+         srv->config_path, srv->cfg.max_clients, srv->cfg.max_chunks_per_client,
+         srv->cfg.max_regions_per_client, srv->cfg.allow.nuids,
+         srv->cfg.allow.ngids, srv->cfg.admin.nuids, srv->cfg.admin.ngids);
 }
 
 static void on_signal(uv_signal_t *s, int signum)

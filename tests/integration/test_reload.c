@@ -50,6 +50,13 @@ int main(void)
     CHECK_EQ_U(status_dev(s, 0, "capacity_bytes"), 1 * GIB);
     cJSON_Delete(s);
 
+    /* Access lists reload at once. */
+    write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"1GiB\"}],"
+                     " \"limits\": {\"chunks_per_client\": 200},"
+                     " \"access\": {\"allow\": {\"uids\": [4242]}}}");
+    kill(d.pid, SIGHUP);
+    CHECK(daemon_log_wait(&d, "1+0 allowed", 2000), "access lists not reloaded");
+
     /* A broken file: errors logged with their keys, nothing changed. */
     write_config(&d, "{\"limits\": {\"chunks_per_client\": \"many\"}}");
     kill(d.pid, SIGHUP);
