@@ -275,6 +275,7 @@ static void parse_stages(struct ctx *x, const cJSON *arr, struct vd_config *c)
         "expert_slot", "expert_region", "loan", "name", NULL};
     static const char *const loan_keys[] = {"enabled", "headroom",
                                             "recall_deadline_ms", "hold_ms",
+                                            "on_missed_recall",
                                             NULL};
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > VL_MAX_STAGES) {
         err(x, "stages: expected an array of at most %d stages", VL_MAX_STAGES);
@@ -365,6 +366,12 @@ static void parse_stages(struct ctx *x, const cJSON *arr, struct vd_config *c)
                 s->recall_deadline_ms = (uint32_t)v;
             if (get_uint(x, loan, "hold_ms", lp, 3600000, &v))
                 s->hold_ms = (uint32_t)v;
+            const cJSON *om = cJSON_GetObjectItemCaseSensitive(loan, "on_missed_recall");
+            const char *oms = cJSON_GetStringValue(om);
+            if (om && (!oms || (strcmp(oms, "deny_loans") && strcmp(oms, "kill"))))
+                err(x, "%s.on_missed_recall: expected \"deny_loans\" or \"kill\"", lp);
+            else if (oms)
+                s->kill_on_missed_recall = strcmp(oms, "kill") == 0;
         }
     }
 }

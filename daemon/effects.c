@@ -3,6 +3,8 @@
  * unmap), recall events with deadlines, budget_changed events, scrubbing
  * through the backend, and requests held until recalls complete. */
 #include <errno.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,10 @@
 #include "log.h"
 #include "message.h"
 #include "session.h"
+
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
 
 #define MAP_ENTRIES_PER_FRAME 1024
 
@@ -173,11 +179,17 @@ static void recall_deadline(uv_timer_t *t)
         struct vd_session *s = vd_session_by_id(srv, rc->client);
         srv->counters.recalls_missed++;
         vl_recall_missed(&srv->ledger, rc->client);
+        bool kill_it = srv->ledger.stage[rc->stage].cfg.kill_on_missed_recall;
         vlog(VLOG_WARNING, "client %u (%s, pid %d) missed the %u ms recall "
-             "deadline for %zu of %zu chunks of stage %u; it gets no new "
-             "loans, and the chunks stay its own until it releases them or "
-             "exits", rc->client, s ? s->name : "?", s ? (int)s->pid : -1,
-             rc->deadline_ms, still, rc->n, rc->stage);
+             "deadline for %zu of %zu chunks of stage %u; %s", rc->client,
+             s ? s->name : "?", s ? (int)s->pid : -1, rc->deadline_ms, still,
+             rc->n, rc->stage,
+             kill_it ? "the stage's policy says kill: SIGKILL sent"
+                     : "it gets no new loans, and the chunks stay its own "
+                       "until it releases them or exits");
+        /* Through the pidfd taken at connect: never a recycled pid. */
+        if (kill_it && s && s->pidfd >= 0)
+            syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
     }
     recall_unlink(rc);
 }

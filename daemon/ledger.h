@@ -88,6 +88,7 @@ struct vl_stage_cfg {
     uint64_t headroom_bytes;      /* KV window kept unlent */
     uint32_t recall_deadline_ms;
     uint32_t hold_ms;
+    bool kill_on_missed_recall; /* else: the client only gets no new loans */
 };
 
 struct vl_region {
