@@ -34,6 +34,9 @@ struct vd_backend_ops {
     int (*prefill)(struct vd_backend *b, uint32_t n);
     /* Open fds held for chunks, for leak accounting. */
     size_t (*fds_held)(struct vd_backend *b);
+    /* The inode of a chunk's memory as it shows in /proc/PID/maps, or 0
+     * where that cannot be seen (cuda). Optional. */
+    uint64_t (*chunk_ino)(struct vd_backend *b, uint32_t dev, uint32_t idx);
     /* Chunks created (and scrubbed) ahead, ready for a grant. */
     uint32_t (*pool_ready)(struct vd_backend *b, uint32_t dev);
     void (*destroy)(struct vd_backend *b);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct host_dev {
@@ -99,6 +100,16 @@ static size_t host_fds_held(struct vd_backend *b)
     return n;
 }
 
+static uint64_t host_chunk_ino(struct vd_backend *b, uint32_t dev, uint32_t idx)
+{
+    struct host_backend *h = (struct host_backend *)b;
+    struct stat st;
+    if (dev >= b->ndev || idx >= h->dev[dev].nchunks || h->dev[dev].fd[idx] < 0 ||
+        fstat(h->dev[dev].fd[idx], &st) < 0)
+        return 0;
+    return (uint64_t)st.st_ino;
+}
+
 static uint32_t host_pool_ready(struct vd_backend *b, uint32_t dev)
 {
     struct host_backend *h = (struct host_backend *)b;
@@ -128,6 +139,7 @@ static const struct vd_backend_ops host_ops = {
     .prefill = host_prefill,
     .fds_held = host_fds_held,
     .pool_ready = host_pool_ready,
+    .chunk_ino = host_chunk_ino,
     .destroy = host_destroy,
 };
 

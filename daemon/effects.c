@@ -261,6 +261,38 @@ static int acc_push(struct reply_acc *a, struct map_entry e)
     return 0;
 }
 
+/* A client that releases chunks must have unmapped them; one that keeps a
+ * mapping (and so the memory) is found in /proc/PID/maps by the chunks'
+ * inodes, and reported. Only host chunks can be seen this way. */
+static void check_kept(struct vd_server *srv, struct vd_session *s,
+                       const uint64_t *inos, size_t n)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)s->pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    size_t kept = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long ino = 0;
+        if (!strstr(line, "vramd-chunk") ||
+            sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if (inos[i] == ino) {
+                kept++;
+                break;
+            }
+    }
+    fclose(f);
+    if (kept) {
+        srv->counters.kept_after_release += kept;
+        vlog(VLOG_WARNING, "client %u (%s, pid %d) released chunks it still "
+             "maps (%zu mapping(s)): that memory stays in use by it",
+             s->id, s->name, (int)s->pid, kept);
+    }
+}
+
 /* Carries out srv->fx. Entries for requester (may be NULL) go into acc; the
  * rest becomes events and backend work. */
 static void apply_fx(struct vd_server *srv, struct vd_session *requester,
@@ -271,6 +303,8 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
     uint64_t *failed = NULL;
     size_t nfailed = 0;
     bool granted = false;
+    uint64_t inos[64];
+    size_t nino = 0;
     bool budget[VL_MAX_STAGES] = {0};
     /* Recalls grouped by (holder, stage): one event each. A stage has one
      * owner, so there are at most as many groups as stages. */
@@ -348,6 +382,14 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
             }
             break;
         case VL_FX_DROP:
+            /* Released by the requester: remember what its memory looked
+             * like, to look for it in the requester's mappings below. */
+            if (mine && srv->backend->ops->chunk_ino && nino < 64) {
+                uint64_t ino = srv->backend->ops->chunk_ino(
+                    srv->backend, (uint32_t)(e->chunk >> 32), (uint32_t)e->chunk);
+                if (ino)
+                    inos[nino++] = ino;
+            }
             srv->backend->ops->chunk_drop(srv->backend,
                                           (uint32_t)(e->chunk >> 32),
                                           (uint32_t)e->chunk);
@@ -360,6 +402,8 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
         }
     }
     vl_fx_free(&fx);
+    if (nino)
+        check_kept(srv, requester, inos, nino);
     if (granted) { /* the pool refill keeps out of the client's imports */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);

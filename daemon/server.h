@@ -69,7 +69,7 @@ struct vd_reaper {
 
 struct vd_counters {
     uint64_t grants, moves, recalls, recalls_missed, releases, errors,
-        disconnects, protocol_errors;
+        disconnects, protocol_errors, kept_after_release;
 };
 
 struct vd_server {

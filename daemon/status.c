@@ -199,6 +199,7 @@ cJSON *vd_status_build(struct vd_server *srv)
     vram_json_add_u64(ct, "errors", srv->counters.errors);
     vram_json_add_u64(ct, "protocol_errors", srv->counters.protocol_errors);
     vram_json_add_u64(ct, "disconnects", srv->counters.disconnects);
+    vram_json_add_u64(ct, "kept_after_release", srv->counters.kept_after_release);
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (uint32_t i = 0; i < srv->ledger.ndev; i++)
         cJSON_AddItemToArray(devs, device_json(srv, i));
