@@ -41,6 +41,7 @@ void vd_config_default(struct vd_config *c)
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;
     c->max_regions_per_client = 256;
+    c->max_stages_per_client = 16;
     c->socket_mode = 0660;
 }
 
@@ -467,7 +468,8 @@ static void parse_access(struct ctx *x, const cJSON *o, struct vd_config *c)
 static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
 {
     static const char *const keys[] = {"clients", "chunks_per_client",
-                                       "regions_per_client", NULL};
+                                       "regions_per_client",
+                                       "stages_per_client", NULL};
     if (!cJSON_IsObject(o)) {
         err(x, "limits: expected an object");
         return;
@@ -480,6 +482,8 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
         c->max_chunks_per_client = (uint32_t)v;
     if (get_uint(x, o, "regions_per_client", "limits", 65536, &v))
         c->max_regions_per_client = (uint32_t)v;
+    if (get_uint(x, o, "stages_per_client", "limits", VL_MAX_STAGES, &v))
+        c->max_stages_per_client = (uint32_t)v;
 }
 
 int vd_config_load(const char *path, struct vd_config *c, char errs[][256],

@@ -32,6 +32,7 @@ struct vd_config {
     uint32_t max_clients;
     uint32_t max_chunks_per_client;
     uint32_t max_regions_per_client;
+    uint32_t max_stages_per_client;
     /* Who may connect, and who may administer (root always may both). */
     struct vd_access_list {
         uint32_t uids[32], gids[32];

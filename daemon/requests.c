@@ -71,6 +71,12 @@ static int handle_stage_register(struct vd_session *s, uint64_t id, cJSON *msg)
     int has_stage = get_u32(s, id, msg, "stage", &stage, false);
     if (has_stage < 0)
         return 0;
+    uint32_t owned = 0;
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        owned += srv->ledger.stage[i].used && srv->ledger.stage[i].owner == s->id;
+    if (owned >= srv->cfg.max_stages_per_client)
+        return vd_reply_err(s, id, -E2BIG, "limit of %u stages per client "
+                            "reached", srv->cfg.max_stages_per_client);
     vl_fx_clear(&srv->fx);
     int e;
     if (has_stage == 0) {
@@ -294,6 +300,17 @@ static int handle_expert_request(struct vd_session *s, uint64_t id, cJSON *msg)
     if (get_u32(s, id, msg, "stage", &stage, true) < 0)
         return 0;
     vram_json_u64(msg, "bytes", &bytes);
+    /* Loans count against the client's quota like any other chunk. */
+    uint32_t held = vd_client_chunks(srv, s->id);
+    if (held >= srv->cfg.max_chunks_per_client)
+        return vd_reply_err(s, id, -EDQUOT, "quota of %u chunks per client "
+                            "reached", srv->cfg.max_chunks_per_client);
+    struct vl_stage *stg = stage < VL_MAX_STAGES ? &srv->ledger.stage[stage] : NULL;
+    struct vl_device *dv = stg && stg->used ? vd_device(srv, stg->cfg.device) : NULL;
+    uint64_t room = (uint64_t)(srv->cfg.max_chunks_per_client - held) *
+                    (dv ? dv->cfg.chunk_bytes : 1);
+    if (dv && (!bytes || bytes > room))
+        bytes = room;
     vl_fx_clear(&srv->fx);
     int e = vl_expert_request(&srv->ledger, s->id, stage, bytes, &srv->fx);
     if (e < 0)

@@ -205,6 +205,7 @@ void vd_server_reload(struct vd_server *srv)
     srv->cfg.max_clients = next.max_clients;
     srv->cfg.max_chunks_per_client = next.max_chunks_per_client;
     srv->cfg.max_regions_per_client = next.max_regions_per_client;
+    srv->cfg.max_stages_per_client = next.max_stages_per_client;
     /* New connections are judged by the new lists; connected clients keep
      * what they were granted at connect. */
     srv->cfg.allow = next.allow;
