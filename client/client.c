@@ -537,6 +537,17 @@ static cJSON *msg_new(const char *type)
     return m;
 }
 
+/* A request whose reply carries nothing the caller needs. */
+static int call(vram_client *c, cJSON *msg)
+{
+    cJSON *reply;
+    int e = request(c, msg, &reply);
+    if (e == 0)
+        cJSON_Delete(reply);
+    return e;
+}
+
+
 /* ---- regions and stages from replies ------------------------------------ */
 
 static int region_add(vram_client *c, const cJSON *o)
@@ -898,11 +909,7 @@ int vram_stage_release(vram_client *c, uint32_t stage)
     *st = c->stages[--c->nstages];
     cJSON *m = msg_new("stage_release");
     vram_json_add_u64(m, "stage", stage);
-    cJSON *reply;
-    int e = request(c, m, &reply);
-    if (e == 0)
-        cJSON_Delete(reply);
-    return e;
+    return call(c, m);
 }
 
 int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
@@ -1041,11 +1048,7 @@ int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
     }
     cJSON *m = msg_new("chunk_release");
     cJSON_AddItemToObject(m, "chunks", ids);
-    cJSON *reply;
-    int e = request(c, m, &reply);
-    if (e == 0)
-        cJSON_Delete(reply);
-    return e;
+    return call(c, m);
 }
 
 int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lane,
@@ -1078,11 +1081,7 @@ int vram_region_release(vram_client *c, uint32_t region)
     region_forget(c, r);
     cJSON *m = msg_new("region_release");
     vram_json_add_u64(m, "region", region);
-    cJSON *reply;
-    int e = request(c, m, &reply);
-    if (e == 0)
-        cJSON_Delete(reply);
-    return e;
+    return call(c, m);
 }
 
 /* ---- KV and loans ------------------------------------------------------- */
@@ -1158,11 +1157,7 @@ int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
     cJSON *arr = cJSON_AddArrayToObject(m, "slots");
     for (size_t i = 0; i < n; i++)
         cJSON_AddItemToArray(arr, cJSON_CreateNumber(slots[i]));
-    cJSON *reply;
-    int e = request(c, m, &reply);
-    if (e == 0)
-        cJSON_Delete(reply);
-    return e;
+    return call(c, m);
 }
 
 int vram_expert_residency(const vram_client *c, uint32_t stage,
@@ -1179,20 +1174,12 @@ int vram_admin_evict(vram_client *c, uint32_t client)
 {
     cJSON *m = msg_new("client_evict");
     vram_json_add_u64(m, "client", client);
-    cJSON *reply;
-    int e = request(c, m, &reply);
-    if (e == 0)
-        cJSON_Delete(reply);
-    return e;
+    return call(c, m);
 }
 
 int vram_client_ping(vram_client *c)
 {
-    cJSON *reply;
-    int e = request(c, msg_new("ping"), &reply);
-    if (e == 0)
-        cJSON_Delete(reply);
-    return e;
+    return call(c, msg_new("ping"));
 }
 
 int vram_status_json(vram_client *c, char **json_out)
