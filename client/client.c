@@ -950,9 +950,7 @@ int vram_region_create(vram_client *c, uint32_t stage, enum vram_region_kind kin
         snprintf(keep, sizeof(keep), "%s", c->last_error);
         cJSON *rel = msg_new("region_release");
         vram_json_add_u64(rel, "region", id);
-        cJSON *rr;
-        if (request(c, rel, &rr) == 0)
-            cJSON_Delete(rr);
+        call(c, rel);
         snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
         return e;
     }
@@ -1005,11 +1003,8 @@ static int simple_map_request(vram_client *c, cJSON *m, cJSON **reply_out)
         }
         cJSON *rel = msg_new("chunk_release");
         cJSON_AddItemToObject(rel, "chunks", ids);
-        cJSON *rr;
-        int e2 = request(c, rel, &rr);
-        if (e2 == 0)
-            cJSON_Delete(rr);
-        else if (!e)
+        int e2 = call(c, rel);
+        if (e2 < 0 && !e)
             e = e2;
     }
     if (reply_out && e == 0)
