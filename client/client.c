@@ -1165,6 +1165,14 @@ int vram_expert_residency(const vram_client *c, uint32_t stage,
     return 0;
 }
 
+int vram_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
+{
+    cJSON *m = msg_new("device_set_capacity");
+    vram_json_add_u64(m, "device", device);
+    vram_json_add_u64(m, "bytes", bytes);
+    return call(c, m);
+}
+
 int vram_admin_evict(vram_client *c, uint32_t client)
 {
     cJSON *m = msg_new("client_evict");

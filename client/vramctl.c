@@ -341,6 +341,9 @@ static const struct {
     {"watch", "[--interval MS] [--count N] [--no-legend]",
      "status, refreshed every MS milliseconds (default 1000) until ^C"},
     {"metrics", "", "Prometheus text exposition of the devices, stages and counters"},
+    {"set-capacity", "DEVICE SIZE",
+     "admin only (access.admin): set a device's capacity (e.g. 12GiB), down\n"
+     "to what is in use and reserved, up to its size when vramd started"},
     {"evict", "CLIENT",
      "admin only (access.admin): disconnect client CLIENT (an id from\n"
      "vramctl clients); its chunks return once its process is gone"},
@@ -388,9 +391,29 @@ int main(int argc, char **argv)
         return 2;
     }
     struct opts o = {.legend = true, .interval_ms = 1000};
-    long evict = -1;
+    long evict = -1, device = -1;
+    uint64_t capacity = 0;
+    bool have_capacity = false;
     for (int i = optind + 1; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(cmd, "set-capacity") == 0 && a[0] != '-' && !have_capacity) {
+            char *end;
+            if (device < 0) {
+                device = strtol(a, &end, 10);
+                if (*end || device < 0 || device > 1023) {
+                    fprintf(stderr, "vramctl set-capacity: '%s' is not a device "
+                            "id\n", a);
+                    return 2;
+                }
+            } else if (vram_size_parse(a, &capacity) < 0) {
+                fprintf(stderr, "vramctl set-capacity: '%s' is not a size (such "
+                        "as 12GiB or 512MiB)\n", a);
+                return 2;
+            } else {
+                have_capacity = true;
+            }
+            continue;
+        }
         if (strcmp(cmd, "evict") == 0 && evict < 0 && a[0] != '-') {
             char *end;
             evict = strtol(a, &end, 10);
@@ -426,6 +449,11 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (strcmp(cmd, "set-capacity") == 0 && !have_capacity) {
+        fprintf(stderr, "vramctl set-capacity: DEVICE and SIZE, e.g. "
+                "vramctl set-capacity 0 12GiB\n");
+        return 2;
+    }
     if (strcmp(cmd, "evict") == 0 && evict < 0) {
         fprintf(stderr, "vramctl evict: which client? (vramctl clients)\n");
         return 2;
@@ -449,7 +477,14 @@ int main(int argc, char **argv)
         return e == -ENOENT || e == -ECONNREFUSED || e == -EACCES ? 3 : 1;
     }
     int rc;
-    if (strcmp(cmd, "evict") == 0) {
+    if (strcmp(cmd, "set-capacity") == 0) {
+        char b[32];
+        rc = vram_admin_set_capacity(cl, (uint32_t)device, capacity) == 0 ? 0 : 1;
+        if (rc)
+            fprintf(stderr, "vramctl: set-capacity: %s\n", vram_client_last_error(cl));
+        else
+            printf("device %ld: capacity %s\n", device, sz(capacity, b));
+    } else if (strcmp(cmd, "evict") == 0) {
         rc = vram_admin_evict(cl, (uint32_t)evict) == 0 ? 0 : 1;
         if (rc)
             fprintf(stderr, "vramctl: evict: %s\n", vram_client_last_error(cl));

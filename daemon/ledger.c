@@ -298,6 +298,12 @@ static void place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
         (*stage_counter(s, r))++;
 }
 
+/* Free chunks that may be handed out: a lowered capacity withholds some. */
+static uint32_t dev_free(const struct vl_device *d)
+{
+    return d->nfree > d->withheld ? d->nfree - d->withheld : 0;
+}
+
 static uint32_t take_free(struct vl_device *d)
 {
     return d->free_stack[--d->nfree];
@@ -446,13 +452,13 @@ static struct promises dev_promises(struct vl_ledger *L,
 /* Free chunks no promise needs: ad-hoc regions, KV beyond the window. */
 static uint32_t dev_unpromised(struct vl_ledger *L, struct vl_device *d)
 {
-    return sub0(d->nfree, dev_promises(L, d).need);
+    return sub0(dev_free(d), dev_promises(L, d).need);
 }
 
 /* Free chunks pool loans may take. */
 static uint32_t dev_unclaimed(struct vl_ledger *L, struct vl_device *d)
 {
-    return sub0(d->nfree, dev_promises(L, d).claim);
+    return sub0(dev_free(d), dev_promises(L, d).claim);
 }
 
 /* Free chunks stage s may take for its KV window or its own loans: all but
@@ -461,7 +467,7 @@ static uint32_t free_for_window(struct vl_ledger *L, struct vl_device *d,
                                 const struct vl_stage *s)
 {
     struct promises p = dev_promises(L, d);
-    return sub0(d->nfree, p.hard - stage_hard(s) + fixed_free(s));
+    return sub0(dev_free(d), p.hard - stage_hard(s) + fixed_free(s));
 }
 
 /* Free chunks stage s may take for its fixed regions. */
@@ -470,7 +476,7 @@ static uint32_t free_for_fixed(struct vl_ledger *L, struct vl_device *d,
 {
     struct promises p = dev_promises(L, d);
     uint32_t h = stage_hard(s);
-    return sub0(d->nfree, p.hard - h + sub0(h, fixed_free(s)));
+    return sub0(dev_free(d), p.hard - h + sub0(h, fixed_free(s)));
 }
 
 /* Expert slots fully backed by the loaned prefix of the expert region. */
@@ -702,13 +708,13 @@ int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
                         cfg->id, f);
         fixed += div_up(fc->bytes, cb);
     }
-    if (window + fixed + d->reserved > d->nchunks)
+    if (window + fixed + d->reserved > vl_capacity(d))
         return fail(L, -ENOSPC,
                     "stage %u: KV window %llu MiB + fixed %llu MiB does not fit "
                     "device %u (%llu MiB left to reserve)",
                     cfg->id, (unsigned long long)(window * cb >> 20),
                     (unsigned long long)(fixed * cb >> 20), d->cfg.id,
-                    (unsigned long long)((uint64_t)(d->nchunks - d->reserved) *
+                    (unsigned long long)((uint64_t)(vl_capacity(d) - d->reserved) *
                                          cb >> 20));
     uint64_t ebytes = cfg->expert_region_bytes ? cfg->expert_region_bytes
                                                : d->cfg.capacity_bytes;
@@ -736,6 +742,48 @@ int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
         s.slot_layer[i] = SLOT_LAYER_NONE;
     d->reserved += s.window_chunks + s.fixed_reserved;
     L->stage[cfg->id] = s;
+    return 0;
+}
+
+/* Capacity at run time: withheld chunks stay free and out of reach, so no
+ * chunk has to move. Lowering must leave room for what is in use, what the
+ * stages reserve, and every promise; raising stops at the size the device
+ * had when vramd started. */
+int vl_device_set_capacity(struct vl_ledger *L, uint32_t device, uint64_t bytes,
+                           bool dry_run)
+{
+    struct vl_device *d = dev_get(L, device);
+    if (!d)
+        return fail(L, -ENODEV, "no device %u", device);
+    uint64_t cb = d->cfg.chunk_bytes;
+    uint64_t want = bytes / cb;
+    if (want > d->nchunks)
+        return fail(L, -E2BIG, "device %u: at most %llu MiB (its size when vramd "
+                    "started)", device, (unsigned long long)(d->nchunks * cb >> 20));
+    uint32_t in_use = d->nchunks - d->nfree;
+    if (want < in_use)
+        return fail(L, -EBUSY, "device %u: %llu MiB are in use", device,
+                    (unsigned long long)((uint64_t)in_use * cb >> 20));
+    if (want < d->reserved)
+        return fail(L, -EBUSY, "device %u: its stages reserve %llu MiB",
+                    device, (unsigned long long)((uint64_t)d->reserved * cb >> 20));
+    uint32_t withheld = d->nchunks - (uint32_t)want;
+    struct promises p = dev_promises(L, d);
+    uint32_t free_after = d->nfree - withheld;
+    if (free_after < p.hard)
+        return fail(L, -EBUSY, "device %u: %llu MiB are promised to stages' "
+                    "fixed and registered KV memory", device,
+                    (unsigned long long)((uint64_t)p.hard * cb >> 20));
+    if (dry_run)
+        return 0;
+    uint32_t old = d->withheld;
+    d->withheld = withheld;
+    if (vl_check(L) < 0) { /* a promise would go uncovered */
+        char why[256];
+        snprintf(why, sizeof(why), "%s", L->why);
+        d->withheld = old;
+        return fail(L, -EBUSY, "device %u: %s", device, why);
+    }
     return 0;
 }
 
@@ -1396,7 +1444,7 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
      * loans are being recalled). */
     if (short_by) {
         uint32_t extra = dev_unpromised(L, d);
-        uint32_t left = d->nfree - from_free;
+        uint32_t left = dev_free(d) - from_free;
         if (extra > left)
             extra = left;
         uint32_t use = extra < short_by ? extra : short_by;
@@ -1593,8 +1641,8 @@ int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
         /* Pool loans. The stage's own free window is claimed (by it), so the
          * two parts don't overlap. */
         n += dev_unclaimed(L, d);
-        if (n > d->nfree)
-            n = d->nfree;
+        if (n > dev_free(d))
+            n = dev_free(d);
     }
     if (max_bytes && n > max_bytes / cb)
         n = (uint32_t)(max_bytes / cb);
@@ -1729,12 +1777,15 @@ static int check_chunks(struct vl_ledger *L, uint32_t *held,
             cat[VL_CAT_LOAN] != d->loaned)
             return fail(L, -EFAULT, "device %u: category counters drifted",
                         d->cfg.id);
-        if ((uint64_t)d->fixed + d->kv + d->loaned + cnt[VL_FREE] +
-                cnt[VL_QUARANTINED] != d->nchunks)
+        if (d->withheld > cnt[VL_FREE])
+            return fail(L, -EFAULT, "device %u: %u chunks withheld, %u free",
+                        d->cfg.id, d->withheld, cnt[VL_FREE]);
+        if ((uint64_t)d->fixed + d->kv + d->loaned + cnt[VL_FREE] - d->withheld +
+                cnt[VL_QUARANTINED] != vl_capacity(d))
             return fail(L, -EFAULT, "device %u: fixed %u + kv %u + loaned %u + "
                         "free %u + quarantined %u != capacity %u", d->cfg.id,
-                        d->fixed, d->kv, d->loaned, cnt[VL_FREE],
-                        cnt[VL_QUARANTINED], d->nchunks);
+                        d->fixed, d->kv, d->loaned, cnt[VL_FREE] - d->withheld,
+                        cnt[VL_QUARANTINED], vl_capacity(d));
         if (d->nfree != cnt[VL_FREE])
             return fail(L, -EFAULT, "device %u: free stack holds %u, %u free",
                         d->cfg.id, d->nfree, cnt[VL_FREE]);
@@ -1743,7 +1794,7 @@ static int check_chunks(struct vl_ledger *L, uint32_t *held,
                 d->chunks[d->free_stack[i]].state != VL_FREE)
                 return fail(L, -EFAULT, "device %u: entry %u of the free stack "
                             "is not a free chunk", d->cfg.id, i);
-        if (d->reserved > d->nchunks)
+        if (d->reserved > vl_capacity(d))
             return fail(L, -EFAULT, "device %u: reservations exceed capacity",
                         d->cfg.id);
     }
@@ -1883,13 +1934,13 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
                 pool += pool_loans(s);
             }
         }
-        if (d->nfree < p.hard)
+        if (dev_free(d) < p.hard)
             return fail(L, -EFAULT, "device %u: %u chunks free, %u promised "
-                        "hard", d->cfg.id, d->nfree, p.hard);
-        if ((uint64_t)d->nfree + pool + d->count[VL_QUARANTINED] < full)
+                        "hard", d->cfg.id, dev_free(d), p.hard);
+        if ((uint64_t)dev_free(d) + pool + d->count[VL_QUARANTINED] < full)
             return fail(L, -EFAULT, "device %u: free %u + pool loans %llu + "
                         "quarantined %u do not cover the %llu chunks promised",
-                        d->cfg.id, d->nfree, (unsigned long long)pool,
+                        d->cfg.id, dev_free(d), (unsigned long long)pool,
                         d->count[VL_QUARANTINED], (unsigned long long)full);
     }
     return 0;

@@ -154,6 +154,7 @@ struct vl_device {
     uint32_t count[VL_NSTATES];
     uint32_t fixed, kv, loaned; /* granted chunks by category */
     uint32_t reserved;          /* sum over stages: window + fixed */
+    uint32_t withheld;          /* free chunks kept out: capacity lowered */
 };
 
 struct vl_client {
@@ -257,6 +258,17 @@ int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
 /* Offer one chunk to a region slot; refuses foreign chunks. */
 int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk,
                           uint32_t region);
+
+/* Changes a device's capacity at run time, between what is in use (and
+ * reserved by stages) and the device's size at start. -EBUSY with the reason
+ * when the memory is in use or promised. With dry_run, only checks. */
+int vl_device_set_capacity(struct vl_ledger *L, uint32_t device, uint64_t bytes,
+                           bool dry_run);
+/* Capacity in chunks now. */
+static inline uint32_t vl_capacity(const struct vl_device *d)
+{
+    return d->nchunks - d->withheld;
+}
 
 /* KV budget of a request. Returns 0 when the whole budget is mapped (map and
  * move effects for client), -EAGAIN when recalls from other clients must

@@ -384,6 +384,31 @@ static int handle_client_evict(struct vd_session *s, uint64_t id, cJSON *msg)
     return vd_finish(s, id, cJSON_CreateObject());
 }
 
+static int handle_device_set_capacity(struct vd_session *s, uint64_t id,
+                                      cJSON *msg)
+{
+    struct vd_server *srv = s->srv;
+    uint32_t device;
+    uint64_t bytes = 0;
+    if (get_u32(s, id, msg, "device", &device, true) < 0)
+        return 0;
+    vram_json_u64(msg, "bytes", &bytes);
+    if (!s->admin)
+        return vd_reply_err(s, id, -EPERM, "changing a capacity is for "
+                            "administrators (uid %u is not in access.admin)",
+                            (unsigned)s->peer.uid);
+    int e = vl_device_set_capacity(&srv->ledger, device, bytes, false);
+    if (e < 0)
+        return vd_reply_err(s, id, e, "%s", vl_why(&srv->ledger));
+    vlog(VLOG_NOTICE, "client %u (%s, uid %u) set device %u's capacity to %llu "
+         "MiB", s->id, s->name, (unsigned)s->peer.uid, device,
+         (unsigned long long)(bytes >> 20));
+    vl_fx_clear(&srv->fx);
+    int r = vd_finish(s, id, cJSON_CreateObject());
+    vd_held_retry_all(srv); /* more room may serve a held reserve */
+    return r;
+}
+
 static int handle_status(struct vd_session *s, uint64_t id, cJSON *msg)
 {
     (void)msg;
@@ -410,6 +435,7 @@ static const struct {
     {"status", handle_status},
     {"ping", handle_ping},
     {"client_evict", handle_client_evict},
+    {"device_set_capacity", handle_device_set_capacity},
 };
 
 int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,

@@ -27,6 +27,19 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A device's capacity: its cap, at most what it has less the reserve, in
+ * whole chunks. */
+static uint64_t capacity_of(const struct vd_device_conf *dc, uint64_t total)
+{
+    uint64_t cap = dc->has_capacity ? dc->l.capacity_bytes : total;
+    if (cap > total)
+        cap = total;
+    if (dc->reserve_bytes && dc->reserve_bytes < total &&
+        total - dc->reserve_bytes < cap)
+        cap = total - dc->reserve_bytes;
+    return cap / dc->l.chunk_bytes * dc->l.chunk_bytes;
+}
+
 int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
                    const struct vd_config *cfg, struct vd_backend *backend,
                    const char *socket_path)
@@ -48,19 +61,14 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
     struct vl_device_cfg devs[VL_MAX_DEVICES];
     for (uint32_t i = 0; i < cfg->ndev; i++) {
         devs[i] = cfg->dev[i].l;
-        uint64_t total = backend->info[i].total_bytes;
-        uint64_t cap = cfg->dev[i].has_capacity ? devs[i].capacity_bytes : total;
-        if (cap > total)
-            cap = total;
-        if (cfg->dev[i].reserve_bytes >= cap) {
+        if (cfg->dev[i].reserve_bytes >= backend->info[i].total_bytes) {
             vlog(VLOG_ERR, "devices[%u].reserve: %llu bytes leaves nothing of "
                  "%llu", i, (unsigned long long)cfg->dev[i].reserve_bytes,
-                 (unsigned long long)cap);
+                 (unsigned long long)backend->info[i].total_bytes);
             return -EINVAL;
         }
-        if (cfg->dev[i].reserve_bytes && total - cfg->dev[i].reserve_bytes < cap)
-            cap = total - cfg->dev[i].reserve_bytes;
-        devs[i].capacity_bytes = cap / devs[i].chunk_bytes * devs[i].chunk_bytes;
+        devs[i].capacity_bytes = capacity_of(&cfg->dev[i],
+                                             backend->info[i].total_bytes);
     }
     uint64_t va_base = cfg->va_base ? cfg->va_base : 0x200000000000ull;
     uint64_t va_size = cfg->va_size ? cfg->va_size : 0x100000000000ull;
@@ -141,10 +149,10 @@ static void on_accept(uv_poll_t *p, int status, int events)
     }
 }
 
-/* SIGHUP: reread the configuration. Limits and the access lists change at
- * once;
- * a change to devices, stages, the backend or the address window needs a
- * restart, and is refused as a whole, each difference named. */
+/* SIGHUP: reread the configuration. Capacities, limits and the access lists
+ * change at once; any other change to devices, stages, the backend or the
+ * address window needs a restart, and the reload is refused as a whole, each
+ * difference named. */
 void vd_server_reload(struct vd_server *srv)
 {
     if (!srv->config_path[0]) {
@@ -172,12 +180,28 @@ void vd_server_reload(struct vd_server *srv)
              "restart", next.ndev, cur->ndev);
         refused++;
     }
-    for (uint32_t i = 0; i < next.ndev && i < cur->ndev; i++)
-        if (memcmp(&next.dev[i], &cur->dev[i], sizeof(next.dev[i])) != 0) {
-            vlog(VLOG_ERR, "SIGHUP: devices[%u] changed (capacity, chunk, "
-                 "reserve or lending): needs a restart", i);
+    uint64_t caps[VL_MAX_DEVICES];
+    for (uint32_t i = 0; i < next.ndev && i < cur->ndev; i++) {
+        const struct vd_device_conf *a = &next.dev[i], *b = &cur->dev[i];
+        if (a->l.id != b->l.id || a->l.chunk_bytes != b->l.chunk_bytes ||
+            a->l.lend_unreserved != b->l.lend_unreserved) {
+            vlog(VLOG_ERR, "SIGHUP: devices[%u] changed its id, chunk or "
+                 "lending: needs a restart", i);
+            refused++;
+            continue;
+        }
+        /* Capacity (and reserve) change at run time, as set-capacity. */
+        /* Not clamped to the device: asking for more than it had at start
+         * is refused, not quietly cut. */
+        uint64_t total = srv->backend->info[i].total_bytes;
+        caps[i] = capacity_of(a, a->has_capacity && a->l.capacity_bytes > total
+                                     ? a->l.capacity_bytes : total);
+        if (vl_device_set_capacity(&srv->ledger, a->l.id, caps[i], true) < 0) {
+            vlog(VLOG_ERR, "SIGHUP: devices[%u].capacity: %s", i,
+                 vl_why(&srv->ledger));
             refused++;
         }
+    }
     if (next.nstages != cur->nstages ||
         (next.nstages && memcmp(next.stages, cur->stages,
                                 next.nstages * sizeof(*next.stages)) != 0)) {
@@ -201,6 +225,17 @@ void vd_server_reload(struct vd_server *srv)
         vlog(VLOG_ERR, "SIGHUP: %d change(s) refused; nothing changed", refused);
         vd_config_free(&next);
         return;
+    }
+    for (uint32_t i = 0; i < next.ndev; i++) {
+        uint64_t was = (uint64_t)vl_capacity(&srv->ledger.dev[i]) *
+                       srv->ledger.dev[i].cfg.chunk_bytes;
+        vl_device_set_capacity(&srv->ledger, next.dev[i].l.id, caps[i], false);
+        if (caps[i] / srv->ledger.dev[i].cfg.chunk_bytes !=
+            was / srv->ledger.dev[i].cfg.chunk_bytes)
+            vlog(VLOG_NOTICE, "SIGHUP: device %u: capacity %llu MiB (was %llu)",
+                 next.dev[i].l.id, (unsigned long long)(caps[i] >> 20),
+                 (unsigned long long)(was >> 20));
+        srv->cfg.dev[i] = next.dev[i];
     }
     srv->cfg.max_clients = next.max_clients;
     srv->cfg.max_chunks_per_client = next.max_chunks_per_client;

@@ -55,8 +55,9 @@ static cJSON *device_json(struct vd_server *srv, uint32_t i)
     if (info->uuid[0])
         cJSON_AddStringToObject(o, "uuid", info->uuid);
     vram_json_add_u64(o, "chunk_bytes", cb);
-    vram_json_add_u64(o, "capacity_bytes", (uint64_t)d->nchunks * cb);
-    vram_json_add_u64(o, "free_bytes", (uint64_t)d->count[VL_FREE] * cb);
+    vram_json_add_u64(o, "capacity_bytes", (uint64_t)vl_capacity(d) * cb);
+    vram_json_add_u64(o, "free_bytes", (uint64_t)(d->count[VL_FREE] - d->withheld) * cb);
+    vram_json_add_u64(o, "max_capacity_bytes", (uint64_t)d->nchunks * cb);
     vram_json_add_u64(o, "granted_bytes", (uint64_t)(d->fixed + d->kv) * cb);
     vram_json_add_u64(o, "fixed_bytes", (uint64_t)d->fixed * cb);
     vram_json_add_u64(o, "kv_bytes", (uint64_t)d->kv * cb);

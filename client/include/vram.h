@@ -193,6 +193,11 @@ VRAM_API int vram_expert_residency(const vram_client *c, uint32_t stage,
  * its process is gone). -EPERM unless this peer is in access.admin. */
 VRAM_API int vram_admin_evict(vram_client *c, uint32_t client);
 
+/* Admin only: a device's capacity at run time, down to what is in use and
+ * reserved, up to its size when vramd started (-EBUSY says which). */
+VRAM_API int vram_admin_set_capacity(vram_client *c, uint32_t device,
+                                     uint64_t bytes);
+
 /* A round trip that changes nothing. */
 VRAM_API int vram_client_ping(vram_client *c);
 

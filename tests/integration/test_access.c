@@ -38,8 +38,10 @@ static int as_user(const struct daemon *d, void *p)
     REQUIRE(vram_stage_register_adhoc(c, 0, 0, 1, &st) == 0, "stage");
     REQUIRE(vram_region_create(c, st, VRAM_REGION_FIXED, 16 * MIB, 1, &r) == 0, "region");
     REQUIRE(vram_region_grow(c, r, 3) == 0, "grow");
-    /* Not an admin: may not evict anyone. */
+    /* Not an admin: may not evict anyone, nor change a capacity. */
     CHECK(vram_admin_evict(c, 1) == -EPERM, "non-admin evicted");
+    CHECK(vram_admin_set_capacity(c, 0, 512 * MIB) == -EPERM,
+          "non-admin changed a capacity");
     CHECK(strstr(vram_client_last_error(c), "access.admin") != NULL, "unclear: %s",
           vram_client_last_error(c));
     rv_send(w->rv.to_parent[1], 1);

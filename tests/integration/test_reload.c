@@ -38,20 +38,36 @@ int main(void)
     CHECK(vram_region_grow(c, r, 100) == 0, "quota not raised: %s",
           vram_client_last_error(c));
 
-    /* A capacity change needs a restart: refused, named, nothing changed. */
+    /* Capacities change at run time: down to what is in use... */
+    write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"512MiB\"}],"
+                     " \"limits\": {\"chunks_per_client\": 200}}");
+    kill(d.pid, SIGHUP);
+    CHECK(daemon_log_wait(&d, "capacity 512 MiB (was 1024)", 2000),
+          "the lower capacity was not applied");
+    CHECK(wait_dev_value(&d, 0, "capacity_bytes", 512 * MIB, 1000), "capacity");
+    /* ...but not beyond the device's size at start, nor under what is used
+     * (100 chunks = 200 MiB here), and then nothing changes at all. */
     write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"2GiB\"}],"
                      " \"limits\": {\"chunks_per_client\": 10}}");
     kill(d.pid, SIGHUP);
-    CHECK(daemon_log_wait(&d, "devices[0] changed", 2000), "capacity change not named");
+    CHECK(daemon_log_wait(&d, "at most 1024 MiB", 2000), "over the size not named");
     CHECK(daemon_log_wait(&d, "refused; nothing changed", 2000), "no refusal");
-    CHECK(vram_region_grow(c, r, 50) == 0, "limits changed despite the refusal: %s",
+    write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"128MiB\"}]}");
+    kill(d.pid, SIGHUP);
+    CHECK(daemon_log_wait(&d, "MiB are in use", 2000), "in-use refusal not named");
+    write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"512MiB\","
+                     " \"chunk\": \"4MiB\"}]}");
+    kill(d.pid, SIGHUP);
+    CHECK(daemon_log_wait(&d, "changed its id, chunk or lending", 2000),
+          "chunk change not named");
+    CHECK(vram_region_grow(c, r, 50) == 0, "limits changed despite the refusals: %s",
           vram_client_last_error(c));
     cJSON *s = daemon_status(&d);
-    CHECK_EQ_U(status_dev(s, 0, "capacity_bytes"), 1 * GIB);
+    CHECK_EQ_U(status_dev(s, 0, "capacity_bytes"), 512 * MIB);
     cJSON_Delete(s);
 
     /* Access lists reload at once. */
-    write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"1GiB\"}],"
+    write_config(&d, "{\"devices\": [{\"id\": 0, \"capacity\": \"512MiB\"}],"
                      " \"limits\": {\"chunks_per_client\": 200},"
                      " \"access\": {\"allow\": {\"uids\": [4242]}}}");
     kill(d.pid, SIGHUP);

@@ -98,9 +98,28 @@ int main(void)
     }
     CHECK(samples > 20, "only %d samples", samples);
     free(copy);
+    /* Capacity at run time (root is an admin). */
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 8GiB", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "capacity 8 GiB"),
+          "set-capacity: %s", out);
+    j = daemon_status(&d);
+    CHECK_EQ_U(status_dev(j, 1, "capacity_bytes"), 8 * GIB);
+    CHECK_EQ_U(status_dev(j, 1, "free_bytes"), 8 * GIB - 10 * MIB);
+    cJSON_Delete(j);
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 32GiB", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 1 && strstr(out, "at most 16384 MiB"),
+          "over the start size: %s", out);
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 4MiB", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 1 && strstr(out, "10 MiB are in use"),
+          "under what is in use: %s", out);
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 lots", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 2, "bad size accepted");
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 16GiB", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "back to 16 GiB: %s", out);
     /* Every command has --help; unknown options are refused. */
-    const char *cmds[] = {"status", "clients", "stages", "loans", "watch", "metrics"};
-    for (size_t i = 0; i < 6; i++) {
+    const char *cmds[] = {"status", "clients", "stages", "loans", "watch", "metrics",
+                          "set-capacity", "evict"};
+    for (size_t i = 0; i < 8; i++) {
         snprintf(args, sizeof(args), "%s --help", cmds[i]);
         CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "Usage: vramctl"),
               "%s --help: %s", cmds[i], out);
