@@ -51,5 +51,24 @@ grep -q "socket passed by the service manager" "$tmp/vramd.log" ||
 kill "$pid"
 wait "$pid" 2>/dev/null || true
 pid=
+# 3. Under the journal (stderr is the stream JOURNAL_STREAM names), lines
+# carry syslog priority prefixes instead of timestamps.
+: >"$tmp/journal.log"
+js=$(stat -c '%d:%i' "$tmp/journal.log")
+JOURNAL_STREAM=$js "$build/vramd" --backend host --socket "$tmp/j.sock" \
+    2>>"$tmp/journal.log" &
+pid=$!
+i=0
+until grep -q "ready on" "$tmp/journal.log"; do
+    i=$((i + 1)); [ $i -lt 100 ] || break
+    sleep 0.05
+done
+kill "$pid"; wait "$pid" 2>/dev/null || true
+pid=
+grep -q '^<5>vramd .* ready on' "$tmp/journal.log" ||
+    { echo "no journald priority prefix:"; cat "$tmp/journal.log"; fail=1; }
+if grep -qv '^<[0-7]>' "$tmp/journal.log"; then
+    echo "a line without a priority prefix:"; cat "$tmp/journal.log"; fail=1
+fi
 [ $fail -eq 0 ] && echo "units: 1 passed, 0 failed" || echo "units: 0 passed, 1 failed"
 exit $fail
