@@ -41,4 +41,5 @@ build/vramctl --socket "$sock" status
 kill $replay
 wait $replay || true
 echo
-echo "== vram-replay without --table prints one JSON object per step (see README)"
+echo "== done. Without --table, vram-replay prints one JSON object per step;"
+echo "   vramctl has clients, stages, loans, watch and metrics too (README.md)."
