@@ -104,4 +104,28 @@ struct vram_client {
     int async_error;
 };
 
+/* client.c: the connection, requests and replies, events */
+int vc_set_error(vram_client *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+cJSON *vc_msg_new(const char *type);
+/* Sends msg (consumed) and waits for its final reply (caller deletes);
+ * the reply's map entries are gathered, not yet applied. */
+int vc_request(vram_client *c, cJSON *msg, cJSON **reply_out);
+/* A request whose reply carries nothing the caller needs. */
+int vc_call(vram_client *c, cJSON *msg);
+
+/* mapping.c: what replies do to this process */
+struct vc_region *vc_region_get(const vram_client *c, uint32_t id);
+struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id);
+uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot);
+void vc_drop_chunk(vram_client *c, uint64_t id);
+void vc_emit(vram_client *c, enum vram_event_type type, uint32_t stage,
+             uint32_t n, uint32_t deadline);
+int vc_gather_map(vram_client *c, const cJSON *msg, struct vram_wire_frame *f);
+int vc_apply_pending(vram_client *c);
+void vc_clear_pending(vram_client *c);
+int vc_region_add(vram_client *c, const cJSON *o);
+void vc_region_forget(vram_client *c, struct vc_region *r);
+void vc_stage_update(vram_client *c, const cJSON *o);
+
 #endif

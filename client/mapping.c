@@ -1,0 +1,333 @@
+/* What the daemon's replies do to this process: regions reserved at the
+ * daemon's addresses, chunks imported, mapped, moved and dropped, the
+ * stages' figures, and the engine told before expert slots lose memory. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "message.h"
+
+struct vc_region *vc_region_get(const vram_client *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->nregions; i++)
+        if (c->regions[i]->id == id)
+            return c->regions[i];
+    return NULL;
+}
+
+struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id)
+{
+    for (size_t i = 0; i < c->nstages; i++)
+        if (c->stages[i].id == id)
+            return &c->stages[i];
+    return NULL;
+}
+
+uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot)
+{
+    return r->base + (uint64_t)slot * r->chunk_bytes;
+}
+
+static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch)
+{
+    if (!ch->region)
+        return 0;
+    struct vc_region *r = vc_region_get(c, ch->region);
+    int e = 0;
+    if (r) {
+        e = c->mapper->unmap(c, ch, vc_slot_addr(r, ch->slot), r->chunk_bytes);
+        r->slot_chunk[ch->slot] = UINT64_MAX;
+        r->mapped--;
+    }
+    ch->region = 0;
+    ch->slot = 0;
+    return e;
+}
+
+static int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
+                     uint32_t slot)
+{
+    if (slot >= r->lanes * r->stride_slots || r->slot_chunk[slot] != UINT64_MAX)
+        return vc_set_error(c, -EPROTO, "daemon mapped chunk %llu over slot %u "
+                         "of region %u, which is taken or out of range",
+                         (unsigned long long)ch->id, slot, r->id);
+    if (ch->device != r->device)
+        return vc_set_error(c, -EXDEV, "foreign chunk: chunk %llu of device %u "
+                         "offered to region %u of device %u",
+                         (unsigned long long)ch->id, ch->device, r->id,
+                         r->device);
+    int e = c->mapper->map(c, ch, vc_slot_addr(r, slot), r->chunk_bytes);
+    if (e < 0)
+        return e;
+    ch->region = r->id;
+    ch->slot = slot;
+    r->slot_chunk[slot] = ch->id;
+    r->mapped++;
+    return 0;
+}
+
+/* Drops a held chunk: unmapped, handle closed, forgotten. */
+void vc_drop_chunk(vram_client *c, uint64_t id)
+{
+    struct vc_chunk *ch = vc_table_get(&c->chunks, id);
+    if (!ch)
+        return;
+    vc_unmap_chunk(c, ch);
+    c->mapper->release(c, ch);
+    vc_table_del(&c->chunks, id);
+}
+
+void vc_emit(vram_client *c, enum vram_event_type type, uint32_t stage,
+                 uint32_t n, uint32_t deadline)
+{
+    if (!c->cb)
+        return;
+    struct vc_stage *st = vc_stage_get(c, stage);
+    struct vram_event ev = {.type = type, .stage = stage, .nchunks = n,
+                            .deadline_ms = deadline};
+    if (st) {
+        ev.residency_version = st->res.version;
+        ev.expert_slots_backed = st->res.expert_slots_backed;
+        ev.expert_loaned_bytes = st->res.expert_loaned_bytes;
+    }
+    c->cb(c->cb_user, &ev);
+}
+
+/* Applies the map entries gathered from a reply: new chunks are imported and
+ * mapped, known chunks are moved. Engines hear of expert slots leaving before
+ * they are unmapped. */
+int vc_apply_pending(vram_client *c)
+{
+    int err = 0;
+    uint32_t shrink_stage = 0, shrinking = 0;
+    for (size_t i = 0; i < c->npend; i++) {
+        struct pending_map *p = &c->pend[i];
+        struct vc_chunk *ch = p->fd < 0 ? vc_table_get(&c->chunks, p->chunk) : NULL;
+        struct vc_region *from = ch && ch->region ? vc_region_get(c, ch->region) : NULL;
+        if (from && from->kind == VRAM_REGION_EXPERT) {
+            shrink_stage = from->stage;
+            shrinking++;
+        }
+    }
+    if (shrinking)
+        vc_emit(c, VRAM_EVENT_EXPERT_SHRINK, shrink_stage, shrinking, 0);
+
+    for (size_t i = 0; i < c->npend; i++) {
+        struct pending_map *p = &c->pend[i];
+        struct vc_region *r = vc_region_get(c, p->region);
+        int e = 0;
+        if (!r) {
+            e = vc_set_error(c, -EPROTO, "daemon mapped chunk %llu into unknown "
+                          "region %u", (unsigned long long)p->chunk, p->region);
+        } else if (p->fd >= 0) {
+            struct vc_chunk ch = {.id = p->chunk, .fd = -1, .device = r->device};
+            if (vc_table_get(&c->chunks, p->chunk)) {
+                e = vc_set_error(c, -EPROTO, "daemon sent chunk %llu twice",
+                              (unsigned long long)p->chunk);
+            } else if ((e = c->mapper->import(c, &ch, p->fd, r->chunk_bytes)) == 0) {
+                p->fd = -1; /* the import owns it now */
+                if ((e = vc_table_put(&c->chunks, &ch)) == 0)
+                    e = vc_map_chunk(c, vc_table_get(&c->chunks, ch.id), r, p->slot);
+                else
+                    c->mapper->release(c, &ch);
+            }
+        } else {
+            struct vc_chunk *ch = vc_table_get(&c->chunks, p->chunk);
+            if (!ch) {
+                e = vc_set_error(c, -EPROTO, "daemon moved chunk %llu, which this "
+                              "client does not hold", (unsigned long long)p->chunk);
+            } else if (ch->device != r->device) {
+                e = vc_set_error(c, -EXDEV, "foreign chunk: chunk %llu of device "
+                              "%u moved to region %u of device %u",
+                              (unsigned long long)p->chunk, ch->device, r->id,
+                              r->device);
+            } else {
+                vc_unmap_chunk(c, ch);
+                e = vc_map_chunk(c, ch, r, p->slot);
+            }
+        }
+        if (p->fd >= 0)
+            close(p->fd);
+        p->fd = -1;
+        if (e < 0 && !err)
+            err = e;
+    }
+    c->npend = 0;
+    return err;
+}
+
+void vc_clear_pending(vram_client *c)
+{
+    for (size_t i = 0; i < c->npend; i++)
+        if (c->pend[i].fd >= 0)
+            close(c->pend[i].fd);
+    c->npend = 0;
+}
+
+/* Takes the map entries of one reply frame, with their fds. */
+int vc_gather_map(vram_client *c, const cJSON *msg,
+                      struct vram_wire_frame *f)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(msg, "map");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr) {
+        uint64_t chunk, region, slot, fdi;
+        if (vram_json_u64(e, "chunk", &chunk) < 0 ||
+            vram_json_u64(e, "region", &region) < 0 ||
+            vram_json_u64(e, "slot", &slot) < 0)
+            return vc_set_error(c, -EPROTO, "malformed map entry from the daemon");
+        int fd = -1;
+        int r = vram_json_u64(e, "fd", &fdi);
+        if (r == 0) {
+            if (fdi >= (uint64_t)f->nfds || f->fds[fdi] < 0)
+                return vc_set_error(c, -EPROTO, "map entry names fd %llu; the "
+                                 "frame carried %d", (unsigned long long)fdi,
+                                 f->nfds);
+            fd = f->fds[fdi];
+            f->fds[fdi] = -1;
+        }
+        if (c->npend == c->cappend) {
+            size_t cap = c->cappend ? c->cappend * 2 : 64;
+            struct pending_map *v = realloc(c->pend, cap * sizeof(*v));
+            if (!v) {
+                if (fd >= 0)
+                    close(fd);
+                return -ENOMEM;
+            }
+            c->pend = v;
+            c->cappend = cap;
+        }
+        c->pend[c->npend++] = (struct pending_map){
+            .chunk = chunk, .region = (uint32_t)region, .slot = (uint32_t)slot,
+            .fd = fd};
+    }
+    return 0;
+}
+
+int vc_region_add(vram_client *c, const cJSON *o)
+{
+    uint64_t id, stage, device, base, stride, lanes, slots, stride_slots, cb;
+    if (vram_json_u64(o, "id", &id) < 0 || vram_json_u64(o, "stage", &stage) < 0 ||
+        vram_json_u64(o, "device", &device) < 0 ||
+        vram_json_u64(o, "base", &base) < 0 ||
+        vram_json_u64(o, "lane_stride", &stride) < 0 ||
+        vram_json_u64(o, "lanes", &lanes) < 0 ||
+        vram_json_u64(o, "lane_slots", &slots) < 0 ||
+        vram_json_u64(o, "stride_slots", &stride_slots) < 0 ||
+        vram_json_u64(o, "chunk_bytes", &cb) < 0 || !cb || !lanes)
+        return vc_set_error(c, -EPROTO, "malformed region from the daemon");
+    if (vc_region_get(c, (uint32_t)id))
+        return 0;
+    struct vc_region *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->id = (uint32_t)id;
+    r->stage = (uint32_t)stage;
+    r->device = (uint32_t)device;
+    const char *kind = vram_json_str(o, "kind");
+    static const char *kinds[] = {"kv", "expert", "fixed", "draft_kv"};
+    for (int k = 0; kind && k < 4; k++)
+        if (strcmp(kind, kinds[k]) == 0)
+            r->kind = k;
+    r->base = base;
+    r->lane_stride = stride;
+    r->lanes = (uint32_t)lanes;
+    r->lane_slots = (uint32_t)slots;
+    r->stride_slots = (uint32_t)stride_slots;
+    r->chunk_bytes = cb;
+    size_t n = (size_t)lanes * stride_slots;
+    r->slot_chunk = malloc(n * sizeof(uint64_t));
+    r->lane_counts = malloc(lanes * sizeof(uint32_t));
+    struct vc_region **v = realloc(c->regions, (c->nregions + 1) * sizeof(*v));
+    if (!r->slot_chunk || !r->lane_counts || !v) {
+        free(r->slot_chunk);
+        free(r->lane_counts);
+        free(r);
+        if (v)
+            c->regions = v;
+        return -ENOMEM;
+    }
+    c->regions = v;
+    for (size_t k = 0; k < n; k++)
+        r->slot_chunk[k] = UINT64_MAX;
+    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(o, "lane_slot_counts");
+    for (uint32_t l = 0; l < lanes; l++) {
+        const cJSON *x = cJSON_GetArrayItem(counts, (int)l);
+        r->lane_counts[l] = x && cJSON_IsNumber(x) ? (uint32_t)x->valuedouble
+                                                    : (uint32_t)slots;
+    }
+    /* The daemon says how much address space the region holds (whole
+     * alignment units); older daemons did not: then exactly its lanes. */
+    r->va_bytes = lanes * stride;
+    uint64_t vb;
+    if (vram_json_u64(o, "va_bytes", &vb) == 0 && vb >= r->va_bytes)
+        r->va_bytes = vb;
+    int e = c->mapper->reserve(c, base, r->va_bytes);
+    if (e < 0) {
+        free(r->slot_chunk);
+        free(r->lane_counts);
+        free(r);
+        return e;
+    }
+    c->regions[c->nregions++] = r;
+    return 0;
+}
+
+void vc_region_forget(vram_client *c, struct vc_region *r)
+{
+    for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
+        if (r->slot_chunk[k] != UINT64_MAX)
+            vc_drop_chunk(c, r->slot_chunk[k]);
+    c->mapper->unreserve(c, r->base, r->va_bytes);
+    for (size_t i = 0; i < c->nregions; i++)
+        if (c->regions[i] == r) {
+            c->regions[i] = c->regions[--c->nregions];
+            break;
+        }
+    free(r->slot_chunk);
+    free(r->lane_counts);
+    free(r);
+}
+
+void vc_stage_update(vram_client *c, const cJSON *o)
+{
+    uint64_t id, v;
+    if (!o || vram_json_u64(o, "id", &id) < 0)
+        return;
+    struct vc_stage *st = vc_stage_get(c, (uint32_t)id);
+    if (!st)
+        return;
+    struct vram_stage_info *in = &st->info;
+    in->stage = (uint32_t)id;
+    if (vram_json_u64(o, "device", &v) == 0) in->device = (uint32_t)v;
+    if (vram_json_u64(o, "first_layer", &v) == 0) in->first_layer = (uint32_t)v;
+    if (vram_json_u64(o, "last_layer", &v) == 0) in->last_layer = (uint32_t)v;
+    vram_json_u64(o, "kv_mapped_bytes", &in->kv_mapped_bytes);
+    vram_json_u64(o, "kv_max_bytes", &in->kv_max_bytes);
+    vram_json_u64(o, "expert_loaned_bytes", &in->expert_loaned_bytes);
+    vram_json_u64(o, "expert_slot_bytes", &in->expert_slot_bytes);
+    if (vram_json_u64(o, "expert_slots_backed", &v) == 0)
+        in->expert_slots_backed = (uint32_t)v;
+    uint64_t ver = 0;
+    vram_json_u64(o, "residency_version", &ver);
+    if (ver >= st->res.version) {
+        st->res.version = ver;
+        st->res.expert_slots_backed = in->expert_slots_backed;
+        st->res.expert_loaned_bytes = in->expert_loaned_bytes;
+    }
+    const cJSON *regions = cJSON_GetObjectItemCaseSensitive(o, "regions");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, regions) {
+        const char *kind = vram_json_str(r, "kind");
+        uint64_t rid;
+        if (!kind || vram_json_u64(r, "id", &rid) < 0)
+            continue;
+        if (strcmp(kind, "kv") == 0)
+            in->kv_region = (uint32_t)rid;
+        else if (strcmp(kind, "expert") == 0)
+            in->expert_region = (uint32_t)rid;
+    }
+}
