@@ -49,6 +49,10 @@
  *    anyone else before its holder released it or was reaped. Quarantined
  *    chunks of a configured stage stand for its promise until the reap; the
  *    stage can't be registered again before.
+ * 12. Capacity at run time. Lowering a device's capacity withholds free
+ *    chunks (none moves); it must leave room for what is in use, what the
+ *    stages reserve and every hard promise. Raising it stops at the size the
+ *    device had at start.
  */
 #include "ledger.h"
 
