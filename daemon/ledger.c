@@ -53,6 +53,16 @@
  *    chunks (none moves); it must leave room for what is in use, what the
  *    stages reserve and every hard promise. Raising it stops at the size the
  *    device had at start.
+ * 13. Restart. Whatever a client's process holds stays its own while the
+ *    process lives, whether vramd or the connection went away. A client
+ *    that disconnects leaves a gone client behind: its chunks quarantined,
+ *    its address ranges and ad-hoc stage ids held. A restarted vramd
+ *    rebuilds the same from its state file (vl_restore). When the process
+ *    connects again it may resume (vl_client_resume): the same stage,
+ *    region and chunk ids at the same addresses and slots; what it does not
+ *    declare is freed, what cannot be placed stays quarantined until the
+ *    process is gone. Nothing a live process may still map is granted to
+ *    anyone else.
  */
 #include "ledger.h"
 
@@ -200,6 +210,71 @@ static struct vl_chunk *chunk_get(struct vl_ledger *L, uint64_t id,
     return &L->dev[di].chunks[idx];
 }
 
+/* ---- the observer (rule 13) -------------------------------------------- */
+
+static void note_chunk(struct vl_ledger *L, struct vl_device *d, uint32_t idx)
+{
+    if (!L->obs.chunk)
+        return;
+    struct vl_chunk *c = &d->chunks[idx];
+    uint16_t st = VL_QSTAGE_NONE;
+    uint8_t cat = c->cat;
+    if (c->state == VL_QUARANTINED) {
+        st = c->qstage;
+        cat = c->qcat;
+    } else if (c->region) {
+        struct vl_region *r = vl_region_find(L, c->region);
+        if (r && r->stage < VL_MAX_STAGES && L->stage[r->stage].configured)
+            st = (uint16_t)r->stage;
+    }
+    L->obs.chunk(L->obs.ctx, dev_index(L, d), idx, c->holder, st, cat);
+}
+
+/* A quarantined chunk stands for a configured stage's promise (rule 11),
+ * and keeps what it counted as: a resumed stage (rule 13) gets these very
+ * chunks back, so its hard promise must not change meanwhile. */
+static void qstage_set(struct vl_ledger *L, struct vl_chunk *c, uint32_t stage,
+                       int cat)
+{
+    c->qstage = (uint16_t)stage;
+    c->qcat = (uint8_t)cat;
+    L->stage[stage].quarantined++;
+    L->stage[stage].q_fixed += cat == VL_CAT_FIXED;
+}
+
+static void qstage_clear(struct vl_ledger *L, struct vl_chunk *c)
+{
+    if (c->qstage == VL_QSTAGE_NONE)
+        return;
+    struct vl_stage *qs = &L->stage[c->qstage];
+    if (qs->quarantined)
+        qs->quarantined--;
+    if (c->qcat == VL_CAT_FIXED && qs->q_fixed)
+        qs->q_fixed--;
+    c->qstage = VL_QSTAGE_NONE;
+    c->qcat = VL_CAT_NONE;
+}
+
+static uint32_t note_va_take(struct vl_ledger *L, uint32_t region,
+                             uint32_t client, uint64_t base, uint64_t size)
+{
+    return L->obs.va_take ? L->obs.va_take(L->obs.ctx, region, client, base,
+                                           size)
+                          : 0;
+}
+
+static void note_va_give(struct vl_ledger *L, uint32_t tag)
+{
+    if (L->obs.va_give)
+        L->obs.va_give(L->obs.ctx, tag);
+}
+
+static void note_stage(struct vl_ledger *L, uint32_t stage, uint32_t client)
+{
+    if (L->obs.stage)
+        L->obs.stage(L->obs.ctx, stage, client);
+}
+
 /* ---- chunk state ------------------------------------------------------ */
 
 static void set_state(struct vl_device *d, struct vl_chunk *c, int st)
@@ -300,6 +375,7 @@ static void place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     struct vl_stage *s = stage_get(L, r->stage);
     if (s)
         (*stage_counter(s, r))++;
+    note_chunk(L, d, idx);
 }
 
 /* Free chunks that may be handed out: a lowered capacity withholds some. */
@@ -324,16 +400,12 @@ static void to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     struct vl_client *cl = vl_client_find(L, holder);
     if (cl && cl->chunks)
         cl->chunks--;
-    if (c->qstage != VL_QSTAGE_NONE) {
-        struct vl_stage *qs = stage_get(L, c->qstage);
-        if (qs && qs->quarantined)
-            qs->quarantined--;
-        c->qstage = VL_QSTAGE_NONE;
-    }
+    qstage_clear(L, c);
     set_cat(d, c, VL_CAT_NONE);
     set_state(d, c, VL_FREE);
     c->holder = 0;
     d->free_stack[d->nfree++] = idx;
+    note_chunk(L, d, idx);
     fx_push(fx, (struct vl_fx){.kind = VL_FX_DROP, .client = holder,
                                .chunk = vl_chunk_id(dev_index(L, d), idx)});
 }
@@ -417,14 +489,19 @@ static uint32_t stage_credit(const struct vl_stage *s)
  * and the window of a no-loan stage (mapped whole at registration). */
 static uint32_t stage_hard(const struct vl_stage *s)
 {
-    uint32_t h = fixed_free(s) + (s->no_loan ? window_free(s) : 0);
-    return sub0(h, stage_credit(s));
+    /* Quarantined chunks cover it as they will when given back: fixed ones
+     * the fixed part, the others the window part. */
+    uint32_t qw = s->quarantined - s->q_fixed;
+    return sub0(fixed_free(s), s->q_fixed) +
+           (s->no_loan ? sub0(window_free(s), qw) : 0);
 }
 
-/* The promise free chunks and recallable pool loans must cover. */
+/* The promise free chunks and recallable pool loans must cover; never less
+ * than the hard part (quarantined pool loans may outnumber the promise). */
 static uint32_t stage_need(const struct vl_stage *s)
 {
-    return stage_full(s) - stage_credit(s);
+    uint32_t n = stage_full(s) - stage_credit(s), h = stage_hard(s);
+    return n > h ? n : h;
 }
 
 /* What pool loans must leave free: everything promised, except the window
@@ -577,6 +654,54 @@ static void va_release(struct vl_ledger *L, uint64_t base, uint64_t size)
     }
 }
 
+/* Takes exactly [base, base + size) out of the free ranges; -EBUSY when
+ * any of it is taken. */
+static int va_take_exact(struct vl_ledger *L, uint64_t base, uint64_t size)
+{
+    if (!size || base + size < base)
+        return -EINVAL;
+    for (size_t i = 0; i < L->nva_free; i++) {
+        struct vl_va_range *f = &L->va_free[i];
+        if (base < f->base || base + size > f->base + f->size)
+            continue;
+        uint64_t end = f->base + f->size, head = base - f->base;
+        if (head == 0) {
+            f->base += size;
+            f->size -= size;
+            if (!f->size) {
+                memmove(f, f + 1, (L->nva_free - i - 1) * sizeof(*f));
+                L->nva_free--;
+            }
+        } else if (base + size == end) {
+            f->size = head;
+        } else {
+            struct vl_va_range *v = realloc(L->va_free, (L->nva_free + 1) *
+                                                            sizeof(*v));
+            if (!v)
+                return -ENOMEM;
+            L->va_free = v;
+            f = &L->va_free[i];
+            memmove(f + 2, f + 1, (L->nva_free - i - 1) * sizeof(*f));
+            L->nva_free++;
+            f[1].base = base + size;
+            f[1].size = end - (base + size);
+            f->size = head;
+        }
+        return 0;
+    }
+    return -EBUSY;
+}
+
+static int hold_add(struct vl_ledger *L, const struct vl_va_hold *h)
+{
+    struct vl_va_hold *v = realloc(L->va_hold, (L->nva_hold + 1) * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    L->va_hold = v;
+    v[L->nva_hold++] = *h;
+    return 0;
+}
+
 /* ---- set-up ------------------------------------------------------------ */
 
 int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev,
@@ -657,6 +782,7 @@ void vl_fini(struct vl_ledger *L)
     free(L->region);
     free(L->client);
     free(L->va_free);
+    free(L->va_hold);
     memset(L, 0, sizeof(*L));
 }
 
@@ -811,11 +937,16 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
     return 0;
 }
 
-static void region_drop(struct vl_ledger *L, struct vl_region *r)
+/* A region goes; its address range is free again, or with hold still
+ * reserved by its (gone) client's process (rule 13). */
+static void region_drop(struct vl_ledger *L, struct vl_region *r, bool hold)
 {
-    struct vl_device *d = dev_get(L, r->device);
-    if (d)
+    struct vl_va_hold h = {.client = r->client, .region = r->id,
+                           .base = r->base, .size = r->va_bytes, .tag = r->tag};
+    if (!hold || hold_add(L, &h) < 0) {
         va_release(L, r->base, r->va_bytes);
+        note_va_give(L, r->tag);
+    }
     for (size_t i = 0; i < L->nregion; i++)
         if (L->region[i] == r) {
             L->region[i] = L->region[--L->nregion];
@@ -829,6 +960,7 @@ static void stage_reset(struct vl_ledger *L, struct vl_stage *s)
     if (!s->configured) {
         free(s->slot_layer);
         memset(s, 0, sizeof(*s));
+        note_stage(L, (uint32_t)(s - L->stage), 0);
         return;
     }
     s->owner = 0;
@@ -865,15 +997,13 @@ static void drop_regions(struct vl_ledger *L, uint32_t client, uint32_t stage,
                 unplace(L, c);
                 set_cat(d, c, VL_CAT_NONE);
                 set_state(d, c, VL_QUARANTINED);
-                if (qs && qs->configured) { /* it stands for its promise */
-                    c->qstage = (uint16_t)r->stage;
-                    qs->quarantined++;
-                }
+                if (qs && qs->configured) /* it stands for its promise */
+                    qstage_set(L, c, r->stage, cat_of_kind(r));
             } else {
                 to_free(L, d, idx, fx);
             }
         }
-        region_drop(L, r); /* swaps the last region into i */
+        region_drop(L, r, quarantine); /* swaps the last region into i */
     }
 }
 
@@ -899,9 +1029,17 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
             }
         }
     }
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
-        if (L->stage[i].used && L->stage[i].owner == client)
-            stage_reset(L, &L->stage[i]);
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used || s->owner != client)
+            continue;
+        if (s->configured) {
+            stage_reset(L, s);
+        } else { /* its id waits for the process (rule 13) */
+            s->owner = 0;
+            s->held_by = client;
+        }
+    }
     cl->gone = true;
     return 0;
 }
@@ -925,17 +1063,34 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
                 d->chunks[k].state == VL_QUARANTINED)
                 to_free(L, d, k, fx);
     }
+    for (size_t i = 0; i < L->nva_hold;) {
+        struct vl_va_hold *h = &L->va_hold[i];
+        if (h->client != client) {
+            i++;
+            continue;
+        }
+        va_release(L, h->base, h->size);
+        note_va_give(L, h->tag);
+        *h = L->va_hold[--L->nva_hold];
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        if (L->stage[i].used && !L->stage[i].configured &&
+            !L->stage[i].owner && L->stage[i].held_by == client)
+            stage_reset(L, &L->stage[i]);
     *cl = L->client[--L->nclient];
     return 0;
 }
 
 /* ---- regions ----------------------------------------------------------- */
 
-static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
-                      int kind, uint32_t lanes, const uint32_t *lane_slots,
-                      struct vl_region **out)
+struct geometry {
+    uint64_t lane_stride, total, va_bytes, unit;
+};
+
+static int region_geometry(struct vl_ledger *L, const struct vl_device *d,
+                           uint32_t lanes, const uint32_t *lane_slots,
+                           struct geometry *g)
 {
-    struct vl_device *d = dev_get(L, s->cfg.device);
     uint64_t cb = d->cfg.chunk_bytes;
     uint32_t stride = 0;
     for (uint32_t l = 0; l < lanes; l++)
@@ -944,13 +1099,31 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
     if (stride == 0)
         return fail(L, -EINVAL, "a region needs at least one chunk per lane");
     uint64_t align = cb > (2u << 20) ? cb : (2u << 20);
-    uint64_t lane_stride = ((uint64_t)stride * cb + align - 1) / align * align;
-    uint64_t total = (uint64_t)lanes * lane_stride;
+    g->lane_stride = ((uint64_t)stride * cb + align - 1) / align * align;
+    g->total = (uint64_t)lanes * g->lane_stride;
     /* The address space a client reserves: whole alignment units, so that a
      * region is never a small reservation (the CUDA driver serves those from
      * its own pool and ignores the address) and never overlaps the next. */
-    uint64_t unit = L->region_align > align ? L->region_align : align;
-    uint64_t va_bytes = div_up(total, unit) * unit;
+    g->unit = L->region_align > align ? L->region_align : align;
+    g->va_bytes = div_up(g->total, g->unit) * g->unit;
+    return 0;
+}
+
+/* A new region, at a free address (base 0) with the next id (id 0), or at
+ * the address and with the id a resuming client had (rule 13). */
+static int region_new_at(struct vl_ledger *L, uint32_t client,
+                         struct vl_stage *s, int kind, uint32_t lanes,
+                         const uint32_t *lane_slots, uint64_t base, uint32_t id,
+                         struct vl_region **out)
+{
+    struct vl_device *d = dev_get(L, s->cfg.device);
+    uint64_t cb = d->cfg.chunk_bytes;
+    struct geometry g;
+    int ge = region_geometry(L, d, lanes, lane_slots, &g);
+    if (ge < 0)
+        return ge;
+    uint64_t lane_stride = g.lane_stride, total = g.total, va_bytes = g.va_bytes,
+             unit = g.unit;
 
     struct vl_region *r = calloc(1, sizeof(*r));
     if (!r)
@@ -971,15 +1144,28 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
         L->region = v;
         L->region_cap = cap;
     }
-    int e = va_alloc(L, va_bytes, unit, &r->base);
+    int e = base ? va_take_exact(L, base, va_bytes)
+                 : va_alloc(L, va_bytes, unit, &r->base);
     if (e < 0) {
         region_free(r);
+        if (base)
+            return fail(L, e, "address %#llx (+%llu MiB) is taken",
+                        (unsigned long long)base,
+                        (unsigned long long)(va_bytes >> 20));
         return fail(L, e, "no room for %llu MiB in the address window",
                     (unsigned long long)(total >> 20));
     }
+    if (base)
+        r->base = base;
     for (size_t k = 0; k < (size_t)lanes * r->stride_slots; k++)
         r->slot_chunk[k] = VL_CHUNK_NONE;
-    r->id = L->next_region_id++;
+    if (id) {
+        r->id = id;
+        if (id >= L->next_region_id)
+            L->next_region_id = id + 1;
+    } else {
+        r->id = L->next_region_id++;
+    }
     r->client = client;
     r->stage = (uint32_t)(s - L->stage);
     r->kind = (uint8_t)kind;
@@ -989,9 +1175,17 @@ static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
     r->lanes = lanes;
     memcpy(r->lane_slots, lane_slots, lanes * sizeof(uint32_t));
     r->fixed_index = VL_NONE;
+    r->tag = note_va_take(L, r->id, client, r->base, r->va_bytes);
     L->region[L->nregion++] = r;
     *out = r;
     return 0;
+}
+
+static int region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
+                      int kind, uint32_t lanes, const uint32_t *lane_slots,
+                      struct vl_region **out)
+{
+    return region_new_at(L, client, s, kind, lanes, lane_slots, 0, 0, out);
 }
 
 static uint32_t lane_used(const struct vl_region *r, uint32_t lane)
@@ -1144,7 +1338,7 @@ int vl_region_release(struct vl_ledger *L, uint32_t client, uint32_t region,
     for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
         if (r->slot_chunk[k] != VL_CHUNK_NONE)
             to_free(L, d, (uint32_t)r->slot_chunk[k], fx);
-    region_drop(L, r);
+    region_drop(L, r, false);
     return 0;
 }
 
@@ -1255,6 +1449,7 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
         s->cfg.first_layer = first;
         s->cfg.last_layer = last;
         s->owner = client;
+        note_stage(L, i, client);
         *stage_out = i;
         return 0;
     }
@@ -1698,6 +1893,474 @@ void vl_recall_missed(struct vl_ledger *L, uint32_t client)
     }
 }
 
+/* ---- restart (rule 13) -------------------------------------------------- */
+
+int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
+               const struct vl_restore_chunk *chunks, size_t nchunks,
+               const struct vl_va_hold *va, size_t nva,
+               const uint32_t *adhoc_stage_holder)
+{
+    if (L->nclient || L->nregion || L->nva_hold)
+        return fail(L, -EBUSY, "restore into a ledger already in use");
+    for (size_t i = 0; i < nclients; i++) {
+        int e = vl_client_add(L, clients[i]);
+        if (e < 0)
+            return e;
+        vl_client_find(L, clients[i])->gone = true;
+    }
+    for (size_t i = 0; i < nchunks; i++) {
+        struct vl_device *d = NULL;
+        uint32_t idx = 0;
+        struct vl_chunk *c = chunk_get(L, chunks[i].chunk, &d, &idx);
+        struct vl_client *cl = vl_client_find(L, chunks[i].client);
+        if (!c || !cl)
+            return fail(L, -EINVAL, "chunk %llu of client %u: no such %s",
+                        (unsigned long long)chunks[i].chunk, chunks[i].client,
+                        c ? "client" : "chunk");
+        if (c->state != VL_FREE)
+            return fail(L, -EINVAL, "chunk %llu is held twice",
+                        (unsigned long long)chunks[i].chunk);
+        set_state(d, c, VL_QUARANTINED);
+        c->holder = cl->id;
+        cl->chunks++;
+        uint16_t st = chunks[i].stage;
+        if (st < VL_MAX_STAGES && L->stage[st].configured) {
+            qstage_set(L, c, st, chunks[i].cat);
+        }
+        note_chunk(L, d, idx);
+    }
+    /* The free stacks again, low indexes on top as at start. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        d->nfree = 0;
+        for (uint32_t k = d->nchunks; k-- > 0;)
+            if (d->chunks[k].state == VL_FREE)
+                d->free_stack[d->nfree++] = k;
+        if (d->withheld > d->nfree)
+            d->withheld = d->nfree;
+    }
+    for (size_t i = 0; i < nva; i++) {
+        struct vl_va_hold h = va[i];
+        if (!vl_client_find(L, h.client))
+            return fail(L, -EINVAL, "address range of unknown client %u",
+                        h.client);
+        int e = va_take_exact(L, h.base, h.size);
+        if (e < 0)
+            return fail(L, -EINVAL, "address range %#llx+%llu of client %u: "
+                        "outside the window or held twice",
+                        (unsigned long long)h.base,
+                        (unsigned long long)h.size, h.client);
+        h.tag = note_va_take(L, h.region, h.client, h.base, h.size);
+        if (hold_add(L, &h) < 0)
+            return fail(L, -ENOMEM, "out of memory");
+        if (h.region >= L->next_region_id)
+            L->next_region_id = h.region + 1;
+    }
+    for (uint32_t i = 0; adhoc_stage_holder && i < VL_MAX_STAGES; i++) {
+        uint32_t who = adhoc_stage_holder[i];
+        struct vl_stage *s = &L->stage[i];
+        if (!who || !vl_client_find(L, who) || s->used)
+            continue; /* a configured stage now: its id is not ad-hoc */
+        s->used = true;
+        s->cfg.id = i;
+        s->held_by = who;
+        note_stage(L, i, who);
+    }
+    return 0;
+}
+
+/* Which fixed reservation of configured stage s a declared region is: the
+ * first of its kind and size not taken yet. */
+static uint32_t fixed_match(const struct vl_stage *s, const struct vl_device *d,
+                            const struct vl_resume_region *rr, uint32_t taken)
+{
+    for (uint32_t f = 0; f < s->cfg.nfixed; f++)
+        if (!(taken & (1u << f)) && s->cfg.fixed[f].kind == rr->kind &&
+            rr->lanes == 1 &&
+            rr->lane_slots[0] == div_up(s->cfg.fixed[f].bytes,
+                                        d->cfg.chunk_bytes))
+            return f;
+    return VL_NONE;
+}
+
+static struct vl_resume_stage *rs_stage(struct vl_resume *rs, uint32_t id)
+{
+    for (size_t i = 0; i < rs->nstages; i++)
+        if (rs->stages[i].id == id)
+            return &rs->stages[i];
+    return NULL;
+}
+
+static struct vl_resume_region *rs_region(struct vl_resume *rs, uint32_t id)
+{
+    for (size_t i = 0; i < rs->nregions; i++)
+        if (rs->regions[i].id == id)
+            return &rs->regions[i];
+    return NULL;
+}
+
+static bool held_range(struct vl_ledger *L, uint32_t client, uint64_t base,
+                       uint64_t size)
+{
+    for (size_t i = 0; i < L->nva_hold; i++)
+        if (L->va_hold[i].client == client && L->va_hold[i].base == base &&
+            L->va_hold[i].size == size)
+            return true;
+    return false;
+}
+
+static bool range_free(struct vl_ledger *L, uint64_t base, uint64_t size)
+{
+    for (size_t i = 0; i < L->nva_free; i++)
+        if (base >= L->va_free[i].base &&
+            base + size <= L->va_free[i].base + L->va_free[i].size)
+            return true;
+    return false;
+}
+
+/* Phase one: what of the declaration can be taken back. Sets lost. */
+static int resume_judge(struct vl_ledger *L, struct vl_client *from,
+                        struct vl_resume *rs)
+{
+    for (size_t i = 0; i < rs->nstages; i++) {
+        struct vl_resume_stage *st = &rs->stages[i];
+        st->lost = 0;
+        for (size_t j = 0; j < i; j++)
+            if (rs->stages[j].id == st->id)
+                return fail(L, -EINVAL, "stage %u declared twice", st->id);
+        if (st->id >= VL_MAX_STAGES) {
+            st->lost = -EINVAL;
+            continue;
+        }
+        struct vl_stage *s = &L->stage[st->id];
+        if (st->configured) {
+            if (!s->used || !s->configured)
+                st->lost = -ENOENT; /* no longer in the configuration */
+            else if (s->owner)
+                st->lost = -EEXIST;
+        } else if (s->used && (s->configured || s->owner ||
+                               s->held_by != from->id)) {
+            st->lost = -EEXIST; /* its id went to someone else */
+        } else if (!dev_get(L, st->device) || st->last_layer < st->first_layer ||
+                   st->last_layer >= SLOT_LAYER_NONE) {
+            st->lost = -EINVAL;
+        }
+    }
+    /* A configured stage's quarantine must all be from's. */
+    uint32_t qfrom[VL_MAX_STAGES] = {0};
+    for (uint32_t di = 0; di < L->ndev; di++)
+        for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
+            struct vl_chunk *c = &L->dev[di].chunks[k];
+            if (c->holder == from->id && c->qstage != VL_QSTAGE_NONE)
+                qfrom[c->qstage]++;
+        }
+    for (size_t i = 0; i < rs->nstages; i++) {
+        struct vl_resume_stage *st = &rs->stages[i];
+        if (!st->lost && st->configured &&
+            L->stage[st->id].quarantined != qfrom[st->id])
+            st->lost = -EBUSY;
+    }
+
+    uint32_t fixed_taken[VL_MAX_STAGES] = {0};
+    uint32_t have_kv[VL_MAX_STAGES] = {0}, have_ex[VL_MAX_STAGES] = {0};
+    for (size_t i = 0; i < rs->nregions; i++) {
+        struct vl_resume_region *rr = &rs->regions[i];
+        rr->lost = 0;
+        for (size_t j = 0; j < i; j++)
+            if (rs->regions[j].id == rr->id)
+                return fail(L, -EINVAL, "region %u declared twice", rr->id);
+        struct vl_resume_stage *st = rs_stage(rs, rr->stage);
+        if (!st)
+            return fail(L, -EINVAL, "region %u: stage %u is not declared",
+                        rr->id, rr->stage);
+        if (st->lost || rr->kind < 0 || rr->kind >= VL_NKINDS || !rr->id ||
+            !rr->lanes || rr->lanes > VL_MAX_LANES || vl_region_find(L, rr->id)) {
+            rr->lost = st->lost ? st->lost : -EINVAL;
+            continue;
+        }
+        struct vl_device *d = dev_get(L, st->configured
+                                             ? L->stage[st->id].cfg.device
+                                             : st->device);
+        struct geometry g;
+        if (region_geometry(L, d, rr->lanes, rr->lane_slots, &g) < 0 ||
+            g.lane_stride != rr->lane_stride || g.va_bytes != rr->va_bytes ||
+            rr->base % g.unit ||
+            !(held_range(L, from->id, rr->base, rr->va_bytes) ||
+              range_free(L, rr->base, rr->va_bytes))) {
+            rr->lost = -EADDRINUSE;
+            continue;
+        }
+        for (size_t j = 0; j < i; j++) { /* two declared on one range */
+            struct vl_resume_region *o = &rs->regions[j];
+            if (!o->lost && rr->base < o->base + o->va_bytes &&
+                o->base < rr->base + rr->va_bytes) {
+                rr->lost = -EADDRINUSE;
+                break;
+            }
+        }
+        if (rr->lost || !st->configured)
+            continue;
+        /* A configured stage's regions are what its configuration makes. */
+        struct vl_stage *s = &L->stage[st->id];
+        bool ok = false;
+        if (rr->kind == VL_KV) {
+            ok = !have_kv[st->id]++ && rr->lanes == s->cfg.lanes &&
+                 !memcmp(rr->lane_slots, s->lane_window,
+                         rr->lanes * sizeof(uint32_t));
+        } else if (rr->kind == VL_EXPERT) {
+            uint32_t one = s->nslots ? (uint32_t)div_up((uint64_t)s->nslots *
+                                                   s->cfg.expert_slot_bytes,
+                                               d->cfg.chunk_bytes)
+                                     : 1;
+            ok = !have_ex[st->id]++ && rr->lanes == 1 &&
+                 rr->lane_slots[0] == one;
+        } else {
+            uint32_t f = fixed_match(s, d, rr, fixed_taken[st->id]);
+            ok = f != VL_NONE;
+            if (ok)
+                fixed_taken[st->id] |= 1u << f;
+        }
+        if (!ok)
+            rr->lost = -ESTALE; /* the configuration changed */
+    }
+    /* A configured stage comes back whole or not at all. */
+    for (size_t i = 0; i < rs->nstages; i++) {
+        struct vl_resume_stage *st = &rs->stages[i];
+        if (st->lost || !st->configured)
+            continue;
+        struct vl_stage *s = &L->stage[st->id];
+        uint32_t all = s->cfg.nfixed >= 32 ? UINT32_MAX
+                                           : (1u << s->cfg.nfixed) - 1;
+        if (have_kv[st->id] != 1 || have_ex[st->id] != 1 ||
+            fixed_taken[st->id] != all)
+            st->lost = -ESTALE;
+    }
+    for (size_t i = 0; i < rs->nregions; i++) {
+        struct vl_resume_region *rr = &rs->regions[i];
+        struct vl_resume_stage *st = rs_stage(rs, rr->stage);
+        if (!rr->lost && st->lost)
+            rr->lost = st->lost;
+    }
+    for (size_t i = 0; i < rs->nregions; i++) {
+        struct vl_resume_region *rr = &rs->regions[i];
+        struct vl_resume_stage *st = rs_stage(rs, rr->stage);
+        if (rr->lost && !st->lost && st->configured)
+            st->lost = rr->lost; /* and so its other regions */
+    }
+    for (size_t i = 0; i < rs->nregions; i++) {
+        struct vl_resume_region *rr = &rs->regions[i];
+        if (!rr->lost && rs_stage(rs, rr->stage)->lost)
+            rr->lost = rs_stage(rs, rr->stage)->lost;
+    }
+
+    rs->lost_chunks = 0;
+    for (size_t i = 0; i < rs->nchunks; i++) {
+        struct vl_resume_chunk *rc = &rs->chunks[i];
+        struct vl_device *d = NULL;
+        struct vl_chunk *c = chunk_get(L, rc->chunk, &d, NULL);
+        struct vl_resume_region *rr = rs_region(rs, rc->region);
+        rc->lost = 0;
+        if (!c || c->holder != from->id || c->state != VL_QUARANTINED)
+            rc->lost = -ENOENT;
+        else if (!rr)
+            return fail(L, -EINVAL, "chunk %llu: region %u is not declared",
+                        (unsigned long long)rc->chunk, rc->region);
+        else if (rr->lost)
+            rc->lost = rr->lost;
+        else if (d->cfg.id != (rs_stage(rs, rr->stage)->configured
+                                   ? L->stage[rr->stage].cfg.device
+                                   : rs_stage(rs, rr->stage)->device))
+            rc->lost = -EXDEV;
+        else {
+            uint32_t stride = (uint32_t)(rr->lane_stride / d->cfg.chunk_bytes);
+            if (!stride || rc->slot >= rr->lanes * stride ||
+                rc->slot % stride >= rr->lane_slots[rc->slot / stride])
+                rc->lost = -EINVAL;
+        }
+        for (size_t j = 0; !rc->lost && j < i; j++)
+            if (rs->chunks[j].chunk == rc->chunk ||
+                (rs->chunks[j].region == rc->region &&
+                 rs->chunks[j].slot == rc->slot && !rs->chunks[j].lost))
+                rc->lost = -EEXIST;
+        rs->lost_chunks += rc->lost != 0;
+    }
+    return 0;
+}
+
+int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
+                     struct vl_fxlist *fx)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    struct vl_client *from = vl_client_find(L, rs->from);
+    if (!cl || cl->gone)
+        return fail(L, -ENOENT, "no connected client %u", client);
+    if (!from || !from->gone || from->resumed)
+        return fail(L, -ENOENT, "client %u is not a gone client that can be "
+                    "resumed", rs->from);
+    if (cl->chunks)
+        return fail(L, -EBUSY, "resume before anything else: this client "
+                    "already holds %u chunks", cl->chunks);
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        if (L->stage[i].used && L->stage[i].owner == client)
+            return fail(L, -EBUSY, "resume before anything else: this client "
+                        "already owns stage %u", i);
+    int e = resume_judge(L, from, rs);
+    if (e < 0)
+        return e;
+    size_t q = from->chunks;
+    if (fx_reserve(fx, q) < 0)
+        return fail(L, -ENOMEM, "out of memory");
+    /* Room for the regions first, so nothing below can fail half-way. */
+    size_t nreg = 0;
+    for (size_t i = 0; i < rs->nregions; i++)
+        nreg += !rs->regions[i].lost;
+    if (L->nregion + nreg > L->region_cap) {
+        size_t cap = L->nregion + nreg + 16;
+        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
+        if (!v)
+            return fail(L, -ENOMEM, "out of memory");
+        L->region = v;
+        L->region_cap = cap;
+    }
+
+    /* Chunks of from not declared: its process does not have them. */
+    bool *keep[VL_MAX_DEVICES] = {0};
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        keep[di] = calloc(L->dev[di].nchunks, sizeof(bool));
+        if (!keep[di]) {
+            for (uint32_t dj = 0; dj < di; dj++)
+                free(keep[dj]);
+            return fail(L, -ENOMEM, "out of memory");
+        }
+    }
+    for (size_t i = 0; i < rs->nchunks; i++) {
+        struct vl_chunk *c = chunk_get(L, rs->chunks[i].chunk, NULL, NULL);
+        if (c && c->holder == from->id)
+            keep[rs->chunks[i].chunk >> 32][(uint32_t)rs->chunks[i].chunk] = true;
+    }
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++)
+            if (d->chunks[k].holder == from->id &&
+                d->chunks[k].state == VL_QUARANTINED && !keep[di][k])
+                to_free(L, d, k, fx);
+        free(keep[di]);
+    }
+
+    /* Stages. */
+    for (size_t i = 0; i < rs->nstages; i++) {
+        struct vl_resume_stage *st = &rs->stages[i];
+        if (st->lost)
+            continue;
+        struct vl_stage *s = &L->stage[st->id];
+        if (st->configured) {
+            s->owner = client;
+            s->keep_window = st->keep_window;
+            s->kv_peak_tokens = 0;
+            s->kv_needed_bytes = 0;
+        } else {
+            free(s->slot_layer);
+            memset(s, 0, sizeof(*s));
+            s->used = true;
+            s->cfg.id = st->id;
+            s->cfg.device = st->device;
+            s->cfg.first_layer = st->first_layer;
+            s->cfg.last_layer = st->last_layer;
+            s->owner = client;
+            note_stage(L, st->id, client);
+        }
+    }
+    /* Regions, at their addresses: from's hold on the range goes first. */
+    for (size_t i = 0; i < rs->nregions; i++) {
+        struct vl_resume_region *rr = &rs->regions[i];
+        if (rr->lost)
+            continue;
+        for (size_t h = 0; h < L->nva_hold; h++) {
+            struct vl_va_hold *vh = &L->va_hold[h];
+            if (vh->client == from->id && vh->base == rr->base &&
+                vh->size == rr->va_bytes) {
+                va_release(L, vh->base, vh->size);
+                note_va_give(L, vh->tag);
+                *vh = L->va_hold[--L->nva_hold];
+                break;
+            }
+        }
+        struct vl_stage *s = &L->stage[rr->stage];
+        struct vl_region *r = NULL;
+        e = region_new_at(L, client, s, rr->kind, rr->lanes, rr->lane_slots,
+                          rr->base, rr->id, &r);
+        if (e < 0) { /* judged free above: only memory can fail here */
+            rr->lost = e;
+            continue;
+        }
+        if (s->configured) {
+            if (rr->kind == VL_KV) {
+                s->kv_region = r->id;
+            } else if (rr->kind == VL_EXPERT) {
+                s->expert_region = r->id;
+            } else {
+                struct vl_device *d = dev_get(L, s->cfg.device);
+                uint32_t taken = 0;
+                for (uint32_t f = 0; f < s->cfg.nfixed; f++)
+                    if (s->fixed_region[f])
+                        taken |= 1u << f;
+                uint32_t f = fixed_match(s, d, rr, taken);
+                r->fixed_index = f;
+                s->fixed_region[f] = r->id;
+            }
+        }
+    }
+    /* Chunks, in their slots. */
+    for (size_t i = 0; i < rs->nchunks; i++) {
+        struct vl_resume_chunk *rc = &rs->chunks[i];
+        struct vl_resume_region *rr = rs_region(rs, rc->region);
+        if (rc->lost || rr->lost) {
+            if (!rc->lost) {
+                rc->lost = rr->lost;
+                rs->lost_chunks++;
+            }
+            continue;
+        }
+        struct vl_device *d = NULL;
+        uint32_t idx = 0;
+        struct vl_chunk *c = chunk_get(L, rc->chunk, &d, &idx);
+        struct vl_region *r = vl_region_find(L, rc->region);
+        qstage_clear(L, c);
+        from->chunks--;
+        struct vl_stage *s = stage_get(L, r->stage);
+        place(L, d, idx, r, rc->slot,
+              s->configured && r->kind == VL_EXPERT ? VL_LOANED : VL_GRANTED);
+        cl->chunks++;
+    }
+    /* Chunks left with from no longer stand for a stage that is owned. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; from->chunks && k < d->nchunks; k++) {
+            struct vl_chunk *c = &d->chunks[k];
+            if (c->holder != from->id || c->qstage == VL_QSTAGE_NONE ||
+                !L->stage[c->qstage].owner)
+                continue;
+            qstage_clear(L, c);
+            note_chunk(L, d, k);
+        }
+    }
+    /* Expert slot claims, where their slots are backed again. */
+    for (size_t i = 0; i < rs->nclaims; i++) {
+        const struct vl_resume_claim *k = &rs->claims[i];
+        struct vl_stage *s = stage_get(L, k->stage);
+        if (!s || s->owner != client || !s->configured ||
+            k->layer < s->cfg.first_layer || k->layer > s->cfg.last_layer ||
+            k->slot >= vl_expert_slots_backed(L, k->stage))
+            continue;
+        s->slot_layer[k->slot] = (uint16_t)k->layer;
+    }
+    for (size_t i = 0; i < rs->nstages; i++)
+        if (!rs->stages[i].lost && rs->stages[i].configured)
+            L->stage[rs->stages[i].id].residency_version++;
+    from->resumed = true;
+    return 0;
+}
+
 /* ---- invariants -------------------------------------------------------- */
 
 static int check_chunks(struct vl_ledger *L, uint32_t *held,
@@ -1745,6 +2408,10 @@ static int check_chunks(struct vl_ledger *L, uint32_t *held,
                                 "as quarantine of stage %u", d->cfg.id, k,
                                 vl_state_name(c->state), c->qstage);
                 qstage[c->qstage]++;
+                qstage[VL_MAX_STAGES + c->qstage] += c->qcat == VL_CAT_FIXED;
+            } else if (c->qcat) {
+                return fail(L, -EFAULT, "device %u chunk %u: a quarantine "
+                            "category without a stage", d->cfg.id, k);
             }
             if (c->region) {
                 struct vl_region *r = vl_region_find(L, c->region);
@@ -1866,6 +2533,52 @@ static int check_regions(struct vl_ledger *L)
     return 0;
 }
 
+/* Address ranges held for gone clients' processes (rule 13). */
+static int check_holds(struct vl_ledger *L)
+{
+    for (size_t i = 0; i < L->nva_hold; i++) {
+        struct vl_va_hold *h = &L->va_hold[i];
+        struct vl_client *cl = vl_client_find(L, h->client);
+        if (!cl || !cl->gone)
+            return fail(L, -EFAULT, "address range %#llx held for client %u, "
+                        "which is not gone", (unsigned long long)h->base,
+                        h->client);
+        uint64_t a0 = h->base, a1 = h->base + h->size;
+        if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
+            return fail(L, -EFAULT, "held range %#llx: outside the address "
+                        "window", (unsigned long long)a0);
+        for (size_t j = 0; j < L->nregion; j++) {
+            struct vl_region *o = L->region[j];
+            if (a0 < o->base + o->va_bytes && o->base < a1)
+                return fail(L, -EFAULT, "held range %#llx overlaps region %u",
+                            (unsigned long long)a0, o->id);
+        }
+        for (size_t j = i + 1; j < L->nva_hold; j++) {
+            struct vl_va_hold *o = &L->va_hold[j];
+            if (a0 < o->base + o->size && o->base < a1)
+                return fail(L, -EFAULT, "held ranges %#llx and %#llx overlap",
+                            (unsigned long long)a0,
+                            (unsigned long long)o->base);
+        }
+        for (size_t j = 0; j < L->nva_free; j++) {
+            struct vl_va_range *f = &L->va_free[j];
+            if (f->size && a0 < f->base + f->size && f->base < a1)
+                return fail(L, -EFAULT, "held range %#llx is also free",
+                            (unsigned long long)a0);
+        }
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used || s->configured || s->owner)
+            continue;
+        struct vl_client *cl = vl_client_find(L, s->held_by);
+        if (!cl || !cl->gone)
+            return fail(L, -EFAULT, "ad-hoc stage %u has no owner and no gone "
+                        "client holds it", i);
+    }
+    return 0;
+}
+
 static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
 {
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
@@ -1898,9 +2611,11 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
                         "loans %u/%u, fixed %u/%u, recalling %u/%u)", i, kv,
                         s->kv_chunks, loan, s->loan_chunks, fixed,
                         s->fixed_chunks, rec, s->recalling);
-        if (qstage[i] != s->quarantined)
-            return fail(L, -EFAULT, "stage %u: %u quarantined chunks, counted "
-                        "%u", i, qstage[i], s->quarantined);
+        if (qstage[i] != s->quarantined ||
+            qstage[VL_MAX_STAGES + i] != s->q_fixed)
+            return fail(L, -EFAULT, "stage %u: %u quarantined chunks (%u "
+                        "fixed), counted %u (%u)", i, qstage[i],
+                        qstage[VL_MAX_STAGES + i], s->quarantined, s->q_fixed);
         if (!s->configured)
             continue;
         if (s->quarantined && s->owner)
@@ -1952,7 +2667,7 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
 
 int vl_check(struct vl_ledger *L)
 {
-    uint32_t qstage[VL_MAX_STAGES] = {0};
+    uint32_t qstage[2 * VL_MAX_STAGES] = {0};
     uint32_t *held = calloc(L->nclient ? L->nclient : 1, sizeof(*held));
     if (!held)
         return fail(L, -ENOMEM, "out of memory");
@@ -1964,6 +2679,8 @@ int vl_check(struct vl_ledger *L)
     free(held);
     if (e == 0)
         e = check_regions(L);
+    if (e == 0)
+        e = check_holds(L);
     if (e == 0)
         e = check_stages(L, qstage);
     return e;

@@ -52,6 +52,7 @@ struct vl_chunk {
     uint32_t slot;   /* flat slot index inside the region */
     uint16_t qstage; /* quarantined: the configured stage it came from, or
                         VL_QSTAGE_NONE */
+    uint8_t qcat;    /* ... and what it counted as there (enum vl_category) */
 };
 
 #define VL_QSTAGE_NONE 0xffffu
@@ -112,6 +113,7 @@ struct vl_region {
     uint32_t lane_lo[VL_MAX_LANES];
     uint32_t lane_hi[VL_MAX_LANES];
     uint32_t fixed_index;              /* for fixed regions of a stage */
+    uint32_t tag;                      /* the observer's record of its range */
 };
 
 #define VL_CHUNK_NONE UINT64_MAX
@@ -143,6 +145,9 @@ struct vl_stage {
     uint32_t nslots;         /* expert slots in the region */
     uint64_t recalls_total, grants_total;
     uint32_t quarantined;    /* chunks of its regions waiting for a reap */
+    uint32_t q_fixed;        /* of those, fixed chunks */
+    uint32_t held_by;        /* ad-hoc, unowned: kept for this gone client,
+                                whose process may come back for it (rule 13) */
 };
 
 struct vl_device {
@@ -160,6 +165,7 @@ struct vl_device {
 struct vl_client {
     uint32_t id;
     bool gone;        /* disconnected; chunks quarantined until reaped */
+    bool resumed;     /* gone, and its process came back as another client */
     bool delinquent;  /* missed a recall deadline: no new loans */
     uint32_t chunks;  /* held, any state */
     uint64_t missed_recalls;
@@ -187,6 +193,33 @@ struct vl_fxlist {
     size_t n, cap;
 };
 
+/* Address space a gone client's process still has reserved for a region:
+ * nobody else gets it until that process is reaped or resumes (rule 13). */
+struct vl_va_hold {
+    uint32_t client;
+    uint32_t region; /* the region's id, kept for a resume */
+    uint64_t base, size;
+    uint32_t tag;
+};
+
+/* Sees every change a restarted daemon would need to know (rule 13): who
+ * holds each chunk, which address ranges are reserved by whom, which ad-hoc
+ * stage ids are taken. The daemon mirrors them into its state file. */
+struct vl_observer {
+    void *ctx;
+    /* Chunk idx of device index dev is held by holder (0: free), counted for
+     * configured stage stage (VL_QSTAGE_NONE: none). */
+    void (*chunk)(void *ctx, uint32_t dev, uint32_t idx, uint32_t holder,
+                  uint16_t stage, uint8_t cat);
+    /* A range is reserved by client for region id; returns a tag that
+     * comes back when the range is given up. */
+    uint32_t (*va_take)(void *ctx, uint32_t region, uint32_t client,
+                        uint64_t base, uint64_t size);
+    void (*va_give)(void *ctx, uint32_t tag);
+    /* An ad-hoc stage id is taken (owner or holder) or free (0). */
+    void (*stage)(void *ctx, uint32_t stage, uint32_t client);
+};
+
 struct vl_ledger {
     struct vl_device dev[VL_MAX_DEVICES];
     uint32_t ndev;
@@ -201,6 +234,9 @@ struct vl_ledger {
     uint64_t region_align; /* base alignment of regions (0: the chunk size) */
     struct vl_va_range { uint64_t base, size; } *va_free;
     size_t nva_free;
+    struct vl_va_hold *va_hold;
+    size_t nva_hold;
+    struct vl_observer obs;
     char why[256];
     bool check_every_op; /* run vl_check after every operation */
 };
@@ -291,6 +327,76 @@ uint32_t vl_lane_chunks(const struct vl_stage_cfg *cfg, uint32_t lane,
 uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage);
 /* A recall deadline passed with chunks still held by client. */
 void vl_recall_missed(struct vl_ledger *L, uint32_t client);
+
+/* ---- restart (rule 13) ---- */
+
+/* What a restarted daemon finds in its state file: processes that were
+ * clients and still run, and what they hold. */
+struct vl_restore_chunk {
+    uint64_t chunk;
+    uint32_t client;
+    uint16_t stage; /* configured stage it counted for, or VL_QSTAGE_NONE */
+    uint8_t cat;    /* what it counted as there (enum vl_category) */
+};
+
+/* Adds each client as gone, its chunks quarantined, its address ranges and
+ * ad-hoc stage ids held, as if every client had just disconnected. Only
+ * into a ledger no client has used yet. -EINVAL, with why, on anything
+ * inconsistent (a chunk twice, overlapping ranges). */
+int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
+               const struct vl_restore_chunk *chunks, size_t nchunks,
+               const struct vl_va_hold *va, size_t nva,
+               const uint32_t *adhoc_stage_holder /* [VL_MAX_STAGES] or NULL */);
+
+/* What a process declares when it comes back as a new client. Entries that
+ * cannot be taken back get lost set to a negative errno (and why). */
+struct vl_resume_stage {
+    uint32_t id;
+    bool configured, keep_window;
+    uint32_t device, first_layer, last_layer; /* ad-hoc */
+    int lost;
+};
+
+struct vl_resume_region {
+    uint32_t id, stage;
+    int kind;
+    uint64_t base, lane_stride, va_bytes;
+    uint32_t lanes;
+    uint32_t lane_slots[VL_MAX_LANES];
+    int lost;
+};
+
+struct vl_resume_chunk {
+    uint64_t chunk;
+    uint32_t region, slot;
+    int lost;
+};
+
+struct vl_resume_claim {
+    uint32_t stage, slot, layer;
+};
+
+struct vl_resume {
+    uint32_t from; /* the gone client the process was */
+    struct vl_resume_stage *stages;
+    size_t nstages;
+    struct vl_resume_region *regions;
+    size_t nregions;
+    struct vl_resume_chunk *chunks;
+    size_t nchunks;
+    const struct vl_resume_claim *claims;
+    size_t nclaims;
+    size_t lost_chunks; /* out */
+};
+
+/* The process of gone client rs->from, connected again as client, takes
+ * back what it declares: its stages (same ids), regions (same ids and
+ * addresses) and chunks (same ids and slots). Chunks of from it does not
+ * declare are freed; declared ones that cannot be placed stay quarantined
+ * under from (its process unmaps them). Fails as a whole only on a bad
+ * request (-ENOENT, -EBUSY, -EINVAL with why). */
+int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
+                     struct vl_fxlist *fx);
 
 /* Checks every invariant; 0 or -EFAULT with the broken rule in why. */
 int vl_check(struct vl_ledger *L);

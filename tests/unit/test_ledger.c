@@ -850,7 +850,8 @@ static void test_quarantine(void)
     CHECK_EQ_U(L.dev[0].fixed, 0);
     CHECK(vl_client_find(&L, 1)->gone, "client 1 gone");
     CHECK(vl_region_find(&L, r) == NULL, "its regions dropped");
-    CHECK(!L.stage[st].used, "its ad-hoc stage dropped");
+    CHECK(L.stage[st].used && !L.stage[st].owner && L.stage[st].held_by == 1,
+          "its ad-hoc stage id held for its process (rule 13)");
     check_conservation(&L);
     /* A quarantined chunk can't be released or offered by anyone. */
     OP(&L, -ENOENT, vl_chunks_release(&L, 1, held, 1, &fx));

@@ -566,11 +566,72 @@ static void op_answer_unmaps(bool all)
     free(ids);
 }
 
+/* What a client's process knows it holds, taken at its disconnect: the
+ * declaration it makes when it resumes (rule 13). */
+struct decl {
+    uint32_t client;
+    struct vl_resume_stage st[VL_MAX_STAGES];
+    size_t nst;
+    struct vl_resume_region *rg;
+    size_t nrg;
+    struct vl_resume_chunk *ch;
+    size_t nch;
+};
+static struct decl decls[MAX_CLIENTS];
+static size_t ndecls;
+
+static void decl_take(uint32_t c)
+{
+    if (ndecls == MAX_CLIENTS)
+        return;
+    struct decl *d = &decls[ndecls++];
+    memset(d, 0, sizeof(*d));
+    d->client = c;
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &W.L.stage[i];
+        if (!s->used || s->owner != c)
+            continue;
+        d->st[d->nst++] = (struct vl_resume_stage){
+            .id = i, .configured = s->configured, .keep_window = s->keep_window,
+            .device = s->cfg.device, .first_layer = s->cfg.first_layer,
+            .last_layer = s->cfg.last_layer};
+    }
+    d->rg = calloc(W.L.nregion + 1, sizeof(*d->rg));
+    size_t nchunks = 0;
+    for (size_t i = 0; i < W.L.nregion; i++)
+        nchunks += W.L.region[i]->client == c ? W.L.region[i]->used : 0;
+    d->ch = calloc(nchunks + 1, sizeof(*d->ch));
+    REQUIRE(d->rg && d->ch, "out of memory");
+    for (size_t i = 0; i < W.L.nregion; i++) {
+        struct vl_region *r = W.L.region[i];
+        if (r->client != c)
+            continue;
+        struct vl_resume_region *x = &d->rg[d->nrg++];
+        *x = (struct vl_resume_region){
+            .id = r->id, .stage = r->stage, .kind = r->kind, .base = r->base,
+            .lane_stride = r->lane_stride, .va_bytes = r->va_bytes,
+            .lanes = r->lanes};
+        memcpy(x->lane_slots, r->lane_slots, r->lanes * sizeof(uint32_t));
+        for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
+            if (r->slot_chunk[k] != VL_CHUNK_NONE)
+                d->ch[d->nch++] = (struct vl_resume_chunk){
+                    .chunk = r->slot_chunk[k], .region = r->id, .slot = k};
+    }
+}
+
+static void decl_drop(size_t i)
+{
+    free(decls[i].rg);
+    free(decls[i].ch);
+    decls[i] = decls[--ndecls];
+}
+
 static void op_disconnect(void)
 {
     if (!W.nlive)
         return;
     uint32_t k = below(W.nlive), c = W.live[k];
+    decl_take(c);
     int r;
     RUN("disconnect", r, false, vl_client_disconnect(&W.L, c, &W.fx));
     FAIL_IF(r != 0, "disconnect: %s", vl_why(&W.L));
@@ -602,6 +663,86 @@ static void op_reap(void)
     FAIL_IF(r != 0, "reap: %s", vl_why(&W.L));
     FAIL_IF(W.fx.n != q, "reap of %u chunks emitted %zu effects", q, W.fx.n);
     W.gone[k] = W.gone[--W.ngone];
+    for (size_t i = 0; i < ndecls; i++)
+        if (decls[i].client == c)
+            decl_drop(i--);
+}
+
+/* A gone client's process comes back as a new client and declares what it
+ * holds, now and then leaving some chunks out (freed) or naming a chunk it
+ * does not hold (lost). Afterwards the new client holds exactly what was
+ * declared and placed. */
+static void op_resume(void)
+{
+    if (!ndecls || W.nlive + W.ngone >= MAX_CLIENTS)
+        return;
+    size_t di = below((uint32_t)ndecls);
+    struct decl *d = &decls[di];
+    uint32_t from = d->client;
+    op_client_add();
+    uint32_t c = W.live[W.nlive - 1];
+    bool omit = chance(30), bogus = chance(10) && d->nch;
+    struct vl_resume rs = {.from = from, .stages = d->st, .nstages = d->nst,
+                           .regions = d->rg, .nregions = d->nrg,
+                           .chunks = d->ch, .nchunks = d->nch};
+    size_t n = d->nch;
+    if (omit && n)
+        n = below((uint32_t)n);
+    rs.nchunks = n;
+    uint64_t saved = 0;
+    if (bogus && n) {
+        saved = d->ch[0].chunk;
+        d->ch[0].chunk ^= 1; /* a neighbour: most likely not from's */
+    }
+    uint32_t before = vl_client_find(&W.L, from)->chunks;
+    /* Adopted chunks change holder without an effect: the shadow follows
+     * the declaration before the check. */
+    W.op = "resume";
+    vl_fx_clear(&W.fx);
+    int r = vl_client_resume(&W.L, c, &rs, &W.fx);
+    absorb(r, true);
+    FAIL_IF(r != 0, "resume: %s", vl_why(&W.L));
+    size_t placed = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct vl_resume_chunk *x = &d->ch[i];
+        if (x->lost)
+            continue;
+        placed++;
+        *shadow_of(x->chunk) = c;
+        struct vl_device *dv = &W.L.dev[x->chunk >> 32];
+        struct vl_chunk *ch = &dv->chunks[(uint32_t)x->chunk];
+        FAIL_IF(ch->holder != c || ch->region != x->region || ch->slot != x->slot,
+                "resumed chunk %llx is not where it was declared",
+                (unsigned long long)x->chunk);
+    }
+    struct vl_client *fc = vl_client_find(&W.L, from);
+    FAIL_IF(vl_client_find(&W.L, c)->chunks != placed, "resumed client holds "
+            "%u chunks, %zu placed", vl_client_find(&W.L, c)->chunks, placed);
+    FAIL_IF(fc->chunks + placed > before, "chunks appeared: %u + %zu > %u",
+            fc->chunks, placed, before);
+    if (!omit && !bogus)
+        FAIL_IF(placed != before, "a full declaration placed %zu of %u", placed,
+                before);
+    verify();
+    W.ops++;
+    if (bogus)
+        d->ch[0].chunk = saved;
+    for (size_t i = 0; i < d->nrg; i++)
+        FAIL_IF(!d->rg[i].lost && !vl_region_find(&W.L, d->rg[i].id),
+                "region %u not back", d->rg[i].id);
+    /* A second resume of the same process is refused. */
+    int r2 = vl_client_resume(&W.L, c, &rs, NULL);
+    FAIL_IF(r2 == 0, "resumed twice");
+    decl_drop(di);
+    if (fc->chunks == 0) { /* as the daemon does: nothing left to wait for */
+        for (uint32_t k = 0; k < W.ngone; k++)
+            if (W.gone[k] == from) {
+                RUN("reap resumed", r, false, vl_client_reap(&W.L, from, &W.fx));
+                FAIL_IF(r != 0, "reap: %s", vl_why(&W.L));
+                W.gone[k] = W.gone[--W.ngone];
+                break;
+            }
+    }
 }
 
 static void op_recall_missed(void)
@@ -789,8 +930,10 @@ int main(void)
                 op_answer_unmaps(false);
             else if (x < 91)
                 op_disconnect();
-            else if (x < 94)
+            else if (x < 93)
                 op_reap();
+            else if (x < 94)
+                op_resume();
             else if (x < 95)
                 op_recall_missed();
             else
