@@ -11,6 +11,7 @@
 #include "log.h"
 #include "message.h"
 #include "session.h"
+#include "state.h"
 
 static int handle_hello(struct vd_session *s, uint64_t id, cJSON *msg)
 {
@@ -379,6 +380,8 @@ static int handle_client_evict(struct vd_session *s, uint64_t id, cJSON *msg)
     char why[96];
     snprintf(why, sizeof(why), "evicted by client %u (%s, uid %u)", s->id,
              s->name, (unsigned)s->peer.uid);
+    t->evicted = true; /* its process may not take its memory back */
+    vd_state_holder_evicted(s->srv->state, t->id);
     vd_session_close(t, why);
     vl_fx_clear(&s->srv->fx);
     return vd_finish(s, id, cJSON_CreateObject());
@@ -436,6 +439,7 @@ static const struct {
     {"ping", handle_ping},
     {"client_evict", handle_client_evict},
     {"device_set_capacity", handle_device_set_capacity},
+    {"resume", vd_handle_resume},
 };
 
 int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,

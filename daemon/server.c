@@ -19,6 +19,7 @@
 #include "message.h"
 #include "notify.h"
 #include "server.h"
+#include "state.h"
 
 static uint64_t now_ns(void)
 {
@@ -57,6 +58,7 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
     }
     snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", socket_path);
     snprintf(srv->lock_path, sizeof(srv->lock_path), "%s.lock", socket_path);
+    snprintf(srv->state_path, sizeof(srv->state_path), "%s.state", socket_path);
 
     struct vl_device_cfg devs[VL_MAX_DEVICES];
     for (uint32_t i = 0; i < cfg->ndev; i++) {
@@ -336,18 +338,8 @@ static int take_activated(struct vd_server *srv)
 
 static void start_loop_handles(struct vd_server *srv);
 
-int vd_server_listen(struct vd_server *srv)
+static int take_lock(struct vd_server *srv)
 {
-    int act = take_activated(srv);
-    if (act < 0)
-        return act;
-    if (act > 0) {
-        start_loop_handles(srv);
-        return 0;
-    }
-    int e = check_dir(srv->socket_path);
-    if (e < 0)
-        return e;
     srv->lock_fd = open(srv->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
                         0600);
     if (srv->lock_fd < 0) {
@@ -359,6 +351,58 @@ int vd_server_listen(struct vd_server *srv)
              srv->socket_path, srv->lock_path);
         return -EADDRINUSE;
     }
+    return 0;
+}
+
+/* What a previous vramd left: processes that still hold memory (rule 13).
+ * Only under the lock, so two daemons never share a state file. */
+static int open_state(struct vd_server *srv)
+{
+    struct vd_orphan *orph = NULL;
+    size_t norph = 0;
+    int e = vd_state_open(srv, srv->state_path, &orph, &norph, &srv->state);
+    if (e < 0)
+        return e;
+    uint32_t first = vd_state_first_client(srv->state);
+    if (first > srv->next_client_id)
+        srv->next_client_id = first;
+    for (size_t i = 0; i < norph; i++) {
+        vlog(VLOG_INFO, "client %u (pid %d) held memory before the restart: "
+             "kept until it comes back or exits", orph[i].client,
+             (int)orph[i].pid);
+        if (vd_reaper_watch(srv, orph[i].client, orph[i].pid, orph[i].pidfd,
+                            orph[i].starttime, orph[i].resumable) < 0)
+            close(orph[i].pidfd); /* then only a reap would free it */
+    }
+    free(orph);
+    return 0;
+}
+
+int vd_server_listen(struct vd_server *srv)
+{
+    int act = take_activated(srv);
+    if (act < 0)
+        return act;
+    if (act > 0) {
+        snprintf(srv->lock_path, sizeof(srv->lock_path), "%s.lock",
+                 srv->socket_path);
+        snprintf(srv->state_path, sizeof(srv->state_path), "%s.state",
+                 srv->socket_path);
+        int e = take_lock(srv);
+        if (e == 0)
+            e = open_state(srv);
+        if (e < 0)
+            return e;
+        start_loop_handles(srv);
+        return 0;
+    }
+    int e = check_dir(srv->socket_path);
+    if (e < 0)
+        return e;
+    if ((e = take_lock(srv)) < 0)
+        return e;
+    if ((e = open_state(srv)) < 0)
+        return e;
     struct stat st;
     if (lstat(srv->socket_path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
@@ -466,5 +510,8 @@ void vd_server_fini(struct vd_server *srv)
         close(srv->lock_fd);
     }
     vl_fx_free(&srv->fx);
+    srv->ledger.obs = (struct vl_observer){0};
+    vd_state_close(srv->state);
+    srv->state = NULL;
     vl_fini(&srv->ledger);
 }

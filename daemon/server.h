@@ -14,6 +14,8 @@
 #include "ledger.h"
 #include "transport.h"
 
+#include <cjson/cJSON.h>
+
 struct vd_server;
 
 struct vd_session {
@@ -28,8 +30,12 @@ struct vd_session {
     struct vd_peer peer;
     bool admin;
     int pidfd;
+    uint64_t starttime; /* of the peer's process: with the pid, names it */
     char name[64];
     bool hello;
+    bool evicted;     /* its process may not resume it */
+    uint32_t resumed_from; /* the gone client it took back, 0 if none */
+    cJSON *resume_acc;     /* a resume declaration arriving in parts */
     bool ctl;
     bool closing;     /* being torn down */
     bool drain_close; /* close once the queue is flushed */
@@ -58,12 +64,16 @@ struct vd_recall {
     uv_timer_t timer;
 };
 
+/* A gone client whose process still runs: its memory is quarantined until
+ * the pidfd says the process exited, or the process resumes (rule 13). */
 struct vd_reaper {
     struct vd_reaper *next;
     struct vd_server *srv;
     uint32_t client;
     pid_t pid;
     int pidfd;
+    uint64_t starttime;
+    bool resumable;
     uv_poll_t poll;
 };
 
@@ -77,9 +87,11 @@ struct vd_server {
     struct vd_config cfg;
     struct vl_ledger ledger;
     struct vd_backend *backend;
+    struct vd_state *state;
     char socket_path[108];
     char config_path[4096]; /* "" without a file */
     char lock_path[116];
+    char state_path[116];
     int listen_fd, lock_fd;
     uv_poll_t listen_poll;
     uv_signal_t sig[3];
@@ -111,6 +123,12 @@ void vd_server_fini(struct vd_server *srv);
 
 /* session.c */
 void vd_session_accept(struct vd_server *srv, int fd);
+/* Watches a gone client's process (pidfd taken); reaps at its exit. */
+int vd_reaper_watch(struct vd_server *srv, uint32_t client, pid_t pid,
+                    int pidfd, uint64_t starttime, bool resumable);
+struct vd_reaper *vd_reaper_find(struct vd_server *srv, uint32_t client);
+/* Stops watching and reaps the client now. */
+void vd_reaper_end(struct vd_reaper *rp);
 void vd_session_close(struct vd_session *s, const char *why);
 void vd_session_free(struct vd_session *s);
 void vd_session_want_write(struct vd_session *s);

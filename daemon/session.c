@@ -18,6 +18,7 @@
 #include "log.h"
 #include "message.h"
 #include "session.h"
+#include "state.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -228,24 +229,57 @@ static void reap(struct vd_server *srv, uint32_t client)
         if (n)
             vlog(VLOG_INFO, "client %u is gone: %zu quarantined chunks back "
                  "in the pool", client, n);
+        vd_state_holder_drop(srv->state, client);
         vd_apply_background_fx(srv);
         vd_held_retry_all(srv);
     }
 }
 
-static void reaper_ready(uv_poll_t *p, int status, int events)
+void vd_reaper_end(struct vd_reaper *rp)
 {
-    (void)status;
-    (void)events;
-    struct vd_reaper *rp = p->data;
     struct vd_reaper **pp = &rp->srv->reapers;
     while (*pp && *pp != rp)
         pp = &(*pp)->next;
     if (*pp)
         *pp = rp->next;
     reap(rp->srv, rp->client);
-    uv_poll_stop(p);
-    uv_close((uv_handle_t *)p, reaper_closed);
+    uv_poll_stop(&rp->poll);
+    uv_close((uv_handle_t *)&rp->poll, reaper_closed);
+}
+
+static void reaper_ready(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    vd_reaper_end(p->data);
+}
+
+int vd_reaper_watch(struct vd_server *srv, uint32_t client, pid_t pid,
+                    int pidfd, uint64_t starttime, bool resumable)
+{
+    struct vd_reaper *rp = calloc(1, sizeof(*rp));
+    if (!rp)
+        return -ENOMEM;
+    rp->srv = srv;
+    rp->client = client;
+    rp->pid = pid;
+    rp->pidfd = pidfd;
+    rp->starttime = starttime;
+    rp->resumable = resumable;
+    uv_poll_init(srv->loop, &rp->poll, rp->pidfd);
+    rp->poll.data = rp;
+    uv_poll_start(&rp->poll, UV_READABLE, reaper_ready);
+    rp->next = srv->reapers;
+    srv->reapers = rp;
+    return 0;
+}
+
+struct vd_reaper *vd_reaper_find(struct vd_server *srv, uint32_t client)
+{
+    for (struct vd_reaper *rp = srv->reapers; rp; rp = rp->next)
+        if (rp->client == client)
+            return rp;
+    return NULL;
 }
 
 void vd_session_close(struct vd_session *s, const char *why)
@@ -262,33 +296,29 @@ void vd_session_close(struct vd_session *s, const char *why)
     vl_fx_clear(&srv->fx);
     vl_client_disconnect(&srv->ledger, s->id, &srv->fx);
     vd_apply_background_fx(srv);
-    /* Its chunks stay quarantined until its process is gone. */
-    bool wait = false;
-    if (held && s->pidfd >= 0 && !srv->stopping) {
-        struct vd_reaper *rp = calloc(1, sizeof(*rp));
-        if (rp) {
-            rp->srv = srv;
-            rp->client = s->id;
-            rp->pid = s->pid;
-            rp->pidfd = s->pidfd;
-            s->pidfd = -1;
-            uv_poll_init(srv->loop, &rp->poll, rp->pidfd);
-            rp->poll.data = rp;
-            uv_poll_start(&rp->poll, UV_READABLE, reaper_ready);
-            rp->next = srv->reapers;
-            srv->reapers = rp;
-            wait = true;
+    /* What it holds stays its own until its process is gone or comes back
+     * (rule 13); when vramd stops, the state file keeps it for the next. A
+     * client holding no memory goes at once (its ranges and stage ids with
+     * it: a process that reconnects usually finds them free). */
+    bool wait = srv->stopping;
+    if (!wait && held && s->pidfd >= 0 &&
+        vd_reaper_watch(srv, s->id, s->pid, s->pidfd, s->starttime,
+                        !s->evicted) == 0) {
+        s->pidfd = -1;
+        wait = true;
+        if (held)
             vlog(VLOG_INFO, "client %u: %u chunks quarantined until pid %d "
-                 "exits", s->id, held, (int)s->pid);
-        }
+                 "exits or comes back", s->id, held, (int)s->pid);
     }
     if (!wait) {
-        if (held && s->pidfd < 0 && !srv->stopping)
+        if (held && s->pidfd < 0)
             vlog(VLOG_WARNING, "client %u: pid %d could not be pinned (no "
                  "pidfd); its %u chunks return at once", s->id, (int)s->pid,
                  held);
         reap(srv, s->id);
     }
+    cJSON_Delete(s->resume_acc);
+    s->resume_acc = NULL;
     if (s->pidfd >= 0)
         close(s->pidfd);
     s->pidfd = -1;
@@ -355,7 +385,9 @@ void vd_session_accept(struct vd_server *srv, int fd)
     s->srv = srv;
     s->fd = fd;
     s->id = ++srv->next_client_id;
+    vd_state_next_client(srv->state, srv->next_client_id + 1);
     s->pid = pid;
+    s->starttime = vd_process_starttime(pid);
     s->peer = peer;
     s->admin = vd_access_admin(&srv->cfg, &peer);
     /* Pin the peer's process now: a pid can be reused, a pidfd cannot. */
@@ -368,7 +400,18 @@ void vd_session_accept(struct vd_server *srv, int fd)
      * request (or several), and the level-triggered poll brings us back for
      * whatever is left. */
     s->wire.rx_greedy = true;
+    /* Recorded before it can hold anything: a restarted vramd must know. */
+    if (vd_state_holder_add(srv->state, s->id, pid, s->starttime) < 0) {
+        vlog(VLOG_WARNING, "refusing pid %d: the state file's holder table "
+             "is full", (int)pid);
+        if (s->pidfd >= 0)
+            close(s->pidfd);
+        free(s);
+        refuse(fd, "E2BIG", "too many clients and gone clients");
+        return;
+    }
     if (vl_client_add(&srv->ledger, s->id) < 0) {
+        vd_state_holder_drop(srv->state, s->id);
         if (s->pidfd >= 0)
             close(s->pidfd);
         free(s);

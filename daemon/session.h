@@ -23,6 +23,9 @@ int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,
                       cJSON *msg);
 uint32_t vd_client_chunks(struct vd_server *srv, uint32_t client);
 
+/* resume.c */
+int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg);
+
 /* effects.c */
 /* Carries out srv->fx for the requester and answers request id with fields
  * (consumed) and the map entries. */

@@ -1,0 +1,564 @@
+/* The state file (see state.h). Layout, all little-endian host order:
+ * a header, then the holder table, the ad-hoc stage table, the range table
+ * and one 64-bit record per chunk of each device. Records are written so a
+ * crash at any instruction leaves each either old or new: a chunk record is
+ * one aligned 64-bit store; holders and ranges are written body first and
+ * marked valid (client id) last, and cleared valid first. */
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+#define STATE_MAGIC "VRMDSTA1"
+#define STATE_VERSION 1u
+#define HOLDER_EVICTED 1u
+
+struct hdr {
+    char magic[8];
+    uint32_t version, ndev;
+    char boot_id[40];
+    uint32_t next_client;
+    uint32_t nholders, nranges, pad;
+    uint64_t off_holders, off_stages, off_ranges, size;
+    uint64_t off_chunks[VL_MAX_DEVICES];
+    struct {
+        uint64_t chunk_bytes;
+        uint32_t nchunks, pad;
+    } dev[VL_MAX_DEVICES];
+};
+
+struct holder {
+    uint32_t client; /* 0: free entry */
+    int32_t pid;
+    uint64_t starttime;
+    uint32_t flags, pad;
+};
+
+struct range {
+    uint32_t client; /* 0: free entry */
+    uint32_t region;
+    uint64_t base, size;
+};
+
+struct vd_state {
+    struct vd_server *srv;
+    char path[4096];
+    int fd;
+    uint8_t *map;
+    size_t size;
+    struct hdr *h;
+    struct holder *holders;
+    uint32_t *stages;
+    struct range *ranges;
+    uint64_t *chunks[VL_MAX_DEVICES];
+    uint32_t *free_ranges; /* stack of free range slots */
+    uint32_t nfree_ranges;
+    bool range_full_logged;
+};
+
+/* ---- records ------------------------------------------------------------ */
+
+static uint64_t chunk_pack(uint32_t holder, uint16_t stage, uint8_t cat)
+{
+    return (uint64_t)holder | (uint64_t)stage << 32 | (uint64_t)cat << 48;
+}
+
+static void obs_chunk(void *ctx, uint32_t dev, uint32_t idx, uint32_t holder,
+                      uint16_t stage, uint8_t cat)
+{
+    struct vd_state *st = ctx;
+    __atomic_store_n(&st->chunks[dev][idx],
+                     holder ? chunk_pack(holder, stage, cat) : 0,
+                     __ATOMIC_RELEASE);
+}
+
+static uint32_t obs_va_take(void *ctx, uint32_t region, uint32_t client,
+                            uint64_t base, uint64_t size)
+{
+    struct vd_state *st = ctx;
+    if (!st->nfree_ranges) {
+        if (!st->range_full_logged)
+            vlog(VLOG_ERR, "state file: the range table (%u entries) is full; "
+                 "a restart would not know every region's address",
+                 st->h->nranges);
+        st->range_full_logged = true;
+        return 0;
+    }
+    uint32_t i = st->free_ranges[--st->nfree_ranges];
+    struct range *r = &st->ranges[i];
+    r->region = region;
+    r->base = base;
+    r->size = size;
+    __atomic_store_n(&r->client, client, __ATOMIC_RELEASE);
+    return i + 1;
+}
+
+static void obs_va_give(void *ctx, uint32_t tag)
+{
+    struct vd_state *st = ctx;
+    if (!tag || tag > st->h->nranges)
+        return;
+    __atomic_store_n(&st->ranges[tag - 1].client, 0, __ATOMIC_RELEASE);
+    st->free_ranges[st->nfree_ranges++] = tag - 1;
+}
+
+static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
+{
+    struct vd_state *st = ctx;
+    if (stage < VL_MAX_STAGES)
+        __atomic_store_n(&st->stages[stage], client, __ATOMIC_RELEASE);
+}
+
+int vd_state_holder_add(struct vd_state *st, uint32_t client, pid_t pid,
+                        uint64_t starttime)
+{
+    if (!st)
+        return 0;
+    for (uint32_t i = 0; i < st->h->nholders; i++) {
+        struct holder *h = &st->holders[i];
+        if (h->client)
+            continue;
+        h->pid = pid;
+        h->starttime = starttime;
+        h->flags = 0;
+        __atomic_store_n(&h->client, client, __ATOMIC_RELEASE);
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+static struct holder *holder_find(struct vd_state *st, uint32_t client)
+{
+    for (uint32_t i = 0; st && i < st->h->nholders; i++)
+        if (st->holders[i].client == client)
+            return &st->holders[i];
+    return NULL;
+}
+
+void vd_state_holder_drop(struct vd_state *st, uint32_t client)
+{
+    struct holder *h = holder_find(st, client);
+    if (h)
+        __atomic_store_n(&h->client, 0, __ATOMIC_RELEASE);
+}
+
+void vd_state_holder_evicted(struct vd_state *st, uint32_t client)
+{
+    struct holder *h = holder_find(st, client);
+    if (h)
+        h->flags |= HOLDER_EVICTED;
+}
+
+void vd_state_next_client(struct vd_state *st, uint32_t next)
+{
+    if (st)
+        st->h->next_client = next;
+}
+
+uint32_t vd_state_first_client(const struct vd_state *st)
+{
+    return st ? st->h->next_client : 0;
+}
+
+uint64_t vd_process_starttime(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    /* The command name may hold spaces and parentheses: fields start after
+     * the last ')'. Field 3 is the first after it; start time is field 22. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (!p)
+            return 0;
+    }
+    return strtoull(p + 1, NULL, 10);
+}
+
+static void boot_id(char out[40])
+{
+    memset(out, 0, 40);
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, out, 39);
+    close(fd);
+    for (ssize_t i = 0; i < n; i++)
+        if (out[i] == '\n')
+            out[i] = 0;
+}
+
+/* ---- the previous daemon's file ----------------------------------------- */
+
+struct prev {
+    uint8_t *map;
+    size_t size;
+    const struct hdr *h;
+};
+
+/* Maps the old file read-only, if it is ours, from this boot and whole. */
+static int prev_open(const char *path, struct prev *p)
+{
+    memset(p, 0, sizeof(*p));
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
+        (size_t)sb.st_size < sizeof(struct hdr)) {
+        close(fd);
+        vlog(VLOG_WARNING, "state file %s: not a state file of this user; "
+             "ignored", path);
+        return 0;
+    }
+    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return -errno;
+    const struct hdr *h = m;
+    char boot[40];
+    boot_id(boot);
+    const char *why = NULL;
+    if (memcmp(h->magic, STATE_MAGIC, 8) || h->version != STATE_VERSION)
+        why = "unknown format";
+    else if (h->size != (uint64_t)sb.st_size || h->ndev > VL_MAX_DEVICES ||
+             h->off_holders + (uint64_t)h->nholders * sizeof(struct holder) >
+                 h->size ||
+             h->off_stages + VL_MAX_STAGES * sizeof(uint32_t) > h->size ||
+             h->off_ranges + (uint64_t)h->nranges * sizeof(struct range) > h->size)
+        why = "truncated";
+    for (uint32_t i = 0; !why && i < h->ndev; i++)
+        if (h->off_chunks[i] + (uint64_t)h->dev[i].nchunks * 8 > h->size)
+            why = "truncated";
+    /* From an earlier boot: every process it knew is gone. */
+    bool old_boot = !why && strncmp(boot, h->boot_id, 40) != 0;
+    if (why || old_boot) {
+        if (why)
+            vlog(VLOG_WARNING, "state file %s: %s; ignored", path, why);
+        munmap(m, (size_t)sb.st_size);
+        return 0;
+    }
+    p->map = m;
+    p->size = (size_t)sb.st_size;
+    p->h = h;
+    return 0;
+}
+
+/* ---- the new file ------------------------------------------------------- */
+
+static int state_create(struct vd_server *srv, const char *path,
+                        struct vd_state **out)
+{
+    struct vd_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return -ENOMEM;
+    st->srv = srv;
+    st->fd = -1;
+    snprintf(st->path, sizeof(st->path), "%s", path);
+    struct vl_ledger *L = &srv->ledger;
+    uint32_t nholders = 4 * srv->cfg.max_clients + 64;
+    uint64_t nranges = (uint64_t)srv->cfg.max_clients *
+                       srv->cfg.max_regions_per_client;
+    if (nranges < 1024)
+        nranges = 1024;
+    if (nranges > (1u << 20))
+        nranges = 1u << 20;
+    size_t off = (sizeof(struct hdr) + 63) & ~(size_t)63;
+    size_t off_holders = off;
+    off += (size_t)nholders * sizeof(struct holder);
+    size_t off_stages = off;
+    off += VL_MAX_STAGES * sizeof(uint32_t);
+    size_t off_ranges = off;
+    off += (size_t)nranges * sizeof(struct range);
+    size_t off_chunks[VL_MAX_DEVICES];
+    for (uint32_t i = 0; i < L->ndev; i++) {
+        off = (off + 7) & ~(size_t)7;
+        off_chunks[i] = off;
+        off += (size_t)L->dev[i].nchunks * 8;
+    }
+    st->size = off;
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    unlink(tmp);
+    st->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int e = 0;
+    if (st->fd < 0 || ftruncate(st->fd, (off_t)st->size) < 0) {
+        e = -errno;
+        vlog(VLOG_ERR, "state file %s: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    st->map = mmap(NULL, st->size, PROT_READ | PROT_WRITE, MAP_SHARED, st->fd, 0);
+    if (st->map == MAP_FAILED) {
+        e = -errno;
+        st->map = NULL;
+        vlog(VLOG_ERR, "state file %s: mmap: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    st->free_ranges = malloc(nranges * sizeof(uint32_t));
+    if (!st->free_ranges) {
+        e = -ENOMEM;
+        goto fail;
+    }
+    for (uint32_t i = 0; i < nranges; i++)
+        st->free_ranges[i] = (uint32_t)nranges - 1 - i;
+    st->nfree_ranges = (uint32_t)nranges;
+    struct hdr *h = st->h = (struct hdr *)st->map;
+    memcpy(h->magic, STATE_MAGIC, 8);
+    h->version = STATE_VERSION;
+    h->ndev = L->ndev;
+    boot_id(h->boot_id);
+    h->nholders = nholders;
+    h->nranges = (uint32_t)nranges;
+    h->off_holders = off_holders;
+    h->off_stages = off_stages;
+    h->off_ranges = off_ranges;
+    h->size = st->size;
+    for (uint32_t i = 0; i < L->ndev; i++) {
+        h->off_chunks[i] = off_chunks[i];
+        h->dev[i].chunk_bytes = L->dev[i].cfg.chunk_bytes;
+        h->dev[i].nchunks = L->dev[i].nchunks;
+        st->chunks[i] = (uint64_t *)(st->map + off_chunks[i]);
+    }
+    st->holders = (struct holder *)(st->map + off_holders);
+    st->stages = (uint32_t *)(st->map + off_stages);
+    st->ranges = (struct range *)(st->map + off_ranges);
+    *out = st;
+    return 0;
+fail:
+    if (st->fd >= 0) {
+        close(st->fd);
+        unlink(tmp);
+    }
+    free(st);
+    return e;
+}
+
+void vd_state_close(struct vd_state *st)
+{
+    if (!st)
+        return;
+    if (st->map)
+        munmap(st->map, st->size);
+    if (st->fd >= 0)
+        close(st->fd);
+    free(st->free_ranges);
+    free(st);
+}
+
+/* Is the process behind a holder still the one that held? */
+static int holder_alive(const struct holder *h, int *pidfd_out)
+{
+    if (h->pid <= 0 || !h->starttime)
+        return 0;
+    int pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
+    if (pidfd < 0)
+        return 0;
+    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    /* Pinned now: the start time says whether the pid was reused. */
+    if (vd_process_starttime(h->pid) != h->starttime) {
+        close(pidfd);
+        return 0;
+    }
+    *pidfd_out = pidfd;
+    return 1;
+}
+
+int vd_state_open(struct vd_server *srv, const char *path,
+                  struct vd_orphan **orphans_out, size_t *norphans_out,
+                  struct vd_state **out)
+{
+    struct vl_ledger *L = &srv->ledger;
+    struct prev p;
+    int e = prev_open(path, &p);
+    if (e < 0) {
+        vlog(VLOG_ERR, "state file %s: %s", path, strerror(-e));
+        return e;
+    }
+    struct vd_orphan *orph = NULL;
+    size_t norph = 0;
+    uint32_t *ids = NULL;
+    struct vl_restore_chunk *rc = NULL;
+    struct vl_va_hold *va = NULL;
+    size_t nrc = 0, nva = 0;
+    uint32_t stage_holder[VL_MAX_STAGES] = {0};
+    struct vd_state *st = NULL;
+    uint32_t next_client = 0;
+
+    if (p.h) {
+        const struct hdr *h = p.h;
+        const struct holder *hs = (const void *)(p.map + h->off_holders);
+        const struct range *rs = (const void *)(p.map + h->off_ranges);
+        const uint32_t *ss = (const void *)(p.map + h->off_stages);
+        next_client = h->next_client;
+        orph = calloc(h->nholders + 1, sizeof(*orph));
+        ids = calloc(h->nholders + 1, sizeof(*ids));
+        if (!orph || !ids) {
+            e = -ENOMEM;
+            goto out;
+        }
+        /* Which holders' processes still run, and hold something. */
+        for (uint32_t i = 0; i < h->nholders; i++) {
+            struct holder hd = hs[i];
+            if (!hd.client)
+                continue;
+            if (hd.client >= next_client)
+                next_client = hd.client + 1;
+            int pidfd = -1;
+            if (!holder_alive(&hd, &pidfd))
+                continue;
+            orph[norph++] = (struct vd_orphan){
+                .client = hd.client, .pid = hd.pid, .pidfd = pidfd,
+                .starttime = hd.starttime,
+                .resumable = !(hd.flags & HOLDER_EVICTED)};
+        }
+        bool same = h->ndev == L->ndev;
+        for (uint32_t i = 0; same && i < L->ndev; i++)
+            same = h->dev[i].chunk_bytes == L->dev[i].cfg.chunk_bytes &&
+                   h->dev[i].nchunks == L->dev[i].nchunks;
+        size_t total = 0;
+        for (uint32_t d = 0; d < h->ndev; d++)
+            total += h->dev[d].nchunks;
+        rc = calloc(total + 1, sizeof(*rc));
+        va = calloc(h->nranges + 1, sizeof(*va));
+        if (!rc || !va) {
+            e = -ENOMEM;
+            goto out;
+        }
+        for (uint32_t d = 0; d < h->ndev; d++) {
+            const uint64_t *cs = (const void *)(p.map + h->off_chunks[d]);
+            for (uint32_t k = 0; k < h->dev[d].nchunks; k++) {
+                uint64_t r = cs[k];
+                uint32_t who = (uint32_t)r;
+                for (size_t o = 0; who && o < norph; o++)
+                    if (orph[o].client == who) {
+                        rc[nrc++] = (struct vl_restore_chunk){
+                            .chunk = vl_chunk_id(d, k), .client = who,
+                            .stage = (uint16_t)(r >> 32),
+                            .cat = (uint8_t)(r >> 48)};
+                        break;
+                    }
+            }
+        }
+        for (uint32_t i = 0; i < h->nranges; i++) {
+            struct range r = rs[i];
+            for (size_t o = 0; r.client && o < norph; o++)
+                if (orph[o].client == r.client) {
+                    va[nva++] = (struct vl_va_hold){.client = r.client,
+                                                    .region = r.region,
+                                                    .base = r.base,
+                                                    .size = r.size};
+                    break;
+                }
+        }
+        for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+            for (size_t o = 0; ss[i] && o < norph; o++)
+                if (orph[o].client == ss[i])
+                    stage_holder[i] = ss[i];
+        if (nrc && !same) {
+            vlog(VLOG_ERR, "state file %s: %zu chunks are still held by live "
+                 "processes (pid %d first) under another device layout "
+                 "(devices, chunk sizes or capacities changed); stop those "
+                 "processes, or restore the old configuration",
+                 path, nrc, (int)orph[0].pid);
+            e = -ESTALE;
+            goto out;
+        }
+        /* A process that holds nothing has nothing to come back for. */
+        size_t keep = 0;
+        for (size_t o = 0; o < norph; o++) {
+            bool any = false;
+            for (size_t i = 0; !any && i < nrc; i++)
+                any = rc[i].client == orph[o].client;
+            for (size_t i = 0; !any && i < nva; i++)
+                any = va[i].client == orph[o].client;
+            for (uint32_t i = 0; !any && i < VL_MAX_STAGES; i++)
+                any = stage_holder[i] == orph[o].client;
+            if (any)
+                orph[keep++] = orph[o];
+            else
+                close(orph[o].pidfd);
+        }
+        norph = keep;
+        for (size_t o = 0; o < norph; o++)
+            ids[o] = orph[o].client;
+    }
+
+    e = state_create(srv, path, &st);
+    if (e < 0)
+        goto out;
+    st->h->next_client = next_client;
+    L->obs = (struct vl_observer){.ctx = st, .chunk = obs_chunk,
+                                  .va_take = obs_va_take,
+                                  .va_give = obs_va_give, .stage = obs_stage};
+    for (size_t o = 0; o < norph; o++) {
+        vd_state_holder_add(st, orph[o].client, orph[o].pid, orph[o].starttime);
+        if (!orph[o].resumable)
+            vd_state_holder_evicted(st, orph[o].client);
+    }
+    if (norph) {
+        e = vl_restore(L, ids, norph, rc, nrc, va, nva, stage_holder);
+        if (e < 0) {
+            vlog(VLOG_ERR, "state file %s is inconsistent: %s; move it away "
+                 "only once the processes that used vramd are gone", path,
+                 vl_why(L));
+            goto out;
+        }
+        vlog(VLOG_NOTICE, "restart: %zu processes still hold %zu chunks; they "
+             "stay theirs until each comes back or exits", norph, nrc);
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    if (rename(tmp, path) < 0) {
+        e = -errno;
+        vlog(VLOG_ERR, "state file %s: rename: %s", path, strerror(errno));
+        goto out;
+    }
+    *out = st;
+    st = NULL;
+    *orphans_out = orph;
+    *norphans_out = norph;
+    orph = NULL;
+    norph = 0;
+out:
+    if (st) {
+        L->obs = (struct vl_observer){0};
+        char tmp2[4200];
+        snprintf(tmp2, sizeof(tmp2), "%s.new", path);
+        unlink(tmp2);
+        vd_state_close(st);
+    }
+    for (size_t o = 0; o < norph; o++)
+        close(orph[o].pidfd);
+    free(orph);
+    free(ids);
+    free(rc);
+    free(va);
+    if (p.map)
+        munmap(p.map, p.size);
+    return e;
+}

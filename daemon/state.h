@@ -1,0 +1,55 @@
+/* The state file: what a restarted vramd must know so that it never grants
+ * memory a live process still maps (rule 13 in ledger.c). For each client:
+ * its pid and the process's start time; for each chunk: its holder and what
+ * it counts as; the address ranges of regions and the ad-hoc stage ids
+ * taken. The file is a shared mapping next to the socket (in /run: memory,
+ * gone at reboot, when every holder is gone too), updated in place by the
+ * ledger's observer: a store per change, nothing on the request path waits
+ * for a disk. A crash loses no store already made. */
+#ifndef VRAMD_STATE_H
+#define VRAMD_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct vd_server;
+struct vd_state;
+
+/* The holders a restarted daemon found alive, for the caller to watch. */
+struct vd_orphan {
+    uint32_t client;
+    pid_t pid;
+    int pidfd;
+    uint64_t starttime;
+    bool resumable;
+};
+
+/* Reads what a previous vramd left at path (if anything), rebuilds the
+ * gone clients of live processes into srv->ledger, and starts a new file
+ * there with the observer installed. *orphans (caller frees) lists them.
+ * Fails, saying why in the log, when the file records live holders under a
+ * different device layout: granting anything then could hand out memory
+ * they map. */
+int vd_state_open(struct vd_server *srv, const char *path,
+                  struct vd_orphan **orphans, size_t *norphans,
+                  struct vd_state **out);
+void vd_state_close(struct vd_state *st);
+
+/* A connected client's process, recorded before it can hold anything.
+ * -ENOSPC when the holder table is full. */
+int vd_state_holder_add(struct vd_state *st, uint32_t client, pid_t pid,
+                        uint64_t starttime);
+/* The client is reaped: nothing of it is left. */
+void vd_state_holder_drop(struct vd_state *st, uint32_t client);
+/* An evicted client's process may not take its memory back. */
+void vd_state_holder_evicted(struct vd_state *st, uint32_t client);
+void vd_state_next_client(struct vd_state *st, uint32_t next);
+uint32_t vd_state_first_client(const struct vd_state *st);
+
+/* The start time of a process (clock ticks since boot, field 22 of
+ * /proc/PID/stat): with the pid, it names one process for good. 0 when
+ * unknown. */
+uint64_t vd_process_starttime(pid_t pid);
+
+#endif
