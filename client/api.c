@@ -68,7 +68,10 @@ int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
     vram_json_add_u64(m, "stage", stage);
     if (flags & VRAM_STAGE_KEEP_WINDOW)
         cJSON_AddBoolToObject(m, "keep_window", true);
-    return register_common(c, m, NULL, out);
+    int e = register_common(c, m, NULL, out);
+    if (e == 0 && vc_stage_get(c, stage))
+        vc_stage_get(c, stage)->keep_window = flags & VRAM_STAGE_KEEP_WINDOW;
+    return e;
 }
 
 int vram_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
@@ -94,6 +97,7 @@ int vram_stage_release(vram_client *c, uint32_t stage)
         else
             i++;
     }
+    free(st->slot_layer);
     *st = c->stages[--c->nstages];
     cJSON *m = vc_msg_new("stage_release");
     vram_json_add_u64(m, "stage", stage);
@@ -158,6 +162,20 @@ int vram_region_info(const vram_client *c, uint32_t region,
         .base = (void *)(uintptr_t)r->base, .lane_stride = r->lane_stride,
         .lanes = r->lanes, .lane_slots = r->lane_slots,
         .chunk_bytes = r->chunk_bytes, .mapped = r->mapped};
+    return 0;
+}
+
+int vram_region_chunk(const vram_client *c, uint32_t region, uint32_t lane,
+                      uint32_t slot, uint64_t *chunk_out)
+{
+    struct vc_region *r = vc_region_get(c, region);
+    if (!r || lane >= r->lanes || slot >= r->stride_slots)
+        return -ENOENT;
+    uint64_t id = r->slot_chunk[lane * r->stride_slots + slot];
+    if (id == UINT64_MAX)
+        return -ENOENT;
+    if (chunk_out)
+        *chunk_out = id;
     return 0;
 }
 
@@ -340,7 +358,10 @@ int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
     cJSON *arr = cJSON_AddArrayToObject(m, "slots");
     for (size_t i = 0; i < n; i++)
         cJSON_AddItemToArray(arr, cJSON_CreateNumber(slots[i]));
-    return vc_call(c, m);
+    int e = vc_call(c, m);
+    if (e == 0) /* remembered for a resume */
+        vc_stage_claims(c, stage, layer, slots, n);
+    return e;
 }
 
 int vram_expert_residency(const vram_client *c, uint32_t stage,

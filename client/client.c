@@ -1,6 +1,7 @@
 /* libvram: the connection, requests and replies, and events. The public
  * calls on stages and regions are in api.c; what replies map, in mapping.c. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -107,6 +108,7 @@ static int send_msg(vram_client *c, cJSON *msg, uint64_t *id_out)
     if (c->broken)
         return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
     uint64_t id = ++c->next_id;
+    cJSON_DeleteItemFromObjectCaseSensitive(msg, "id"); /* sent again */
     vram_json_add_u64(msg, "id", id);
     int r = vram_msg_queue(&c->wire, msg, NULL, 0);
     if (r < 0)
@@ -295,16 +297,57 @@ static void send_async_release(vram_client *c, cJSON *ids)
     cJSON_Delete(m);
 }
 
+int vc_pump(vram_client *c, uint64_t id, int *events)
+{
+    return pump(c, id, events);
+}
+
+/* Requests whose effect the library made before sending (it unmapped and
+ * forgot the memory): after a reconnect the resume already left them out,
+ * so they are done, not sent again. */
+static bool done_by_resume(const cJSON *msg)
+{
+    const char *t = vram_json_str(msg, "type");
+    return t && (!strcmp(t, "chunk_release") || !strcmp(t, "region_release") ||
+                 !strcmp(t, "stage_release"));
+}
+
 /* Sends msg (consumed) and waits for its reply. On success *reply_out holds
- * the final reply (caller deletes) and its map entries are applied. */
+ * the final reply (caller deletes) and its map entries are applied. When
+ * the connection breaks, the library connects again, takes back what it
+ * holds and sends the request once more (nothing of the failed attempt was
+ * applied: its map entries are dropped with their fds). */
 int vc_request(vram_client *c, cJSON *msg, cJSON **reply_out)
 {
-    uint64_t id;
-    int e = send_msg(c, msg, &id);
+    int e;
+    for (int attempt = 0;; attempt++) {
+        uint64_t id;
+        e = send_msg(c, msg, &id);
+        if (e == 0)
+            e = pump(c, id, NULL);
+        if (e < 0 && c->broken && attempt == 0 && vc_can_reconnect(c)) {
+            vc_clear_pending(c);
+            cJSON_Delete(c->reply);
+            c->reply = NULL;
+            char keep[512];
+            snprintf(keep, sizeof(keep), "%s", c->last_error);
+            int r = vc_reconnect(c);
+            if (r < 0) {
+                e = r;
+                break;
+            }
+            if (done_by_resume(msg)) {
+                cJSON_Delete(msg);
+                cJSON *ok = cJSON_CreateObject();
+                cJSON_AddBoolToObject(ok, "ok", true);
+                *reply_out = ok;
+                return 0;
+            }
+            continue;
+        }
+        break;
+    }
     cJSON_Delete(msg);
-    if (e < 0)
-        return e;
-    e = pump(c, id, NULL);
     cJSON *reply = c->reply;
     c->reply = NULL;
     if (e < 0) {
@@ -375,20 +418,48 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     }
 
+    snprintf(c->name, sizeof(c->name), "%s", opt && opt->name ? opt->name : "");
+    if (!c->name[0])
+        snprintf(c->name, sizeof(c->name), "pid-%d", (int)getpid());
+    c->ctl = opt && opt->ctl;
+    c->peer_access = opt && opt->peer_access;
+    c->reconnect_ms = opt && opt->reconnect_ms ? opt->reconnect_ms
+                      : c->ctl                 ? -1
+                                               : 30000;
+    /* Where to connect again: the peer's address. */
+    struct sockaddr_un sa;
+    socklen_t salen = sizeof(sa);
+    if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0 &&
+        sa.sun_family == AF_UNIX && salen > offsetof(struct sockaddr_un, sun_path) &&
+        sa.sun_path[0])
+        snprintf(c->path, sizeof(c->path), "%s", sa.sun_path);
+    int e = vc_hello(c, opt ? opt->error : NULL, opt ? opt->error_len : 0);
+    if (e < 0) {
+        vram_wire_fini(&c->wire);
+        close(fd);
+        free(c);
+        return e;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Says hello on c->fd: the client id and the backend; loads the mapper for
+ * a GPU backend the first time. */
+int vc_hello(vram_client *c, char *error, size_t error_len)
+{
     cJSON *m = vc_msg_new("hello");
     vram_json_add_u64(m, "version", VRAM_PROTOCOL_VERSION);
     cJSON *caps = cJSON_AddArrayToObject(m, "capabilities");
     cJSON_AddItemToArray(caps, cJSON_CreateString("fd-passing"));
     cJSON_AddItemToArray(caps, cJSON_CreateString("host-map"));
-    cJSON_AddStringToObject(m, "role", opt && opt->ctl ? "ctl" : "engine");
-    char name[64];
-    snprintf(name, sizeof(name), "%s",
-             opt && opt->name ? opt->name : "");
-    if (!name[0])
-        snprintf(name, sizeof(name), "pid-%d", (int)getpid());
-    cJSON_AddStringToObject(m, "name", name);
+    cJSON_AddStringToObject(m, "role", c->ctl ? "ctl" : "engine");
+    cJSON_AddStringToObject(m, "name", c->name);
     cJSON *reply = NULL;
+    bool was = c->reconnecting;
+    c->reconnecting = true; /* a hello is never sent again by itself */
     int e = vc_request(c, m, &reply);
+    c->reconnecting = was;
     if (e == -EPIPE || e == -ECONNRESET || e == -ENOTCONN) {
         /* A daemon that turns us away says why in one frame, then closes;
          * the hello may have hit the closed socket: read what it said. */
@@ -398,39 +469,40 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
         vram_wire_read(&c->wire, on_frame, &x, why, sizeof(why));
         if (x.err)
             e = x.err;
+        c->broken = true;
     }
     if (e < 0) {
-        if (opt && opt->error && opt->error_len)
-            snprintf(opt->error, opt->error_len, "%s", c->last_error);
-        vram_wire_fini(&c->wire);
-        close(fd);
-        free(c);
+        if (error && error_len)
+            snprintf(error, error_len, "%s", c->last_error);
         return e;
     }
     uint64_t id = 0;
     vram_json_u64(reply, "client", &id);
     c->id = (uint32_t)id;
     const char *be = vram_json_str(reply, "backend");
-    snprintf(c->backend, sizeof(c->backend), "%s", be ? be : "host");
+    char backend[16];
+    snprintf(backend, sizeof(backend), "%s", be ? be : "host");
     cJSON_Delete(reply);
+    if (c->backend[0] && strcmp(backend, c->backend) != 0) {
+        c->broken = true;
+        return vc_set_error(c, -ESTALE, "vramd came back with the %s backend, "
+                            "not %s: what this client holds is not its memory",
+                            backend, c->backend);
+    }
+    snprintf(c->backend, sizeof(c->backend), "%s", backend);
     /* Control clients map nothing: they never load a GPU driver (a process
      * that starts CUDA can no longer fork CUDA-using children). */
-    if (strcmp(c->backend, "host") != 0 && !(opt && opt->ctl)) {
+    if (strcmp(c->backend, "host") != 0 && !c->ctl &&
+        c->mapper == &vc_host_mapper) {
         char why[256];
-        c->peer_access = opt && opt->peer_access;
         const struct vc_mapper *mp = vc_cuda_mapper(c, why, sizeof(why));
-        if (!mp && !(opt && opt->ctl)) {
-            if (opt && opt->error && opt->error_len)
-                snprintf(opt->error, opt->error_len, "%s", why);
-            vram_wire_fini(&c->wire);
-            close(fd);
-            free(c);
+        if (!mp) {
+            if (error && error_len)
+                snprintf(error, error_len, "%s", why);
             return -ENOTSUP;
         }
-        if (mp)
-            c->mapper = mp;
+        c->mapper = mp;
     }
-    *out = c;
     return 0;
 }
 
@@ -460,6 +532,7 @@ void vram_client_close(vram_client *c)
 {
     if (!c)
         return;
+    c->reconnect_ms = -1; /* closing: a broken connection stays broken */
     /* Give stages back properly so their chunks return to the pool at once
      * rather than after this process exits. */
     while (c->nstages > 0 && !c->broken)
@@ -477,6 +550,8 @@ void vram_client_close(vram_client *c)
     vc_clear_pending(c);
     free(c->pend);
     free(c->regions);
+    for (size_t i = 0; i < c->nstages; i++)
+        free(c->stages[i].slot_layer);
     free(c->stages);
     cJSON_Delete(c->reply);
     vram_wire_fini(&c->wire);
@@ -486,9 +561,13 @@ void vram_client_close(vram_client *c)
 
 int vram_client_dispatch(vram_client *c)
 {
-    if (c->broken)
-        return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
     int events = 0;
-    int e = pump(c, 0, &events);
+    int e = c->broken ? -ENOTCONN : pump(c, 0, &events);
+    if (e < 0 && c->broken && vc_can_reconnect(c)) {
+        e = vc_reconnect(c);
+        events++; /* RECONNECTED */
+    } else if (c->broken && e == 0) {
+        e = vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
+    }
     return e < 0 ? e : events;
 }

@@ -46,8 +46,11 @@ struct vc_region {
 
 struct vc_stage {
     uint32_t id;
+    bool keep_window;
     struct vram_stage_info info;
     struct vram_residency res;
+    uint16_t *slot_layer; /* expert slot claims, for a resume; 0xffff none */
+    uint32_t nslots;
 };
 
 /* How chunks become memory in this process: mmap for host chunks, CUDA VMM
@@ -75,6 +78,12 @@ struct pending_map {
 
 struct vram_client {
     int fd;
+    /* how to connect again (reconnect.c) */
+    char path[108];
+    char name[64];
+    bool ctl;
+    int reconnect_ms;  /* -1: never */
+    bool reconnecting;
     struct vram_wire wire;
     uint64_t next_id;
     uint32_t id;
@@ -113,6 +122,18 @@ cJSON *vc_msg_new(const char *type);
 int vc_request(vram_client *c, cJSON *msg, cJSON **reply_out);
 /* A request whose reply carries nothing the caller needs. */
 int vc_call(vram_client *c, cJSON *msg);
+/* Hello on a fresh connection: the client id and backend. */
+int vc_hello(vram_client *c, char *error, size_t error_len);
+/* Reads what arrived, or (id != 0) until the reply to id. */
+int vc_pump(vram_client *c, uint64_t id, int *events);
+
+/* reconnect.c: after the connection broke */
+bool vc_can_reconnect(const vram_client *c);
+/* Connects again (with backoff, up to reconnect_ms), says hello and takes
+ * back what this client holds (resume). Emits RECONNECTED. */
+int vc_reconnect(vram_client *c);
+void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
+                     const uint32_t *slots, size_t n);
 
 /* mapping.c: what replies do to this process */
 struct vc_region *vc_region_get(const vram_client *c, uint32_t id);

@@ -158,10 +158,14 @@ static cJSON *clients_json(struct vd_server *srv)
         for (struct vd_session *x = srv->sessions; x; x = x->next)
             if (x->id == cl->id)
                 s = x;
+        /* A gone client's process, while it may still map its memory. */
+        struct vd_reaper *rp = s ? NULL : vd_reaper_find(srv, cl->id);
         cJSON *o = cJSON_CreateObject();
         vram_json_add_u64(o, "id", cl->id);
         cJSON_AddStringToObject(o, "name", s ? s->name : "");
-        cJSON_AddNumberToObject(o, "pid", s ? s->pid : 0);
+        cJSON_AddNumberToObject(o, "pid", s ? s->pid : rp ? rp->pid : 0);
+        if (rp)
+            cJSON_AddBoolToObject(o, "resumable", rp->resumable && !cl->resumed);
         if (s)
             vram_json_add_u64(o, "uid", s->peer.uid);
         cJSON_AddStringToObject(o, "role", s && s->ctl ? "ctl" : "engine");

@@ -58,6 +58,17 @@ enum vram_event_type {
     /* Chunks of an expert region are about to move into KV (a KV grow that
      * took back the stage's own loans). Same contract as RECALL. */
     VRAM_EVENT_EXPERT_SHRINK = 3,
+    /* The connection to vramd broke (the daemon restarted, or the socket
+     * failed) and the library connected again and took back what it holds:
+     * same stages, regions, addresses and chunks; nchunks kept, lost_chunks
+     * that could not be (unmapped already). The request that was in flight
+     * was sent again and returns normally. vram_client_fd() keeps its
+     * number, but epoll users must add it again (it is a new socket). */
+    VRAM_EVENT_RECONNECTED = 4,
+    /* After a reconnect, a stage could not be taken back (the configuration
+     * changed, or vramd lost its state): its regions are unmapped and
+     * forgotten; register it again. */
+    VRAM_EVENT_STAGE_LOST = 5,
 };
 
 struct vram_event {
@@ -66,8 +77,9 @@ struct vram_event {
     uint64_t residency_version;    /* BUDGET_CHANGED */
     uint32_t expert_slots_backed;  /* BUDGET_CHANGED, EXPERT_SHRINK: after */
     uint64_t expert_loaned_bytes;  /* BUDGET_CHANGED */
-    uint32_t nchunks;              /* RECALL, EXPERT_SHRINK */
+    uint32_t nchunks;              /* RECALL, EXPERT_SHRINK, RECONNECTED */
     uint32_t deadline_ms;          /* RECALL */
+    uint32_t lost_chunks;          /* RECONNECTED */
 };
 
 typedef void (*vram_event_fn)(void *user, const struct vram_event *ev);
@@ -80,6 +92,10 @@ struct vram_client_options {
                             access the owning GPU (owner-only otherwise) */
     char *error;         /* if set, why a connect failed (daemon's words) */
     size_t error_len;
+    int reconnect_ms;    /* after the connection breaks, keep trying to
+                            connect again and take everything back for this
+                            long, then fail the call; 0 = 30000 (engines) or
+                            never (control clients); -1 = never */
 };
 
 struct vram_region_info {
@@ -173,6 +189,10 @@ VRAM_API int vram_region_move_chunk(vram_client *c, uint32_t src_region,
                                     uint32_t src_lane, uint32_t src_slot,
                                     uint32_t dst_region, uint32_t dst_lane,
                                     uint32_t dst_slot);
+/* The chunk mapped at slot i of lane l: 0 and its id, or -ENOENT when the
+ * slot holds no memory now (touching it would fault). */
+VRAM_API int vram_region_chunk(const vram_client *c, uint32_t region,
+                               uint32_t lane, uint32_t slot, uint64_t *chunk_out);
 /* Address of slot i of lane l (mapped or not). */
 VRAM_API void *vram_region_slot(const vram_client *c, uint32_t region,
                                 uint32_t lane, uint32_t slot);

@@ -21,6 +21,9 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+static int daemon_spawn(struct daemon *d, const char *config,
+                        const char *const *args, bool again);
+
 int daemon_start(struct daemon *d, const char *config, const char *const *args)
 {
     memset(d, 0, sizeof(*d));
@@ -29,6 +32,17 @@ int daemon_start(struct daemon *d, const char *config, const char *const *args)
         return -errno;
     snprintf(d->sock, sizeof(d->sock), "%s/vramd.sock", d->dir);
     snprintf(d->log, sizeof(d->log), "%s/vramd.log", d->dir);
+    return daemon_spawn(d, config, args, false);
+}
+
+int daemon_restart(struct daemon *d, const char *config, const char *const *args)
+{
+    return daemon_spawn(d, config, args, true);
+}
+
+static int daemon_spawn(struct daemon *d, const char *config,
+                        const char *const *args, bool again)
+{
     if (config) {
         snprintf(d->config, sizeof(d->config), "%s/vramd.json", d->dir);
         FILE *f = fopen(d->config, "w");
@@ -61,7 +75,8 @@ int daemon_start(struct daemon *d, const char *config, const char *const *args)
         for (int i = 0; args && args[i] && n < 30; i++)
             argv[n++] = args[i];
         argv[n] = NULL;
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = open(d->log, O_WRONLY | O_CREAT | (again ? O_APPEND : O_TRUNC),
+                      0644);
         dup2(fd, 2);
         dup2(fd, 1);
         close(fd);

@@ -24,6 +24,9 @@ struct daemon {
 /* Starts vramd with config (JSON text, or NULL for the built-in default)
  * and extra arguments. Waits until it accepts connections. */
 int daemon_start(struct daemon *d, const char *config, const char *const *args);
+/* Starts vramd again in the same directory, on the same socket (after
+ * daemon_kill or daemon_stop); its log is appended. */
+int daemon_restart(struct daemon *d, const char *config, const char *const *args);
 /* SIGTERM, wait, and check a clean exit (0). Returns its exit status. */
 int daemon_stop(struct daemon *d);
 void daemon_kill(struct daemon *d);
