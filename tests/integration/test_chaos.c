@@ -1,7 +1,9 @@
 /* Chaos: client processes doing random grows, shrinks, KV reserves (some
  * held), trims, expert loans and recall answers on configured and ad-hoc
  * stages of two devices, while the parent kills some with SIGKILL at random
- * moments and starts new ones. The daemon checks the ledger's invariants
+ * moments and starts new ones, and three times kills vramd itself (SIGKILL,
+ * SIGTERM, SIGKILL; once also a client while vramd is down) and starts it
+ * again: the clients reconnect and resume, losing nothing. The daemon checks the ledger's invariants
  * after every operation (and aborts on a violation). Each client stamps the
  * chunks of its ad-hoc region with its own pattern: a newly granted chunk
  * must be fresh (zero), and a chunk must still carry its holder's stamp when
@@ -39,7 +41,8 @@ static const char *config =
     "   \"expert_slot\": \"2MiB\", \"loan\": {\"recall_deadline_ms\": 300, \"hold_ms\": 500}}]}";
 
 struct figures {
-    unsigned long ops, refused, violations, grants_checked, releases_checked;
+    unsigned long ops, refused, violations, grants_checked, releases_checked,
+        reconnects;
 };
 static struct figures *fig;
 
@@ -50,6 +53,24 @@ static uint64_t stamp(uint32_t worker, uint32_t slot)
     return 0x5AFE000000000000ull | ((uint64_t)worker << 24) | slot;
 }
 
+/* A reconnect must keep everything: no chunk or stage lost. */
+static void on_event(void *u, const struct vram_event *ev)
+{
+    uint32_t me = (uint32_t)(uintptr_t)u;
+    if (ev->type == VRAM_EVENT_RECONNECTED) {
+        ADD(reconnects, 1);
+        if (ev->lost_chunks) {
+            fprintf(stderr, "chaos-%u: %u chunks lost in a reconnect\n", me,
+                    ev->lost_chunks);
+            ADD(violations, 1);
+        }
+    } else if (ev->type == VRAM_EVENT_STAGE_LOST) {
+        fprintf(stderr, "chaos-%u: stage %u lost in a reconnect\n", me,
+                ev->stage);
+        ADD(violations, 1);
+    }
+}
+
 static int worker(const struct daemon *d, void *arg)
 {
     uint32_t me = (uint32_t)(uintptr_t)arg;
@@ -57,6 +78,7 @@ static int worker(const struct daemon *d, void *arg)
     char name[32];
     snprintf(name, sizeof(name), "chaos-%u", me);
     vram_client *c = connect_client(d, name);
+    vram_client_set_event_callback(c, on_event, arg);
     uint32_t adhoc, region, n = 0, dev = me % 2;
     REQUIRE(vram_stage_register_adhoc(c, dev, 0, 3, &adhoc) == 0, "stage");
     REQUIRE(vram_region_create(c, adhoc, VRAM_REGION_FIXED, SLOTS * 2 * MIB, 1,
@@ -164,7 +186,7 @@ int main(void)
     uint32_t next = 0;
     for (int i = 0; i < WORKERS; i++)
         pids[i] = spawn(worker, &d, (void *)(uintptr_t)next++);
-    unsigned kills = 0, finished = 0, failed = 0;
+    unsigned kills = 0, finished = 0, failed = 0, restarts = 0;
     srand(12345);
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -173,6 +195,31 @@ int main(void)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec - t0.tv_sec >= secs)
             break;
+        /* vramd itself goes down at a quarter, half and three quarters of
+         * the run, and comes back on the same socket. */
+        double t = (double)(now.tv_sec - t0.tv_sec) +
+                   (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (restarts < 3 && t >= secs * (restarts + 1) / 4.0) {
+            if (restarts == 1) {
+                CHECK(daemon_stop(&d) == 0, "vramd did not stop cleanly");
+            } else {
+                daemon_kill(&d);
+            }
+            if (restarts == 2) { /* a holder dies while vramd is down */
+                int v = rand() % WORKERS;
+                kill(pids[v], SIGKILL);
+                waitpid(pids[v], NULL, 0);
+                kills++;
+                pids[v] = 0;
+            }
+            usleep(50000);
+            REQUIRE(daemon_restart(&d, config, NULL) == 0, "restart vramd");
+            restarts++;
+            for (int i = 0; i < WORKERS; i++)
+                if (!pids[i])
+                    pids[i] = spawn(worker, &d, (void *)(uintptr_t)next++);
+            continue;
+        }
         /* Kill one at random and start another in its place. */
         int v = rand() % WORKERS;
         if (rand() % 2 == 0 && kill(pids[v], SIGKILL) == 0) {
@@ -191,14 +238,17 @@ int main(void)
     }
     CHECK(kill(d.pid, 0) == 0, "vramd died");
     printf("{\"chaos\":{\"seconds\":%d,\"workers\":%u,\"ops\":%lu,\"refused\":%lu,"
-           "\"kills\":%u,\"restarts\":0,\"grants_checked\":%lu,"
-           "\"releases_checked\":%lu,\"violations\":%lu}}\n",
-           secs, next, fig->ops, fig->refused, kills, fig->grants_checked,
-           fig->releases_checked, fig->violations);
+           "\"kills\":%u,\"restarts\":%u,\"reconnects\":%lu,"
+           "\"grants_checked\":%lu,\"releases_checked\":%lu,"
+           "\"violations\":%lu}}\n",
+           secs, next, fig->ops, fig->refused, kills, restarts, fig->reconnects,
+           fig->grants_checked, fig->releases_checked, fig->violations);
     CHECK(fig->violations == 0, "%lu violations", fig->violations);
     CHECK(failed == 0, "%u workers failed", failed);
     CHECK(fig->ops > 100, "only %lu operations", fig->ops);
     CHECK(kills > 0, "nobody was killed");
+    CHECK(restarts == 3, "vramd restarted %u times, not 3", restarts);
+    CHECK(fig->reconnects > 0, "no client reconnected");
     CHECK(!daemon_log_contains(&d, "invariant broken"), "ledger invariant broken");
     daemon_check_no_leaks(&d);
     daemon_stop(&d);
