@@ -121,6 +121,7 @@ static const struct {
     {ENODEV, "ENODEV"}, {ENOMEM, "ENOMEM"}, {ETIMEDOUT, "ETIMEDOUT"},
     {EMSGSIZE, "EMSGSIZE"}, {EBADMSG, "EBADMSG"}, {EIO, "EIO"},
     {ENOTCONN, "ENOTCONN"}, {ECANCELED, "ECANCELED"}, {EADDRINUSE, "EADDRINUSE"},
+    {EALREADY, "EALREADY"}, {ESTALE, "ESTALE"},
 };
 
 const char *vram_errno_name(int err)

@@ -9,12 +9,16 @@
  *     afterwards, and the daemon's invariants hold throughout.
  *  4. The same across an orderly stop (SIGTERM) and start.
  *  5. Another process cannot resume an engine's client; an evicted engine
- *     cannot either: its memory stays quarantined until it exits. */
+ *     cannot either: its memory stays quarantined until it exits.
+ *  6. Malformed resumes (wrong types, bad triples, undeclared regions, a
+ *     second resume, a resume after other requests) are refused with clear
+ *     errors, change nothing, and a correct one then succeeds. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -279,6 +283,137 @@ static cJSON *raw_call(int fd, const char *json)
     return cJSON_Parse(buf);
 }
 
+static uint64_t quarantined(const struct daemon *d);
+
+static bool refused_with(cJSON *r, const char *err, const char *what)
+{
+    bool ok = r && !cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")) &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "error")), err);
+    if (!ok) {
+        char *t = r ? cJSON_PrintUnformatted(r) : NULL;
+        fprintf(stderr, "%s: expected %s, got %s\n", what, err, t ? t : "nothing");
+        free(t);
+    }
+    cJSON_Delete(r);
+    return ok;
+}
+
+/* This process holds 4 chunks as a raw client, drops the connection, and
+ * tries to take them back with declarations good and bad. */
+static void malformed_resumes(const struct daemon *d)
+{
+    int fd = raw_connect(d);
+    cJSON_Delete(raw_call(fd, "{\"type\":\"hello\",\"id\":1,\"version\":1}"));
+    cJSON *r = raw_call(fd, "{\"type\":\"stage_register\",\"id\":2,"
+                            "\"device\":1,\"first_layer\":0,\"last_layer\":3}");
+    uint32_t stage = (uint32_t)json_u64(cJSON_GetObjectItem(r, "stage"), "id");
+    cJSON_Delete(r);
+    char buf[1024];
+    snprintf(buf, sizeof(buf), "{\"type\":\"region_create\",\"id\":3,"
+             "\"stage\":%u,\"kind\":\"fixed\",\"bytes\":8388608}", stage);
+    r = raw_call(fd, buf);
+    const cJSON *rg = cJSON_GetObjectItem(r, "region");
+    uint32_t region = (uint32_t)json_u64(rg, "id");
+    uint64_t base = json_u64(rg, "base"), stride = json_u64(rg, "lane_stride"),
+             va = json_u64(rg, "va_bytes");
+    cJSON_Delete(r);
+    snprintf(buf, sizeof(buf), "{\"type\":\"region_grow\",\"id\":4,"
+             "\"region\":%u,\"chunks\":4}", region);
+    r = raw_call(fd, buf); /* the fds are dropped by a plain recv */
+    uint64_t chunks[4];
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(r, "map"))
+        if (n < 4)
+            chunks[n++] = json_u64(e, "chunk");
+    cJSON_Delete(r);
+    REQUIRE(n == 4, "raw grow mapped %d chunks", n);
+    r = raw_call(fd, "{\"type\":\"status\",\"id\":5}");
+    uint32_t me = 0;
+    const cJSON *cl;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItem(r, "clients"))
+        if (json_u64(cl, "held_bytes") == 4 * 2 * MIB)
+            me = (uint32_t)json_u64(cl, "id");
+    cJSON_Delete(r);
+    close(fd);
+    REQUIRE(me != 0, "raw client not found");
+    CHECK(daemon_log_wait(d, "4 chunks quarantined until pid", 2000),
+          "the raw client's chunks were not quarantined");
+
+    fd = raw_connect(d);
+    snprintf(buf, sizeof(buf), "{\"type\":\"resume\",\"id\":1,\"client\":%u}", me);
+    CHECK(refused_with(raw_call(fd, buf), "EPROTO", "resume before hello"),
+          "resume before hello");
+    cJSON_Delete(raw_call(fd, "{\"type\":\"hello\",\"id\":2,\"version\":1}"));
+    snprintf(buf, sizeof(buf), "{\"type\":\"resume\",\"id\":3,\"client\":%u,"
+             "\"stages\":5}", me);
+    CHECK(refused_with(raw_call(fd, buf), "EINVAL", "stages not an array"),
+          "stages of the wrong type");
+    snprintf(buf, sizeof(buf), "{\"type\":\"resume\",\"id\":4,\"client\":%u,"
+             "\"stages\":[{\"id\":%u,\"device\":1,\"first_layer\":0,"
+             "\"last_layer\":3}],\"chunks\":[[1,2]]}", me, stage);
+    CHECK(refused_with(raw_call(fd, buf), "EINVAL", "a chunk pair"),
+          "a chunk entry that is not a triple");
+    snprintf(buf, sizeof(buf), "{\"type\":\"resume\",\"id\":5,\"client\":%u,"
+             "\"stages\":[{\"id\":%u,\"device\":1,\"first_layer\":0,"
+             "\"last_layer\":3}],\"regions\":[{\"id\":%u}]}", me, stage, region);
+    CHECK(refused_with(raw_call(fd, buf), "EINVAL", "a region without fields"),
+          "a region without its fields");
+    snprintf(buf, sizeof(buf), "{\"type\":\"resume\",\"id\":6,\"client\":%u,"
+             "\"stages\":[{\"id\":%u,\"device\":1,\"first_layer\":0,"
+             "\"last_layer\":3}],\"chunks\":[[%llu,%u,0]]}", me, stage,
+             (unsigned long long)chunks[0], region);
+    CHECK(refused_with(raw_call(fd, buf), "EINVAL", "an undeclared region"),
+          "a chunk in an undeclared region");
+    CHECK_EQ_U(quarantined(d), 4 * 2 * MIB); /* nothing changed */
+    /* Correct, leaving one chunk out (freed) and naming one it never had
+     * (lost): three kept. */
+    int len = snprintf(buf, sizeof(buf),
+             "{\"type\":\"resume\",\"id\":7,\"client\":%u,"
+             "\"stages\":[{\"id\":%u,\"device\":1,\"first_layer\":0,"
+             "\"last_layer\":3}],\"regions\":[{\"id\":%u,\"stage\":%u,"
+             "\"kind\":\"fixed\",\"base\":%llu,\"lane_stride\":%llu,"
+             "\"va_bytes\":%llu,\"lane_slots\":[4]}],\"chunks\":[",
+             me, stage, region, stage, (unsigned long long)base,
+             (unsigned long long)stride, (unsigned long long)va);
+    for (int i = 0; i < 3; i++)
+        len += snprintf(buf + len, sizeof(buf) - (size_t)len, "[%llu,%u,%d],",
+                        (unsigned long long)chunks[i], region, i);
+    snprintf(buf + len, sizeof(buf) - (size_t)len, "[%llu,%u,3]]}",
+             (unsigned long long)(chunks[0] + 100), region);
+    r = raw_call(fd, buf);
+    CHECK(r && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")) &&
+          json_u64(r, "kept_chunks") == 3 && json_u64(r, "freed_chunks") == 1 &&
+          cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "lost"),
+                                                 "chunks")) == 1,
+          "a correct resume did not keep 3, free 1 and lose 1");
+    cJSON_Delete(r);
+    CHECK_EQ_U(quarantined(d), 0);
+    CHECK(refused_with(raw_call(fd, buf), "EALREADY", "resume twice"),
+          "a second resume on one connection");
+    close(fd);
+    /* After other requests, a resume is refused. */
+    CHECK(daemon_log_wait(d, "3 chunks quarantined until pid", 2000),
+          "the resumed chunks were not quarantined at the disconnect");
+    fd = raw_connect(d);
+    cJSON_Delete(raw_call(fd, "{\"type\":\"hello\",\"id\":1,\"version\":1}"));
+    cJSON_Delete(raw_call(fd, "{\"type\":\"stage_register\",\"id\":2,"
+                              "\"device\":0,\"first_layer\":0,\"last_layer\":3}"));
+    r = raw_call(fd, "{\"type\":\"status\",\"id\":3}");
+    uint32_t gone = 0;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItem(r, "clients"))
+        if (json_u64(cl, "quarantined_bytes") == 3 * 2 * MIB)
+            gone = (uint32_t)json_u64(cl, "id");
+    cJSON_Delete(r);
+    snprintf(buf, sizeof(buf), "{\"type\":\"resume\",\"id\":4,\"client\":%u}", gone);
+    CHECK(refused_with(raw_call(fd, buf), "EBUSY", "resume after a register"),
+          "a resume after other requests");
+    r = raw_call(fd, "{\"type\":\"ping\",\"id\":5}");
+    CHECK(r && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "daemon not serving");
+    cJSON_Delete(r);
+    close(fd);
+}
+
 static uint64_t quarantined(const struct daemon *d)
 {
     cJSON *st = daemon_status(d);
@@ -428,6 +563,9 @@ int main(void)
     rv_send(a.rv.to_child[1], 1);
     CHECK(wait_child(pa) == 0, "engine A failed");
     CHECK(wait_dev_value(&d, 0, "granted_bytes", 0, 3000), "A's memory not back");
+
+    /* 6. */
+    malformed_resumes(&d);
     daemon_stop(&d);
     return check_report("test_restart");
 }
