@@ -21,6 +21,7 @@ struct vc_cuda {
     int ndev;
     CUcontext ctx;     /* retained primary context when the caller had none */
     CUdevice ctx_dev;
+    int8_t *peers;     /* ndev * ndev: can k access j's memory (-1 unknown) */
 };
 
 static struct vc_cuda *st(vram_client *c)
@@ -73,6 +74,47 @@ static int cu_import(vram_client *c, struct vc_chunk *ch, int fd, uint64_t bytes
     return 0;
 }
 
+/* Who may access device dev's memory: itself, and its peers when the
+ * client asked for peer access and the GPUs allow it (asked once). */
+static size_t access_of(vram_client *c, int dev, CUmemAccessDesc *a, size_t max)
+{
+    struct vc_cuda *s = st(c);
+    size_t n = 0;
+    memset(a, 0, max * sizeof(*a));
+    a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a[n].location.id = dev;
+    a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (!c->peer_access || !s->peers || dev < 0 || dev >= s->ndev)
+        return n;
+    for (int k = 0; k < s->ndev && n < max; k++) {
+        if (k == dev)
+            continue;
+        int8_t *p = &s->peers[dev * s->ndev + k];
+        if (*p < 0) {
+            CUdevice owner, peer;
+            int can = 0;
+            s->cu.cuDeviceGet(&owner, dev);
+            s->cu.cuDeviceGet(&peer, k);
+            s->cu.cuDeviceCanAccessPeer(&can, peer, owner);
+            *p = can != 0;
+        }
+        if (!*p)
+            continue;
+        a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        a[n].location.id = k;
+        a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    return n;
+}
+
+static int set_access(vram_client *c, uint64_t addr, uint64_t bytes, int dev)
+{
+    CUmemAccessDesc a[64];
+    size_t n = access_of(c, dev, a, 64);
+    CUresult r = st(c)->cu.cuMemSetAccess((CUdeviceptr)addr, bytes, a, n);
+    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemSetAccess");
+}
+
 static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                   uint64_t bytes)
 {
@@ -81,35 +123,10 @@ static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                                 (CUmemGenericAllocationHandle)ch->handle, 0);
     if (r != CUDA_SUCCESS)
         return fail(c, r, -EIO, "cuMemMap");
-    CUmemAccessDesc a[64];
-    size_t n = 0;
-    memset(a, 0, sizeof(a));
-    a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a[n].location.id = (int)ch->device;
-    a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (c->peer_access) {
-        CUdevice owner;
-        s->cu.cuDeviceGet(&owner, (int)ch->device);
-        for (int k = 0; k < s->ndev && n < 64; k++) {
-            CUdevice peer;
-            int can = 0;
-            if (k == (int)ch->device)
-                continue;
-            s->cu.cuDeviceGet(&peer, k);
-            s->cu.cuDeviceCanAccessPeer(&can, peer, owner);
-            if (!can)
-                continue;
-            a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-            a[n].location.id = k;
-            a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        }
-    }
-    r = s->cu.cuMemSetAccess((CUdeviceptr)addr, bytes, a, n);
-    if (r != CUDA_SUCCESS) {
+    int e = set_access(c, addr, bytes, (int)ch->device);
+    if (e < 0)
         s->cu.cuMemUnmap((CUdeviceptr)addr, bytes);
-        return fail(c, r, -EIO, "cuMemSetAccess");
-    }
-    return 0;
+    return e;
 }
 
 static int cu_unmap(vram_client *c, struct vc_chunk *ch, uint64_t addr,
@@ -138,6 +155,7 @@ static void cu_destroy(vram_client *c)
     if (s->ctx)
         s->cu.cuDevicePrimaryCtxRelease(s->ctx_dev);
     vcu_unload(&s->cu);
+    free(s->peers);
     free(s);
     c->mapper_state = NULL;
 }
@@ -165,6 +183,11 @@ const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
         return NULL;
     }
     s->cu.cuDeviceGetCount(&s->ndev);
+    if (s->ndev > 0) {
+        s->peers = malloc((size_t)s->ndev * (size_t)s->ndev);
+        if (s->peers)
+            memset(s->peers, -1, (size_t)s->ndev * (size_t)s->ndev);
+    }
     /* VMM calls want a current context; engines normally have one. For an
      * engine that has none yet, use device 0's primary context. */
     CUcontext cur = NULL;

@@ -49,7 +49,9 @@
 #include "cuda_driver.h"
 #endif
 
-#define CHUNK (2ull << 20)
+/* Chunk size (--chunk): 2 MiB, the GPUs' granularity, unless asked. */
+static uint64_t chunk_bytes = 2ull << 20;
+#define CHUNK chunk_bytes
 #define TARGET_GRANT 1.4
 #define TARGET_MOVE 1.10
 #define TARGET_PING 2.0
@@ -629,9 +631,10 @@ out:
     } while (0)
 
 /* One repetition of floor 1 with CUDA VMM: cuMemCreate + cuMemMap +
- * cuMemSetAccess per chunk over a reservation; touch: check the range is
- * accessible (untimed). */
-static bool cuda_fresh_rep(struct series *s, bool touch)
+ * cuMemSetAccess per chunk over a reservation; batched: one cuMemSetAccess
+ * for the whole range at the end instead (what libvram does for a run of
+ * contiguous chunks); touch: check the range is accessible (untimed). */
+static bool cuda_fresh_rep(struct series *s, bool touch, bool batched)
 {
     size_t bytes = (size_t)nchunks * CHUNK;
     CUmemGenericAllocationHandle *h = calloc(nchunks, sizeof(*h));
@@ -653,9 +656,12 @@ static bool cuda_fresh_rep(struct series *s, bool touch)
         made = i + 1;
         CU_TRY("floor_fresh", cu.cuMemMap(at, CHUNK, 0, h[i], 0));
         mapped = i + 1;
-        CU_TRY("floor_fresh", cu.cuMemSetAccess(at, CHUNK, &acc, 1));
+        if (!batched)
+            CU_TRY("floor_fresh", cu.cuMemSetAccess(at, CHUNK, &acc, 1));
         s->per[s->nper++] = us_since(t);
     }
+    if (batched)
+        CU_TRY("floor_fresh", cu.cuMemSetAccess(va, bytes, &acc, 1));
     series_total(s, us_since(t0), false);
     if (touch) {
         char why[256];
@@ -676,13 +682,15 @@ out:
 }
 #endif
 
-static bool floor_fresh_rep(enum be b, struct series *s, bool touch)
+static bool floor_fresh_rep(enum be b, struct series *s, bool touch,
+                            bool batched)
 {
 #ifdef VRAM_HAVE_CUDA_H
     if (b == BE_CUDA)
-        return cuda_fresh_rep(s, touch);
+        return cuda_fresh_rep(s, touch, batched);
 #endif
     (void)touch;
+    (void)batched;
     return b == BE_HOST && host_fresh_rep(s);
 }
 
@@ -740,7 +748,7 @@ out:
     return ok;
 }
 
-static bool cuda_mover_rep(struct mover *m, struct series *s)
+static bool cuda_mover_rep(struct mover *m, struct series *s, bool batched)
 {
     CUmemAccessDesc acc = cu_access();
     CUdeviceptr from = m->in_b ? m->cb : m->ca, to = m->in_b ? m->ca : m->cb;
@@ -755,9 +763,13 @@ static bool cuda_mover_rep(struct mover *m, struct series *s)
         CU_TRY("floor_move", cu.cuMemMap(t, CHUNK, 0, m->h[i], 0));
         m->mapped[i] = true;
         m->at_b[i] = !m->in_b;
-        CU_TRY("floor_move", cu.cuMemSetAccess(t, CHUNK, &acc, 1));
+        if (!batched)
+            CU_TRY("floor_move", cu.cuMemSetAccess(t, CHUNK, &acc, 1));
         s->per[s->nper++] = us_since(t1);
     }
+    if (batched)
+        CU_TRY("floor_move", cu.cuMemSetAccess(to, (size_t)nchunks * CHUNK,
+                                               &acc, 1));
     series_total(s, us_since(t0), false);
     m->in_b = !m->in_b;
 out:
@@ -811,11 +823,22 @@ static bool mover_setup(struct mover *m, enum be b)
     return true;
 }
 
+static bool mover_rep_batched(struct mover *m, struct series *s)
+{
+#ifdef VRAM_HAVE_CUDA_H
+    if (m->b == BE_CUDA)
+        return cuda_mover_rep(m, s, true);
+#endif
+    (void)m;
+    (void)s;
+    return true;
+}
+
 static bool mover_rep(struct mover *m, struct series *s)
 {
 #ifdef VRAM_HAVE_CUDA_H
     if (m->b == BE_CUDA)
-        return cuda_mover_rep(m, s);
+        return cuda_mover_rep(m, s, false);
 #endif
     uint8_t *from = m->in_b ? m->hb : m->ha, *to = m->in_b ? m->ha : m->hb;
     uint64_t t0 = now_ns();
@@ -898,15 +921,15 @@ static uint64_t move_native(void)
 static void bench_config(char *buf, size_t len)
 {
     snprintf(buf, len,
-             "{\"devices\": [{\"id\": 0, \"capacity\": \"%s\", \"chunk\": \"2MiB\"}],"
+             "{\"devices\": [{\"id\": 0, \"capacity\": \"%s\", \"chunk\": \"%lluMiB\"}],"
              " \"pool\": {\"prefill_chunks\": %u},"
              " \"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0,"
              "  \"last_layer\": 15, \"kv_lanes\": [%u],"
              "  \"native_context\": %llu, \"initial_tokens\": %u,"
              "  \"step_tokens\": 8192, \"expert_slot\": \"2MiB\","
              "  \"loan\": {\"enabled\": true, \"headroom\": 0}}]}",
-             opt_capacity, nchunks, MOVE_BPT, (unsigned long long)move_native(),
-             MOVE_INITIAL);
+             opt_capacity, (unsigned long long)(CHUNK >> 20), nchunks, MOVE_BPT,
+             (unsigned long long)move_native(), MOVE_INITIAL);
 }
 
 static vram_client *bench_connect(const struct daemon *d, const char *name,
@@ -1023,10 +1046,11 @@ out:
 static void phase_grant(enum be b, const struct daemon *d, struct rss *rss)
 {
     const char *bn = "brokered_first_grant";
-    struct series fl, br;
+    struct series fl, fb, br;
     double *setup = calloc((size_t)grant_reps, sizeof(double));
+    bool batch = b == BE_CUDA; /* host mappings carry their access */
     bool ok = series_init(&fl, grant_reps) && series_init(&br, grant_reps) &&
-              setup;
+              series_init(&fb, grant_reps) && setup;
     bool pool_ready = true;
     if (!ok)
         fail_line(bn, be_name(b), "out of memory");
@@ -1037,11 +1061,14 @@ static void phase_grant(enum be b, const struct daemon *d, struct rss *rss)
             pool_ready &= wait_pool(d, b, nchunks);
             if (rep == 0 && k == 0)
                 rss->start = proc_rss_kib(d->pid);
-            if ((k == 0) == (rep % 2 == 0))
-                ok = floor_fresh_rep(b, &fl, rep == 0);
-            else
+            if ((k == 0) == (rep % 2 == 0)) {
+                ok = floor_fresh_rep(b, &fl, rep == 0, false);
+                if (ok && batch)
+                    ok = floor_fresh_rep(b, &fb, rep == 0, true);
+            } else {
                 ok = grant_rep(b, d, &br, &setup[rep],
                                rep == grant_reps - 1 ? &rss->grant : NULL);
+            }
         }
     }
     if (ok) {
@@ -1054,10 +1081,19 @@ static void phase_grant(enum be b, const struct daemon *d, struct rss *rss)
                                  : "cuMemCreate+cuMemMap+cuMemSetAccess",
                     grant_reps, &f);
         jl_end(&j);
+        struct set_figs fbf = batch ? series_figs(&fb) : f;
+        if (batch) {
+            jl_set_line(&j, "floor_fresh_batched", be_name(b),
+                        "cuMemCreate+cuMemMap per chunk, one cuMemSetAccess "
+                        "for the range (for reference)", grant_reps, &fbf);
+            jl_end(&j);
+        }
         jl_set_line(&j, bn, be_name(b),
                     "vram_region_grow of a fresh client's ad-hoc region until "
                     "every chunk is mapped (pool prefilled)", grant_reps, &g);
         jl_num(&j, "setup_median_us", st.med);
+        if (batch && fbf.gib.med > 0)
+            jl_num(&j, "ratio_vs_floor_fresh_batched", g.gib.med / fbf.gib.med);
         jl_str(&j, "device_capacity", opt_capacity);
         jl_bool(&j, "pool_ready", pool_ready);
         jl_bool(&j, "daemon_invariant_checks", true);
@@ -1065,6 +1101,7 @@ static void phase_grant(enum be b, const struct daemon *d, struct rss *rss)
         jl_end(&j);
     }
     series_free(&fl);
+    series_free(&fb);
     series_free(&br);
     free(setup);
 }
@@ -1131,11 +1168,12 @@ static bool move_rep(enum be b, vram_client *c, struct series *res,
 static void phase_move(enum be b, const struct daemon *d, struct rss *rss)
 {
     const char *bn = "brokered_move_reserve", *bt = "brokered_move_trim";
-    struct series fl, res, trim;
+    struct series fl, fb, res, trim;
     struct mover m;
     vram_client *c = NULL;
+    bool batch = b == BE_CUDA;
     bool ok = series_init(&fl, move_reps) && series_init(&res, move_reps) &&
-              series_init(&trim, move_reps);
+              series_init(&trim, move_reps) && series_init(&fb, move_reps);
     bool have_mover = false;
     if (!ok) {
         fail_line(bn, be_name(b), "out of memory");
@@ -1183,6 +1221,8 @@ static void phase_move(enum be b, const struct daemon *d, struct rss *rss)
             ok = mover_rep(&m, &fl) && move_rep(b, c, &res, &trim);
         else
             ok = move_rep(b, c, &res, &trim) && mover_rep(&m, &fl);
+        if (ok && batch)
+            ok = mover_rep_batched(&m, &fb);
     }
     if (!ok || !(ok = mover_check(&m)))
         goto out;
@@ -1217,11 +1257,20 @@ static void phase_move(enum be b, const struct daemon *d, struct rss *rss)
                              : "cuMemUnmap+cuMemMap+cuMemSetAccess",
                 move_reps, &f);
     jl_end(&j);
+    struct set_figs fbf = batch ? series_figs(&fb) : f;
+    if (batch) {
+        jl_set_line(&j, "floor_move_batched", be_name(b),
+                    "cuMemUnmap+cuMemMap per chunk, one cuMemSetAccess for the "
+                    "range (for reference)", move_reps, &fbf);
+        jl_end(&j);
+    }
     jl_set_line(&j, bn, be_name(b),
                 "vram_kv_reserve moving the stage's own expert loans into KV "
                 "(no fd sent)", move_reps, &fr);
     jl_str(&j, "device_capacity", opt_capacity);
     jl_bool(&j, "daemon_invariant_checks", true);
+    if (batch && fbf.gib.med > 0)
+        jl_num(&j, "ratio_vs_floor_move_batched", fr.gib.med / fbf.gib.med);
     jl_ratio(&j, "floor_move", fr.gib.med, f.gib.med, TARGET_MOVE);
     jl_end(&j);
     jl_set_line(&j, bt, be_name(b),
@@ -1229,6 +1278,8 @@ static void phase_move(enum be b, const struct daemon *d, struct rss *rss)
                 "loans (no fd sent)", move_reps, &ft);
     jl_str(&j, "device_capacity", opt_capacity);
     jl_bool(&j, "daemon_invariant_checks", true);
+    if (batch && fbf.gib.med > 0)
+        jl_num(&j, "ratio_vs_floor_move_batched", ft.gib.med / fbf.gib.med);
     jl_ratio(&j, "floor_move", ft.gib.med, f.gib.med, TARGET_MOVE);
     jl_end(&j);
 out:
@@ -1236,6 +1287,7 @@ out:
     if (have_mover)
         mover_teardown(&m);
     series_free(&fl);
+    series_free(&fb);
     series_free(&res);
     series_free(&trim);
 }
@@ -1609,7 +1661,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: vram-bench [--backend host|cuda|all] [--quick] [--out FILE]\n"
-            "                  [--capacity SIZE]\n"
+            "                  [--capacity SIZE] [--chunk MIB]\n"
             "Measures vramd's brokered paths against in-process floors; prints\n"
             "one JSON object per line. Exits non-zero only if a measurement\n"
             "failed (a missed target is reported, not an error).\n"
@@ -1620,6 +1672,8 @@ static void usage(FILE *f)
             "  --capacity SIZE  the benchmark daemon's device (default 4GiB;\n"
             "               its expert region spans it, which the ledger's\n"
             "               moves scan)\n"
+            "  --chunk MIB  chunk size in MiB, a power of two (default 2); sets\n"
+            "               stay 1 GiB (64 MiB quick)\n"
             "VRAMD_BIN names the daemon (default: the one of this build).\n");
 }
 
@@ -1641,6 +1695,14 @@ int main(int argc, char **argv)
             opt_capacity = argv[++i];
         } else if (strncmp(argv[i], "--capacity=", 11) == 0) {
             opt_capacity = argv[i] + 11;
+        } else if (strcmp(argv[i], "--chunk") == 0 && i + 1 < argc) {
+            unsigned long mib = strtoul(argv[++i], NULL, 10);
+            if (!mib || mib > 512 || (mib & (mib - 1))) {
+                fprintf(stderr, "vram-bench: --chunk takes a power of two of "
+                        "MiB up to 512, not '%s'\n", argv[i]);
+                return 2;
+            }
+            chunk_bytes = (uint64_t)mib << 20;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -1663,7 +1725,9 @@ int main(int argc, char **argv)
                 "not '%s'\n", opt_capacity);
         return 2;
     }
-    nchunks = opt_quick ? 32 : 512;
+    nchunks = (uint32_t)((opt_quick ? 64ull << 20 : 1ull << 30) / CHUNK);
+    if (nchunks < 2)
+        nchunks = 2;
     grant_reps = opt_quick ? 3 : 20;
     move_reps = opt_quick ? 3 : 20;
     ping_reps = opt_quick ? 2000 : 10000;

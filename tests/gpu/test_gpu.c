@@ -508,6 +508,84 @@ static int t_killed(void)
     return check_report("gpu killed");
 }
 
+/* ---- vramd restarted under a CUDA engine ------------------------------- */
+
+static int restarted;
+static void on_restart_event(void *u, const struct vram_event *ev)
+{
+    (void)u;
+    restarted += ev->type == VRAM_EVENT_RECONNECTED;
+}
+
+/* The engine's imported handles keep the GPU memory alive while vramd is
+ * down; the restarted vramd gives the same chunks back at the same
+ * addresses, and when they are finally released, the chunk ids it grants
+ * again are new, zeroed memory. */
+static int t_restart(void)
+{
+    struct daemon d;
+    REQUIRE(daemon_start(&d, loan_config, NULL) == 0, "start vramd");
+    vram_client *c = connect_cuda(&d, "gpu-restart");
+    vram_client_set_event_callback(c, on_restart_event, NULL);
+    struct vram_stage_info in;
+    REQUIRE(vram_stage_register(c, 0, 0, &in) == 0, "register: %s",
+            vram_client_last_error(c));
+    REQUIRE(vram_expert_request(c, 0, 0) == 0, "loans");
+    ctx_for(0);
+    struct vram_residency res;
+    vram_expert_residency(c, 0, &res);
+    uint32_t kv = (uint32_t)(in.kv_mapped_bytes / CHUNK), ex = res.expert_slots_backed;
+    for (uint32_t i = 0; i < kv; i++)
+        CK(cuMemsetD32(slot(c, in.kv_region, 0, i), 0x4B560000u + i, WORDS));
+    for (uint32_t k = 0; k < ex; k++)
+        CK(cuMemsetD32(slot(c, in.expert_region, 0, k), 0xE0000000u + k, WORDS));
+    CK(cuCtxSynchronize());
+    cJSON *st = daemon_status(&d);
+    uint64_t granted = status_dev(st, 0, "granted_bytes") +
+                       status_dev(st, 0, "loaned_bytes");
+    cJSON_Delete(st);
+
+    daemon_kill(&d);
+    /* With vramd gone the memory is still ours: read it. */
+    CHECK(chunk_is(slot(c, in.kv_region, 0, 0), 0x4B560000u), "KV while vramd is down");
+    REQUIRE(daemon_restart(&d, loan_config, NULL) == 0, "restart vramd");
+    st = daemon_status(&d);
+    CHECK_EQ_U(status_dev(st, 0, "quarantined_bytes"), granted);
+    cJSON_Delete(st);
+
+    /* The next call reconnects and resumes; the KV grows from own loans. */
+    struct vram_kv_result r;
+    REQUIRE(vram_kv_reserve(c, 0, 100000, 1000, VRAM_KV_HOLD, &r) == 0,
+            "reserve after the restart: %s", vram_client_last_error(c));
+    CHECK_EQ_U(restarted, 1);
+    for (uint32_t i = 0; i < kv; i++)
+        CHECK(chunk_is(slot(c, in.kv_region, 0, i), 0x4B560000u + i),
+              "KV chunk %u lost its data across the restart", i);
+    vram_expert_residency(c, 0, &res);
+    for (uint32_t k = 0; k < res.expert_slots_backed; k += 7)
+        CHECK(chunk_is(slot(c, in.expert_region, 0, k), 0xE0000000u + k),
+              "expert chunk %u lost its data across the restart", k);
+    st = daemon_status(&d);
+    CHECK_EQ_U(status_dev(st, 0, "quarantined_bytes"), 0);
+    cJSON_Delete(st);
+    /* Released, the same chunk ids come back from the new vramd as new,
+     * zeroed GPU memory. */
+    REQUIRE(vram_stage_release(c, 0) == 0, "release");
+    struct vram_stage_info in2;
+    REQUIRE(vram_stage_register(c, 0, 0, &in2) == 0, "register again: %s",
+            vram_client_last_error(c));
+    REQUIRE(vram_kv_reserve(c, 0, 100000, 1000, VRAM_KV_HOLD, &r) == 0,
+            "reserve again");
+    uint32_t dirty = 0, n = (uint32_t)(r.kv_mapped_bytes / CHUNK);
+    for (uint32_t i = 0; i < n; i++)
+        dirty += !chunk_is(slot(c, in2.kv_region, 0, i), 0);
+    CHECK(dirty == 0, "%u of %u chunks granted after the restart were not zero",
+          dirty, n);
+    vram_client_close(c);
+    daemon_stop(&d);
+    return check_report("gpu restart");
+}
+
 int main(int argc, char **argv)
 {
     snprintf(scenario, sizeof(scenario), "%s/tests/scenarios/seed-pp32-16.json",
@@ -517,7 +595,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*fn)(void);
     } tests[] = {{"retention", t_retention}, {"peer", t_peer}, {"graph", t_graph},
-                 {"scrub", t_scrub}, {"killed", t_killed}};
+                 {"scrub", t_scrub}, {"killed", t_killed},
+                 {"restart", t_restart}};
     int failed = 0;
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         if (argc > 1 && strcmp(argv[1], tests[i].name) != 0)
