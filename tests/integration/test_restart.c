@@ -504,8 +504,18 @@ int main(void)
     cJSON_Delete(st);
     CHECK(daemon_log_contains(&d, "resumed client"), "no resume in the log");
 
-    /* 4. An orderly stop and start with the engines connected. */
+    /* 4. An orderly stop and start with the engines connected. A start
+     * under another device layout is refused while they hold memory. */
     CHECK(daemon_stop(&d) == 0, "vramd did not stop cleanly");
+    char other[1024];
+    snprintf(other, sizeof(other), "%s", config);
+    char *cap = strstr(other, "\"256MiB\"");
+    REQUIRE(cap, "config layout");
+    memcpy(cap, "\"128MiB\"", 8);
+    CHECK(daemon_restart(&d, other, NULL) < 0,
+          "vramd started under another device layout with memory held");
+    CHECK(daemon_log_contains(&d, "under another device layout"),
+          "no reason logged for the refused start");
     REQUIRE(daemon_restart(&d, config, NULL) == 0, "start vramd again");
     CHECK_EQ_U(quarantined(&d), (held_a + held_b) * 2 * MIB);
     rv_send(a.rv.to_child[1], 1);

@@ -2,6 +2,7 @@
  * vl_check() runs after every operation (the OP macro). */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -1323,6 +1324,218 @@ static void test_check_catches_corruption(void)
     corrupt_and_check("client chunk count", client_count);
 }
 
+
+/* ---- rule 13: restart --------------------------------------------------- */
+
+/* What a state file would hold, kept by the observer of the first ledger. */
+static struct {
+    uint64_t chunk[1][1024]; /* holder | stage << 32 | cat << 48 */
+    struct vl_va_hold va[64];
+    bool va_live[64];
+    uint32_t stage[VL_MAX_STAGES];
+} rec;
+
+static void rec_chunk(void *ctx, uint32_t dev, uint32_t idx, uint32_t holder,
+                      uint16_t stage, uint8_t cat)
+{
+    (void)ctx;
+    rec.chunk[dev][idx] = holder ? (uint64_t)holder | (uint64_t)stage << 32 |
+                                       (uint64_t)cat << 48
+                                 : 0;
+}
+
+static uint32_t rec_va_take(void *ctx, uint32_t region, uint32_t client,
+                            uint64_t base, uint64_t size)
+{
+    (void)ctx;
+    for (uint32_t i = 0; i < 64; i++)
+        if (!rec.va_live[i]) {
+            rec.va_live[i] = true;
+            rec.va[i] = (struct vl_va_hold){client, region, base, size, 0};
+            return i + 1;
+        }
+    return 0;
+}
+
+static void rec_va_give(void *ctx, uint32_t tag)
+{
+    (void)ctx;
+    if (tag)
+        rec.va_live[tag - 1] = false;
+}
+
+static void rec_stage(void *ctx, uint32_t stage, uint32_t client)
+{
+    (void)ctx;
+    rec.stage[stage] = client;
+}
+
+/* A restarted ledger from the records: client 1 gone, as vramd rebuilds it. */
+static void restore_from_records(struct vl_ledger *L)
+{
+    static struct vl_restore_chunk rc[1024];
+    static struct vl_va_hold va[64];
+    size_t nrc = 0, nva = 0;
+    for (uint32_t k = 0; k < L->dev[0].nchunks; k++)
+        if (rec.chunk[0][k])
+            rc[nrc++] = (struct vl_restore_chunk){
+                .chunk = vl_chunk_id(0, k), .client = (uint32_t)rec.chunk[0][k],
+                .stage = (uint16_t)(rec.chunk[0][k] >> 32),
+                .cat = (uint8_t)(rec.chunk[0][k] >> 48)};
+    for (uint32_t i = 0; i < 64; i++)
+        if (rec.va_live[i])
+            va[nva++] = rec.va[i];
+    uint32_t one = 1;
+    OP(L, 0, vl_restore(L, &one, 1, rc, nrc, va, nva, rec.stage));
+}
+
+/* What client 1 declares: everything the first ledger gave it. */
+struct declared {
+    struct vl_resume_stage st[4];
+    struct vl_resume_region rg[16];
+    struct vl_resume_chunk ch[1024];
+    struct vl_resume rs;
+};
+
+static void declare_all(struct vl_ledger *L, uint32_t client, struct declared *d)
+{
+    memset(d, 0, sizeof(*d));
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (s->used && s->owner == client)
+            d->st[d->rs.nstages++] = (struct vl_resume_stage){
+                .id = i, .configured = s->configured,
+                .keep_window = s->keep_window, .device = s->cfg.device,
+                .first_layer = s->cfg.first_layer, .last_layer = s->cfg.last_layer};
+    }
+    for (size_t i = 0; i < L->nregion; i++) {
+        struct vl_region *r = L->region[i];
+        if (r->client != client)
+            continue;
+        struct vl_resume_region *x = &d->rg[d->rs.nregions++];
+        *x = (struct vl_resume_region){.id = r->id, .stage = r->stage,
+                                       .kind = r->kind, .base = r->base,
+                                       .lane_stride = r->lane_stride,
+                                       .va_bytes = r->va_bytes, .lanes = r->lanes};
+        memcpy(x->lane_slots, r->lane_slots, r->lanes * sizeof(uint32_t));
+        for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
+            if (r->slot_chunk[k] != VL_CHUNK_NONE)
+                d->ch[d->rs.nchunks++] = (struct vl_resume_chunk){
+                    .chunk = r->slot_chunk[k], .region = r->id, .slot = k};
+    }
+    d->rs.stages = d->st;
+    d->rs.regions = d->rg;
+    d->rs.chunks = d->ch;
+    d->rs.from = client;
+}
+
+static void test_restart(void)
+{
+    struct vl_device_cfg dc = dev_cfg(0, GiB, false); /* 512 chunks */
+    struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
+    sc.nfixed = 1;
+    sc.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                        .bytes = 8 * MiB};
+    struct vl_ledger A, B, C;
+    memset(&rec, 0, sizeof(rec));
+    REQUIRE(vl_init(&A, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
+    A.region_align = GiB;
+    A.obs = (struct vl_observer){.chunk = rec_chunk, .va_take = rec_va_take,
+                                 .va_give = rec_va_give, .stage = rec_stage};
+    OP(&A, 0, vl_stage_configure(&A, &sc));
+    OP(&A, 0, vl_client_add(&A, 1));
+    OP(&A, 0, vl_stage_register(&A, 1, 0, false, &fx));
+    OP(&A, 0, vl_region_grow(&A, 1, A.stage[0].fixed_region[0], 4, &fx));
+    OP(&A, 0, vl_expert_request(&A, 1, 0, 0, &fx));
+    uint32_t adhoc, region;
+    OP(&A, 0, vl_stage_register_adhoc(&A, 1, 0, 16, 31, &adhoc));
+    OP(&A, 0, vl_region_create(&A, 1, adhoc, VL_FIXED, 16 * MiB, 1, &region));
+    OP(&A, 0, vl_region_grow(&A, 1, region, 8, &fx));
+    uint32_t held = vl_client_find(&A, 1)->chunks;
+    struct declared *d = calloc(1, sizeof(*d));
+    REQUIRE(d, "out of memory");
+    declare_all(&A, 1, d);
+    CHECK(d->rs.nchunks == held, "declared %zu of %u", d->rs.nchunks, held);
+
+    /* 1. The same configuration: everything comes back where it was. */
+    REQUIRE(vl_init(&B, &dc, 1, VA_BASE, VA_SIZE) == 0, "init B");
+    B.region_align = GiB;
+    OP(&B, 0, vl_stage_configure(&B, &sc));
+    restore_from_records(&B);
+    CHECK_EQ_U(B.dev[0].count[VL_QUARANTINED], held);
+    CHECK_EQ_U(B.stage[0].quarantined, held - 8);
+    CHECK_EQ_U(B.stage[0].q_fixed, 4);
+    CHECK(B.stage[adhoc].used && B.stage[adhoc].held_by == 1, "ad-hoc id held");
+    /* Nobody else gets stage 0, its id or its memory meanwhile. */
+    OP(&B, 0, vl_client_add(&B, 2));
+    OP(&B, -EAGAIN, vl_stage_register(&B, 2, 0, false, &fx));
+    uint32_t other;
+    OP(&B, 0, vl_stage_register_adhoc(&B, 2, 0, 0, 3, &other));
+    CHECK(other != adhoc, "the held ad-hoc id was given out again");
+    OP(&B, 0, vl_client_add(&B, 3));
+    vl_fx_clear(&fx);
+    OP(&B, 0, vl_client_resume(&B, 3, &d->rs, &fx));
+    CHECK_EQ_U(d->rs.lost_chunks, 0);
+    CHECK_EQ_U(fx_count(VL_FX_DROP, VL_NONE), 0);
+    CHECK_EQ_U(vl_client_find(&B, 3)->chunks, held);
+    CHECK(B.stage[0].owner == 3 && B.stage[adhoc].owner == 3, "stages back");
+    for (size_t i = 0; i < d->rs.nchunks; i++) {
+        struct vl_chunk *c = &B.dev[0].chunks[(uint32_t)d->ch[i].chunk];
+        CHECK(c->holder == 3 && c->region == d->ch[i].region &&
+              c->slot == d->ch[i].slot, "chunk %zu not where it was", i);
+    }
+    for (size_t i = 0; i < d->rs.nregions; i++) {
+        struct vl_region *r = vl_region_find(&B, d->rg[i].id);
+        CHECK(r && r->base == d->rg[i].base, "region %u not at its address",
+              d->rg[i].id);
+    }
+    OP(&B, -ENOENT, vl_client_resume(&B, 3, &d->rs, &fx)); /* once only */
+    OP(&B, 0, vl_client_reap(&B, 1, &fx));
+    /* The stage works on: a reserve of the whole window. */
+    OP(&B, 0, vl_kv_reserve(&B, 3, 0, 262144, 0, NULL, &fx));
+
+    /* 2. Stage 0's KV has three lanes now: it is lost (ESTALE), its chunks
+     * stay quarantined (and stand for its promise) until the process
+     * exits; the ad-hoc stage comes back. */
+    struct vl_stage_cfg sc3 = stage_cfg(0, 0, 0, 15, 3);
+    sc3.nfixed = 1;
+    sc3.fixed[0] = sc.fixed[0];
+    REQUIRE(vl_init(&C, &dc, 1, VA_BASE, VA_SIZE) == 0, "init C");
+    C.region_align = GiB;
+    OP(&C, 0, vl_stage_configure(&C, &sc3));
+    restore_from_records(&C);
+    OP(&C, 0, vl_client_add(&C, 2));
+    /* Two regions declared on one range: the second is refused. */
+    d->rg[d->rs.nregions] = d->rg[d->rs.nregions - 1];
+    d->rg[d->rs.nregions].id = 999;
+    d->rs.nregions++;
+    vl_fx_clear(&fx);
+    OP(&C, 0, vl_client_resume(&C, 2, &d->rs, &fx));
+    int kv_lost = 0, ad_ok = 0, dup_lost = 0;
+    for (size_t i = 0; i < d->rs.nstages; i++) {
+        if (d->st[i].id == 0)
+            kv_lost = d->st[i].lost == -ESTALE;
+        else
+            ad_ok = d->st[i].lost == 0;
+    }
+    for (size_t i = 0; i < d->rs.nregions; i++)
+        if (d->rg[i].id == 999)
+            dup_lost = d->rg[i].lost == -EADDRINUSE;
+    CHECK(kv_lost && ad_ok && dup_lost, "lost: stage 0 %d, ad-hoc ok %d, "
+          "duplicate range %d", kv_lost, ad_ok, dup_lost);
+    CHECK_EQ_U(d->rs.lost_chunks, held - 8);
+    CHECK_EQ_U(vl_client_find(&C, 2)->chunks, 8);
+    CHECK_EQ_U(vl_client_find(&C, 1)->chunks, held - 8);
+    CHECK_EQ_U(C.dev[0].count[VL_QUARANTINED], held - 8);
+    OP(&C, -EAGAIN, vl_stage_register(&C, 2, 0, false, &fx));
+    OP(&C, 0, vl_client_reap(&C, 1, &fx)); /* the process exited */
+    OP(&C, 0, vl_stage_register(&C, 2, 0, false, &fx));
+    free(d);
+    vl_fini(&A);
+    vl_fini(&B);
+    vl_fini(&C);
+}
+
 int main(void)
 {
     test_seed_replay();
@@ -1339,6 +1552,7 @@ int main(void)
     test_pending_unmaps();
     test_address_window();
     test_check_catches_corruption();
+    test_restart();
     vl_fx_free(&fx);
     return check_report("test_ledger");
 }
