@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -392,9 +393,23 @@ int vc_call(vram_client *c, cJSON *msg)
 
 /* ---- connection --------------------------------------------------------- */
 
+/* Every chunk a client holds keeps an fd open (a memfd, or the exported fd
+ * of a CUDA chunk): a GPU's worth of 2 MiB chunks is tens of thousands. The
+ * soft limit on open files goes up to the hard one, once per process. */
+static void raise_fd_limit(void)
+{
+    static int done;
+    struct rlimit rl;
+    if (done++ || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
                            vram_client **out)
 {
+    raise_fd_limit();
     vram_client *c = calloc(1, sizeof(*c));
     if (!c) {
         close(fd);

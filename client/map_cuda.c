@@ -4,7 +4,8 @@
  * must never differ), each imported chunk is mapped over its slot (cuMemMap)
  * and made accessible to its own GPU, and to peers when asked and possible
  * (cuMemSetAccess). Imported handles stay open while held, so a move is an
- * unmap, a map and a set-access, with no import. */
+ * unmap, a map and a set-access, with no import; so does each chunk's fd,
+ * closed at its release (an fd per chunk held, as for host chunks). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +69,13 @@ static int cu_import(vram_client *c, struct vc_chunk *ch, int fd, uint64_t bytes
         &h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (r != CUDA_SUCCESS)
         return fail(c, r, -EIO, "cuMemImportFromShareableHandle");
-    close(fd); /* the handle keeps the memory */
+    /* The handle keeps the memory; the fd is closed when the chunk is
+     * released. Closing it costs about 14 us on an H200 (the driver drops
+     * the export behind it), a fifth of a grant's time per chunk, and it
+     * cannot overlap the imports (the driver serializes them): so not on
+     * the grant's path. */
     ch->handle = (uint64_t)h;
-    ch->fd = -1;
+    ch->fd = fd;
     return 0;
 }
 

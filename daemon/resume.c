@@ -15,8 +15,9 @@
 #include "session.h"
 #include "state.h"
 
-/* Most regions one declaration may carry (besides the per-client limit). */
+/* Most regions and slot claims one declaration may carry. */
 #define RESUME_MAX_REGIONS 4096
+#define RESUME_MAX_CLAIMS (1u << 20)
 
 static int u32_of(const cJSON *o, const char *key, uint32_t *out)
 {
@@ -237,13 +238,26 @@ int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg)
             return vd_reply_err(s, id, -EINVAL, "field '%s' must be an array",
                                 keys[k]);
         }
+    /* Parts must not pile up beyond what a client may hold. */
     size_t nc = (size_t)cJSON_GetArraySize(
         cJSON_GetObjectItemCaseSensitive(s->resume_acc, "chunks"));
-    if (nc > srv->cfg.max_chunks_per_client) {
+    size_t nr = (size_t)cJSON_GetArraySize(
+        cJSON_GetObjectItemCaseSensitive(s->resume_acc, "regions"));
+    size_t ns = (size_t)cJSON_GetArraySize(
+        cJSON_GetObjectItemCaseSensitive(s->resume_acc, "stages"));
+    size_t nk = (size_t)cJSON_GetArraySize(
+        cJSON_GetObjectItemCaseSensitive(s->resume_acc, "claims"));
+    const char *over = nc > srv->cfg.max_chunks_per_client ? "chunks (the quota)"
+                       : nr > RESUME_MAX_REGIONS            ? "regions"
+                       : ns > VL_MAX_STAGES                 ? "stages"
+                       : nk > RESUME_MAX_CLAIMS             ? "claims"
+                                                            : NULL;
+    if (over) {
         cJSON_Delete(s->resume_acc);
         s->resume_acc = NULL;
-        return vd_reply_err(s, id, -EDQUOT, "%zu chunks declared: over the "
-                            "quota of %u", nc, srv->cfg.max_chunks_per_client);
+        return vd_reply_err(s, id, -EDQUOT, "resume declares too many %s: "
+                            "%zu chunks, %zu regions, %zu stages, %zu claims",
+                            over, nc, nr, ns, nk);
     }
     if (more) {
         cJSON *f = cJSON_CreateObject();

@@ -12,7 +12,10 @@
  * vram_client_last_error() gives the daemon's own message for the last
  * failed request. Out-parameters are written only on success. The library
  * never prints. A vram_client is not thread-safe: use one per thread or
- * serialise calls.
+ * serialise calls. Each chunk held keeps a file descriptor open, so the
+ * first connect raises the process's soft limit on open files to its hard
+ * limit (engines holding a whole GPU in 2 MiB chunks need tens of
+ * thousands).
  *
  * Two ways to run: blocking calls (each returns when its reply arrived), or
  * an engine's own event loop watching vram_client_fd() for readability and
