@@ -69,8 +69,10 @@ int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
     if (flags & VRAM_STAGE_KEEP_WINDOW)
         cJSON_AddBoolToObject(m, "keep_window", true);
     int e = register_common(c, m, NULL, out);
-    if (e == 0 && vc_stage_get(c, stage))
+    if (e == 0 && vc_stage_get(c, stage)) {
         vc_stage_get(c, stage)->keep_window = flags & VRAM_STAGE_KEEP_WINDOW;
+        vc_stage_get(c, stage)->configured = true;
+    }
     return e;
 }
 

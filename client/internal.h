@@ -46,6 +46,7 @@ struct vc_region {
 
 struct vc_stage {
     uint32_t id;
+    bool configured;     /* registered by id from the daemon's configuration */
     bool keep_window;
     struct vram_stage_info info;
     struct vram_residency res;
@@ -84,6 +85,9 @@ struct vram_client {
     bool ctl;
     int reconnect_ms;  /* -1: never */
     bool reconnecting;
+    uint32_t resume_from;    /* the id whose memory we hold, until a resume
+                                is answered */
+    uint32_t resume_sent_as; /* our id when a resume broke half-way */
     struct vram_wire wire;
     uint64_t next_id;
     uint32_t id;

@@ -31,7 +31,10 @@ uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot)
     return r->base + (uint64_t)slot * r->chunk_bytes;
 }
 
-static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch)
+/* Unmaps a chunk from its slot. On failure it stays where it is (and is
+ * declared after a reconnect), unless forced: a chunk being dropped is
+ * forgotten either way. */
+static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force)
 {
     if (!ch->region)
         return 0;
@@ -39,6 +42,8 @@ static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch)
     int e = 0;
     if (r) {
         e = c->mapper->unmap(c, ch, vc_slot_addr(r, ch->slot), r->chunk_bytes);
+        if (e < 0 && !force)
+            return e;
         r->slot_chunk[ch->slot] = UINT64_MAX;
         r->mapped--;
     }
@@ -75,7 +80,7 @@ void vc_drop_chunk(vram_client *c, uint64_t id)
     struct vc_chunk *ch = vc_table_get(&c->chunks, id);
     if (!ch)
         return;
-    vc_unmap_chunk(c, ch);
+    vc_unmap_chunk(c, ch, true);
     c->mapper->release(c, ch);
     vc_table_del(&c->chunks, id);
 }
@@ -145,8 +150,9 @@ int vc_apply_pending(vram_client *c)
                               (unsigned long long)p->chunk, ch->device, r->id,
                               r->device);
             } else {
-                vc_unmap_chunk(c, ch);
-                e = vc_map_chunk(c, ch, r, p->slot);
+                e = vc_unmap_chunk(c, ch, false);
+                if (e == 0)
+                    e = vc_map_chunk(c, ch, r, p->slot);
             }
         }
         if (p->fd >= 0)

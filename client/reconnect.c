@@ -130,7 +130,7 @@ static cJSON *declare_head(vram_client *c, uint32_t old)
         struct vc_stage *st = &c->stages[i];
         cJSON *o = cJSON_CreateObject();
         vram_json_add_u64(o, "id", st->id);
-        cJSON_AddBoolToObject(o, "configured", st->info.kv_region != 0);
+        cJSON_AddBoolToObject(o, "configured", st->configured);
         cJSON_AddBoolToObject(o, "keep_window", st->keep_window);
         vram_json_add_u64(o, "device", st->info.device);
         vram_json_add_u64(o, "first_layer", st->info.first_layer);
@@ -267,16 +267,32 @@ int vc_reconnect(vram_client *c)
     uint32_t kept = 0, nlost = 0;
     size_t held = c->chunks.n;
     if (c->nstages || c->nregions || held) {
+        /* The id our memory is under: the one we had, until a resume is
+         * answered (a resume that broke half-way may have moved some of it
+         * to the id that sent it; the daemon takes both). */
+        if (!c->resume_from)
+            c->resume_from = old;
+        uint32_t sent_as = c->id;
         cJSON *reply = NULL;
-        e = declare(c, old, &reply);
+        e = declare(c, c->resume_from, &reply);
+        if (e == -ENOENT && c->resume_sent_as && !c->broken) {
+            e = declare(c, c->resume_sent_as, &reply);
+        }
         if (e == 0) {
             nlost = apply_resume(c, reply);
             cJSON_Delete(reply);
-        } else if (!c->broken) {
-            /* The daemon does not know us (its state was lost, or we were
-             * evicted): nothing is ours any more. */
+            c->resume_from = c->resume_sent_as = 0;
+        } else if (c->broken || e == -ETIMEDOUT) {
+            /* Not answered: nothing is lost yet; the next call tries
+             * again. */
+            c->broken = true;
+            c->resume_sent_as = sent_as;
+        } else {
+            /* Refused (vramd lost its state, or we were evicted): nothing
+             * is ours any more. */
             nlost = (uint32_t)held;
             forget_all(c);
+            c->resume_from = c->resume_sent_as = 0;
             e = 0;
         }
         kept = (uint32_t)c->chunks.n;

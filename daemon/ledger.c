@@ -1983,6 +1983,18 @@ static uint32_t fixed_match(const struct vl_stage *s, const struct vl_device *d,
     return VL_NONE;
 }
 
+/* The gone clients the resuming process was: from, and others of the same
+ * process (a resume that broke half-way leaves its chunks under two ids). */
+static bool of_process(const struct vl_resume *rs, uint32_t client)
+{
+    if (client && client == rs->from)
+        return true;
+    for (size_t i = 0; client && i < rs->nalso; i++)
+        if (rs->also[i] == client)
+            return true;
+    return false;
+}
+
 static struct vl_resume_stage *rs_stage(struct vl_resume *rs, uint32_t id)
 {
     for (size_t i = 0; i < rs->nstages; i++)
@@ -1991,22 +2003,16 @@ static struct vl_resume_stage *rs_stage(struct vl_resume *rs, uint32_t id)
     return NULL;
 }
 
-static struct vl_resume_region *rs_region(struct vl_resume *rs, uint32_t id)
-{
-    for (size_t i = 0; i < rs->nregions; i++)
-        if (rs->regions[i].id == id)
-            return &rs->regions[i];
-    return NULL;
-}
-
-static bool held_range(struct vl_ledger *L, uint32_t client, uint64_t base,
-                       uint64_t size)
+/* The hold of one of the process's gone clients on exactly this range. */
+static struct vl_va_hold *held_range(struct vl_ledger *L,
+                                     const struct vl_resume *rs, uint64_t base,
+                                     uint64_t size)
 {
     for (size_t i = 0; i < L->nva_hold; i++)
-        if (L->va_hold[i].client == client && L->va_hold[i].base == base &&
+        if (of_process(rs, L->va_hold[i].client) && L->va_hold[i].base == base &&
             L->va_hold[i].size == size)
-            return true;
-    return false;
+            return &L->va_hold[i];
+    return NULL;
 }
 
 static bool range_free(struct vl_ledger *L, uint64_t base, uint64_t size)
@@ -2018,9 +2024,67 @@ static bool range_free(struct vl_ledger *L, uint64_t base, uint64_t size)
     return false;
 }
 
-/* Phase one: what of the declaration can be taken back. Sets lost. */
-static int resume_judge(struct vl_ledger *L, struct vl_client *from,
-                        struct vl_resume *rs)
+/* A region id is taken by a live region, or held for another process. */
+static bool region_id_taken(struct vl_ledger *L, const struct vl_resume *rs,
+                            uint32_t id)
+{
+    if (vl_region_find(L, id))
+        return true;
+    for (size_t i = 0; i < L->nva_hold; i++)
+        if (L->va_hold[i].region == id && !of_process(rs, L->va_hold[i].client))
+            return true;
+    return false;
+}
+
+/* Working state of one resume: per declared region, the region made ready
+ * before anything changes; declared regions by id. */
+struct resume_work {
+    struct vl_region **pre;
+    uint32_t *by_id; /* indexes of rs->regions, sorted by id */
+    uint8_t *seen[VL_MAX_DEVICES];
+};
+
+static struct vl_resume *sort_rs; /* qsort has no context argument */
+
+static int by_region_id(const void *a, const void *b)
+{
+    uint32_t x = sort_rs->regions[*(const uint32_t *)a].id;
+    uint32_t y = sort_rs->regions[*(const uint32_t *)b].id;
+    return x < y ? -1 : x > y;
+}
+
+static int find_region(const struct vl_resume *rs, const struct resume_work *w,
+                       uint32_t id)
+{
+    size_t lo = 0, hi = rs->nregions;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint32_t x = rs->regions[w->by_id[mid]].id;
+        if (x == id)
+            return (int)w->by_id[mid];
+        if (x < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static void work_free(struct vl_ledger *L, struct vl_resume *rs,
+                      struct resume_work *w)
+{
+    for (size_t i = 0; w->pre && i < rs->nregions; i++)
+        region_free(w->pre[i]);
+    free(w->pre);
+    free(w->by_id);
+    for (uint32_t d = 0; d < L->ndev; d++)
+        free(w->seen[d]);
+}
+
+/* Phase one: what of the declaration can be taken back (sets lost), and
+ * everything the second phase will need allocated. Changes no state. */
+static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
+                        struct resume_work *w)
 {
     for (size_t i = 0; i < rs->nstages; i++) {
         struct vl_resume_stage *st = &rs->stages[i];
@@ -2039,64 +2103,85 @@ static int resume_judge(struct vl_ledger *L, struct vl_client *from,
             else if (s->owner)
                 st->lost = -EEXIST;
         } else if (s->used && (s->configured || s->owner ||
-                               s->held_by != from->id)) {
+                               !of_process(rs, s->held_by))) {
             st->lost = -EEXIST; /* its id went to someone else */
         } else if (!dev_get(L, st->device) || st->last_layer < st->first_layer ||
                    st->last_layer >= SLOT_LAYER_NONE) {
             st->lost = -EINVAL;
         }
     }
-    /* A configured stage's quarantine must all be from's. */
-    uint32_t qfrom[VL_MAX_STAGES] = {0};
+    /* A configured stage's quarantine must all be the process's. */
+    uint32_t qmine[VL_MAX_STAGES] = {0};
     for (uint32_t di = 0; di < L->ndev; di++)
         for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
             struct vl_chunk *c = &L->dev[di].chunks[k];
-            if (c->holder == from->id && c->qstage != VL_QSTAGE_NONE)
-                qfrom[c->qstage]++;
+            if (c->qstage != VL_QSTAGE_NONE && of_process(rs, c->holder))
+                qmine[c->qstage]++;
         }
     for (size_t i = 0; i < rs->nstages; i++) {
         struct vl_resume_stage *st = &rs->stages[i];
         if (!st->lost && st->configured &&
-            L->stage[st->id].quarantined != qfrom[st->id])
+            L->stage[st->id].quarantined != qmine[st->id])
             st->lost = -EBUSY;
     }
 
+    w->pre = calloc(rs->nregions + 1, sizeof(*w->pre));
+    w->by_id = malloc((rs->nregions + 1) * sizeof(*w->by_id));
+    if (!w->pre || !w->by_id)
+        return fail(L, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < rs->nregions; i++)
+        w->by_id[i] = (uint32_t)i;
+    sort_rs = rs;
+    qsort(w->by_id, rs->nregions, sizeof(*w->by_id), by_region_id);
+    for (size_t i = 1; i < rs->nregions; i++)
+        if (rs->regions[w->by_id[i]].id == rs->regions[w->by_id[i - 1]].id)
+            return fail(L, -EINVAL, "region %u declared twice",
+                        rs->regions[w->by_id[i]].id);
+
     uint32_t fixed_taken[VL_MAX_STAGES] = {0};
-    uint32_t have_kv[VL_MAX_STAGES] = {0}, have_ex[VL_MAX_STAGES] = {0};
+    uint8_t have_kv[VL_MAX_STAGES] = {0}, have_ex[VL_MAX_STAGES] = {0};
     for (size_t i = 0; i < rs->nregions; i++) {
         struct vl_resume_region *rr = &rs->regions[i];
         rr->lost = 0;
-        for (size_t j = 0; j < i; j++)
-            if (rs->regions[j].id == rr->id)
-                return fail(L, -EINVAL, "region %u declared twice", rr->id);
         struct vl_resume_stage *st = rs_stage(rs, rr->stage);
         if (!st)
             return fail(L, -EINVAL, "region %u: stage %u is not declared",
                         rr->id, rr->stage);
-        if (st->lost || rr->kind < 0 || rr->kind >= VL_NKINDS || !rr->id ||
-            !rr->lanes || rr->lanes > VL_MAX_LANES || vl_region_find(L, rr->id)) {
-            rr->lost = st->lost ? st->lost : -EINVAL;
+        if (st->lost) {
+            rr->lost = st->lost;
             continue;
         }
         struct vl_device *d = dev_get(L, st->configured
                                              ? L->stage[st->id].cfg.device
                                              : st->device);
+        bool sane = rr->kind >= 0 && rr->kind < VL_NKINDS && rr->id &&
+                    rr->lanes && rr->lanes <= VL_MAX_LANES;
+        /* An ad-hoc lane is at most the device (as region_create says); a
+         * configured stage's regions are checked against its configuration
+         * below. */
+        uint64_t most = st->configured ? UINT32_MAX
+                                       : div_up(d->cfg.capacity_bytes,
+                                                d->cfg.chunk_bytes);
+        for (uint32_t l = 0; sane && l < rr->lanes; l++)
+            sane = rr->lane_slots[l] && rr->lane_slots[l] <= most;
         struct geometry g;
-        if (region_geometry(L, d, rr->lanes, rr->lane_slots, &g) < 0 ||
-            g.lane_stride != rr->lane_stride || g.va_bytes != rr->va_bytes ||
-            rr->base % g.unit ||
-            !(held_range(L, from->id, rr->base, rr->va_bytes) ||
-              range_free(L, rr->base, rr->va_bytes))) {
+        if (!sane) {
+            rr->lost = -EINVAL;
+        } else if (region_id_taken(L, rs, rr->id)) {
+            rr->lost = -EEXIST;
+        } else if (region_geometry(L, d, rr->lanes, rr->lane_slots, &g) < 0 ||
+                   g.lane_stride != rr->lane_stride ||
+                   g.va_bytes != rr->va_bytes || rr->base % g.unit) {
+            rr->lost = -ESTALE; /* not what this vramd would make */
+        } else if (!held_range(L, rs, rr->base, rr->va_bytes) &&
+                   !range_free(L, rr->base, rr->va_bytes)) {
             rr->lost = -EADDRINUSE;
-            continue;
         }
-        for (size_t j = 0; j < i; j++) { /* two declared on one range */
+        for (size_t j = 0; !rr->lost && j < i; j++) { /* two on one range */
             struct vl_resume_region *o = &rs->regions[j];
             if (!o->lost && rr->base < o->base + o->va_bytes &&
-                o->base < rr->base + rr->va_bytes) {
+                o->base < rr->base + rr->va_bytes)
                 rr->lost = -EADDRINUSE;
-                break;
-            }
         }
         if (rr->lost || !st->configured)
             continue;
@@ -2134,57 +2219,144 @@ static int resume_judge(struct vl_ledger *L, struct vl_client *from,
         if (have_kv[st->id] != 1 || have_ex[st->id] != 1 ||
             fixed_taken[st->id] != all)
             st->lost = -ESTALE;
+        for (size_t j = 0; !st->lost && j < rs->nregions; j++)
+            if (rs->regions[j].stage == st->id && rs->regions[j].lost)
+                st->lost = rs->regions[j].lost;
     }
+    /* The regions that come back, made now (nothing may fail later). */
     for (size_t i = 0; i < rs->nregions; i++) {
         struct vl_resume_region *rr = &rs->regions[i];
         struct vl_resume_stage *st = rs_stage(rs, rr->stage);
         if (!rr->lost && st->lost)
             rr->lost = st->lost;
-    }
-    for (size_t i = 0; i < rs->nregions; i++) {
-        struct vl_resume_region *rr = &rs->regions[i];
-        struct vl_resume_stage *st = rs_stage(rs, rr->stage);
-        if (rr->lost && !st->lost && st->configured)
-            st->lost = rr->lost; /* and so its other regions */
-    }
-    for (size_t i = 0; i < rs->nregions; i++) {
-        struct vl_resume_region *rr = &rs->regions[i];
-        if (!rr->lost && rs_stage(rs, rr->stage)->lost)
-            rr->lost = rs_stage(rs, rr->stage)->lost;
+        if (rr->lost)
+            continue;
+        struct vl_device *d = dev_get(L, st->configured
+                                             ? L->stage[st->id].cfg.device
+                                             : st->device);
+        struct vl_region *r = calloc(1, sizeof(*r));
+        size_t slots = (size_t)rr->lanes * (rr->lane_stride / d->cfg.chunk_bytes);
+        if (r)
+            r->slot_chunk = malloc((slots ? slots : 1) * sizeof(uint64_t));
+        if (!r || !r->slot_chunk) {
+            free(r);
+            return fail(L, -ENOMEM, "out of memory");
+        }
+        for (size_t k = 0; k < slots; k++)
+            r->slot_chunk[k] = VL_CHUNK_NONE;
+        r->stride_slots = (uint32_t)(rr->lane_stride / d->cfg.chunk_bytes);
+        w->pre[i] = r;
     }
 
+    /* Chunks: the process's, each once, in a slot of its region, and where
+     * it counted before (a configured stage's chunk of one kind may not turn
+     * into another's, or an ad-hoc region's). */
+    for (uint32_t di = 0; di < L->ndev; di++)
+        if (!(w->seen[di] = calloc(L->dev[di].nchunks + 1, 1)))
+            return fail(L, -ENOMEM, "out of memory");
     rs->lost_chunks = 0;
     for (size_t i = 0; i < rs->nchunks; i++) {
         struct vl_resume_chunk *rc = &rs->chunks[i];
         struct vl_device *d = NULL;
-        struct vl_chunk *c = chunk_get(L, rc->chunk, &d, NULL);
-        struct vl_resume_region *rr = rs_region(rs, rc->region);
-        rc->lost = 0;
-        if (!c || c->holder != from->id || c->state != VL_QUARANTINED)
-            rc->lost = -ENOENT;
-        else if (!rr)
+        uint32_t idx = 0;
+        struct vl_chunk *c = chunk_get(L, rc->chunk, &d, &idx);
+        int ri = find_region(rs, w, rc->region);
+        if (ri < 0)
             return fail(L, -EINVAL, "chunk %llu: region %u is not declared",
                         (unsigned long long)rc->chunk, rc->region);
+        struct vl_resume_region *rr = &rs->regions[ri];
+        struct vl_resume_stage *st = rs_stage(rs, rr->stage);
+        rc->lost = 0;
+        if (!c || c->state != VL_QUARANTINED || !of_process(rs, c->holder))
+            rc->lost = -ENOENT;
+        else if (w->seen[dev_index(L, d)][idx] & 2)
+            rc->lost = -EEXIST; /* declared twice */
         else if (rr->lost)
             rc->lost = rr->lost;
-        else if (d->cfg.id != (rs_stage(rs, rr->stage)->configured
-                                   ? L->stage[rr->stage].cfg.device
-                                   : rs_stage(rs, rr->stage)->device))
+        else if (d->cfg.id != (st->configured ? L->stage[st->id].cfg.device
+                                              : st->device))
             rc->lost = -EXDEV;
+        else if (st->configured ? c->qstage != st->id ||
+                                      c->qcat != cat_of_kind(&(struct vl_region){
+                                                     .kind = (uint8_t)rr->kind})
+                                : c->qstage != VL_QSTAGE_NONE)
+            rc->lost = -EINVAL; /* it was not that stage's, or not that kind */
         else {
-            uint32_t stride = (uint32_t)(rr->lane_stride / d->cfg.chunk_bytes);
-            if (!stride || rc->slot >= rr->lanes * stride ||
+            struct vl_region *r = w->pre[ri];
+            uint32_t stride = r->stride_slots;
+            if (rc->slot >= rr->lanes * stride ||
                 rc->slot % stride >= rr->lane_slots[rc->slot / stride])
                 rc->lost = -EINVAL;
+            else if (r->slot_chunk[rc->slot] != VL_CHUNK_NONE)
+                rc->lost = -EEXIST; /* two chunks in one slot */
+            else
+                r->slot_chunk[rc->slot] = rc->chunk; /* cleared before use */
         }
-        for (size_t j = 0; !rc->lost && j < i; j++)
-            if (rs->chunks[j].chunk == rc->chunk ||
-                (rs->chunks[j].region == rc->region &&
-                 rs->chunks[j].slot == rc->slot && !rs->chunks[j].lost))
-                rc->lost = -EEXIST;
+        /* 1: the process says it has it (not freed); 2: it goes back. */
+        if (c && of_process(rs, c->holder) && c->state == VL_QUARANTINED)
+            w->seen[dev_index(L, d)][idx] |= rc->lost ? 1 : 3;
         rs->lost_chunks += rc->lost != 0;
     }
+    for (size_t i = 0; i < rs->nregions; i++)
+        if (w->pre[i]) {
+            size_t n = (size_t)rs->regions[i].lanes * w->pre[i]->stride_slots;
+            for (size_t k = 0; k < n; k++)
+                w->pre[i]->slot_chunk[k] = VL_CHUNK_NONE;
+        }
+    /* Room in the ledger's arrays, so the second phase cannot fail. */
+    size_t nreg = 0;
+    for (size_t i = 0; i < rs->nregions; i++)
+        nreg += w->pre[i] != NULL;
+    if (L->nregion + nreg > L->region_cap) {
+        size_t cap = L->nregion + nreg + 16;
+        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
+        if (!v)
+            return fail(L, -ENOMEM, "out of memory");
+        L->region = v;
+        L->region_cap = cap;
+    }
+    struct vl_va_range *v = realloc(L->va_free, (L->nva_free + nreg + 1) *
+                                                    sizeof(*v));
+    if (!v)
+        return fail(L, -ENOMEM, "out of memory");
+    L->va_free = v;
     return 0;
+}
+
+/* A declared region comes back: at its address (its hold's record moves to
+ * the new client in place, so a crash never leaves the range unrecorded),
+ * with its id. */
+static struct vl_region *region_adopt(struct vl_ledger *L, uint32_t client,
+                                      struct vl_resume *rs,
+                                      const struct vl_resume_region *rr,
+                                      struct vl_region *r)
+{
+    struct vl_stage *s = &L->stage[rr->stage];
+    struct vl_va_hold *h = held_range(L, rs, rr->base, rr->va_bytes);
+    if (h) {
+        r->tag = h->tag;
+        if (L->obs.va_move)
+            L->obs.va_move(L->obs.ctx, h->tag, rr->id, client);
+        *h = L->va_hold[--L->nva_hold];
+    } else {
+        va_take_exact(L, rr->base, rr->va_bytes); /* judged free, room made */
+        r->tag = note_va_take(L, rr->id, client, rr->base, rr->va_bytes);
+    }
+    r->id = rr->id;
+    if (r->id >= L->next_region_id)
+        L->next_region_id = r->id + 1;
+    r->client = client;
+    r->stage = rr->stage;
+    r->kind = (uint8_t)rr->kind;
+    r->device = s->cfg.device;
+    r->base = rr->base;
+    r->lane_stride = rr->lane_stride;
+    r->va_bytes = rr->va_bytes;
+    r->lanes = rr->lanes;
+    memcpy(r->lane_slots, rr->lane_slots, rr->lanes * sizeof(uint32_t));
+    r->fixed_index = VL_NONE;
+    L->region[L->nregion++] = r;
+    return r;
 }
 
 int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
@@ -2197,6 +2369,12 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
     if (!from || !from->gone || from->resumed)
         return fail(L, -ENOENT, "client %u is not a gone client that can be "
                     "resumed", rs->from);
+    for (size_t i = 0; i < rs->nalso; i++) {
+        struct vl_client *o = vl_client_find(L, rs->also[i]);
+        if (!o || !o->gone || rs->also[i] == client)
+            return fail(L, -EINVAL, "client %u is not a gone client",
+                        rs->also[i]);
+    }
     if (cl->chunks)
         return fail(L, -EBUSY, "resume before anything else: this client "
                     "already holds %u chunks", cl->chunks);
@@ -2204,49 +2382,24 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
         if (L->stage[i].used && L->stage[i].owner == client)
             return fail(L, -EBUSY, "resume before anything else: this client "
                         "already owns stage %u", i);
-    int e = resume_judge(L, from, rs);
-    if (e < 0)
+    struct resume_work w = {0};
+    int e = resume_judge(L, rs, &w);
+    if (e == 0 && fx_reserve(fx, from->chunks) < 0)
+        e = fail(L, -ENOMEM, "out of memory");
+    if (e < 0) {
+        work_free(L, rs, &w);
         return e;
-    size_t q = from->chunks;
-    if (fx_reserve(fx, q) < 0)
-        return fail(L, -ENOMEM, "out of memory");
-    /* Room for the regions first, so nothing below can fail half-way. */
-    size_t nreg = 0;
-    for (size_t i = 0; i < rs->nregions; i++)
-        nreg += !rs->regions[i].lost;
-    if (L->nregion + nreg > L->region_cap) {
-        size_t cap = L->nregion + nreg + 16;
-        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
-        if (!v)
-            return fail(L, -ENOMEM, "out of memory");
-        L->region = v;
-        L->region_cap = cap;
     }
 
-    /* Chunks of from not declared: its process does not have them. */
-    bool *keep[VL_MAX_DEVICES] = {0};
-    for (uint32_t di = 0; di < L->ndev; di++) {
-        keep[di] = calloc(L->dev[di].nchunks, sizeof(bool));
-        if (!keep[di]) {
-            for (uint32_t dj = 0; dj < di; dj++)
-                free(keep[dj]);
-            return fail(L, -ENOMEM, "out of memory");
-        }
-    }
-    for (size_t i = 0; i < rs->nchunks; i++) {
-        struct vl_chunk *c = chunk_get(L, rs->chunks[i].chunk, NULL, NULL);
-        if (c && c->holder == from->id)
-            keep[rs->chunks[i].chunk >> 32][(uint32_t)rs->chunks[i].chunk] = true;
-    }
+    /* Chunks of from it does not declare: its process does not have them
+     * (those of its other gone clients stay theirs). */
     for (uint32_t di = 0; di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
         for (uint32_t k = 0; k < d->nchunks; k++)
             if (d->chunks[k].holder == from->id &&
-                d->chunks[k].state == VL_QUARANTINED && !keep[di][k])
+                d->chunks[k].state == VL_QUARANTINED && !(w.seen[di][k] & 1))
                 to_free(L, d, k, fx);
-        free(keep[di]);
     }
-
     /* Stages. */
     for (size_t i = 0; i < rs->nstages; i++) {
         struct vl_resume_stage *st = &rs->stages[i];
@@ -2270,74 +2423,55 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             note_stage(L, st->id, client);
         }
     }
-    /* Regions, at their addresses: from's hold on the range goes first. */
+    /* Regions. */
     for (size_t i = 0; i < rs->nregions; i++) {
         struct vl_resume_region *rr = &rs->regions[i];
-        if (rr->lost)
+        if (rr->lost || !w.pre[i])
             continue;
-        for (size_t h = 0; h < L->nva_hold; h++) {
-            struct vl_va_hold *vh = &L->va_hold[h];
-            if (vh->client == from->id && vh->base == rr->base &&
-                vh->size == rr->va_bytes) {
-                va_release(L, vh->base, vh->size);
-                note_va_give(L, vh->tag);
-                *vh = L->va_hold[--L->nva_hold];
-                break;
-            }
-        }
+        struct vl_region *r = region_adopt(L, client, rs, rr, w.pre[i]);
+        w.pre[i] = NULL; /* the ledger's now */
         struct vl_stage *s = &L->stage[rr->stage];
-        struct vl_region *r = NULL;
-        e = region_new_at(L, client, s, rr->kind, rr->lanes, rr->lane_slots,
-                          rr->base, rr->id, &r);
-        if (e < 0) { /* judged free above: only memory can fail here */
-            rr->lost = e;
+        if (!s->configured)
             continue;
-        }
-        if (s->configured) {
-            if (rr->kind == VL_KV) {
-                s->kv_region = r->id;
-            } else if (rr->kind == VL_EXPERT) {
-                s->expert_region = r->id;
-            } else {
-                struct vl_device *d = dev_get(L, s->cfg.device);
-                uint32_t taken = 0;
-                for (uint32_t f = 0; f < s->cfg.nfixed; f++)
-                    if (s->fixed_region[f])
-                        taken |= 1u << f;
-                uint32_t f = fixed_match(s, d, rr, taken);
-                r->fixed_index = f;
-                s->fixed_region[f] = r->id;
-            }
+        if (rr->kind == VL_KV) {
+            s->kv_region = r->id;
+        } else if (rr->kind == VL_EXPERT) {
+            s->expert_region = r->id;
+        } else {
+            uint32_t taken = 0;
+            for (uint32_t f = 0; f < s->cfg.nfixed; f++)
+                if (s->fixed_region[f])
+                    taken |= 1u << f;
+            uint32_t f = fixed_match(s, dev_get(L, s->cfg.device), rr, taken);
+            r->fixed_index = f;
+            s->fixed_region[f] = r->id;
         }
     }
     /* Chunks, in their slots. */
     for (size_t i = 0; i < rs->nchunks; i++) {
         struct vl_resume_chunk *rc = &rs->chunks[i];
-        struct vl_resume_region *rr = rs_region(rs, rc->region);
-        if (rc->lost || rr->lost) {
-            if (!rc->lost) {
-                rc->lost = rr->lost;
-                rs->lost_chunks++;
-            }
+        if (rc->lost)
             continue;
-        }
         struct vl_device *d = NULL;
         uint32_t idx = 0;
         struct vl_chunk *c = chunk_get(L, rc->chunk, &d, &idx);
         struct vl_region *r = vl_region_find(L, rc->region);
+        struct vl_client *h = vl_client_find(L, c->holder);
         qstage_clear(L, c);
-        from->chunks--;
+        if (h && h->chunks)
+            h->chunks--;
         struct vl_stage *s = stage_get(L, r->stage);
         place(L, d, idx, r, rc->slot,
               s->configured && r->kind == VL_EXPERT ? VL_LOANED : VL_GRANTED);
         cl->chunks++;
     }
-    /* Chunks left with from no longer stand for a stage that is owned. */
+    /* Chunks left with the process's gone clients no longer stand for a
+     * stage that is owned again. */
     for (uint32_t di = 0; di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; from->chunks && k < d->nchunks; k++) {
+        for (uint32_t k = 0; k < d->nchunks; k++) {
             struct vl_chunk *c = &d->chunks[k];
-            if (c->holder != from->id || c->qstage == VL_QSTAGE_NONE ||
+            if (c->qstage == VL_QSTAGE_NONE || !of_process(rs, c->holder) ||
                 !L->stage[c->qstage].owner)
                 continue;
             qstage_clear(L, c);
@@ -2358,6 +2492,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
         if (!rs->stages[i].lost && rs->stages[i].configured)
             L->stage[rs->stages[i].id].residency_version++;
     from->resumed = true;
+    work_free(L, rs, &w);
     return 0;
 }
 

@@ -216,6 +216,8 @@ struct vl_observer {
     uint32_t (*va_take)(void *ctx, uint32_t region, uint32_t client,
                         uint64_t base, uint64_t size);
     void (*va_give)(void *ctx, uint32_t tag);
+    /* The range of tag now belongs to client's region (a resume). */
+    void (*va_move)(void *ctx, uint32_t tag, uint32_t region, uint32_t client);
     /* An ad-hoc stage id is taken (owner or holder) or free (0). */
     void (*stage)(void *ctx, uint32_t stage, uint32_t client);
 };
@@ -378,6 +380,8 @@ struct vl_resume_claim {
 
 struct vl_resume {
     uint32_t from; /* the gone client the process was */
+    const uint32_t *also; /* other gone clients of the same process, whose */
+    size_t nalso;         /* declared chunks it may take back too */
     struct vl_resume_stage *stages;
     size_t nstages;
     struct vl_resume_region *regions;
@@ -391,10 +395,12 @@ struct vl_resume {
 
 /* The process of gone client rs->from, connected again as client, takes
  * back what it declares: its stages (same ids), regions (same ids and
- * addresses) and chunks (same ids and slots). Chunks of from it does not
+ * addresses) and chunks (same ids, slots and roles), from from or the
+ * process's other gone clients rs->also. Chunks of from it does not
  * declare are freed; declared ones that cannot be placed stay quarantined
- * under from (its process unmaps them). Fails as a whole only on a bad
- * request (-ENOENT, -EBUSY, -EINVAL with why). */
+ * (its process unmaps them). Validates everything and allocates what it
+ * needs before changing anything; fails as a whole only on a bad request
+ * (-ENOENT, -EBUSY, -EINVAL, -ENOMEM with why). */
 int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
                      struct vl_fxlist *fx);
 

@@ -248,7 +248,10 @@ int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg)
     size_t nk = (size_t)cJSON_GetArraySize(
         cJSON_GetObjectItemCaseSensitive(s->resume_acc, "claims"));
     const char *over = nc > srv->cfg.max_chunks_per_client ? "chunks (the quota)"
-                       : nr > RESUME_MAX_REGIONS            ? "regions"
+                       : nr > RESUME_MAX_REGIONS ||
+                               nr > srv->cfg.max_regions_per_client +
+                                        ns * (2 + VL_MAX_FIXED)
+                           ? "regions"
                        : ns > VL_MAX_STAGES                 ? "stages"
                        : nk > RESUME_MAX_CLAIMS             ? "claims"
                                                             : NULL;
@@ -274,6 +277,16 @@ int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg)
         decl_free(&d);
         return vd_reply_err(s, id, e, "%s", d.why[0] ? d.why : "out of memory");
     }
+    /* The process's other gone clients: a resume that broke half-way left
+     * some of its chunks under the id of the connection that sent it. */
+    uint32_t also[64];
+    size_t nalso = 0;
+    for (struct vd_reaper *o = srv->reapers; o && nalso < 64; o = o->next)
+        if (o != rp && o->pid == rp->pid && o->starttime == rp->starttime &&
+            o->resumable)
+            also[nalso++] = o->client;
+    d.rs.also = also;
+    d.rs.nalso = nalso;
     uint32_t before = vd_client_chunks(srv, from);
     vl_fx_clear(&srv->fx);
     e = vl_client_resume(&srv->ledger, s->id, &d.rs, &srv->fx);
@@ -308,6 +321,11 @@ int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg)
      * address ranges and stage ids it did not take back. */
     if (vd_client_chunks(srv, from) == 0)
         vd_reaper_end(rp); /* applies its own effects */
+    for (size_t i = 0; i < nalso; i++) {
+        struct vd_reaper *o = vd_reaper_find(srv, also[i]);
+        if (o && vd_client_chunks(srv, also[i]) == 0)
+            vd_reaper_end(o);
+    }
     vl_fx_clear(&srv->fx);
     int r = vd_finish(s, id, f);
     vd_held_retry_all(srv); /* freed chunks may serve a held reserve */

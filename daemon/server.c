@@ -505,10 +505,11 @@ void vd_server_fini(struct vd_server *srv)
         if (!srv->activated) /* an activated socket's path is systemd's */
             unlink(srv->socket_path);
     }
-    if (srv->lock_fd >= 0) {
-        unlink(srv->lock_path);
+    /* The lock file stays: unlinking it while held would let a daemon
+     * starting now lock a new file while another still holds the old one,
+     * and both use one state file. */
+    if (srv->lock_fd >= 0)
         close(srv->lock_fd);
-    }
     vl_fx_free(&srv->fx);
     srv->ledger.obs = (struct vl_observer){0};
     vd_state_close(srv->state);

@@ -24,7 +24,7 @@
 #endif
 
 #define STATE_MAGIC "VRMDSTA1"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u
 #define HOLDER_EVICTED 1u
 
 struct hdr {
@@ -37,7 +37,8 @@ struct hdr {
     uint64_t off_chunks[VL_MAX_DEVICES];
     struct {
         uint64_t chunk_bytes;
-        uint32_t nchunks, pad;
+        uint32_t nchunks, id;
+        char uuid[48];   /* the backend's, "" for host pools */
     } dev[VL_MAX_DEVICES];
 };
 
@@ -114,6 +115,19 @@ static void obs_va_give(void *ctx, uint32_t tag)
         return;
     __atomic_store_n(&st->ranges[tag - 1].client, 0, __ATOMIC_RELEASE);
     st->free_ranges[st->nfree_ranges++] = tag - 1;
+}
+
+/* A resumed region keeps its range's record: the new owner is written in
+ * place (one store), so no crash can find the range unrecorded. */
+static void obs_va_move(void *ctx, uint32_t tag, uint32_t region,
+                        uint32_t client)
+{
+    struct vd_state *st = ctx;
+    if (!tag || tag > st->h->nranges)
+        return;
+    struct range *r = &st->ranges[tag - 1];
+    r->region = region;
+    __atomic_store_n(&r->client, client, __ATOMIC_RELEASE);
 }
 
 static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
@@ -272,7 +286,7 @@ static int prev_open(const char *path, struct prev *p)
 /* ---- the new file ------------------------------------------------------- */
 
 static int state_create(struct vd_server *srv, const char *path,
-                        struct vd_state **out)
+                        size_t orphans, struct vd_state **out)
 {
     struct vd_state *st = calloc(1, sizeof(*st));
     if (!st)
@@ -281,7 +295,7 @@ static int state_create(struct vd_server *srv, const char *path,
     st->fd = -1;
     snprintf(st->path, sizeof(st->path), "%s", path);
     struct vl_ledger *L = &srv->ledger;
-    uint32_t nholders = 4 * srv->cfg.max_clients + 64;
+    uint32_t nholders = 4 * srv->cfg.max_clients + 64 + (uint32_t)orphans;
     uint64_t nranges = (uint64_t)srv->cfg.max_clients *
                        srv->cfg.max_regions_per_client;
     if (nranges < 1024)
@@ -342,6 +356,9 @@ static int state_create(struct vd_server *srv, const char *path,
         h->off_chunks[i] = off_chunks[i];
         h->dev[i].chunk_bytes = L->dev[i].cfg.chunk_bytes;
         h->dev[i].nchunks = L->dev[i].nchunks;
+        h->dev[i].id = L->dev[i].cfg.id;
+        snprintf(h->dev[i].uuid, sizeof(h->dev[i].uuid), "%s",
+                 srv->backend ? srv->backend->info[i].uuid : "");
         st->chunks[i] = (uint64_t *)(st->map + off_chunks[i]);
     }
     st->holders = (struct holder *)(st->map + off_holders);
@@ -373,14 +390,16 @@ void vd_state_close(struct vd_state *st)
 /* Is the process behind a holder still the one that held? */
 static int holder_alive(const struct holder *h, int *pidfd_out)
 {
-    if (h->pid <= 0 || !h->starttime)
+    if (h->pid <= 0)
         return 0;
     int pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
     if (pidfd < 0)
         return 0;
     fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-    /* Pinned now: the start time says whether the pid was reused. */
-    if (vd_process_starttime(h->pid) != h->starttime) {
+    /* Pinned now: the start time says whether the pid was reused. Where it
+     * could not be read, a live pid counts as the holder: its memory waits
+     * for that process to exit (it can never resume). */
+    if (h->starttime && vd_process_starttime(h->pid) != h->starttime) {
         close(pidfd);
         return 0;
     }
@@ -436,10 +455,16 @@ int vd_state_open(struct vd_server *srv, const char *path,
                 .starttime = hd.starttime,
                 .resumable = !(hd.flags & HOLDER_EVICTED)};
         }
+        /* The same devices, in the same places, cut the same way: a chunk
+         * id means the same memory. */
         bool same = h->ndev == L->ndev;
         for (uint32_t i = 0; same && i < L->ndev; i++)
             same = h->dev[i].chunk_bytes == L->dev[i].cfg.chunk_bytes &&
-                   h->dev[i].nchunks == L->dev[i].nchunks;
+                   h->dev[i].nchunks == L->dev[i].nchunks &&
+                   h->dev[i].id == L->dev[i].cfg.id &&
+                   strncmp(h->dev[i].uuid,
+                           srv->backend ? srv->backend->info[i].uuid : "",
+                           sizeof(h->dev[i].uuid)) == 0;
         size_t total = 0;
         for (uint32_t d = 0; d < h->ndev; d++)
             total += h->dev[d].nchunks;
@@ -508,15 +533,21 @@ int vd_state_open(struct vd_server *srv, const char *path,
             ids[o] = orph[o].client;
     }
 
-    e = state_create(srv, path, &st);
+    e = state_create(srv, path, norph, &st);
     if (e < 0)
         goto out;
     st->h->next_client = next_client;
     L->obs = (struct vl_observer){.ctx = st, .chunk = obs_chunk,
                                   .va_take = obs_va_take,
-                                  .va_give = obs_va_give, .stage = obs_stage};
+                                  .va_give = obs_va_give,
+                                  .va_move = obs_va_move, .stage = obs_stage};
     for (size_t o = 0; o < norph; o++) {
-        vd_state_holder_add(st, orph[o].client, orph[o].pid, orph[o].starttime);
+        /* The table has room for every orphan (state_create). */
+        if (vd_state_holder_add(st, orph[o].client, orph[o].pid,
+                                orph[o].starttime) < 0) {
+            e = -ENOSPC;
+            goto out;
+        }
         if (!orph[o].resumable)
             vd_state_holder_evicted(st, orph[o].client);
     }

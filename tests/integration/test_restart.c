@@ -189,6 +189,13 @@ static int engine_b(const struct daemon *d, void *arg)
                                &region) == 0, "create");
     REQUIRE(vram_region_grow(c, region, 20) == 0, "grow");
     fill_region(c, region);
+    /* A KV-kind region too: an ad-hoc stage stays ad-hoc however its
+     * regions are called, across two resumes. */
+    uint32_t kvr;
+    REQUIRE(vram_region_create(c, stage, VRAM_REGION_KV, 4 * MIB, 1, &kvr) == 0,
+            "create kv");
+    REQUIRE(vram_region_grow(c, kvr, 2) == 0, "grow kv");
+    fill_region(c, kvr);
     struct vram_region_info r0;
     vram_region_info(c, region, &r0);
     int failures = 0;
@@ -204,11 +211,12 @@ static int engine_b(const struct daemon *d, void *arg)
         struct vram_region_info r1;
         uint32_t n = 0;
         if (vram_region_info(c, region, &r1) < 0 || r1.base != r0.base ||
-            r1.mapped != 20 || check_region(c, region, &n) || n != 20) {
+            r1.mapped != 20 || check_region(c, region, &n) || n != 20 ||
+            check_region(c, kvr, &n) || n != 2) {
             fprintf(stderr, "engine B: region or data not kept\n");
             failures++;
         }
-        if (reconnects != round + 1 || kept_on_reconnect != 20) {
+        if (reconnects != round + 1 || kept_on_reconnect != 22 || lost_stages) {
             fprintf(stderr, "engine B: %d reconnects, %u kept\n", reconnects,
                     kept_on_reconnect);
             failures++;
@@ -432,7 +440,7 @@ static uint32_t gone_client_of(const struct daemon *d, const char *name)
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(st, "clients")) {
         const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(c, "state"));
         if (state && !strcmp(state, "quarantined") &&
-            json_u64(c, "quarantined_bytes") == 20 * 2 * MIB)
+            json_u64(c, "quarantined_bytes") == 22 * 2 * MIB)
             id = (uint32_t)json_u64(c, "id");
     }
     cJSON_Delete(st);
@@ -452,7 +460,7 @@ int main(void)
     uint64_t held_a = rv_recv(a.rv.to_parent[0]);
     uint64_t held_b = rv_recv(b.rv.to_parent[0]);
     CHECK_EQ_U(rv_recv(cc.rv.to_parent[0]), 10);
-    CHECK(held_a > 0 && held_b == 20, "engines hold %llu and %llu chunks",
+    CHECK(held_a > 0 && held_b == 22, "engines hold %llu and %llu chunks",
           (unsigned long long)held_a, (unsigned long long)held_b);
     cJSON *st = daemon_status(&d);
     uint64_t granted0 = status_dev(st, 0, "granted_bytes");
@@ -473,9 +481,9 @@ int main(void)
     CHECK(vram_stage_register_adhoc(greedy, 1, 0, 1, &gs) == 0, "greedy register");
     CHECK(vram_region_create(greedy, gs, VRAM_REGION_FIXED, 256 * MIB, 1, &gr) == 0,
           "greedy region");
-    /* Device 1 has 128 chunks: 20 are B's, so 108 at most; C's 10 are free. */
-    CHECK(vram_region_grow(greedy, gr, 109) == -ENOSPC, "greedy got B's memory");
-    CHECK(vram_region_grow(greedy, gr, 108) == 0, "greedy could not get the "
+    /* Device 1 has 128 chunks: 22 are B's, so 106 at most; C's 10 are free. */
+    CHECK(vram_region_grow(greedy, gr, 107) == -ENOSPC, "greedy got B's memory");
+    CHECK(vram_region_grow(greedy, gr, 106) == 0, "greedy could not get the "
           "free memory (C's included): %s", vram_client_last_error(greedy));
     vram_client_close(greedy);
     /* Stage 0 may not be registered by anyone else meanwhile. */
@@ -489,7 +497,7 @@ int main(void)
     rv_send(b.rv.to_child[1], 1);
     held_a = rv_recv(a.rv.to_parent[0]);
     held_b = rv_recv(b.rv.to_parent[0]);
-    CHECK(held_b == 20, "engine B holds %llu chunks after resuming",
+    CHECK(held_b == 22, "engine B holds %llu chunks after resuming",
           (unsigned long long)held_b);
     CHECK(wait_dev_value(&d, 0, "quarantined_bytes", 0, 3000) &&
           wait_dev_value(&d, 1, "quarantined_bytes", 0, 3000),
@@ -530,7 +538,7 @@ int main(void)
     st = daemon_status(&d);
     const cJSON *cl;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItem(st, "clients"))
-        if (json_u64(cl, "held_bytes") == 20 * 2 * MIB)
+        if (json_u64(cl, "held_bytes") == 22 * 2 * MIB)
             b_id = (uint32_t)json_u64(cl, "id");
     cJSON_Delete(st);
     CHECK(b_id != 0, "engine B's client not found");
@@ -564,7 +572,7 @@ int main(void)
     rv_send(b.rv.to_child[1], 1);
     CHECK_EQ_U(rv_recv(b.rv.to_parent[0]), 0);
     CHECK(daemon_log_contains(&d, "was evicted"), "no refusal in the log");
-    CHECK_EQ_U(quarantined(&d), 20 * 2 * MIB); /* until B exits */
+    CHECK_EQ_U(quarantined(&d), 22 * 2 * MIB); /* until B exits */
     rv_send(b.rv.to_child[1], 1);
     CHECK(wait_child(pb) == 0, "engine B failed");
     CHECK(wait_dev_value(&d, 1, "quarantined_bytes", 0, 3000),

@@ -1530,10 +1530,52 @@ static void test_restart(void)
     OP(&C, -EAGAIN, vl_stage_register(&C, 2, 0, false, &fx));
     OP(&C, 0, vl_client_reap(&C, 1, &fx)); /* the process exited */
     OP(&C, 0, vl_stage_register(&C, 2, 0, false, &fx));
+
+    /* 3. A resume that broke half-way left the process's chunks under two
+     * gone ids (1, and 5 that sent it): one resume takes back both. A region
+     * id held for another process (gone client 6) is not given out. */
+    d->rs.nregions--; /* the duplicate of part 2 */
+    struct vl_ledger D;
+    REQUIRE(vl_init(&D, &dc, 1, VA_BASE, VA_SIZE) == 0, "init D");
+    D.region_align = GiB;
+    OP(&D, 0, vl_stage_configure(&D, &sc));
+    static struct vl_restore_chunk rc[1024];
+    size_t nrc = 0;
+    for (uint32_t k = 0; k < D.dev[0].nchunks; k++)
+        if (rec.chunk[0][k])
+            rc[nrc++] = (struct vl_restore_chunk){
+                .chunk = vl_chunk_id(0, k),
+                .client = nrc % 2 ? 5 : (uint32_t)rec.chunk[0][k],
+                .stage = (uint16_t)(rec.chunk[0][k] >> 32),
+                .cat = (uint8_t)(rec.chunk[0][k] >> 48)};
+    struct vl_va_hold va[64];
+    size_t nva = 0;
+    for (uint32_t i = 0; i < 64; i++)
+        if (rec.va_live[i])
+            va[nva++] = rec.va[i];
+    /* Gone client 6 holds a range far away under the ad-hoc region's id. */
+    va[nva++] = (struct vl_va_hold){6, region, VA_BASE + 512 * GiB, GiB, 0};
+    uint32_t gone[3] = {1, 5, 6};
+    OP(&D, 0, vl_restore(&D, gone, 3, rc, nrc, va, nva, rec.stage));
+    OP(&D, 0, vl_client_add(&D, 7));
+    uint32_t also = 5;
+    d->rs.also = &also;
+    d->rs.nalso = 1;
+    vl_fx_clear(&fx);
+    OP(&D, 0, vl_client_resume(&D, 7, &d->rs, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_DROP, VL_NONE), 0);
+    CHECK_EQ_U(vl_client_find(&D, 7)->chunks, held - 8);
+    CHECK_EQ_U(vl_client_find(&D, 5)->chunks + vl_client_find(&D, 1)->chunks,
+               8); /* the ad-hoc region's, lost: its id is gone client 6's */
+    for (size_t i = 0; i < d->rs.nregions; i++)
+        if (d->rg[i].id == region)
+            CHECK(d->rg[i].lost == -EEXIST, "region id of another process "
+                  "given out (%d)", d->rg[i].lost);
     free(d);
     vl_fini(&A);
     vl_fini(&B);
     vl_fini(&C);
+    vl_fini(&D);
 }
 
 int main(void)
