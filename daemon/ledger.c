@@ -1995,8 +1995,15 @@ static bool of_process(const struct vl_resume *rs, uint32_t client)
     return false;
 }
 
+/* Declared stages by id (resume_judge fills the index first). */
+static int16_t *rs_stage_at;
+
 static struct vl_resume_stage *rs_stage(struct vl_resume *rs, uint32_t id)
 {
+    if (rs_stage_at)
+        return id < VL_MAX_STAGES && rs_stage_at[id] >= 0
+                   ? &rs->stages[rs_stage_at[id]]
+                   : NULL;
     for (size_t i = 0; i < rs->nstages; i++)
         if (rs->stages[i].id == id)
             return &rs->stages[i];
@@ -2040,7 +2047,9 @@ static bool region_id_taken(struct vl_ledger *L, const struct vl_resume *rs,
  * before anything changes; declared regions by id. */
 struct resume_work {
     struct vl_region **pre;
+    struct vl_region **made; /* per declared region, once adopted */
     uint32_t *by_id; /* indexes of rs->regions, sorted by id */
+    int16_t stage_at[VL_MAX_STAGES]; /* index in rs->stages, or -1 */
     uint8_t *seen[VL_MAX_DEVICES];
 };
 
@@ -2076,9 +2085,11 @@ static void work_free(struct vl_ledger *L, struct vl_resume *rs,
     for (size_t i = 0; w->pre && i < rs->nregions; i++)
         region_free(w->pre[i]);
     free(w->pre);
+    free(w->made);
     free(w->by_id);
     for (uint32_t d = 0; d < L->ndev; d++)
         free(w->seen[d]);
+    rs_stage_at = NULL;
 }
 
 /* Phase one: what of the declaration can be taken back (sets lost), and
@@ -2125,9 +2136,16 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
             st->lost = -EBUSY;
     }
 
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        w->stage_at[i] = -1;
+    for (size_t i = 0; i < rs->nstages; i++)
+        if (rs->stages[i].id < VL_MAX_STAGES)
+            w->stage_at[rs->stages[i].id] = (int16_t)i;
+    rs_stage_at = w->stage_at;
     w->pre = calloc(rs->nregions + 1, sizeof(*w->pre));
+    w->made = calloc(rs->nregions + 1, sizeof(*w->made));
     w->by_id = malloc((rs->nregions + 1) * sizeof(*w->by_id));
-    if (!w->pre || !w->by_id)
+    if (!w->pre || !w->made || !w->by_id)
         return fail(L, -ENOMEM, "out of memory");
     for (size_t i = 0; i < rs->nregions; i++)
         w->by_id[i] = (uint32_t)i;
@@ -2303,6 +2321,38 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
             for (size_t k = 0; k < n; k++)
                 w->pre[i]->slot_chunk[k] = VL_CHUNK_NONE;
         }
+    /* A configured stage comes back whole: if a chunk of it the process
+     * declared cannot be placed, it would stay quarantined outside the
+     * stage while the stage's promise counted on it. Then the stage stays
+     * away, all of it quarantined, until the process exits. */
+    bool partial[VL_MAX_STAGES] = {false};
+    for (uint32_t di = 0; di < L->ndev; di++)
+        for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
+            struct vl_chunk *c = &L->dev[di].chunks[k];
+            if (w->seen[di][k] == 1 && c->qstage != VL_QSTAGE_NONE &&
+                rs_stage(rs, c->qstage) && !rs_stage(rs, c->qstage)->lost)
+                partial[c->qstage] = true;
+        }
+    for (size_t i = 0; i < rs->nstages; i++)
+        if (rs->stages[i].id < VL_MAX_STAGES && partial[rs->stages[i].id])
+            rs->stages[i].lost = -EBUSY;
+    for (size_t i = 0; i < rs->nregions; i++) {
+        struct vl_resume_region *rr = &rs->regions[i];
+        if (rr->lost || !partial[rr->stage])
+            continue;
+        rr->lost = -EBUSY;
+        region_free(w->pre[i]);
+        w->pre[i] = NULL;
+    }
+    for (size_t i = 0; i < rs->nchunks; i++) {
+        struct vl_resume_chunk *rc = &rs->chunks[i];
+        int ri = find_region(rs, w, rc->region);
+        if (rc->lost || !rs->regions[ri].lost)
+            continue;
+        rc->lost = rs->regions[ri].lost;
+        rs->lost_chunks++;
+        w->seen[rc->chunk >> 32][(uint32_t)rc->chunk] = 1; /* kept, not placed */
+    }
     /* Room in the ledger's arrays, so the second phase cannot fail. */
     size_t nreg = 0;
     for (size_t i = 0; i < rs->nregions; i++)
@@ -2430,6 +2480,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             continue;
         struct vl_region *r = region_adopt(L, client, rs, rr, w.pre[i]);
         w.pre[i] = NULL; /* the ledger's now */
+        w.made[i] = r;
         struct vl_stage *s = &L->stage[rr->stage];
         if (!s->configured)
             continue;
@@ -2455,7 +2506,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
         struct vl_device *d = NULL;
         uint32_t idx = 0;
         struct vl_chunk *c = chunk_get(L, rc->chunk, &d, &idx);
-        struct vl_region *r = vl_region_find(L, rc->region);
+        struct vl_region *r = w.made[find_region(rs, &w, rc->region)];
         struct vl_client *h = vl_client_find(L, c->holder);
         qstage_clear(L, c);
         if (h && h->chunks)
