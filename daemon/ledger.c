@@ -1923,8 +1923,12 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         set_state(d, c, VL_QUARANTINED);
         c->holder = cl->id;
         cl->chunks++;
+        /* It stands for a configured stage's promise only where that stage
+         * still is, on this chunk's device (the configuration may have
+         * changed between the two daemons). */
         uint16_t st = chunks[i].stage;
-        if (st < VL_MAX_STAGES && L->stage[st].configured) {
+        if (st < VL_MAX_STAGES && L->stage[st].configured &&
+            L->stage[st].cfg.device == d->cfg.id) {
             qstage_set(L, c, st, chunks[i].cat);
         }
         note_chunk(L, d, idx);
