@@ -1161,7 +1161,7 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
         r->slot_chunk[k] = VL_CHUNK_NONE;
     if (id) {
         r->id = id;
-        if (id >= L->next_region_id)
+        if (id >= L->next_region_id && id < UINT32_MAX)
             L->next_region_id = id + 1;
     } else {
         r->id = L->next_region_id++;
@@ -1957,7 +1957,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         h.tag = note_va_take(L, h.region, h.client, h.base, h.size);
         if (hold_add(L, &h) < 0)
             return fail(L, -ENOMEM, "out of memory");
-        if (h.region >= L->next_region_id)
+        if (h.region >= L->next_region_id && h.region < UINT32_MAX)
             L->next_region_id = h.region + 1;
     }
     for (uint32_t i = 0; adhoc_stage_holder && i < VL_MAX_STAGES; i++) {
@@ -2000,7 +2000,7 @@ static bool of_process(const struct vl_resume *rs, uint32_t client)
 }
 
 /* Declared stages by id (resume_judge fills the index first). */
-static int16_t *rs_stage_at;
+static int32_t *rs_stage_at;
 
 static struct vl_resume_stage *rs_stage(struct vl_resume *rs, uint32_t id)
 {
@@ -2028,10 +2028,11 @@ static struct vl_va_hold *held_range(struct vl_ledger *L,
 
 static bool range_free(struct vl_ledger *L, uint64_t base, uint64_t size)
 {
-    for (size_t i = 0; i < L->nva_free; i++)
-        if (base >= L->va_free[i].base &&
-            base + size <= L->va_free[i].base + L->va_free[i].size)
+    for (size_t i = 0; i < L->nva_free; i++) {
+        const struct vl_va_range *f = &L->va_free[i];
+        if (base >= f->base && size <= f->size && base - f->base <= f->size - size)
             return true;
+    }
     return false;
 }
 
@@ -2053,7 +2054,7 @@ struct resume_work {
     struct vl_region **pre;
     struct vl_region **made; /* per declared region, once adopted */
     uint32_t *by_id; /* indexes of rs->regions, sorted by id */
-    int16_t stage_at[VL_MAX_STAGES]; /* index in rs->stages, or -1 */
+    int32_t stage_at[VL_MAX_STAGES]; /* index in rs->stages, or -1 */
     uint8_t *seen[VL_MAX_DEVICES];
 };
 
@@ -2144,7 +2145,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
         w->stage_at[i] = -1;
     for (size_t i = 0; i < rs->nstages; i++)
         if (rs->stages[i].id < VL_MAX_STAGES)
-            w->stage_at[rs->stages[i].id] = (int16_t)i;
+            w->stage_at[rs->stages[i].id] = (int32_t)i;
     rs_stage_at = w->stage_at;
     w->pre = calloc(rs->nregions + 1, sizeof(*w->pre));
     w->made = calloc(rs->nregions + 1, sizeof(*w->made));
@@ -2177,7 +2178,8 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
                                              ? L->stage[st->id].cfg.device
                                              : st->device);
         bool sane = rr->kind >= 0 && rr->kind < VL_NKINDS && rr->id &&
-                    rr->lanes && rr->lanes <= VL_MAX_LANES;
+                    rr->id < UINT32_MAX && rr->lanes &&
+                    rr->lanes <= VL_MAX_LANES;
         /* An ad-hoc lane is at most the device (as region_create says); a
          * configured stage's regions are checked against its configuration
          * below. */
@@ -2333,7 +2335,12 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
     for (uint32_t di = 0; di < L->ndev; di++)
         for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
             struct vl_chunk *c = &L->dev[di].chunks[k];
-            if (w->seen[di][k] == 1 && c->qstage != VL_QSTAGE_NONE &&
+            /* Declared but not placed; or not declared and not from's (so
+             * not freed either: another gone client of the process). */
+            bool kept = w->seen[di][k] == 1 ||
+                        (w->seen[di][k] == 0 && c->holder != rs->from &&
+                         of_process(rs, c->holder));
+            if (kept && c->qstage != VL_QSTAGE_NONE &&
                 rs_stage(rs, c->qstage) && !rs_stage(rs, c->qstage)->lost)
                 partial[c->qstage] = true;
         }
@@ -2397,7 +2404,7 @@ static struct vl_region *region_adopt(struct vl_ledger *L, uint32_t client,
         r->tag = note_va_take(L, rr->id, client, rr->base, rr->va_bytes);
     }
     r->id = rr->id;
-    if (r->id >= L->next_region_id)
+    if (r->id >= L->next_region_id && r->id < UINT32_MAX)
         L->next_region_id = r->id + 1;
     r->client = client;
     r->stage = rr->stage;
@@ -2429,6 +2436,9 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             return fail(L, -EINVAL, "client %u is not a gone client",
                         rs->also[i]);
     }
+    if (rs->nstages > VL_MAX_STAGES || rs->nregions > 65536)
+        return fail(L, -EINVAL, "%zu stages and %zu regions declared: at most "
+                    "%d and 65536", rs->nstages, rs->nregions, VL_MAX_STAGES);
     if (cl->chunks)
         return fail(L, -EBUSY, "resume before anything else: this client "
                     "already holds %u chunks", cl->chunks);
@@ -2498,8 +2508,10 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
                 if (s->fixed_region[f])
                     taken |= 1u << f;
             uint32_t f = fixed_match(s, dev_get(L, s->cfg.device), rr, taken);
-            r->fixed_index = f;
-            s->fixed_region[f] = r->id;
+            if (f != VL_NONE) { /* judged: always one */
+                r->fixed_index = f;
+                s->fixed_region[f] = r->id;
+            }
         }
     }
     /* Chunks, in their slots. */

@@ -1578,6 +1578,100 @@ static void test_restart(void)
     vl_fini(&D);
 }
 
+/* Declarations a hostile or confused process might send (found by review,
+ * each once broke an invariant or memory safety): the ledger refuses or
+ * loses the item, and every invariant holds (OP runs vl_check). */
+static void test_resume_hostile(void)
+{
+    struct vl_device_cfg dc = dev_cfg(0, 128 * MiB, false); /* 64 chunks */
+    struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 3, 1);
+    sc.lane_bytes_per_token[0] = 1024;
+    sc.native_context = 32768; /* 16 chunks */
+    sc.initial_tokens = 4096;
+    sc.step_tokens = 4096;
+    sc.nfixed = 1;
+    sc.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                        .bytes = 64 * MiB}; /* 32 */
+    sc.expert_slot_bytes = 2 * MiB;
+    sc.expert_region_bytes = 16 * MiB;
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
+    OP(&L, 0, vl_stage_configure(&L, &sc));
+
+    /* 1. Two connections of one process: client 2 holds stage 0's fixed
+     * memory; the process resumes from 1 (also 2) declaring stage 0 but
+     * none of 2's chunks. The stage cannot come back whole: it stays away,
+     * quarantined, its promise covered. */
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 2, 0, false, &fx));
+    OP(&L, 0, vl_region_grow(&L, 2, L.stage[0].fixed_region[0], 32, &fx));
+    struct declared *d = calloc(1, sizeof(*d));
+    REQUIRE(d, "out of memory");
+    declare_all(&L, 2, d);
+    d->rs.nchunks = 0;
+    d->rs.from = 1;
+    uint32_t also = 2;
+    d->rs.also = &also;
+    d->rs.nalso = 1;
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    OP(&L, 0, vl_client_disconnect(&L, 2, &fx));
+    OP(&L, 0, vl_client_add(&L, 3));
+    OP(&L, 0, vl_client_resume(&L, 3, &d->rs, &fx));
+    CHECK(d->st[0].lost == -EBUSY && !L.stage[0].owner,
+          "stage 0 came back without its memory (lost %d)", d->st[0].lost);
+    OP(&L, 0, vl_client_reap(&L, 2, &fx));
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+
+    /* 2-4. Region id 2^32-1, a range that wraps past 2^64, too many stages. */
+    uint32_t st, rg;
+    OP(&L, 0, vl_client_add(&L, 4));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 4, 0, 0, 3, &st));
+    OP(&L, 0, vl_region_create(&L, 4, st, VL_FIXED, 4 * MiB, 1, &rg));
+    OP(&L, 0, vl_region_grow(&L, 4, rg, 1, &fx));
+    declare_all(&L, 4, d);
+    OP(&L, 0, vl_client_disconnect(&L, 4, &fx));
+    OP(&L, 0, vl_client_add(&L, 5));
+    d->rg[0].id = UINT32_MAX;
+    d->ch[0].region = UINT32_MAX;
+    d->rs.from = 4;
+    d->rs.nalso = 0;
+    OP(&L, 0, vl_client_resume(&L, 5, &d->rs, &fx));
+    CHECK(d->rg[0].lost == -EINVAL, "region id 2^32-1 taken (%d)",
+          d->rg[0].lost);
+    OP(&L, 0, vl_client_add(&L, 6));
+    uint32_t st6, r6;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 6, 0, 0, 3, &st6));
+    OP(&L, 0, vl_region_create(&L, 6, st6, VL_FIXED, 2 * MiB, 1, &r6));
+    CHECK(r6 != 0 && r6 < UINT32_MAX, "region ids wrapped: %u", r6);
+    OP(&L, 0, vl_client_disconnect(&L, 5, &fx));
+    OP(&L, 0, vl_client_reap(&L, 5, &fx));
+    OP(&L, 0, vl_client_reap(&L, 4, &fx));
+
+    OP(&L, 0, vl_client_add(&L, 7));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 7, 0, 0, 3, &st));
+    OP(&L, 0, vl_region_create(&L, 7, st, VL_FIXED, 4 * MiB, 1, &rg));
+    declare_all(&L, 7, d);
+    OP(&L, 0, vl_client_disconnect(&L, 7, &fx));
+    OP(&L, 0, vl_client_add(&L, 8));
+    d->rg[0].base = 0 - d->rg[0].va_bytes; /* aligned, and wraps */
+    d->rs.from = 7;
+    OP(&L, 0, vl_client_resume(&L, 8, &d->rs, &fx));
+    CHECK(d->rg[0].lost == -EADDRINUSE, "a range past 2^64 judged free (%d)",
+          d->rg[0].lost);
+
+    OP(&L, 0, vl_client_add(&L, 9));
+    struct vl_resume_stage *many = calloc(VL_MAX_STAGES + 1, sizeof(*many));
+    REQUIRE(many, "out of memory");
+    struct vl_resume big = {.from = 8, .stages = many,
+                            .nstages = VL_MAX_STAGES + 1};
+    OP(&L, 0, vl_client_disconnect(&L, 8, &fx));
+    OP(&L, -EINVAL, vl_client_resume(&L, 9, &big, &fx));
+    free(many);
+    free(d);
+    vl_fini(&L);
+}
+
 int main(void)
 {
     test_seed_replay();
@@ -1595,6 +1689,7 @@ int main(void)
     test_address_window();
     test_check_catches_corruption();
     test_restart();
+    test_resume_hostile();
     vl_fx_free(&fx);
     return check_report("test_ledger");
 }
