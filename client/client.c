@@ -77,7 +77,7 @@ size_t vram_client_chunks_held(const vram_client *c)
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int64_t now_ms(void)
+int64_t vc_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -86,7 +86,7 @@ static int64_t now_ms(void)
 
 static int flush_blocking(vram_client *c)
 {
-    int64_t deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = vc_now_ms() + c->timeout_ms;
     for (;;) {
         int r = vram_wire_flush(&c->wire);
         if (r == 0)
@@ -96,7 +96,7 @@ static int flush_blocking(vram_client *c)
             return vc_set_error(c, r, "lost the connection to vramd: %s",
                              strerror(-r));
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_now_ms();
         if (left <= 0)
             return vc_set_error(c, -ETIMEDOUT, "timed out sending to vramd");
         struct pollfd p = {.fd = c->fd, .events = POLLOUT};
@@ -240,7 +240,7 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
 static int pump(vram_client *c, uint64_t id, int *events)
 {
     struct frame_ctx x = {.c = c};
-    int64_t deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = vc_now_ms() + c->timeout_ms;
     c->await_id = id;
     /* Waiting for a reply on a blocking socket, receives simply wait (up
      * to SO_RCVTIMEO): no poll, and no receive that only says EAGAIN. */
@@ -262,14 +262,14 @@ static int pump(vram_client *c, uint64_t id, int *events)
         if (r > 0 || !id || c->reply)
             break;
         if (c->wire.rx_block) { /* the receive timed out: check the deadline */
-            if (now_ms() >= deadline) {
+            if (vc_now_ms() >= deadline) {
                 x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd within "
                                   "%d ms", c->timeout_ms);
                 break;
             }
             continue;
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - vc_now_ms();
         if (left <= 0) {
             x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd within %d ms",
                               c->timeout_ms);
@@ -521,13 +521,8 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
     return 0;
 }
 
-int vram_client_connect(const char *path, const struct vram_client_options *opt,
-                        vram_client **out)
+int vc_dial(const char *path)
 {
-    if (!path || !*path)
-        path = getenv("VRAM_SOCKET");
-    if (!path || !*path)
-        path = DEFAULT_SOCKET;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
@@ -540,7 +535,18 @@ int vram_client_connect(const char *path, const struct vram_client_options *opt,
         close(fd);
         return e;
     }
-    return vram_client_connect_fd(fd, opt, out);
+    return fd;
+}
+
+int vram_client_connect(const char *path, const struct vram_client_options *opt,
+                        vram_client **out)
+{
+    if (!path || !*path)
+        path = getenv("VRAM_SOCKET");
+    if (!path || !*path)
+        path = DEFAULT_SOCKET;
+    int fd = vc_dial(path);
+    return fd < 0 ? fd : vram_client_connect_fd(fd, opt, out);
 }
 
 void vram_client_close(vram_client *c)

@@ -126,6 +126,9 @@ cJSON *vc_msg_new(const char *type);
 int vc_request(vram_client *c, cJSON *msg, cJSON **reply_out);
 /* A request whose reply carries nothing the caller needs. */
 int vc_call(vram_client *c, cJSON *msg);
+/* A connected socket to vramd at path, or a negative errno. */
+int vc_dial(const char *path);
+int64_t vc_now_ms(void);
 /* Hello on a fresh connection: the client id and backend. */
 int vc_hello(vram_client *c, char *error, size_t error_len);
 /* Reads what arrived, or (id != 0) until the reply to id. */

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,13 +20,6 @@
 /* Chunks one resume frame carries: [id, region, slot] is at most ~40 bytes
  * of JSON, so a part stays well inside a frame. */
 #define CHUNKS_PER_PART 16384
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 bool vc_can_reconnect(const vram_client *c)
 {
@@ -59,16 +51,9 @@ void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
 /* A new socket in place of the broken one, under the same fd number. */
 static int connect_again(vram_client *c)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", c->path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = vc_dial(c->path);
     if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
+        return fd;
     int fl = fcntl(c->fd, F_GETFL);
     if (fl >= 0 && (fl & O_NONBLOCK))
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -240,7 +225,7 @@ int vc_reconnect(vram_client *c)
     snprintf(lost_why, sizeof(lost_why), "%s", c->last_error);
     c->reconnecting = true;
     uint32_t old = c->id;
-    int64_t deadline = now_ms() + c->reconnect_ms;
+    int64_t deadline = vc_now_ms() + c->reconnect_ms;
     int delay = 10, e;
     for (;;) {
         e = connect_again(c);
@@ -251,7 +236,7 @@ int vc_reconnect(vram_client *c)
                 e == -ESTALE || e == -ENOTSUP)
                 break;
         }
-        if (e == 0 || now_ms() + delay > deadline)
+        if (e == 0 || vc_now_ms() + delay > deadline)
             break;
         struct timespec ts = {.tv_sec = delay / 1000,
                               .tv_nsec = (long)(delay % 1000) * 1000000};

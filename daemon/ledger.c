@@ -212,7 +212,10 @@ static struct vl_chunk *chunk_get(struct vl_ledger *L, uint64_t id,
 
 /* ---- the observer (rule 13) -------------------------------------------- */
 
-static void note_chunk(struct vl_ledger *L, struct vl_device *d, uint32_t idx)
+/* r: the region the chunk was just placed in (NULL when it is free or
+ * quarantined), so that a grant never looks a region up. */
+static void note_chunk(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
+                       const struct vl_region *r)
 {
     if (!L->obs.chunk)
         return;
@@ -222,10 +225,8 @@ static void note_chunk(struct vl_ledger *L, struct vl_device *d, uint32_t idx)
     if (c->state == VL_QUARANTINED) {
         st = c->qstage;
         cat = c->qcat;
-    } else if (c->region) {
-        struct vl_region *r = vl_region_find(L, c->region);
-        if (r && r->stage < VL_MAX_STAGES && L->stage[r->stage].configured)
-            st = (uint16_t)r->stage;
+    } else if (r && r->stage < VL_MAX_STAGES && L->stage[r->stage].configured) {
+        st = (uint16_t)r->stage;
     }
     L->obs.chunk(L->obs.ctx, dev_index(L, d), idx, c->holder, st, cat);
 }
@@ -375,7 +376,7 @@ static void place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     struct vl_stage *s = stage_get(L, r->stage);
     if (s)
         (*stage_counter(s, r))++;
-    note_chunk(L, d, idx);
+    note_chunk(L, d, idx, r);
 }
 
 /* Free chunks that may be handed out: a lowered capacity withholds some. */
@@ -405,7 +406,7 @@ static void to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     set_state(d, c, VL_FREE);
     c->holder = 0;
     d->free_stack[d->nfree++] = idx;
-    note_chunk(L, d, idx);
+    note_chunk(L, d, idx, NULL);
     fx_push(fx, (struct vl_fx){.kind = VL_FX_DROP, .client = holder,
                                .chunk = vl_chunk_id(dev_index(L, d), idx)});
 }
@@ -596,6 +597,32 @@ static void budget_changed(struct vl_ledger *L, struct vl_stage *s,
 
 /* ---- virtual address window ------------------------------------------- */
 
+/* Removes [b, b + size) from free range i, which holds it. */
+static int va_carve(struct vl_ledger *L, size_t i, uint64_t b, uint64_t size)
+{
+    struct vl_va_range *f = &L->va_free[i];
+    uint64_t end = f->base + f->size, head = b - f->base;
+    if (head == 0) {
+        f->base += size;
+        f->size -= size;
+    } else if (b + size == end) {
+        f->size = head;
+    } else {
+        struct vl_va_range *v = realloc(L->va_free, (L->nva_free + 1) *
+                                                        sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        L->va_free = v;
+        f = &L->va_free[i];
+        memmove(f + 2, f + 1, (L->nva_free - i - 1) * sizeof(*f));
+        L->nva_free++;
+        f[1].base = b + size;
+        f[1].size = end - (b + size);
+        f->size = head;
+    }
+    return 0;
+}
+
 static int va_alloc(struct vl_ledger *L, uint64_t size, uint64_t align,
                     uint64_t *out)
 {
@@ -604,30 +631,24 @@ static int va_alloc(struct vl_ledger *L, uint64_t size, uint64_t align,
         uint64_t b = (f->base + align - 1) / align * align;
         if (b < f->base || b - f->base > f->size || f->size - (b - f->base) < size)
             continue;
-        uint64_t end = f->base + f->size;
-        uint64_t head = b - f->base;
-        if (head == 0) {
-            f->base += size;
-            f->size -= size;
-        } else if (b + size == end) {
-            f->size = head;
-        } else {
-            struct vl_va_range *v = realloc(L->va_free, (L->nva_free + 1) *
-                                                            sizeof(*v));
-            if (!v)
-                return -ENOMEM;
-            L->va_free = v;
-            f = &L->va_free[i];
-            memmove(f + 2, f + 1, (L->nva_free - i - 1) * sizeof(*f));
-            L->nva_free++;
-            f[1].base = b + size;
-            f[1].size = end - (b + size);
-            f->size = head;
-        }
-        *out = b;
-        return 0;
+        int e = va_carve(L, i, b, size);
+        if (e == 0)
+            *out = b;
+        return e;
     }
     return -ENOSPC;
+}
+
+/* The free range that holds all of [base, base + size), or -1. */
+static ssize_t va_find(const struct vl_ledger *L, uint64_t base, uint64_t size)
+{
+    for (size_t i = 0; i < L->nva_free; i++) {
+        const struct vl_va_range *f = &L->va_free[i];
+        if (size && base >= f->base && size <= f->size &&
+            base - f->base <= f->size - size)
+            return (ssize_t)i;
+    }
+    return -1;
 }
 
 static void va_release(struct vl_ledger *L, uint64_t base, uint64_t size)
@@ -658,38 +679,8 @@ static void va_release(struct vl_ledger *L, uint64_t base, uint64_t size)
  * any of it is taken. */
 static int va_take_exact(struct vl_ledger *L, uint64_t base, uint64_t size)
 {
-    if (!size || base + size < base)
-        return -EINVAL;
-    for (size_t i = 0; i < L->nva_free; i++) {
-        struct vl_va_range *f = &L->va_free[i];
-        if (base < f->base || base + size > f->base + f->size)
-            continue;
-        uint64_t end = f->base + f->size, head = base - f->base;
-        if (head == 0) {
-            f->base += size;
-            f->size -= size;
-            if (!f->size) {
-                memmove(f, f + 1, (L->nva_free - i - 1) * sizeof(*f));
-                L->nva_free--;
-            }
-        } else if (base + size == end) {
-            f->size = head;
-        } else {
-            struct vl_va_range *v = realloc(L->va_free, (L->nva_free + 1) *
-                                                            sizeof(*v));
-            if (!v)
-                return -ENOMEM;
-            L->va_free = v;
-            f = &L->va_free[i];
-            memmove(f + 2, f + 1, (L->nva_free - i - 1) * sizeof(*f));
-            L->nva_free++;
-            f[1].base = base + size;
-            f[1].size = end - (base + size);
-            f->size = head;
-        }
-        return 0;
-    }
-    return -EBUSY;
+    ssize_t i = va_find(L, base, size);
+    return i < 0 ? -EBUSY : va_carve(L, (size_t)i, base, size);
 }
 
 static int hold_add(struct vl_ledger *L, const struct vl_va_hold *h)
@@ -1931,7 +1922,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
             L->stage[st].cfg.device == d->cfg.id) {
             qstage_set(L, c, st, chunks[i].cat);
         }
-        note_chunk(L, d, idx);
+        note_chunk(L, d, idx, NULL);
     }
     /* The free stacks again, low indexes on top as at start. */
     for (uint32_t di = 0; di < L->ndev; di++) {
@@ -2024,16 +2015,6 @@ static struct vl_va_hold *held_range(struct vl_ledger *L,
             L->va_hold[i].size == size)
             return &L->va_hold[i];
     return NULL;
-}
-
-static bool range_free(struct vl_ledger *L, uint64_t base, uint64_t size)
-{
-    for (size_t i = 0; i < L->nva_free; i++) {
-        const struct vl_va_range *f = &L->va_free[i];
-        if (base >= f->base && size <= f->size && base - f->base <= f->size - size)
-            return true;
-    }
-    return false;
 }
 
 /* A region id is taken by a live region, or held for another process. */
@@ -2198,7 +2179,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
                    g.va_bytes != rr->va_bytes || rr->base % g.unit) {
             rr->lost = -ESTALE; /* not what this vramd would make */
         } else if (!held_range(L, rs, rr->base, rr->va_bytes) &&
-                   !range_free(L, rr->base, rr->va_bytes)) {
+                   va_find(L, rr->base, rr->va_bytes) < 0) {
             rr->lost = -EADDRINUSE;
         }
         for (size_t j = 0; !rr->lost && j < i; j++) { /* two on one range */
@@ -2542,7 +2523,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
                 !L->stage[c->qstage].owner)
                 continue;
             qstage_clear(L, c);
-            note_chunk(L, d, k);
+            note_chunk(L, d, k, NULL);
         }
     }
     /* Expert slot claims, where their slots are backed again. */

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "frame.h"
 #include "message.h"
 
 static void sleep_ms(int ms)
@@ -366,3 +368,51 @@ bool check_pattern(const void *p, size_t n, uint64_t tag)
             return false;
     return w[n / 8 - 1] == ~tag;
 }
+
+/* ---- raw frames, for tests that speak the protocol by hand ------------- */
+
+int raw_connect(const struct daemon *d)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    REQUIRE(strlen(d->sock) < sizeof(sa.sun_path), "socket path too long");
+    memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
+    REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+    return fd;
+}
+
+void raw_send(int fd, const char *json)
+{
+    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
+                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .payload_len = (uint32_t)strlen(json)};
+    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    vram_frame_header_encode(&h, hdr);
+    struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)json, strlen(json)}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+    CHECK(sendmsg(fd, &m, MSG_NOSIGNAL) > 0, "sendmsg");
+}
+
+/* Next reply or event, or NULL on EOF / timeout. */
+cJSON *raw_recv(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return NULL;
+    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
+        return NULL;
+    struct vram_frame_header h;
+    char why[128];
+    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
+        return NULL;
+    char *buf = calloc(1, h.payload_len + 1);
+    if (recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len) {
+        free(buf);
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    return j;
+}
+

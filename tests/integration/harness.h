@@ -67,6 +67,12 @@ uint64_t rv_recv(int fd);
 void fill_pattern(void *p, size_t n, uint64_t tag);
 bool check_pattern(const void *p, size_t n, uint64_t tag);
 
+/* A raw connection (no library), one frame out, the next frame in (NULL on
+ * EOF or after ms). */
+int raw_connect(const struct daemon *d);
+void raw_send(int fd, const char *json);
+cJSON *raw_recv(int fd, int ms);
+
 #define MIB (1024ull * 1024)
 #define GIB (1024ull * MIB)
 

@@ -15,16 +15,6 @@
 #include "harness.h"
 #include "message.h"
 
-static int raw_connect(const struct daemon *d)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    REQUIRE(strlen(d->sock) < sizeof(sa.sun_path), "socket path too long");
-    memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
-    REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
-    return fd;
-}
-
 /* Sends a frame with explicit header fields (to lie on purpose). */
 static void raw_frame(int fd, uint16_t version, const char *json,
                       uint32_t len_claim, uint16_t nfds_claim, const int *fds,
@@ -49,34 +39,6 @@ static void raw_frame(int fd, uint16_t version, const char *json,
         memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
     }
     CHECK(sendmsg(fd, &m, MSG_NOSIGNAL) > 0, "sendmsg");
-}
-
-static void raw_send(int fd, const char *json)
-{
-    raw_frame(fd, VRAM_PROTOCOL_VERSION, json, (uint32_t)strlen(json), 0, NULL, 0);
-}
-
-/* Next reply or event, or NULL on EOF / timeout. */
-static cJSON *raw_recv(int fd, int ms)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, ms) <= 0)
-        return NULL;
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
-        return NULL;
-    struct vram_frame_header h;
-    char why[128];
-    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
-        return NULL;
-    char *buf = calloc(1, h.payload_len + 1);
-    if (recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len) {
-        free(buf);
-        return NULL;
-    }
-    cJSON *j = cJSON_Parse(buf);
-    free(buf);
-    return j;
 }
 
 static bool closed_by_peer(int fd, int ms)

@@ -14,17 +14,12 @@
  *     second resume, a resume after other requests) are refused with clear
  *     errors, change nothing, and a correct one then succeeds. */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include "frame.h"
 #include "harness.h"
 #include "message.h"
 
@@ -259,36 +254,10 @@ static int engine_c(const struct daemon *d, void *arg)
     _exit(0); /* without a word to vramd, which is down anyway */
 }
 
-static int raw_connect(const struct daemon *d)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
-    REQUIRE(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
-    return fd;
-}
-
 static cJSON *raw_call(int fd, const char *json)
 {
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
-                                  .payload_len = (uint32_t)strlen(json)};
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    vram_frame_header_encode(&h, hdr);
-    REQUIRE(write(fd, hdr, sizeof(hdr)) == sizeof(hdr) &&
-            write(fd, json, strlen(json)) == (ssize_t)strlen(json), "write");
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 5000) <= 0 ||
-        recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
-        return NULL;
-    char why[128];
-    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
-        return NULL;
-    char buf[8192] = {0};
-    if (h.payload_len >= sizeof(buf) ||
-        recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len)
-        return NULL;
-    return cJSON_Parse(buf);
+    raw_send(fd, json);
+    return raw_recv(fd, 5000);
 }
 
 static uint64_t quarantined(const struct daemon *d);
