@@ -62,7 +62,10 @@
  *    region and chunk ids at the same addresses and slots; what it does not
  *    declare is freed, what cannot be placed stays quarantined until the
  *    process is gone. Nothing a live process may still map is granted to
- *    anyone else.
+ *    anyone else. The declaration is what the process maps, which is behind
+ *    the ledger when a reply died with vramd: a configured stage's chunk
+ *    may come back in its KV or its loans whichever it counted as (a move
+ *    the process never heard of), never across anything else.
  */
 #include "ledger.h"
 
@@ -2078,6 +2081,23 @@ static void work_free(struct vl_ledger *L, struct vl_resume *rs,
     rs_stage_at = NULL;
 }
 
+/* A configured stage's chunk comes back as what it counted as, or across
+ * the stage's KV and its loans: a kv_reserve (loan to KV) or a kv_trim (KV
+ * to loan) that vramd committed but whose reply died with it leaves the
+ * process mapping the chunk where it was before, and the mapping is where
+ * its data is. That crossing changes none of the stage's promises: KV plus
+ * loans stays the same, KV stays inside the window (the KV region holds no
+ * more), and pool loans are what exceeds the window, so no recallable loan
+ * becomes KV (a no-loan stage's window_free, its hard promise, is the
+ * window less KV and loans: the same). Fixed chunks never move. */
+static bool comes_back_as(const struct vl_chunk *c, int kind)
+{
+    int cat = cat_of_kind(&(struct vl_region){.kind = (uint8_t)kind});
+    return c->qcat == cat ||
+           ((c->qcat == VL_CAT_KV || c->qcat == VL_CAT_LOAN) &&
+            (cat == VL_CAT_KV || cat == VL_CAT_LOAN));
+}
+
 /* Phase one: what of the declaration can be taken back (sets lost), and
  * everything the second phase will need allocated. Changes no state. */
 static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
@@ -2282,8 +2302,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
                                               : st->device))
             rc->lost = -EXDEV;
         else if (st->configured ? c->qstage != st->id ||
-                                      c->qcat != cat_of_kind(&(struct vl_region){
-                                                     .kind = (uint8_t)rr->kind})
+                                      !comes_back_as(c, rr->kind)
                                 : c->qstage != VL_QSTAGE_NONE)
             rc->lost = -EINVAL; /* it was not that stage's, or not that kind */
         else {

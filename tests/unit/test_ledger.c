@@ -1578,6 +1578,78 @@ static void test_restart(void)
     vl_fini(&D);
 }
 
+/* vramd dies after committing a kv_reserve that moved loans into KV (or a
+ * kv_trim that lent KV), before the reply reached the process: the process
+ * still maps those chunks where they were, and declares them there. Nothing
+ * is lost; the stage comes back as the process sees it, and its promises
+ * hold (OP runs vl_check). */
+static void check_unseen_move(struct vl_ledger *A, struct declared *d,
+                              const char *what)
+{
+    struct vl_device_cfg dc = dev_cfg(0, GiB, false);
+    struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
+    struct vl_ledger B;
+    REQUIRE(vl_init(&B, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
+    B.region_align = GiB;
+    OP(&B, 0, vl_stage_configure(&B, &sc));
+    restore_from_records(&B);
+    OP(&B, 0, vl_client_add(&B, 2));
+    vl_fx_clear(&fx);
+    OP(&B, 0, vl_client_resume(&B, 2, &d->rs, &fx));
+    CHECK(d->st[0].lost == 0, "%s: stage lost (%d)", what, d->st[0].lost);
+    CHECK_EQ_U(d->rs.lost_chunks, 0);
+    uint32_t kv = 0, loans = 0;
+    for (size_t i = 0; i < d->rs.nchunks; i++) {
+        struct vl_chunk *c = &B.dev[0].chunks[(uint32_t)d->ch[i].chunk];
+        CHECK(c->holder == 2 && c->region == d->ch[i].region &&
+                  c->slot == d->ch[i].slot,
+              "%s: chunk %zu not where the process maps it", what, i);
+        kv += d->ch[i].region == A->stage[0].kv_region;
+        loans += d->ch[i].region == A->stage[0].expert_region;
+    }
+    CHECK(B.stage[0].kv_chunks == kv && B.stage[0].loan_chunks == loans,
+          "%s: KV %u loans %u, the process maps %u and %u", what,
+          B.stage[0].kv_chunks, B.stage[0].loan_chunks, kv, loans);
+    /* The call is sent again after the resume, and does what it did. */
+    OP(&B, 0, vl_kv_reserve(&B, 2, 0, 262144, 0, NULL, &fx));
+    vl_fini(&B);
+}
+
+static void test_resume_unseen_moves(void)
+{
+    struct vl_device_cfg dc = dev_cfg(0, GiB, false);
+    struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
+    struct vl_ledger A;
+    memset(&rec, 0, sizeof(rec));
+    REQUIRE(vl_init(&A, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
+    A.region_align = GiB;
+    A.obs = (struct vl_observer){.chunk = rec_chunk, .va_take = rec_va_take,
+                                 .va_give = rec_va_give, .stage = rec_stage};
+    OP(&A, 0, vl_stage_configure(&A, &sc));
+    OP(&A, 0, vl_client_add(&A, 1));
+    OP(&A, 0, vl_stage_register(&A, 1, 0, false, &fx));
+    OP(&A, 0, vl_expert_request(&A, 1, 0, 0, &fx)); /* the window, lent */
+    CHECK(A.stage[0].loan_chunks > 20, "only %u loans", A.stage[0].loan_chunks);
+    struct declared *d = calloc(1, sizeof(*d));
+    REQUIRE(d, "out of memory");
+
+    declare_all(&A, 1, d); /* what the process maps */
+    vl_fx_clear(&fx);
+    OP(&A, 0, vl_kv_reserve(&A, 1, 0, 100000, 0, NULL, &fx));
+    CHECK(fx_count(VL_FX_MOVE, 1) > 10, "the reserve moved %zu loans",
+          fx_count(VL_FX_MOVE, 1));
+    check_unseen_move(&A, d, "reserve");
+
+    declare_all(&A, 1, d); /* the reserve's reply applied */
+    vl_fx_clear(&fx);
+    OP(&A, 0, vl_kv_trim(&A, 1, 0, 0, &fx));
+    CHECK(fx_count(VL_FX_MOVE, 1) > 10, "the trim lent %zu chunks",
+          fx_count(VL_FX_MOVE, 1));
+    check_unseen_move(&A, d, "trim");
+    free(d);
+    vl_fini(&A);
+}
+
 /* Declarations a hostile or confused process might send (found by review,
  * each once broke an invariant or memory safety): the ledger refuses or
  * loses the item, and every invariant holds (OP runs vl_check). */
@@ -1690,6 +1762,7 @@ int main(void)
     test_check_catches_corruption();
     test_restart();
     test_resume_hostile();
+    test_resume_unseen_moves();
     vl_fx_free(&fx);
     return check_report("test_ledger");
 }

@@ -397,6 +397,10 @@ static void check_budget(uint32_t st, uint64_t tokens)
     }
 }
 
+static void maybe_snapshot(uint32_t owner);
+static void maybe_die_before_reply(uint32_t owner, int r);
+static unsigned long stats_stale;
+
 static void op_kv_reserve(void)
 {
     uint32_t st;
@@ -409,10 +413,12 @@ static void op_kv_reserve(void)
     uint32_t recalled = UINT32_MAX, owner = s->owner;
     uint32_t kv_before = s->kv_chunks;
     int r;
+    maybe_snapshot(owner);
     RUN("kv_reserve", r, true,
         vl_kv_reserve(&W.L, owner, st, prompt, output, &recalled, &W.fx));
     if (prompt + output > native) {
         FAIL_IF(r != -E2BIG, "reserve beyond the native context: %d", r);
+        maybe_die_before_reply(owner, r);
         return;
     }
     if (r == 0) {
@@ -426,8 +432,10 @@ static void op_kv_reserve(void)
         FAIL_IF(recalled != moves, "recalled %u, %zu moves", recalled, moves);
         FAIL_IF(s->kv_chunks != kv_before + moves + maps, "KV grew by %u with "
                 "%zu moves and %zu maps", s->kv_chunks - kv_before, moves, maps);
+        maybe_die_before_reply(owner, r);
         return;
     }
+    maybe_die_before_reply(owner, r);
     FAIL_IF(r != -EAGAIN, "kv_reserve: %d (%s)", r, vl_why(&W.L));
     FAIL_IF(recalled != UINT32_MAX, "out-parameter written on failure");
     FAIL_IF(s->kv_chunks != kv_before, "a failed reserve changed the KV");
@@ -453,13 +461,16 @@ static void op_kv_trim(void)
     uint64_t tokens = chance(5) ? UINT64_MAX : below((uint32_t)s->cfg.native_context);
     uint32_t kv_before = s->kv_chunks;
     int r;
-    RUN("kv_trim", r, false, vl_kv_trim(&W.L, s->owner, st, tokens, &W.fx));
+    uint32_t owner = s->owner;
+    maybe_snapshot(owner);
+    RUN("kv_trim", r, false, vl_kv_trim(&W.L, owner, st, tokens, &W.fx));
     FAIL_IF(r != 0, "kv_trim: %s", vl_why(&W.L));
     if (s->keep_window || s->no_loan)
         FAIL_IF(W.fx.n != 0 || s->kv_chunks != kv_before,
                 "a stage that keeps its window was trimmed");
     for (size_t i = 0; i < W.fx.n; i++)
         FAIL_IF(W.fx.v[i].kind == VL_FX_MAP, "trim mapped a chunk");
+    maybe_die_before_reply(owner, r);
 }
 
 static void op_expert_request(void)
@@ -570,6 +581,7 @@ static void op_answer_unmaps(bool all)
  * declaration it makes when it resumes (rule 13). */
 struct decl {
     uint32_t client;
+    bool stale; /* taken before a reserve or trim whose reply never came */
     struct vl_resume_stage st[VL_MAX_STAGES];
     size_t nst;
     struct vl_resume_region *rg;
@@ -580,11 +592,8 @@ struct decl {
 static struct decl decls[MAX_CLIENTS];
 static size_t ndecls;
 
-static void decl_take(uint32_t c)
+static void decl_build(struct decl *d, uint32_t c)
 {
-    if (ndecls == MAX_CLIENTS)
-        return;
-    struct decl *d = &decls[ndecls++];
     memset(d, 0, sizeof(*d));
     d->client = c;
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
@@ -619,6 +628,12 @@ static void decl_take(uint32_t c)
     }
 }
 
+static void decl_take(uint32_t c)
+{
+    if (ndecls < MAX_CLIENTS)
+        decl_build(&decls[ndecls++], c);
+}
+
 static void decl_drop(size_t i)
 {
     free(decls[i].rg);
@@ -626,12 +641,20 @@ static void decl_drop(size_t i)
     decls[i] = decls[--ndecls];
 }
 
-static void op_disconnect(void)
+/* Client live[k] goes; its process declares pre if given (what it maps
+ * when a reply died with vramd), else what the ledger gave it. */
+static void disconnect(uint32_t k, struct decl *pre)
 {
-    if (!W.nlive)
-        return;
-    uint32_t k = below(W.nlive), c = W.live[k];
-    decl_take(c);
+    uint32_t c = W.live[k];
+    if (pre) {
+        if (ndecls < MAX_CLIENTS)
+            decls[ndecls++] = *pre;
+        else
+            free(pre->rg), free(pre->ch);
+        memset(pre, 0, sizeof(*pre));
+    } else {
+        decl_take(c);
+    }
     int r;
     RUN("disconnect", r, false, vl_client_disconnect(&W.L, c, &W.fx));
     FAIL_IF(r != 0, "disconnect: %s", vl_why(&W.L));
@@ -647,6 +670,47 @@ static void op_disconnect(void)
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
         FAIL_IF(W.L.stage[i].used && W.L.stage[i].owner == c,
                 "stage %u still owned by a gone client", i);
+}
+
+static void op_disconnect(void)
+{
+    if (W.nlive)
+        disconnect(below(W.nlive), NULL);
+}
+
+/* Before a reserve or trim, now and then: what the owner maps. If the call
+ * then changes anything, vramd "dies" before the reply: the process still
+ * maps every chunk where it was, disconnects, and declares that. */
+static struct decl pre;
+
+static void maybe_snapshot(uint32_t owner)
+{
+    free(pre.rg);
+    free(pre.ch);
+    memset(&pre, 0, sizeof(pre));
+    if (chance(8))
+        decl_build(&pre, owner);
+}
+
+static void maybe_die_before_reply(uint32_t owner, int r)
+{
+    if (!pre.client)
+        return;
+    bool changed = false;
+    for (size_t i = 0; i < W.fx.n; i++)
+        changed |= W.fx.v[i].client == owner && (W.fx.v[i].kind == VL_FX_MOVE ||
+                                                 W.fx.v[i].kind == VL_FX_MAP);
+    if (r == 0 && changed)
+        for (uint32_t k = 0; k < W.nlive; k++)
+            if (W.live[k] == owner) {
+                pre.stale = true;
+                stats_stale++;
+                disconnect(k, &pre);
+                return;
+            }
+    free(pre.rg);
+    free(pre.ch);
+    memset(&pre, 0, sizeof(pre));
 }
 
 static void op_reap(void)
@@ -735,7 +799,31 @@ static void op_resume(void)
         d->ch[lie_i].region = lie_region;
         d->ch[lie_i].slot = lie_slot;
     }
-    if (!omit && !bogus && !liar && placed != before) {
+    /* A declaration from before an unanswered reserve or trim: every
+     * chunk it names comes back, where the process maps it. */
+    if (d->stale && !omit && !bogus && !liar)
+        for (size_t i = 0; i < n; i++) {
+            if (d->ch[i].lost) {
+                for (size_t j = 0; j < d->nst; j++)
+                    fprintf(stderr, "stage %u lost %d\n", d->st[j].id,
+                            d->st[j].lost);
+                for (size_t j = 0; j < d->nrg; j++)
+                    fprintf(stderr, "region %u (stage %u kind %d) lost %d\n",
+                            d->rg[j].id, d->rg[j].stage, d->rg[j].kind,
+                            d->rg[j].lost);
+                size_t shown = 0;
+                for (size_t j = 0; j < n && shown < 8; j++)
+                    if (d->ch[j].lost && ++shown)
+                        fprintf(stderr, "chunk %llx lost %d\n",
+                                (unsigned long long)d->ch[j].chunk,
+                                d->ch[j].lost);
+            }
+            FAIL_IF(d->ch[i].lost, "stale but honest declaration: chunk %llx "
+                    "(region %u slot %u) lost (%d)",
+                    (unsigned long long)d->ch[i].chunk, d->ch[i].region,
+                    d->ch[i].slot, d->ch[i].lost);
+        }
+    if (!omit && !bogus && !liar && !d->stale && placed != before) {
         for (size_t i = 0; i < d->nst; i++)
             fprintf(stderr, "stage %u lost %d\n", d->st[i].id, d->st[i].lost);
         for (size_t i = 0; i < d->nrg; i++)
@@ -968,8 +1056,11 @@ int main(void)
     }
     vl_fx_free(&W.fx);
     free(W.unmap);
-    printf("test_ledger_random: %llu operations in %d rounds\n",
-           (unsigned long long)W.ops, ROUNDS);
+    printf("test_ledger_random: %llu operations in %d rounds; %lu times "
+           "vramd died before a reserve's or trim's reply\n",
+           (unsigned long long)W.ops, ROUNDS, stats_stale);
+    REQUIRE(stats_stale > 0, "no reply died: the stale declarations went "
+            "untested");
     printf("%-22s %8s %8s %8s %8s %8s %8s\n", "operation", "ok", "failed",
            "map", "move", "unmap", "drop");
     for (size_t i = 0; i < 32 && stats[i].op; i++)
