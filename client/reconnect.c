@@ -251,7 +251,10 @@ int vc_reconnect(vram_client *c)
     }
     uint32_t kept = 0, nlost = 0;
     size_t held = c->chunks.n;
-    if (c->nstages || c->nregions || held) {
+    /* An engine resumes even when it knows of nothing it holds: a call whose
+     * reply died with vramd may have given it a stage, a region or chunks,
+     * which vramd keeps for it until it says what it has. */
+    if (!c->ctl || c->nstages || c->nregions || held) {
         /* The id our memory is under: the one we had, until a resume is
          * answered (a resume that broke half-way may have moved some of it
          * to the id that sent it; the daemon takes both). */

@@ -446,7 +446,11 @@ int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,
                       cJSON *msg)
 {
     for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
-        if (strcmp(handlers[i].type, type) == 0)
-            return handlers[i].fn(s, id, msg);
+        if (strcmp(handlers[i].type, type) == 0) {
+            s->srv->request_type = handlers[i].type;
+            int r = handlers[i].fn(s, id, msg);
+            s->srv->request_type = NULL;
+            return r;
+        }
     return vd_reply_err(s, id, -ENOSYS, "no handler for '%s'", type);
 }

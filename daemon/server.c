@@ -59,6 +59,13 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
     snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", socket_path);
     snprintf(srv->lock_path, sizeof(srv->lock_path), "%s.lock", socket_path);
     snprintf(srv->state_path, sizeof(srv->state_path), "%s.state", socket_path);
+    const char *crash = getenv("VRAMD_TEST_CRASH_BEFORE_REPLY");
+    if (crash && *crash) {
+        srv->crash_before_reply = crash;
+        vlog(VLOG_WARNING, "fault injection: vramd will kill itself before "
+             "replying to the first '%s' (VRAMD_TEST_CRASH_BEFORE_REPLY)",
+             crash);
+    }
 
     struct vl_device_cfg devs[VL_MAX_DEVICES];
     for (uint32_t i = 0; i < cfg->ndev; i++) {

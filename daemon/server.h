@@ -111,6 +111,12 @@ struct vd_server {
     bool activated; /* the listening socket came from the service manager */
     uint64_t started_ns;
     uint64_t last_grant_ns; /* pool refill waits for grant bursts to end */
+    /* Fault injection for tests (VRAMD_TEST_CRASH_BEFORE_REPLY=<type>):
+     * vramd kills itself after the ledger committed the first such request
+     * and before any of its effects or its reply went out, which is the
+     * window a real crash can hit. Unset in production. */
+    const char *crash_before_reply;
+    const char *request_type; /* the request being handled */
 };
 
 int vd_server_init(struct vd_server *srv, uv_loop_t *loop,

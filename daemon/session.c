@@ -4,6 +4,7 @@
  * (replies with chunks, recalls, held requests, budget events) in
  * effects.c. No memory decision is made here. */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,6 +59,13 @@ static int flush(struct vd_session *s)
 
 int vd_send(struct vd_session *s, cJSON *msg, const int *fds, int nfds)
 {
+    struct vd_server *srv = s->srv;
+    if (srv->crash_before_reply && srv->request_type &&
+        strcmp(srv->crash_before_reply, srv->request_type) == 0) {
+        vlog(VLOG_WARNING, "fault injection: killed before replying to %s",
+             srv->request_type);
+        raise(SIGKILL);
+    }
     if (s->closing)
         return -ECONNABORTED;
     int r = vram_msg_queue(&s->wire, msg, fds, nfds);
