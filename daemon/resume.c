@@ -196,6 +196,37 @@ static cJSON *lost_json(const struct vl_resume *rs)
     return o;
 }
 
+/* Why something declared was not taken back: the operator's (and a test's)
+ * only way to tell a stale declaration from a bug. Chunks are summed up by
+ * reason, with the first one named. */
+static void log_lost(const struct vd_session *s, const struct vl_resume *rs)
+{
+    for (size_t i = 0; i < rs->nstages; i++)
+        if (rs->stages[i].lost)
+            vlog(VLOG_WARNING, "client %u (%s): stage %u not taken back: %s",
+                 s->id, s->name, rs->stages[i].id,
+                 vram_errno_name(rs->stages[i].lost));
+    for (size_t i = 0; i < rs->nregions; i++)
+        if (rs->regions[i].lost)
+            vlog(VLOG_WARNING, "client %u (%s): region %u (stage %u) not "
+                 "taken back: %s", s->id, s->name, rs->regions[i].id,
+                 rs->regions[i].stage, vram_errno_name(rs->regions[i].lost));
+    static const int why[] = {-ENOENT, -EEXIST, -EXDEV, -EINVAL, -ESTALE,
+                              -EBUSY, -EADDRINUSE};
+    for (size_t w = 0; w < sizeof(why) / sizeof(why[0]); w++) {
+        size_t n = 0, first = 0;
+        for (size_t i = 0; i < rs->nchunks; i++)
+            if (rs->chunks[i].lost == why[w] && !n++)
+                first = i;
+        if (n)
+            vlog(VLOG_WARNING, "client %u (%s): %zu chunks not taken back: %s "
+                 "(first: chunk %llu, region %u, slot %u)", s->id, s->name, n,
+                 vram_errno_name(why[w]),
+                 (unsigned long long)rs->chunks[first].chunk,
+                 rs->chunks[first].region, rs->chunks[first].slot);
+    }
+}
+
 int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg)
 {
     struct vd_server *srv = s->srv;
@@ -306,6 +337,7 @@ int vd_handle_resume(struct vd_session *s, uint64_t id, cJSON *msg)
     vlog(VLOG_NOTICE, "client %u (%s, pid %d) resumed client %u: %u of %u "
          "chunks kept, %zu freed, %zu lost", s->id, s->name, (int)s->pid, from,
          kept, before, freed, d.rs.lost_chunks);
+    log_lost(s, &d.rs);
 
     cJSON *f = cJSON_CreateObject();
     vram_json_add_u64(f, "from", from);

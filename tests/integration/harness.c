@@ -156,9 +156,15 @@ int daemon_stop(struct daemon *d)
     CHECK(rc == 0, "vramd exited with %d (log %s)", rc, d->log);
     CHECK(access(d->sock, F_OK) != 0, "socket %s left behind", d->sock);
     if (rc != 0 || check_failures) {
-        fprintf(stderr, "---- vramd log (%s) ----\n", d->log);
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "tail -n 60 %s >&2", d->log);
+        /* What went wrong is usually a warning far above the tail. */
+        fprintf(stderr, "---- vramd warnings and notices (%s) ----\n", d->log);
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd),
+                 "grep -E ' (warning|error|notice|crit):' %s | tail -n 80 >&2",
+                 d->log);
+        if (system(cmd)) {}
+        fprintf(stderr, "---- vramd log, the end (%s) ----\n", d->log);
+        snprintf(cmd, sizeof(cmd), "tail -n 40 %s >&2", d->log);
         if (system(cmd)) {}
     }
     return rc;
