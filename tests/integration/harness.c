@@ -89,7 +89,12 @@ static int daemon_spawn(struct daemon *d, const char *config,
     for (int i = 0; i < 500; i++) {
         int ws;
         if (waitpid(d->pid, &ws, WNOHANG) == d->pid) {
-            fprintf(stderr, "vramd exited during start; its log:\n");
+            if (WIFSIGNALED(ws))
+                fprintf(stderr, "vramd was killed by signal %d during start; "
+                        "its log:\n", WTERMSIG(ws));
+            else
+                fprintf(stderr, "vramd exited with %d during start; its log:\n",
+                        WEXITSTATUS(ws));
             char cmd[256];
             snprintf(cmd, sizeof(cmd), "cat %s >&2", d->log);
             if (system(cmd)) {}
@@ -340,7 +345,8 @@ bool wait_dev_value(const struct daemon *d, int dev, const char *key,
 
 void rv_init(struct rendezvous *r)
 {
-    if (pipe(r->to_child) || pipe(r->to_parent))
+    /* Close-on-exec: a vramd started later must not hold them. */
+    if (pipe2(r->to_child, O_CLOEXEC) || pipe2(r->to_parent, O_CLOEXEC))
         abort();
 }
 

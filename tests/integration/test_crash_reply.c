@@ -194,7 +194,7 @@ static int run_step(struct engine *e, size_t i)
 
 static int engine(const struct daemon *d, void *arg)
 {
-    (void)arg;
+    struct rendezvous *rv = arg;
     struct engine e = {.c = connect_client(d, "engine")};
     vram_client_set_event_callback(e.c, on_event, NULL);
     int failures = 0;
@@ -219,6 +219,11 @@ static int engine(const struct daemon *d, void *arg)
         held.n = 0;
         for (size_t k = 0; k < 4; k++)
             stamp(e.c, regions[k], true, &held, &n);
+        /* The next call waits until the test has seen vramd up again:
+         * otherwise vramd could die inside it while still starting. */
+        rv_send(rv->to_parent[1], i);
+        if (rv_recv(rv->to_child[0]) != i)
+            return 100;
     }
     vram_client_close(e.c);
     return failures;
@@ -251,9 +256,15 @@ int main(void)
     setenv("VRAMD_TEST_CRASH_BEFORE_REPLY", steps[0], 1);
     REQUIRE(daemon_start(&d, config, NULL) == 0, "start vramd");
     unsetenv("VRAMD_TEST_CRASH_BEFORE_REPLY");
-    pid_t pe = spawn(engine, &d, NULL);
+    struct rendezvous rv;
+    rv_init(&rv);
+    pid_t pe = spawn(engine, &d, &rv);
+    close(rv.to_parent[1]); /* an engine that gives up is seen at once */
+    close(rv.to_child[0]);
     for (size_t i = 0; i < NSTEPS; i++) {
         await_crash_and_restart(&d, i + 1 < NSTEPS ? steps[i + 1] : NULL);
+        CHECK_EQ_U(rv_recv(rv.to_parent[0]), i);
+        rv_send(rv.to_child[1], i);
         char line[96];
         snprintf(line, sizeof(line), "killed before replying to %s", steps[i]);
         CHECK(daemon_log_contains(&d, line), "vramd did not die inside %s",
