@@ -442,6 +442,14 @@ static const struct {
     {"resume", vd_handle_resume},
 };
 
+bool vd_request_known(const char *type)
+{
+    for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+        if (strcmp(handlers[i].type, type) == 0)
+            return true;
+    return false;
+}
+
 int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,
                       cJSON *msg)
 {

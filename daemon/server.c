@@ -19,6 +19,7 @@
 #include "message.h"
 #include "notify.h"
 #include "server.h"
+#include "session.h"
 #include "state.h"
 
 static uint64_t now_ns(void)
@@ -61,6 +62,11 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
     snprintf(srv->state_path, sizeof(srv->state_path), "%s.state", socket_path);
     const char *crash = getenv("VRAMD_TEST_CRASH_BEFORE_REPLY");
     if (crash && *crash) {
+        if (!vd_request_known(crash)) {
+            vlog(VLOG_ERR, "VRAMD_TEST_CRASH_BEFORE_REPLY: '%s' is not a "
+                 "request type (see proto/messages.json)", crash);
+            return -EINVAL;
+        }
         srv->crash_before_reply = crash;
         vlog(VLOG_WARNING, "fault injection: vramd will kill itself before "
              "replying to the first '%s' (VRAMD_TEST_CRASH_BEFORE_REPLY)",

@@ -21,6 +21,8 @@ struct vd_session *vd_session_by_id(struct vd_server *srv, uint32_t id);
 /* requests.c */
 int vd_request_handle(struct vd_session *s, uint64_t id, const char *type,
                       cJSON *msg);
+/* Whether type names a request vramd handles. */
+bool vd_request_known(const char *type);
 uint32_t vd_client_chunks(struct vd_server *srv, uint32_t client);
 
 /* resume.c */

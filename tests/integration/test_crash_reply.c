@@ -210,7 +210,9 @@ static int engine(const struct daemon *d, void *arg)
             fprintf(stderr, "%s across a crash: %s (%d); %d reconnects, %d "
                     "stages and %u chunks lost, %u chunks without their data, "
                     "%u mapped of %zu held\n", steps[i],
-                    r == -EBADE ? "not done" : vram_client_last_error(e.c), r,
+                    r == 0 ? "done" : r == -EBADE ? "not done"
+                                                  : vram_client_last_error(e.c),
+                    r,
                     reconnects, lost_stages, lost_chunks, bad, n,
                     vram_client_chunks_held(e.c));
             failures++;
@@ -253,6 +255,11 @@ static void await_crash_and_restart(struct daemon *d, const char *next)
 int main(void)
 {
     struct daemon d;
+    /* A misspelt request type would never fire: refused at start. */
+    setenv("VRAMD_TEST_CRASH_BEFORE_REPLY", "kv_reserv", 1);
+    CHECK(daemon_start(&d, config, NULL) < 0 &&
+              daemon_log_contains(&d, "'kv_reserv' is not a request type"),
+          "vramd started with a fault injection that names no request");
     setenv("VRAMD_TEST_CRASH_BEFORE_REPLY", steps[0], 1);
     REQUIRE(daemon_start(&d, config, NULL) == 0, "start vramd");
     unsetenv("VRAMD_TEST_CRASH_BEFORE_REPLY");

@@ -1389,6 +1389,29 @@ static void restore_from_records(struct vl_ledger *L)
     OP(L, 0, vl_restore(L, &one, 1, rc, nrc, va, nva, rec.stage));
 }
 
+/* A ledger with one configured stage whose observer keeps the records (the
+ * vramd that dies), and one started from those records (the vramd after
+ * it). */
+static void recorded_ledger(struct vl_ledger *L, const struct vl_device_cfg *dc,
+                            const struct vl_stage_cfg *sc)
+{
+    memset(&rec, 0, sizeof(rec));
+    REQUIRE(vl_init(L, dc, 1, VA_BASE, VA_SIZE) == 0, "init");
+    L->region_align = GiB;
+    L->obs = (struct vl_observer){.chunk = rec_chunk, .va_take = rec_va_take,
+                                  .va_give = rec_va_give, .stage = rec_stage};
+    OP(L, 0, vl_stage_configure(L, sc));
+}
+
+static void restarted_ledger(struct vl_ledger *L, const struct vl_device_cfg *dc,
+                             const struct vl_stage_cfg *sc)
+{
+    REQUIRE(vl_init(L, dc, 1, VA_BASE, VA_SIZE) == 0, "init");
+    L->region_align = GiB;
+    OP(L, 0, vl_stage_configure(L, sc));
+    restore_from_records(L);
+}
+
 /* What client 1 declares: everything the first ledger gave it. */
 struct declared {
     struct vl_resume_stage st[4];
@@ -1437,12 +1460,7 @@ static void test_restart(void)
     sc.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
                                         .bytes = 8 * MiB};
     struct vl_ledger A, B, C;
-    memset(&rec, 0, sizeof(rec));
-    REQUIRE(vl_init(&A, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
-    A.region_align = GiB;
-    A.obs = (struct vl_observer){.chunk = rec_chunk, .va_take = rec_va_take,
-                                 .va_give = rec_va_give, .stage = rec_stage};
-    OP(&A, 0, vl_stage_configure(&A, &sc));
+    recorded_ledger(&A, &dc, &sc);
     OP(&A, 0, vl_client_add(&A, 1));
     OP(&A, 0, vl_stage_register(&A, 1, 0, false, &fx));
     OP(&A, 0, vl_region_grow(&A, 1, A.stage[0].fixed_region[0], 4, &fx));
@@ -1458,10 +1476,7 @@ static void test_restart(void)
     CHECK(d->rs.nchunks == held, "declared %zu of %u", d->rs.nchunks, held);
 
     /* 1. The same configuration: everything comes back where it was. */
-    REQUIRE(vl_init(&B, &dc, 1, VA_BASE, VA_SIZE) == 0, "init B");
-    B.region_align = GiB;
-    OP(&B, 0, vl_stage_configure(&B, &sc));
-    restore_from_records(&B);
+    restarted_ledger(&B, &dc, &sc);
     CHECK_EQ_U(B.dev[0].count[VL_QUARANTINED], held);
     CHECK_EQ_U(B.stage[0].quarantined, held - 8);
     CHECK_EQ_U(B.stage[0].q_fixed, 4);
@@ -1500,10 +1515,7 @@ static void test_restart(void)
     struct vl_stage_cfg sc3 = stage_cfg(0, 0, 0, 15, 3);
     sc3.nfixed = 1;
     sc3.fixed[0] = sc.fixed[0];
-    REQUIRE(vl_init(&C, &dc, 1, VA_BASE, VA_SIZE) == 0, "init C");
-    C.region_align = GiB;
-    OP(&C, 0, vl_stage_configure(&C, &sc3));
-    restore_from_records(&C);
+    restarted_ledger(&C, &dc, &sc3);
     OP(&C, 0, vl_client_add(&C, 2));
     /* Two regions declared on one range: the second is refused. */
     d->rg[d->rs.nregions] = d->rg[d->rs.nregions - 1];
@@ -1584,15 +1596,11 @@ static void test_restart(void)
  * is lost; the stage comes back as the process sees it, and its promises
  * hold (OP runs vl_check). */
 static void check_unseen_move(struct vl_ledger *A, struct declared *d,
-                              const char *what)
+                              const struct vl_device_cfg *dc,
+                              const struct vl_stage_cfg *sc, const char *what)
 {
-    struct vl_device_cfg dc = dev_cfg(0, GiB, false);
-    struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
     struct vl_ledger B;
-    REQUIRE(vl_init(&B, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
-    B.region_align = GiB;
-    OP(&B, 0, vl_stage_configure(&B, &sc));
-    restore_from_records(&B);
+    restarted_ledger(&B, dc, sc);
     OP(&B, 0, vl_client_add(&B, 2));
     vl_fx_clear(&fx);
     OP(&B, 0, vl_client_resume(&B, 2, &d->rs, &fx));
@@ -1620,12 +1628,7 @@ static void test_resume_unseen_moves(void)
     struct vl_device_cfg dc = dev_cfg(0, GiB, false);
     struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
     struct vl_ledger A;
-    memset(&rec, 0, sizeof(rec));
-    REQUIRE(vl_init(&A, &dc, 1, VA_BASE, VA_SIZE) == 0, "init");
-    A.region_align = GiB;
-    A.obs = (struct vl_observer){.chunk = rec_chunk, .va_take = rec_va_take,
-                                 .va_give = rec_va_give, .stage = rec_stage};
-    OP(&A, 0, vl_stage_configure(&A, &sc));
+    recorded_ledger(&A, &dc, &sc);
     OP(&A, 0, vl_client_add(&A, 1));
     OP(&A, 0, vl_stage_register(&A, 1, 0, false, &fx));
     OP(&A, 0, vl_expert_request(&A, 1, 0, 0, &fx)); /* the window, lent */
@@ -1638,14 +1641,14 @@ static void test_resume_unseen_moves(void)
     OP(&A, 0, vl_kv_reserve(&A, 1, 0, 100000, 0, NULL, &fx));
     CHECK(fx_count(VL_FX_MOVE, 1) > 10, "the reserve moved %zu loans",
           fx_count(VL_FX_MOVE, 1));
-    check_unseen_move(&A, d, "reserve");
+    check_unseen_move(&A, d, &dc, &sc, "reserve");
 
     declare_all(&A, 1, d); /* the reserve's reply applied */
     vl_fx_clear(&fx);
     OP(&A, 0, vl_kv_trim(&A, 1, 0, 0, &fx));
     CHECK(fx_count(VL_FX_MOVE, 1) > 10, "the trim lent %zu chunks",
           fx_count(VL_FX_MOVE, 1));
-    check_unseen_move(&A, d, "trim");
+    check_unseen_move(&A, d, &dc, &sc, "trim");
     free(d);
     vl_fini(&A);
 }
