@@ -1,5 +1,7 @@
-/* Unit tests of the ledger: one function per rule, each with real numbers.
- * vl_check() runs after every operation (the OP macro). */
+/* Unit tests of the ledger, each with real numbers. A test function is
+ * named by the rule it tests, test_r<NN>_... (R1..R13 as in
+ * daemon/ledger/README.md); one that touches others names them in a
+ * comment. vl_check() runs after every operation (the OP macro). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -134,9 +136,9 @@ static void answer_unmaps(struct vl_ledger *L, uint32_t client)
     free(ids);
 }
 
-/* ---- (1) the seed's figures ---------------------------------------------- */
+/* ---- R4: the seed's figures (also R3, R5, R8) ----------------------------- */
 
-static void test_seed_replay(void)
+static void test_r04_seed_replay(void)
 {
     struct vl_device_cfg devs[2] = {dev_cfg(0, 16 * GiB, false),
                                     dev_cfg(1, 16 * GiB, false)};
@@ -238,9 +240,9 @@ static void test_seed_replay(void)
     vl_fini(&L);
 }
 
-/* ---- (2) the KV target --------------------------------------------------- */
+/* ---- R3: the KV target ---------------------------------------------------- */
 
-static void test_target_tokens(void)
+static void test_r03_target_tokens(void)
 {
     struct vl_stage_cfg c = stage_cfg(0, 0, 0, 31, 16);
     CHECK_EQ_U(vl_kv_target_tokens(&c, 0), 16384);
@@ -294,9 +296,9 @@ static void test_target_tokens(void)
     vl_fini(&L);
 }
 
-/* ---- (3) admission --------------------------------------------------------- */
+/* ---- R2: admission -------------------------------------------------------- */
 
-static void test_admission(void)
+static void test_r02_admission(void)
 {
     struct vl_device_cfg devs[2] = {dev_cfg(0, 16 * GiB, false),
                                     dev_cfg(1, 16 * GiB, false)};
@@ -398,9 +400,9 @@ static void test_admission(void)
     CHECK(vl_init(&L, &tiny, 1, VA_BASE, VA_SIZE) == -EINVAL, "below one chunk");
 }
 
-/* ---- (4) no-loan safety ----------------------------------------------------- */
+/* ---- R7: no-loan safety --------------------------------------------------- */
 
-static void test_no_loan_safety(void)
+static void test_r07_no_loan_safety(void)
 {
     struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
     struct vl_ledger L;
@@ -465,9 +467,9 @@ static void test_no_loan_safety(void)
     vl_fini(&L);
 }
 
-/* ---- (5) keep_window ---------------------------------------------------------- */
+/* ---- R8: keep_window, nothing trimmed ------------------------------------- */
 
-static void test_keep_window(void)
+static void test_r08_keep_window(void)
 {
     struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
     struct vl_ledger L;
@@ -503,9 +505,9 @@ static void test_keep_window(void)
     vl_fini(&L);
 }
 
-/* ---- (6) headroom ------------------------------------------------------------- */
+/* ---- R5: loans keep the headroom unlent ----------------------------------- */
 
-static void test_headroom(void)
+static void test_r05_headroom(void)
 {
     struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
     struct vl_ledger L;
@@ -556,9 +558,9 @@ static void test_headroom(void)
     vl_fini(&L);
 }
 
-/* ---- (7) layer-scoped slot claims ------------------------------------------------ */
+/* ---- R9: layer-scoped slot claims ----------------------------------------- */
 
-static void test_layer_claims(void)
+static void test_r09_layer_claims(void)
 {
     struct vl_device_cfg d = dev_cfg(0, 4 * GiB, false);
     struct vl_ledger L;
@@ -628,9 +630,9 @@ static void test_layer_claims(void)
     vl_fini(&L);
 }
 
-/* ---- (8) foreign chunks ------------------------------------------------------------ */
+/* ---- R10: foreign chunks -------------------------------------------------- */
 
-static void test_foreign_chunk(void)
+static void test_r10_foreign_chunk(void)
 {
     /* Device ids are not their indexes, to catch a mix-up of the two. */
     struct vl_device_cfg devs[2] = {dev_cfg(7, 64 * MiB, false),
@@ -660,7 +662,7 @@ static void test_foreign_chunk(void)
     vl_fini(&L);
 }
 
-/* ---- (9) ad-hoc stages and regions ------------------------------------------------- */
+/* ---- R1: ad-hoc stages and regions (also R2) ------------------------------ */
 
 static void check_regions_disjoint(struct vl_ledger *L)
 {
@@ -682,7 +684,7 @@ static void check_regions_disjoint(struct vl_ledger *L)
     }
 }
 
-static void test_adhoc(void)
+static void test_r01_adhoc(void)
 {
     struct vl_device_cfg d = dev_cfg(0, 64 * MiB, false); /* 32 chunks */
     struct vl_ledger L;
@@ -824,9 +826,9 @@ static void test_adhoc(void)
     vl_fini(&L);
 }
 
-/* ---- (10) quarantine ------------------------------------------------------------- */
+/* ---- R11: quarantine (also R13) ------------------------------------------- */
 
-static void test_quarantine(void)
+static void test_r11_quarantine(void)
 {
     struct vl_device_cfg d = dev_cfg(0, 64 * MiB, false); /* 32 chunks */
     struct vl_ledger L;
@@ -944,9 +946,9 @@ static void test_quarantine(void)
     vl_fini(&L);
 }
 
-/* ---- (11) two clients on one device: recall, hold, delinquency ----------------- */
+/* ---- R6: two clients on one device: recall, hold (also R5, R11) ----------- */
 
-static void test_two_clients_recall(void)
+static void test_r06_two_clients_recall(void)
 {
     /* 1 GiB = 512 chunks. Stage 0 (client A = 1): window 66, initial 5.
      * Stage 1 (client B = 2): window 264 (4 lanes), initial 20. Unreserved:
@@ -1127,9 +1129,9 @@ static void test_two_clients_recall(void)
     vl_fini(&L);
 }
 
-/* ---- trims and reserves with unmaps outstanding -------------------------------- */
+/* ---- R8: trims and reserves with unmaps outstanding ----------------------- */
 
-static void test_pending_unmaps(void)
+static void test_r08_pending_unmaps(void)
 {
     /* No expert room beyond 2 chunks: trims mostly release. */
     struct vl_device_cfg d = dev_cfg(0, GiB, false);
@@ -1191,9 +1193,9 @@ static void test_pending_unmaps(void)
     vl_fini(&L);
 }
 
-/* ---- the address window ---------------------------------------------------- */
+/* ---- R1: the address window regions are carved from ----------------------- */
 
-static void test_address_window(void)
+static void test_r01_address_window(void)
 {
     /* 64 MiB of address space, a 1 GiB device: the expert region of a stage
      * (sized to the device) can't be reserved. */
@@ -1240,7 +1242,7 @@ static void test_address_window(void)
     vl_fini(&L);
 }
 
-/* ---- (12) vl_check catches corruption ----------------------------------------- */
+/* ---- R1: vl_check catches corruption (also R9, R10) ----------------------- */
 
 static void corrupt_and_check(const char *what, void (*mutate)(struct vl_ledger *))
 {
@@ -1308,7 +1310,7 @@ static void claim_unbacked(struct vl_ledger *L)
 }
 static void client_count(struct vl_ledger *L) { L->client[0].chunks++; }
 
-static void test_check_catches_corruption(void)
+static void test_r01_check_catches_corruption(void)
 {
     corrupt_and_check("kv counter bumped", bump_kv);
     corrupt_and_check("free count bumped", bump_free_count);
@@ -1325,7 +1327,7 @@ static void test_check_catches_corruption(void)
 }
 
 
-/* ---- rule 13: restart --------------------------------------------------- */
+/* ---- R13: restart --------------------------------------------------------- */
 
 /* What a state file would hold, kept by the observer of the first ledger. */
 static struct {
@@ -1452,7 +1454,7 @@ static void declare_all(struct vl_ledger *L, uint32_t client, struct declared *d
     d->rs.from = client;
 }
 
-static void test_restart(void)
+static void test_r13_restart(void)
 {
     struct vl_device_cfg dc = dev_cfg(0, GiB, false); /* 512 chunks */
     struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
@@ -1623,7 +1625,7 @@ static void check_unseen_move(struct vl_ledger *A, struct declared *d,
     vl_fini(&B);
 }
 
-static void test_resume_unseen_moves(void)
+static void test_r13_resume_unseen_moves(void)
 {
     struct vl_device_cfg dc = dev_cfg(0, GiB, false);
     struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 15, 2);
@@ -1656,7 +1658,7 @@ static void test_resume_unseen_moves(void)
 /* Declarations a hostile or confused process might send (found by review,
  * each once broke an invariant or memory safety): the ledger refuses or
  * loses the item, and every invariant holds (OP runs vl_check). */
-static void test_resume_hostile(void)
+static void test_r13_resume_hostile(void)
 {
     struct vl_device_cfg dc = dev_cfg(0, 128 * MiB, false); /* 64 chunks */
     struct vl_stage_cfg sc = stage_cfg(0, 0, 0, 3, 1);
@@ -1749,23 +1751,23 @@ static void test_resume_hostile(void)
 
 int main(void)
 {
-    test_seed_replay();
-    test_target_tokens();
-    test_admission();
-    test_no_loan_safety();
-    test_keep_window();
-    test_headroom();
-    test_layer_claims();
-    test_foreign_chunk();
-    test_adhoc();
-    test_quarantine();
-    test_two_clients_recall();
-    test_pending_unmaps();
-    test_address_window();
-    test_check_catches_corruption();
-    test_restart();
-    test_resume_hostile();
-    test_resume_unseen_moves();
+    test_r04_seed_replay();
+    test_r03_target_tokens();
+    test_r02_admission();
+    test_r07_no_loan_safety();
+    test_r08_keep_window();
+    test_r05_headroom();
+    test_r09_layer_claims();
+    test_r10_foreign_chunk();
+    test_r01_adhoc();
+    test_r11_quarantine();
+    test_r06_two_clients_recall();
+    test_r08_pending_unmaps();
+    test_r01_address_window();
+    test_r01_check_catches_corruption();
+    test_r13_restart();
+    test_r13_resume_hostile();
+    test_r13_resume_unseen_moves();
     vl_fx_free(&fx);
     return check_report("test_ledger");
 }

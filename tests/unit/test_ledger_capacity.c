@@ -1,6 +1,6 @@
-/* A device's capacity changed at run time: the ledger keeps its accounting
- * (free + held == capacity) and refuses what is in use, reserved or above
- * the size it started with. */
+/* R12: a device's capacity changed at run time: the ledger keeps its
+ * accounting (free + held == capacity) and refuses what is in use, reserved
+ * or above the size it started with. */
 #include <errno.h>
 #include <string.h>
 
@@ -15,10 +15,13 @@ static void ok(struct vl_ledger *L, int r, int want, const char *what)
     CHECK(vl_check(L) == 0, "%s: invariant: %s", what, vl_why(L));
 }
 
-int main(void)
+/* 64 chunks */
+static const struct vl_device_cfg dev = {.id = 0, .chunk_bytes = 2 * MiB,
+                                         .capacity_bytes = 128 * MiB};
+
+/* Down to what is in use, never below it, and back up to the size at start. */
+static void test_r12_capacity_in_use(void)
 {
-    struct vl_device_cfg dev = {.id = 0, .chunk_bytes = 2 * MiB,
-                                .capacity_bytes = 128 * MiB}; /* 64 chunks */
     struct vl_ledger L;
     REQUIRE(vl_init(&L, &dev, 1, 1ull << 40, 1ull << 40) == 0, "init");
     struct vl_fxlist fx = {0};
@@ -43,8 +46,12 @@ int main(void)
     ok(&L, vl_region_grow(&L, 1, r2, 1, &fx), -ENOSPC, "full");
     vl_fx_free(&fx);
     vl_fini(&L);
+}
 
-    /* A configured stage's reservation is not given away. */
+/* A configured stage's reservation is not given away (R2). */
+static void test_r12_capacity_reserved(void)
+{
+    struct vl_ledger L;
     REQUIRE(vl_init(&L, &dev, 1, 1ull << 40, 1ull << 40) == 0, "init");
     struct vl_stage_cfg sc;
     memset(&sc, 0, sizeof(sc));
@@ -62,5 +69,11 @@ int main(void)
     CHECK(strstr(vl_why(&L), "reserve 32 MiB") != NULL, "why: %s", vl_why(&L));
     ok(&L, vl_device_set_capacity(&L, 0, 32 * MiB, false), 0, "at the reservation");
     vl_fini(&L);
+}
+
+int main(void)
+{
+    test_r12_capacity_in_use();
+    test_r12_capacity_reserved();
     return check_report("test_ledger_capacity");
 }

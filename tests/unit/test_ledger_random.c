@@ -578,7 +578,7 @@ static void op_answer_unmaps(bool all)
 }
 
 /* What a client's process knows it holds, taken at its disconnect: the
- * declaration it makes when it resumes (rule 13). */
+ * declaration it makes when it resumes (R13). */
 struct decl {
     uint32_t client;
     bool stale; /* taken before a reserve or trim whose reply never came */
@@ -994,7 +994,11 @@ static void teardown_round(void)
     vl_fini(&W.L);
 }
 
-int main(void)
+/* R4: after every round's settling each registered stage reaches its native
+ * context. Every operation also checks R1 (vl_check, and the shadow map of
+ * holders: no chunk granted while someone holds it), R11 (quarantine until
+ * the reap) and R13 (resumes, with replies that died with vramd). */
+static void test_r04_random_rounds(void)
 {
     const char *env = getenv("VRAM_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 0)
@@ -1054,6 +1058,11 @@ int main(void)
         settle_round();
         teardown_round();
     }
+}
+
+int main(void)
+{
+    test_r04_random_rounds();
     vl_fx_free(&W.fx);
     free(W.unmap);
     printf("test_ledger_random: %llu operations in %d rounds; %lu times "

@@ -4,7 +4,9 @@
  * change state only when they succeed; what the rest of the daemon must do as
  * a consequence (send a chunk's fd, tell a client to move or unmap a chunk,
  * free physical memory, announce a residency change) comes back as a list of
- * effects. Every rule of the broker lives in ledger.c; read it top to bottom.
+ * effects. Every rule of the broker lives in this folder: README.md lists
+ * them, R1..R13, and names the file that enforces each; the code and the
+ * tests (test_rNN_*) carry the same numbers.
  *
  * Accounting, per device, in chunks:
  *   fixed + kv + loaned + free + quarantined == capacity
@@ -13,7 +15,7 @@
  * stage: lent, state loaned or recalling; of an ad-hoc stage: granted). Every
  * chunk is in one state with at most one holder.
  *
- * Promises, per configured stage (see rules 2 and 4 in ledger.c): the part
+ * Promises, per configured stage (R2 and R4 in README.md): the part
  * of its reservation not granted yet. "Hard" promises (fixed reservations,
  * the window of a no-loan stage) are always backed by free chunks; the rest
  * is backed by free chunks or by recallable pool loans.
@@ -147,7 +149,7 @@ struct vl_stage {
     uint32_t quarantined;    /* chunks of its regions waiting for a reap */
     uint32_t q_fixed;        /* of those, fixed chunks */
     uint32_t held_by;        /* ad-hoc, unowned: kept for this gone client,
-                                whose process may come back for it (rule 13) */
+                                whose process may come back for it (R13) */
 };
 
 struct vl_device {
@@ -194,7 +196,7 @@ struct vl_fxlist {
 };
 
 /* Address space a gone client's process still has reserved for a region:
- * nobody else gets it until that process is reaped or resumes (rule 13). */
+ * nobody else gets it until that process is reaped or resumes (R13). */
 struct vl_va_hold {
     uint32_t client;
     uint32_t region; /* the region's id, kept for a resume */
@@ -202,7 +204,7 @@ struct vl_va_hold {
     uint32_t tag;
 };
 
-/* Sees every change a restarted daemon would need to know (rule 13): who
+/* Sees every change a restarted daemon would need to know (R13): who
  * holds each chunk, which address ranges are reserved by whom, which ad-hoc
  * stage ids are taken. The daemon mirrors them into its state file. */
 struct vl_observer {
@@ -330,7 +332,7 @@ uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage);
 /* A recall deadline passed with chunks still held by client. */
 void vl_recall_missed(struct vl_ledger *L, uint32_t client);
 
-/* ---- restart (rule 13) ---- */
+/* ---- restart (R13) ---- */
 
 /* What a restarted daemon finds in its state file: processes that were
  * clients and still run, and what they hold. */

@@ -1,0 +1,349 @@
+/* vl_check: every invariant of the ledger, recomputed from scratch.
+ *
+ * Checks R1 (pools, holders, counters), R2 and R4 (promises), R9 (claims),
+ * R10 (no foreign chunk in a region), R11 (quarantine counted per stage)
+ * and R13 (held address ranges). */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+/* R1: every chunk in one state, held by one known client (R11: a gone one
+ * only in quarantine), mapped in one (region, slot) that points back, of
+ * its own device (R10); the counters add up to the capacity (R12: less what
+ * is withheld). */
+static int check_chunks(struct vl_ledger *L, uint32_t *held,
+                        uint32_t *qstage)
+{
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        uint32_t cnt[VL_NSTATES] = {0}, cat[VL_CAT_LOAN + 1] = {0};
+        for (uint32_t k = 0; k < d->nchunks; k++) {
+            struct vl_chunk *c = &d->chunks[k];
+            if (c->state >= VL_NSTATES || c->cat > VL_CAT_LOAN)
+                return vli_fail(L, -EFAULT, "device %u chunk %u: bad state or "
+                                "category", d->cfg.id, k);
+            cnt[c->state]++;
+            cat[c->cat]++;
+            bool is_held = c->state != VL_FREE;
+            if (is_held != (c->holder != 0))
+                return vli_fail(L, -EFAULT, "device %u chunk %u: %s with "
+                                "holder %u", d->cfg.id, k,
+                                vl_state_name(c->state), c->holder);
+            if (is_held) {
+                size_t ci = 0;
+                while (ci < L->nclient && L->client[ci].id != c->holder)
+                    ci++;
+                if (ci == L->nclient)
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: held by "
+                                    "unknown client %u", d->cfg.id, k,
+                                    c->holder);
+                held[ci]++;
+                if (L->client[ci].gone && c->state != VL_QUARANTINED)
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: %s, held "
+                                    "by gone client %u", d->cfg.id, k,
+                                    vl_state_name(c->state), c->holder);
+            }
+            if ((c->state == VL_FREE || c->state == VL_QUARANTINED) &&
+                (c->region || c->cat != VL_CAT_NONE))
+                return vli_fail(L, -EFAULT, "device %u chunk %u: %s but mapped",
+                                d->cfg.id, k, vl_state_name(c->state));
+            if (c->state != VL_FREE && c->state != VL_QUARANTINED &&
+                (!c->region || c->cat == VL_CAT_NONE))
+                return vli_fail(L, -EFAULT, "device %u chunk %u: %s but in no "
+                                "region", d->cfg.id, k,
+                                vl_state_name(c->state));
+            if (c->qstage != VL_QSTAGE_NONE) {
+                if (c->state != VL_QUARANTINED || c->qstage >= VL_MAX_STAGES ||
+                    !L->stage[c->qstage].configured)
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: %s, "
+                                    "counted as quarantine of stage %u",
+                                    d->cfg.id, k, vl_state_name(c->state),
+                                    c->qstage);
+                qstage[c->qstage]++;
+                qstage[VL_MAX_STAGES + c->qstage] += c->qcat == VL_CAT_FIXED;
+            } else if (c->qcat) {
+                return vli_fail(L, -EFAULT, "device %u chunk %u: a quarantine "
+                                "category without a stage", d->cfg.id, k);
+            }
+            if (c->region) {
+                struct vl_region *r = vl_region_find(L, c->region);
+                if (!r || c->slot >= r->lanes * r->stride_slots ||
+                    r->slot_chunk[c->slot] != vl_chunk_id(di, k))
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: region %u "
+                                    "slot %u does not point back", d->cfg.id, k,
+                                    c->region, c->slot);
+                if (r->client != c->holder)
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: two "
+                                    "holders (%u, region of %u)", d->cfg.id, k,
+                                    c->holder, r->client);
+                if (r->device != d->cfg.id) /* R10 */
+                    return vli_fail(L, -EFAULT, "chunk %u of device %u in a "
+                                    "region of device %u", k, d->cfg.id,
+                                    r->device);
+                if (c->cat != vli_cat_of_kind(r))
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: wrong "
+                                    "category", d->cfg.id, k);
+                struct vl_stage *rs = vli_stage_get(L, r->stage);
+                bool loan = rs && rs->configured && r->kind == VL_EXPERT;
+                if (c->state == VL_LOANED && !loan)
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: loaned "
+                                    "outside a stage's expert region",
+                                    d->cfg.id, k);
+                if (c->state == VL_GRANTED && loan)
+                    return vli_fail(L, -EFAULT, "device %u chunk %u: granted "
+                                    "in a stage's expert region", d->cfg.id, k);
+            }
+        }
+        for (int st = 0; st < VL_NSTATES; st++)
+            if (cnt[st] != d->count[st])
+                return vli_fail(L, -EFAULT, "device %u: %u %s chunks counted "
+                                "as %u", d->cfg.id, cnt[st], vl_state_name(st),
+                                d->count[st]);
+        if (cat[VL_CAT_FIXED] != d->fixed || cat[VL_CAT_KV] != d->kv ||
+            cat[VL_CAT_LOAN] != d->loaned)
+            return vli_fail(L, -EFAULT, "device %u: category counters drifted",
+                            d->cfg.id);
+        if (d->withheld > cnt[VL_FREE])
+            return vli_fail(L, -EFAULT, "device %u: %u chunks withheld, %u "
+                            "free", d->cfg.id, d->withheld, cnt[VL_FREE]);
+        if ((uint64_t)d->fixed + d->kv + d->loaned + cnt[VL_FREE] - d->withheld +
+                cnt[VL_QUARANTINED] != vl_capacity(d))
+            return vli_fail(L, -EFAULT, "device %u: fixed %u + kv %u + loaned "
+                            "%u + free %u + quarantined %u != capacity %u",
+                            d->cfg.id, d->fixed, d->kv, d->loaned,
+                            cnt[VL_FREE] - d->withheld, cnt[VL_QUARANTINED],
+                            vl_capacity(d));
+        if (d->nfree != cnt[VL_FREE])
+            return vli_fail(L, -EFAULT, "device %u: free stack holds %u, %u "
+                            "free", d->cfg.id, d->nfree, cnt[VL_FREE]);
+        for (uint32_t i = 0; i < d->nfree; i++)
+            if (d->free_stack[i] >= d->nchunks ||
+                d->chunks[d->free_stack[i]].state != VL_FREE)
+                return vli_fail(L, -EFAULT, "device %u: entry %u of the free "
+                                "stack is not a free chunk", d->cfg.id, i);
+        if (d->reserved > vl_capacity(d))
+            return vli_fail(L, -EFAULT, "device %u: reservations exceed "
+                            "capacity", d->cfg.id);
+    }
+    return 0;
+}
+
+static int check_regions(struct vl_ledger *L)
+{
+    for (size_t i = 0; i < L->nregion; i++) {
+        struct vl_region *r = L->region[i];
+        uint32_t used = 0;
+        struct vl_client *cl = vl_client_find(L, r->client);
+        struct vl_stage *s = vli_stage_get(L, r->stage);
+        if (!cl || cl->gone || !s || s->owner != r->client)
+            return vli_fail(L, -EFAULT, "region %u: client %u or its stage %u "
+                            "is gone", r->id, r->client, r->stage);
+        for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++) {
+            if (r->slot_chunk[k] == VL_CHUNK_NONE)
+                continue;
+            if (k % r->stride_slots >= r->lane_slots[k / r->stride_slots])
+                return vli_fail(L, -EFAULT, "region %u: slot %u beyond its "
+                                "lane", r->id, k);
+            struct vl_chunk *c = vli_chunk_get(L, r->slot_chunk[k], NULL, NULL);
+            if (!c || c->region != r->id || c->slot != k)
+                return vli_fail(L, -EFAULT, "region %u slot %u: chunk does not "
+                                "point back", r->id, k);
+            used++;
+        }
+        if (used != r->used)
+            return vli_fail(L, -EFAULT, "region %u: %u used, counted %u", r->id,
+                            used, r->used);
+        for (uint32_t l = 0; l < r->lanes; l++) {
+            const uint64_t *lc = r->slot_chunk + (size_t)l * r->stride_slots;
+            uint32_t n = 0, first_empty = r->lane_slots[l], hi = 0;
+            for (uint32_t k = 0; k < r->stride_slots; k++) {
+                if (lc[k] == VL_CHUNK_NONE) {
+                    if (first_empty == r->lane_slots[l] && k < first_empty)
+                        first_empty = k;
+                    continue;
+                }
+                n++;
+                hi = k + 1;
+            }
+            if (n != r->lane_count[l] || r->lane_lo[l] > first_empty ||
+                r->lane_hi[l] != hi)
+                return vli_fail(L, -EFAULT, "region %u lane %u: hints drifted "
+                                "(count %u/%u, lo %u > %u, hi %u/%u)", r->id, l,
+                                n, r->lane_count[l], r->lane_lo[l], first_empty,
+                                r->lane_hi[l], hi);
+        }
+        uint64_t a0 = r->base, a1 = r->base + r->va_bytes;
+        if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
+            return vli_fail(L, -EFAULT, "region %u: outside the address window",
+                            r->id);
+        for (size_t j = i + 1; j < L->nregion; j++) {
+            struct vl_region *o = L->region[j];
+            uint64_t b0 = o->base, b1 = o->base + o->va_bytes;
+            if (a0 < b1 && b0 < a1)
+                return vli_fail(L, -EFAULT, "regions %u and %u overlap", r->id,
+                                o->id);
+            if (r->id == o->id)
+                return vli_fail(L, -EFAULT, "two regions with id %u", r->id);
+        }
+    }
+    return 0;
+}
+
+/* Address ranges held for gone clients' processes (R13). */
+static int check_holds(struct vl_ledger *L)
+{
+    for (size_t i = 0; i < L->nva_hold; i++) {
+        struct vl_va_hold *h = &L->va_hold[i];
+        struct vl_client *cl = vl_client_find(L, h->client);
+        if (!cl || !cl->gone)
+            return vli_fail(L, -EFAULT, "address range %#llx held for client "
+                            "%u, which is not gone",
+                            (unsigned long long)h->base, h->client);
+        uint64_t a0 = h->base, a1 = h->base + h->size;
+        if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
+            return vli_fail(L, -EFAULT, "held range %#llx: outside the address "
+                            "window", (unsigned long long)a0);
+        for (size_t j = 0; j < L->nregion; j++) {
+            struct vl_region *o = L->region[j];
+            if (a0 < o->base + o->va_bytes && o->base < a1)
+                return vli_fail(L, -EFAULT, "held range %#llx overlaps region "
+                                "%u", (unsigned long long)a0, o->id);
+        }
+        for (size_t j = i + 1; j < L->nva_hold; j++) {
+            struct vl_va_hold *o = &L->va_hold[j];
+            if (a0 < o->base + o->size && o->base < a1)
+                return vli_fail(L, -EFAULT, "held ranges %#llx and %#llx "
+                                "overlap", (unsigned long long)a0,
+                                (unsigned long long)o->base);
+        }
+        for (size_t j = 0; j < L->nva_free; j++) {
+            struct vl_va_range *f = &L->va_free[j];
+            if (f->size && a0 < f->base + f->size && f->base < a1)
+                return vli_fail(L, -EFAULT, "held range %#llx is also free",
+                                (unsigned long long)a0);
+        }
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used || s->configured || s->owner)
+            continue;
+        struct vl_client *cl = vl_client_find(L, s->held_by);
+        if (!cl || !cl->gone)
+            return vli_fail(L, -EFAULT, "ad-hoc stage %u has no owner and no "
+                            "gone client holds it", i);
+    }
+    return 0;
+}
+
+static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
+{
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used)
+            continue;
+        if (s->owner) {
+            struct vl_client *cl = vl_client_find(L, s->owner);
+            if (!cl || cl->gone)
+                return vli_fail(L, -EFAULT, "stage %u: owner %u is gone", i,
+                                s->owner);
+        }
+        uint32_t kv = 0, loan = 0, fixed = 0, rec = 0;
+        for (size_t j = 0; j < L->nregion; j++) {
+            struct vl_region *r = L->region[j];
+            if (r->stage != i)
+                continue;
+            uint32_t *p = r->kind == VL_KV ? &kv : r->kind == VL_EXPERT ? &loan : &fixed;
+            *p += r->used;
+            if (r->kind == VL_EXPERT)
+                for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++)
+                    if (r->slot_chunk[k] != VL_CHUNK_NONE &&
+                        vli_chunk_get(L, r->slot_chunk[k], NULL, NULL)->state ==
+                            VL_RECALLING)
+                        rec++;
+        }
+        if (kv != s->kv_chunks || loan != s->loan_chunks ||
+            fixed != s->fixed_chunks || rec != s->recalling)
+            return vli_fail(L, -EFAULT, "stage %u: counters drifted (kv %u/%u, "
+                            "loans %u/%u, fixed %u/%u, recalling %u/%u)", i, kv,
+                            s->kv_chunks, loan, s->loan_chunks, fixed,
+                            s->fixed_chunks, rec, s->recalling);
+        if (qstage[i] != s->quarantined ||
+            qstage[VL_MAX_STAGES + i] != s->q_fixed)
+            return vli_fail(L, -EFAULT, "stage %u: %u quarantined chunks (%u "
+                            "fixed), counted %u (%u)", i, qstage[i],
+                            qstage[VL_MAX_STAGES + i], s->quarantined,
+                            s->q_fixed);
+        if (!s->configured)
+            continue;
+        if (s->quarantined && s->owner) /* R11 */
+            return vli_fail(L, -EFAULT, "stage %u: registered while its old "
+                            "chunks are quarantined", i);
+        /* R4: the native-context guarantee: KV never outgrows the window,
+         * and fixed regions never their reservation. */
+        if (s->kv_chunks > s->window_chunks)
+            return vli_fail(L, -EFAULT, "stage %u: KV %u chunks over its "
+                            "window %u", i, s->kv_chunks, s->window_chunks);
+        if (s->fixed_chunks > s->fixed_reserved)
+            return vli_fail(L, -EFAULT, "stage %u: fixed %u chunks over its "
+                            "reservation %u", i, s->fixed_chunks,
+                            s->fixed_reserved);
+        /* R9: claims only on backed slots, by layers of the stage. */
+        uint32_t backed = vl_expert_slots_backed(L, i);
+        for (uint32_t k = 0; k < s->nslots; k++) {
+            uint16_t o = s->slot_layer[k];
+            if (o == VLI_SLOT_LAYER_NONE)
+                continue;
+            if (k >= backed || o < s->cfg.first_layer || o > s->cfg.last_layer)
+                return vli_fail(L, -EFAULT, "stage %u: slot %u claimed by "
+                                "layer %u (%u slots backed, layers %u-%u)", i,
+                                k, o, backed, s->cfg.first_layer,
+                                s->cfg.last_layer);
+        }
+    }
+    /* Promises (R2 and R4), per device. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        struct vli_promises p = vli_dev_promises(L, d);
+        uint64_t full = 0, pool = 0;
+        for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+            struct vl_stage *s = &L->stage[i];
+            if (s->used && s->configured && s->cfg.device == d->cfg.id) {
+                full += vli_stage_full(s);
+                pool += vli_pool_loans(s);
+            }
+        }
+        if (vli_dev_free(d) < p.hard)
+            return vli_fail(L, -EFAULT, "device %u: %u chunks free, %u "
+                            "promised hard", d->cfg.id, vli_dev_free(d),
+                            p.hard);
+        if ((uint64_t)vli_dev_free(d) + pool + d->count[VL_QUARANTINED] < full)
+            return vli_fail(L, -EFAULT, "device %u: free %u + pool loans %llu "
+                            "+ quarantined %u do not cover the %llu chunks "
+                            "promised", d->cfg.id, vli_dev_free(d),
+                            (unsigned long long)pool, d->count[VL_QUARANTINED],
+                            (unsigned long long)full);
+    }
+    return 0;
+}
+
+int vl_check(struct vl_ledger *L)
+{
+    uint32_t qstage[2 * VL_MAX_STAGES] = {0};
+    uint32_t *held = calloc(L->nclient ? L->nclient : 1, sizeof(*held));
+    if (!held)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    int e = check_chunks(L, held, qstage);
+    for (size_t ci = 0; e == 0 && ci < L->nclient; ci++)
+        if (held[ci] != L->client[ci].chunks)
+            e = vli_fail(L, -EFAULT, "client %u holds %u chunks, counted %u",
+                         L->client[ci].id, held[ci], L->client[ci].chunks);
+    free(held);
+    if (e == 0)
+        e = check_regions(L);
+    if (e == 0)
+        e = check_holds(L);
+    if (e == 0)
+        e = check_stages(L, qstage);
+    return e;
+}

@@ -1,0 +1,98 @@
+/* What a client does with chunks it holds: gives them back, moves one
+ * between its ad-hoc regions, offers one to a region.
+ *
+ * Enforces R10 (foreign chunks) and the release side of R11 (a recalled
+ * or trimmed chunk is free only once its holder gave it back). */
+#include "internal.h"
+
+#include <errno.h>
+
+/* R10: a chunk only ever goes to a region of its own device. */
+int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk, uint32_t region)
+{
+    struct vl_device *d = NULL;
+    if (!vli_chunk_get(L, chunk, &d, NULL))
+        return vli_fail(L, -ENOENT, "no chunk %llu", (unsigned long long)chunk);
+    struct vl_region *r = vl_region_find(L, region);
+    if (!r)
+        return vli_fail(L, -ENOENT, "no region %u", region);
+    if (d->cfg.id != r->device)
+        return vli_fail(L, -EXDEV, "foreign chunk: chunk %llu belongs to "
+                        "device %u, region %u to device %u",
+                        (unsigned long long)chunk, d->cfg.id, region,
+                        r->device);
+    return 0;
+}
+
+int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
+                  uint32_t region, uint32_t slot, struct vl_fxlist *fx)
+{
+    struct vl_device *d = NULL;
+    uint32_t idx = 0;
+    struct vl_chunk *c = vli_chunk_get(L, chunk, &d, &idx);
+    if (!c || c->holder != client || c->state != VL_GRANTED || !c->region)
+        return vli_fail(L, -ENOENT, "chunk %llu is not a granted chunk of "
+                        "yours", (unsigned long long)chunk);
+    struct vl_region *r = vli_own_region(L, client, region);
+    if (!r)
+        return vli_fail(L, -ENOENT, "region %u is not yours", region);
+    int e = vl_chunk_check_region(L, chunk, region); /* R10 */
+    if (e < 0)
+        return e;
+    struct vl_region *from = vl_region_find(L, c->region);
+    struct vl_stage *sf = vli_stage_get(L, from->stage);
+    struct vl_stage *st = vli_stage_get(L, r->stage);
+    if (sf->configured || st->configured)
+        return vli_fail(L, -EPERM, "the regions of configured stages are "
+                        "arranged by kv_reserve, kv_trim and expert_request");
+    if (slot >= r->lanes * r->stride_slots ||
+        slot % r->stride_slots >= r->lane_slots[slot / r->stride_slots])
+        return vli_fail(L, -EINVAL, "slot %u is outside region %u", slot,
+                        region);
+    if (r->slot_chunk[slot] != VL_CHUNK_NONE) /* R1: one chunk a slot */
+        return vli_fail(L, -EBUSY, "slot %u of region %u is taken", slot,
+                        region);
+    if (vli_fx_reserve(fx, 1) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    vli_place(L, d, idx, r, slot, VL_GRANTED);
+    vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_MOVE, .client = client,
+                                   .chunk = chunk, .region = region,
+                                   .slot = slot, .stage = r->stage});
+    return 0;
+}
+
+/* R11: a recalled or trimmed chunk goes free only here, once its holder
+ * unmapped it and gave it back (or at the reap); a quarantined one can't be
+ * given back by anyone. */
+int vl_chunks_release(struct vl_ledger *L, uint32_t client,
+                      const uint64_t *ids, size_t n, struct vl_fxlist *fx)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct vl_chunk *c = vli_chunk_get(L, ids[i], NULL, NULL);
+        if (!c || c->holder != client ||
+            (c->state != VL_GRANTED && c->state != VL_LOANED &&
+             c->state != VL_RECALLING))
+            return vli_fail(L, -ENOENT, "chunk %llu is not held by you",
+                            (unsigned long long)ids[i]);
+        for (size_t j = 0; j < i; j++)
+            if (ids[j] == ids[i])
+                return vli_fail(L, -EINVAL, "chunk %llu listed twice",
+                                (unsigned long long)ids[i]);
+    }
+    if (vli_fx_reserve(fx, 2 * n) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        struct vl_device *d = NULL;
+        uint32_t idx = 0;
+        struct vl_chunk *c = vli_chunk_get(L, ids[i], &d, &idx);
+        struct vl_region *r = c->region ? vl_region_find(L, c->region) : NULL;
+        bool loan = r && r->kind == VL_EXPERT && c->state != VL_GRANTED;
+        vli_to_free(L, d, idx, fx);
+        if (loan) {
+            struct vl_stage *s = vli_stage_get(L, r->stage);
+            if (s)
+                vli_budget_changed(L, s, fx);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,139 @@
+/* Clients: connect, disconnect and reap; quarantine, and the quarantined
+ * chunks that stand for a configured stage's promise.
+ *
+ * Enforces R11 (quarantine) and R13 (a gone client keeps its chunks,
+ * address ranges and ad-hoc stage ids until its process is gone). */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+struct vl_client *vl_client_find(struct vl_ledger *L, uint32_t id)
+{
+    for (size_t i = 0; i < L->nclient; i++)
+        if (L->client[i].id == id)
+            return &L->client[i];
+    return NULL;
+}
+
+/* R11: a quarantined chunk stands for a configured stage's promise, and
+ * keeps what it counted as: a resumed stage (R13) gets these very chunks
+ * back, so its hard promise must not change meanwhile. */
+void vli_qstage_set(struct vl_ledger *L, struct vl_chunk *c, uint32_t stage,
+                    int cat)
+{
+    c->qstage = (uint16_t)stage;
+    c->qcat = (uint8_t)cat;
+    L->stage[stage].quarantined++;
+    L->stage[stage].q_fixed += cat == VL_CAT_FIXED;
+}
+
+void vli_qstage_clear(struct vl_ledger *L, struct vl_chunk *c)
+{
+    if (c->qstage == VL_QSTAGE_NONE)
+        return;
+    struct vl_stage *qs = &L->stage[c->qstage];
+    if (qs->quarantined)
+        qs->quarantined--;
+    if (c->qcat == VL_CAT_FIXED && qs->q_fixed)
+        qs->q_fixed--;
+    c->qstage = VL_QSTAGE_NONE;
+    c->qcat = VL_CAT_NONE;
+}
+
+int vl_client_add(struct vl_ledger *L, uint32_t id)
+{
+    if (!id)
+        return vli_fail(L, -EINVAL, "client id 0 means \"no holder\"");
+    if (vl_client_find(L, id))
+        return vli_fail(L, -EEXIST, "client %u exists", id);
+    if (L->nclient == L->client_cap) {
+        size_t cap = L->client_cap ? L->client_cap * 2 : 16;
+        struct vl_client *v = realloc(L->client, cap * sizeof(*v));
+        if (!v)
+            return vli_fail(L, -ENOMEM, "out of memory");
+        L->client = v;
+        L->client_cap = cap;
+    }
+    L->client[L->nclient++] = (struct vl_client){.id = id};
+    return 0;
+}
+
+/* R11, R13: the connection is gone but the process may live and still map
+ * what it holds: its chunks are quarantined, its address ranges and ad-hoc
+ * stage ids held, until the reap (or a resume). */
+int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
+                         struct vl_fxlist *fx)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl)
+        return vli_fail(L, -ENOENT, "no client %u", client);
+    if (vli_fx_reserve(fx, VL_MAX_STAGES) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    vli_drop_regions(L, client, VL_NONE, true, fx);
+    /* R11: chunks held outside regions (recalled ones already unmapped from
+     * the ledger's view) are quarantined too. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++) {
+            struct vl_chunk *c = &d->chunks[k];
+            if (c->holder == client && c->state != VL_QUARANTINED &&
+                c->state != VL_FREE) {
+                vli_set_cat(d, c, VL_CAT_NONE);
+                vli_set_state(d, c, VL_QUARANTINED);
+            }
+        }
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used || s->owner != client)
+            continue;
+        if (s->configured) {
+            vli_stage_reset(L, s);
+        } else { /* its id waits for the process (R13) */
+            s->owner = 0;
+            s->held_by = client;
+        }
+    }
+    cl->gone = true;
+    return 0;
+}
+
+/* R11: the process can no longer touch its memory: only now do its
+ * quarantined chunks go free (scrubbed by DROP), its ranges and ids too. */
+int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl)
+        return vli_fail(L, -ENOENT, "no client %u", client);
+    if (!cl->gone)
+        return vli_fail(L, -EBUSY, "client %u is still connected", client);
+    size_t q = 0;
+    for (uint32_t di = 0; di < L->ndev; di++)
+        q += L->dev[di].count[VL_QUARANTINED];
+    if (vli_fx_reserve(fx, q) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++)
+            if (d->chunks[k].holder == client &&
+                d->chunks[k].state == VL_QUARANTINED)
+                vli_to_free(L, d, k, fx);
+    }
+    for (size_t i = 0; i < L->nva_hold;) {
+        struct vl_va_hold *h = &L->va_hold[i];
+        if (h->client != client) {
+            i++;
+            continue;
+        }
+        vli_va_release(L, h->base, h->size);
+        vli_note_va_give(L, h->tag);
+        *h = L->va_hold[--L->nva_hold];
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        if (L->stage[i].used && !L->stage[i].configured &&
+            !L->stage[i].owner && L->stage[i].held_by == client)
+            vli_stage_reset(L, &L->stage[i]);
+    *cl = L->client[--L->nclient];
+    return 0;
+}

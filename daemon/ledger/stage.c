@@ -1,0 +1,174 @@
+/* Stages and their owners: ad-hoc stages, the registration of configured
+ * ones (their regions and initial KV), release.
+ *
+ * Enforces R7 (a no-loan stage gets its whole window at registration), R5
+ * (pool loans found in a registering stage's window come back as its KV
+ * grows) and R11 (no registration while the old owner's chunks are
+ * quarantined). */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vl_stage *vli_stage_get(struct vl_ledger *L, uint32_t id)
+{
+    if (id >= VL_MAX_STAGES || !L->stage[id].used)
+        return NULL;
+    return &L->stage[id];
+}
+
+int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                  struct vl_stage **out)
+{
+    struct vl_stage *s = vli_stage_get(L, stage);
+    if (!s || s->owner != client)
+        return vli_fail(L, -ENOENT, "stage %u is not yours", stage);
+    if (!s->configured)
+        return vli_fail(L, -EPERM, "stage %u is ad-hoc: KV budgets and loans "
+                        "need a configured stage", stage);
+    *out = s;
+    return 0;
+}
+
+void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s)
+{
+    if (!s->configured) {
+        free(s->slot_layer);
+        memset(s, 0, sizeof(*s));
+        vli_note_stage(L, (uint32_t)(s - L->stage), 0);
+        return;
+    }
+    s->owner = 0;
+    s->keep_window = false;
+    s->kv_region = s->expert_region = 0;
+    memset(s->fixed_region, 0, sizeof(s->fixed_region));
+    s->kv_needed_bytes = 0;
+    s->kv_peak_tokens = 0;
+    for (uint32_t i = 0; i < s->nslots; i++)
+        s->slot_layer[i] = VLI_SLOT_LAYER_NONE;
+    (void)L;
+}
+
+int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
+                            uint32_t device, uint32_t first, uint32_t last,
+                            uint32_t *stage_out)
+{
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl || cl->gone)
+        return vli_fail(L, -ENOENT, "no connected client %u", client);
+    if (!vli_dev_get(L, device))
+        return vli_fail(L, -ENODEV, "no device %u", device);
+    if (last < first || last >= VLI_SLOT_LAYER_NONE)
+        return vli_fail(L, -EINVAL, "bad layer range %u-%u", first, last);
+    /* Ad-hoc stages take ids from the top, away from configured ones. */
+    for (uint32_t i = VL_MAX_STAGES; i-- > 0;) {
+        struct vl_stage *s = &L->stage[i];
+        if (s->used)
+            continue;
+        memset(s, 0, sizeof(*s));
+        s->used = true;
+        s->cfg.id = i;
+        s->cfg.device = device;
+        s->cfg.first_layer = first;
+        s->cfg.last_layer = last;
+        s->owner = client;
+        vli_note_stage(L, i, client);
+        *stage_out = i;
+        return 0;
+    }
+    return vli_fail(L, -E2BIG, "all %d stages are in use", VL_MAX_STAGES);
+}
+
+int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                      bool keep_window, struct vl_fxlist *fx)
+{
+    struct vl_stage *s = vli_stage_get(L, stage);
+    if (!s || !s->configured)
+        return vli_fail(L, -ENOENT, "no configured stage %u", stage);
+    struct vl_client *cl = vl_client_find(L, client);
+    if (!cl || cl->gone)
+        return vli_fail(L, -ENOENT, "no connected client %u", client);
+    if (s->owner)
+        return vli_fail(L, -EEXIST, "stage %u is owned by client %u", stage,
+                        s->owner);
+    struct vl_device *d = vli_dev_get(L, s->cfg.device);
+    uint64_t cb = d->cfg.chunk_bytes;
+    if (s->quarantined) /* R11: not before its old owner is reaped */
+        return vli_fail(L, -EAGAIN, "stage %u: %u chunks of its previous owner "
+                        "are still quarantined", stage, s->quarantined);
+
+    /* R7: no-loan safety (decided at configuration): how much KV to map
+     * now. A no-loan window is a hard promise, always free (but for
+     * quarantine elsewhere). R5: the initial window of a lending stage may
+     * have been lent as pool loans while it had no owner: then what is free
+     * now is mapped, the rest comes with the first KV reserve (recalled,
+     * with hold). */
+    uint64_t tokens = s->no_loan ? s->cfg.native_context
+                                 : s->cfg.initial_tokens;
+    uint32_t need = 0, per_lane[VL_MAX_LANES];
+    uint32_t avail = vli_free_for_window(L, d, s);
+    for (uint32_t l = 0; l < s->cfg.lanes; l++) {
+        per_lane[l] = vl_lane_chunks(&s->cfg, l,
+                                     vl_kv_target_tokens(&s->cfg, tokens), cb);
+        if (!s->no_loan && per_lane[l] > avail - need)
+            per_lane[l] = avail - need;
+        need += per_lane[l];
+    }
+    if (need > avail)
+        return vli_fail(L, -EAGAIN, "stage %u: %u chunks needed for its KV "
+                        "window, %u free (the rest is quarantined)", stage,
+                        need, avail);
+    if (vli_fx_reserve(fx, need) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
+
+    struct vl_region *kv = NULL, *ex = NULL;
+    uint64_t eb = (uint64_t)s->nslots * s->cfg.expert_slot_bytes;
+    uint32_t one[1] = {s->nslots ? (uint32_t)vli_div_up(eb, cb) : 1};
+    s->owner = client;
+    int e = vli_region_new(L, client, s, VL_KV, s->cfg.lanes, s->lane_window,
+                           &kv);
+    if (e < 0)
+        goto undo;
+    s->kv_region = kv->id;
+    e = vli_region_new(L, client, s, VL_EXPERT, 1, one, &ex);
+    if (e < 0)
+        goto undo;
+    s->expert_region = ex->id;
+    for (uint32_t f = 0; f < s->cfg.nfixed; f++) {
+        struct vl_region *fr = NULL;
+        uint32_t slots[1] = {(uint32_t)vli_div_up(s->cfg.fixed[f].bytes, cb)};
+        e = vli_region_new(L, client, s, s->cfg.fixed[f].kind, 1, slots, &fr);
+        if (e < 0)
+            goto undo;
+        fr->fixed_index = f;
+        s->fixed_region[f] = fr->id;
+    }
+    s->keep_window = keep_window;
+    vli_grant_lanes(L, kv, per_lane, VL_GRANTED, fx);
+    s->grants_total += need;
+    s->kv_peak_tokens = vl_kv_target_tokens(&s->cfg, tokens);
+    s->kv_needed_bytes = 0;
+    return 0;
+undo:
+    vli_drop_regions(L, client, stage, false, NULL);
+    vli_stage_reset(L, s);
+    return e;
+}
+
+int vl_stage_release(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                     struct vl_fxlist *fx)
+{
+    struct vl_stage *s = vli_stage_get(L, stage);
+    if (!s || s->owner != client)
+        return vli_fail(L, -ENOENT, "stage %u is not yours", stage);
+    size_t held = 0;
+    for (size_t i = 0; i < L->nregion; i++)
+        if (L->region[i]->stage == stage)
+            held += L->region[i]->used;
+    if (vli_fx_reserve(fx, held + 1) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    vli_drop_regions(L, client, stage, false, fx);
+    vli_stage_reset(L, s);
+    return 0;
+}
