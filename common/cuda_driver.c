@@ -1,6 +1,6 @@
 #include "cuda_driver.h"
+#include "dl.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,12 +11,14 @@ typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
 int vcu_load(struct vcu *d, char *why, size_t whylen)
 {
     memset(d, 0, sizeof(*d));
-    d->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    d->lib = vp_dl_open(VCU_LIBRARY);
     if (!d->lib) {
-        snprintf(why, whylen, "no NVIDIA driver (libcuda.so.1 cannot be loaded)");
+        snprintf(why, whylen, "no NVIDIA driver (" VCU_LIBRARY " cannot be loaded)");
         return -ENODEV;
     }
-    get_proc_fn gpa = (get_proc_fn)dlsym(d->lib, "cuGetProcAddress_v2");
+    get_proc_fn gpa;
+    void *sym = vp_dl_sym(d->lib, "cuGetProcAddress_v2");
+    memcpy(&gpa, &sym, sizeof(gpa));
     if (!gpa) {
         snprintf(why, whylen, "the NVIDIA driver is older than CUDA 12 (no "
                  "cuGetProcAddress_v2)");
@@ -51,7 +53,7 @@ int vcu_load(struct vcu *d, char *why, size_t whylen)
 void vcu_unload(struct vcu *d)
 {
     if (d && d->lib) {
-        dlclose(d->lib);
+        vp_dl_close(d->lib);
         memset(d, 0, sizeof(*d));
     }
 }

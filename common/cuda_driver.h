@@ -6,8 +6,24 @@
 #define VRAM_CUDA_DRIVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda.h>
+
+/* How a chunk is shared between processes: a POSIX fd on Linux, an NT
+ * HANDLE (securable, unlike the KMT kind) on Windows. The driver takes the
+ * fd as an integer in the pointer argument, the HANDLE as itself. */
+#ifdef _WIN32
+#define VCU_SHAREABLE_TYPE CU_MEM_HANDLE_TYPE_WIN32
+#define VCU_LIBRARY "nvcuda.dll"
+#else
+#define VCU_SHAREABLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define VCU_LIBRARY "libcuda.so.1"
+#endif
+static inline void *vcu_shareable_arg(intptr_t h)
+{
+    return (void *)h;
+}
 
 /* Every entry point the project uses, with the ABI of CUDA 12.0. */
 #define VCU_FUNCS(X)                                                           \

@@ -1,12 +1,15 @@
 /* Backends own physical memory: they create a device's chunks, hand out a
- * shareable handle for each (an fd on Linux), and scrub or free a chunk when
- * it leaves its holder. The ledger decides; the backend only does. */
+ * shareable handle for each (an fd on Linux, an NT handle on Windows), and
+ * scrub or free a chunk when it leaves its holder. The ledger decides; the
+ * backend only does. */
 #ifndef VRAMD_BACKEND_H
 #define VRAMD_BACKEND_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "handle.h"
 
 struct vd_device_info {
     uint32_t id;
@@ -22,21 +25,23 @@ struct vd_backend;
 
 struct vd_backend_ops {
     const char *name;
-    /* The fd to send for chunk idx of device dev, creating the chunk if it
-     * has no physical memory yet. *close_after: the caller closes the fd once
-     * it is queued (an export makes a new fd each time). */
-    int (*chunk_fd)(struct vd_backend *b, uint32_t dev, uint32_t idx,
-                    int *fd_out, bool *close_after);
+    /* A shareable handle to send for chunk idx of device dev, creating the
+     * chunk's memory if it has none yet. The caller owns the handle: the
+     * daemon keeps no handle of a granted chunk, so granting a GPU's worth
+     * of chunks costs no fds beyond those in flight. */
+    int (*chunk_handle)(struct vd_backend *b, uint32_t dev, uint32_t idx,
+                        vp_handle *out);
     /* The chunk left its holder for good: no one may see its bytes again. */
     void (*chunk_drop)(struct vd_backend *b, uint32_t dev, uint32_t idx);
     /* Off the critical path: make up to n chunks ready. Returns how many it
      * made (0 when the pool is full). */
     int (*prefill)(struct vd_backend *b, uint32_t n);
-    /* Open fds held for chunks, for leak accounting. */
+    /* Open handles held for chunks (the ready pool's), for leak accounting. */
     size_t (*fds_held)(struct vd_backend *b);
-    /* The inode of a chunk's memory as it shows in /proc/PID/maps, or 0
-     * where that cannot be seen (cuda). Optional. */
-    uint64_t (*chunk_ino)(struct vd_backend *b, uint32_t dev, uint32_t idx);
+    /* What identifies a chunk's memory in a process's mappings
+     * (vp_proc_count_mapped), or 0 where that cannot be seen (cuda).
+     * Optional. */
+    uint64_t (*chunk_mem_id)(struct vd_backend *b, uint32_t dev, uint32_t idx);
     /* Chunks created (and scrubbed) ahead, ready for a grant. */
     uint32_t (*pool_ready)(struct vd_backend *b, uint32_t dev);
     void (*destroy)(struct vd_backend *b);
@@ -60,9 +65,6 @@ struct vd_config;
  * fills cfg with every GPU (total memory less 1 GiB). */
 int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
                            char *why, size_t whylen);
-/* Whether the daemon holds a CUDA context (for scrubbing, or because the
- * driver wants one for cuMemCreate). */
-bool vd_backend_cuda_needs_context(const struct vd_backend *b);
 
 static inline void vd_backend_destroy(struct vd_backend *b)
 {

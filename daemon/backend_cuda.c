@@ -23,10 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #ifdef VRAM_HAVE_CUDA_H
+#include "clock.h"
 #include "cuda_driver.h"
 #include "log.h"
 
@@ -39,7 +38,7 @@ struct cuda_dev {
     uint32_t nchunks;
     CUmemGenericAllocationHandle *h; /* per chunk; NONE without memory */
     CUmemGenericAllocationHandle *ready, *dirty;
-    int *ready_fd;       /* exported ahead, so a grant does not export */
+    vp_handle *ready_h;  /* exported ahead, so a grant does not export */
     uint32_t nready, ndirty, ready_cap;
     CUcontext ctx;
     CUdeviceptr scratch;
@@ -65,7 +64,7 @@ static CUmemAllocationProp chunk_prop(const struct cuda_dev *d)
     CUmemAllocationProp p;
     memset(&p, 0, sizeof(p));
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p.requestedHandleTypes = VCU_SHAREABLE_TYPE;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = d->ordinal;
     return p;
@@ -74,18 +73,16 @@ static CUmemAllocationProp chunk_prop(const struct cuda_dev *d)
 static int use_ctx(struct cuda_backend *b, struct cuda_dev *d)
 {
     if (!d->ctx) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t t0 = vp_now_ns();
         CUresult r = b->cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
         if (r != CUDA_SUCCESS) {
             vlog(VLOG_ERR, "cuda device %d: cannot retain its primary context: "
                  "%s", d->ordinal, err(b, r));
             return -EIO;
         }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
         vlog(VLOG_INFO, "cuda device %d: primary context retained in %.1f ms "
              "(needed to scrub returned chunks)", d->ordinal,
-             (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+             (double)(vp_now_ns() - t0) / 1e6);
     }
     return b->cu.cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS ? 0 : -EIO;
 }
@@ -151,18 +148,26 @@ static int scrub(struct cuda_backend *b, struct cuda_dev *d,
     return 0;
 }
 
-/* An fd for h, or -1 (then the grant exports). */
-static int export_fd(struct cuda_backend *b, CUmemGenericAllocationHandle h)
+/* A shareable handle for h, or VP_NONE. */
+static vp_handle export_handle(struct cuda_backend *b, CUmemGenericAllocationHandle h)
 {
+    vp_handle out = VP_NONE;
+#ifdef _WIN32
+    void *sh = NULL;
+    if (b->cu.cuMemExportToShareableHandle(&sh, h, VCU_SHAREABLE_TYPE, 0) ==
+        CUDA_SUCCESS)
+        out.v = (intptr_t)sh;
+#else
     int fd = -1;
-    if (b->cu.cuMemExportToShareableHandle(
-            &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS)
-        return -1;
-    return fd;
+    if (b->cu.cuMemExportToShareableHandle(&fd, h, VCU_SHAREABLE_TYPE, 0) ==
+        CUDA_SUCCESS)
+        out.v = fd;
+#endif
+    return out;
 }
 
-static int cuda_chunk_fd(struct vd_backend *vb, uint32_t dev, uint32_t idx,
-                         int *fd_out, bool *close_after)
+static int cuda_chunk_handle(struct vd_backend *vb, uint32_t dev, uint32_t idx,
+                             vp_handle *out)
 {
     struct cuda_backend *b = (struct cuda_backend *)vb;
     if (dev >= vb->ndev || idx >= b->dev[dev].nchunks)
@@ -172,9 +177,9 @@ static int cuda_chunk_fd(struct vd_backend *vb, uint32_t dev, uint32_t idx,
         if (d->nready) {
             d->nready--;
             d->h[idx] = d->ready[d->nready];
-            if (d->ready_fd[d->nready] >= 0) {
-                *fd_out = d->ready_fd[d->nready];
-                *close_after = true;
+            if (vp_ok(d->ready_h[d->nready])) {
+                *out = d->ready_h[d->nready];
+                d->ready_h[d->nready] = VP_NONE;
                 return 0;
             }
         } else {
@@ -189,16 +194,13 @@ static int cuda_chunk_fd(struct vd_backend *vb, uint32_t dev, uint32_t idx,
             d->h[idx] = h;
         }
     }
-    int fd = -1;
-    CUresult r = b->cu.cuMemExportToShareableHandle(
-        &fd, d->h[idx], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    if (r != CUDA_SUCCESS) {
-        vlog(VLOG_ERR, "cuda device %d: export of chunk %u: %s", d->ordinal,
-             idx, err(b, r));
+    vp_handle sh = export_handle(b, d->h[idx]);
+    if (!vp_ok(sh)) {
+        vlog(VLOG_ERR, "cuda device %d: export of chunk %u failed", d->ordinal,
+             idx);
         return -EIO;
     }
-    *fd_out = fd;
-    *close_after = true;
+    *out = sh;
     return 0;
 }
 
@@ -229,7 +231,7 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t n)
         while (d->ndirty && (uint32_t)done < n) {
             CUmemGenericAllocationHandle h = d->dirty[--d->ndirty];
             if (d->nready < d->ready_cap && scrub(b, d, h) == 0) {
-                d->ready_fd[d->nready] = export_fd(b, h);
+                d->ready_h[d->nready] = export_handle(b, h);
                 d->ready[d->nready++] = h;
             } else {
                 b->cu.cuMemRelease(h);
@@ -245,7 +247,7 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t n)
                 b->cu.cuMemRelease(h);
                 return done;
             }
-            d->ready_fd[d->nready] = export_fd(b, h);
+            d->ready_h[d->nready] = export_handle(b, h);
             d->ready[d->nready++] = h;
             done++;
         }
@@ -260,7 +262,7 @@ static size_t cuda_fds_held(struct vd_backend *vb)
     size_t n = 0;
     for (uint32_t i = 0; i < vb->ndev; i++)
         for (uint32_t k = 0; k < b->dev[i].nready; k++)
-            n += b->dev[i].ready_fd[k] >= 0;
+            n += vp_ok(b->dev[i].ready_h[k]);
     return n;
 }
 
@@ -280,8 +282,7 @@ static void cuda_destroy(struct vd_backend *vb)
                 b->cu.cuMemRelease(d->h[k]);
         for (uint32_t k = 0; k < d->nready; k++) {
             b->cu.cuMemRelease(d->ready[k]);
-            if (d->ready_fd[k] >= 0)
-                close(d->ready_fd[k]);
+            vp_close(&d->ready_h[k]);
         }
         for (uint32_t k = 0; k < d->ndirty; k++)
             b->cu.cuMemRelease(d->dirty[k]);
@@ -291,7 +292,7 @@ static void cuda_destroy(struct vd_backend *vb)
             b->cu.cuDevicePrimaryCtxRelease(d->dev);
         free(d->h);
         free(d->ready);
-        free(d->ready_fd);
+        free(d->ready_h);
         free(d->dirty);
     }
     vcu_unload(&b->cu);
@@ -300,7 +301,7 @@ static void cuda_destroy(struct vd_backend *vb)
 
 static const struct vd_backend_ops cuda_ops = {
     .name = "cuda",
-    .chunk_fd = cuda_chunk_fd,
+    .chunk_handle = cuda_chunk_handle,
     .chunk_drop = cuda_chunk_drop,
     .prefill = cuda_prefill,
     .fds_held = cuda_fds_held,
@@ -390,12 +391,14 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         d->ready_cap = cfg->pool_prefill;
         d->h = calloc(d->nchunks, sizeof(*d->h));
         d->ready = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(*d->ready));
-        d->ready_fd = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(int));
+        d->ready_h = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(vp_handle));
         d->dirty = calloc(d->nchunks, sizeof(*d->dirty));
-        if (!d->h || !d->ready || !d->ready_fd || !d->dirty) {
+        if (!d->h || !d->ready || !d->ready_h || !d->dirty) {
             snprintf(why, whylen, "out of memory");
             goto fail;
         }
+        for (uint32_t k = 0; k < (d->ready_cap ? d->ready_cap : 1); k++)
+            d->ready_h[k] = VP_NONE;
         for (uint32_t k = 0; k < (uint32_t)n && k < 64; k++) {
             int can = 0;
             if ((int)k != d->ordinal) {
@@ -415,11 +418,6 @@ fail:
     return -ENODEV;
 }
 
-bool vd_backend_cuda_needs_context(const struct vd_backend *vb)
-{
-    const struct cuda_backend *b = (const struct cuda_backend *)vb;
-    return b->need_ctx || b->zero;
-}
 #else
 int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
                            char *why, size_t whylen)
@@ -428,11 +426,5 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
     (void)out;
     snprintf(why, whylen, "vramd was built without the CUDA headers (cuda.h)");
     return -ENOSYS;
-}
-
-bool vd_backend_cuda_needs_context(const struct vd_backend *vb)
-{
-    (void)vb;
-    return false;
 }
 #endif

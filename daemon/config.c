@@ -2,13 +2,12 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "peer.h"
 #include "units.h"
 
 struct ctx {
@@ -412,14 +411,11 @@ static void parse_who(struct ctx *x, const cJSON *o, const char *path,
                 id = (uint32_t)e->valuedouble;
             } else { /* a name, resolved now */
                 const char *name = cJSON_GetStringValue(e);
-                struct passwd *pw = name && user ? getpwnam(name) : NULL;
-                struct group *gr = name && !user ? getgrnam(name) : NULL;
-                if (!pw && !gr) {
+                if ((user ? vp_user_id(name, &id) : vp_group_id(name, &id)) < 0) {
                     err(x, "%s: no %s named '%s'", ep, user ? "user" : "group",
                         name ? name : "(not a string)");
                     continue;
                 }
-                id = pw ? pw->pw_uid : gr->gr_gid;
             }
             if (*n >= 32) {
                 err(x, "%s: at most 32 entries", ep);
@@ -448,7 +444,8 @@ static void parse_access(struct ctx *x, const cJSON *o, struct vd_config *c)
         parse_who(x, v, "access.admin", &c->admin);
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "socket_group"))) {
         const char *g = cJSON_GetStringValue(v);
-        if (!g || !getgrnam(g))
+        uint32_t gid;
+        if (!g || vp_group_id(g, &gid) < 0)
             err(x, "access.socket_group: no group named '%s'", g ? g : "(not a string)");
         else
             snprintf(c->socket_group, sizeof(c->socket_group), "%s", g);

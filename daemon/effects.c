@@ -3,31 +3,23 @@
  * unmap), recall events with deadlines, budget_changed events, scrubbing
  * through the backend, and requests held until recalls complete. */
 #include <errno.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "log.h"
 #include "message.h"
+#include "platform.h"
 #include "session.h"
-
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 
 #define MAP_ENTRIES_PER_FRAME 1024
 
 struct map_entry {
     uint64_t chunk;
     uint32_t region, slot;
-    int fd;
-    bool close_fd;
+    vp_handle h; /* a new chunk's, owned until it is queued */
 };
 
 /* What the effects of one operation mean for the client that asked. */
@@ -42,8 +34,7 @@ struct reply_acc {
 static void acc_free(struct reply_acc *a)
 {
     for (size_t i = 0; i < a->nmap; i++)
-        if (a->map[i].close_fd && a->map[i].fd >= 0)
-            close(a->map[i].fd);
+        vp_close(&a->map[i].h);
     free(a->map);
     cJSON_Delete(a->unmap);
     memset(a, 0, sizeof(*a));
@@ -66,20 +57,22 @@ static int send_reply(struct vd_session *s, uint64_t id, struct reply_acc *a,
         return -ENOMEM;
     do {
         cJSON *m = vd_reply_new(id, err == 0);
-        int fds[VRAM_MAX_FDS_PER_FRAME], nfds = 0;
+        vp_handle fds[VRAM_MAX_FDS_PER_FRAME];
+        int nfds = 0;
         size_t k = 0, len = 0;
         text[len++] = '[';
         for (; i < a->nmap && k < MAP_ENTRIES_PER_FRAME; i++, k++) {
             struct map_entry *e = &a->map[i];
-            if (e->fd >= 0 && nfds == VRAM_MAX_FDS_PER_FRAME)
+            if (vp_ok(e->h) && nfds == VRAM_MAX_FDS_PER_FRAME)
                 break;
             len += (size_t)snprintf(text + len, cap - len,
                                     "%s{\"chunk\":%llu,\"region\":%u,\"slot\":%u",
                                     k ? "," : "", (unsigned long long)e->chunk,
                                     e->region, e->slot);
-            if (e->fd >= 0) {
+            if (vp_ok(e->h)) {
                 len += (size_t)snprintf(text + len, cap - len, ",\"fd\":%d", nfds);
-                fds[nfds++] = e->fd;
+                fds[nfds++] = e->h;
+                e->h = VP_NONE; /* the queue takes it */
             }
             text[len++] = '}';
         }
@@ -180,16 +173,16 @@ static void recall_deadline(uv_timer_t *t)
         srv->counters.recalls_missed++;
         vl_recall_missed(&srv->ledger, rc->client);
         bool kill_it = srv->ledger.stage[rc->stage].cfg.kill_on_missed_recall;
-        vlog(VLOG_WARNING, "client %u (%s, pid %d) missed the %u ms recall "
+        vlog(VLOG_WARNING, "client %u (%s, pid %lld) missed the %u ms recall "
              "deadline for %zu of %zu chunks of stage %u; %s", rc->client,
-             s ? s->name : "?", s ? (int)s->pid : -1, rc->deadline_ms, still,
+             s ? s->name : "?", s ? (long long)s->pid : -1LL, rc->deadline_ms, still,
              rc->n, rc->stage,
              kill_it ? "the stage's policy says kill: SIGKILL sent"
                      : "it gets no new loans, and the chunks stay its own "
                        "until it releases them or exits");
-        /* Through the pidfd taken at connect: never a recycled pid. */
-        if (kill_it && s && s->pidfd >= 0)
-            syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+        /* Through the pin taken at connect: never a recycled pid. */
+        if (kill_it && s && vp_ok(s->pin))
+            vp_proc_kill(s->pin);
     }
     recall_unlink(rc);
 }
@@ -262,34 +255,17 @@ static int acc_push(struct reply_acc *a, struct map_entry e)
 }
 
 /* A client that releases chunks must have unmapped them; one that keeps a
- * mapping (and so the memory) is found in /proc/PID/maps by the chunks'
- * inodes, and reported. Only host chunks can be seen this way. */
+ * mapping (and so the memory) is found among its process's mappings by the
+ * chunks' memory ids, and reported. Only host chunks can be seen this way. */
 static void check_kept(struct vd_server *srv, struct vd_session *s,
-                       const uint64_t *inos, size_t n)
+                       const uint64_t *ids, size_t n)
 {
-    char path[64], line[512];
-    snprintf(path, sizeof(path), "/proc/%d/maps", (int)s->pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return;
-    size_t kept = 0;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long long ino = 0;
-        if (!strstr(line, "vramd-chunk") ||
-            sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1)
-            continue;
-        for (size_t i = 0; i < n; i++)
-            if (inos[i] == ino) {
-                kept++;
-                break;
-            }
-    }
-    fclose(f);
-    if (kept) {
-        srv->counters.kept_after_release += kept;
-        vlog(VLOG_WARNING, "client %u (%s, pid %d) released chunks it still "
-             "maps (%zu mapping(s)): that memory stays in use by it",
-             s->id, s->name, (int)s->pid, kept);
+    int kept = vp_proc_count_mapped(s->pid, ids, n);
+    if (kept > 0) {
+        srv->counters.kept_after_release += (uint64_t)kept;
+        vlog(VLOG_WARNING, "client %u (%s, pid %lld) released chunks it still "
+             "maps (%d mapping(s)): that memory stays in use by it",
+             s->id, s->name, (long long)s->pid, kept);
     }
 }
 
@@ -323,11 +299,11 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
             if (!mine || !acc)
                 break; /* only the requester is ever granted or moved */
             struct map_entry me = {.chunk = e->chunk, .region = e->region,
-                                   .slot = e->slot, .fd = -1};
+                                   .slot = e->slot, .h = VP_NONE};
             if (e->kind == VL_FX_MAP) {
-                int r = srv->backend->ops->chunk_fd(
+                int r = srv->backend->ops->chunk_handle(
                     srv->backend, (uint32_t)(e->chunk >> 32),
-                    (uint32_t)e->chunk, &me.fd, &me.close_fd);
+                    (uint32_t)e->chunk, &me.h);
                 if (r < 0) {
                     acc->map_error = r;
                     uint64_t *v = realloc(failed, (nfailed + 1) * sizeof(*v));
@@ -343,8 +319,7 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
                 srv->counters.moves++;
             }
             if (acc_push(acc, me) < 0) {
-                if (me.close_fd)
-                    close(me.fd);
+                vp_close(&me.h);
                 acc->map_error = -ENOMEM;
             }
             break;
@@ -384,8 +359,8 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
         case VL_FX_DROP:
             /* Released by the requester: remember what its memory looked
              * like, to look for it in the requester's mappings below. */
-            if (mine && srv->backend->ops->chunk_ino && nino < 64) {
-                uint64_t ino = srv->backend->ops->chunk_ino(
+            if (mine && srv->backend->ops->chunk_mem_id && nino < 64) {
+                uint64_t ino = srv->backend->ops->chunk_mem_id(
                     srv->backend, (uint32_t)(e->chunk >> 32), (uint32_t)e->chunk);
                 if (ino)
                     inos[nino++] = ino;
@@ -404,11 +379,8 @@ static void apply_fx(struct vd_server *srv, struct vd_session *requester,
     vl_fx_free(&fx);
     if (nino)
         check_kept(srv, requester, inos, nino);
-    if (granted) { /* the pool refill keeps out of the client's imports */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        srv->last_grant_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    }
+    if (granted) /* the pool refill keeps out of the client's imports */
+        srv->last_grant_ns = vp_now_ns();
 
     if (nfailed) {
         /* The backend could not make memory for these: give them back. */

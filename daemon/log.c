@@ -4,10 +4,10 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
+
+#include "clock.h"
+#include "service.h"
 
 static int level = VLOG_INFO;
 static bool journal;
@@ -15,25 +15,10 @@ static bool journal;
 static const char *names[] = {"emerg", "alert", "crit", "error", "warning",
                               "notice", "info", "debug"};
 
-/* JOURNAL_STREAM names the device and inode of the journal's stream; only
- * when our stderr is that stream do we switch to priority prefixes. */
-static bool stderr_is_journal(void)
-{
-    const char *js = getenv("JOURNAL_STREAM");
-    unsigned long long dev, ino;
-    struct stat st;
-    if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2)
-        return false;
-    if (fstat(2, &st) < 0)
-        return false;
-    return (unsigned long long)st.st_dev == dev &&
-           (unsigned long long)st.st_ino == ino;
-}
-
 void vlog_init(int lvl)
 {
     level = lvl;
-    journal = stderr_is_journal();
+    journal = vp_stderr_is_journal();
 }
 
 int vlog_level(void)
@@ -65,14 +50,9 @@ void vlog(int prio, const char *fmt, ...)
     if (journal) {
         fprintf(stderr, "<%d>%s\n", prio, msg);
     } else {
-        struct timespec ts;
-        struct tm tm;
         char when[32];
-        clock_gettime(CLOCK_REALTIME, &ts);
-        localtime_r(&ts.tv_sec, &tm);
-        strftime(when, sizeof(when), "%H:%M:%S", &tm);
-        fprintf(stderr, "vramd %s.%03ld %s: %s\n", when, ts.tv_nsec / 1000000,
-                names[prio], msg);
+        vp_wall_time(when, sizeof(when));
+        fprintf(stderr, "vramd %s %s: %s\n", when, names[prio], msg);
     }
     fflush(stderr);
 }

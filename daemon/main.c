@@ -1,18 +1,15 @@
 /* vramd: the GPU memory broker daemon. */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "backend.h"
 #include "config.h"
 #include "log.h"
 #include "message.h"
-#include "notify.h"
+#include "platform.h"
 #include "server.h"
 #include "units.h"
 
@@ -37,17 +34,6 @@ static void usage(FILE *f)
             "debug\n"
             "  -V, --version          print the version\n"
             "  -h, --help             this text\n");
-}
-
-/* Every chunk the daemon holds is an fd on the host backend: lift the soft
- * limit to the hard one. */
-static void raise_nofile(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
 }
 
 static int check_config(const char *path)
@@ -171,15 +157,16 @@ int main(int argc, char **argv)
     if (!socket_path || !*socket_path)
         socket_path = DEFAULT_SOCKET;
     vlog_init(level);
-    signal(SIGPIPE, SIG_IGN);
-    raise_nofile();
+    vp_process_init();
+    /* Handles in flight to clients and the backends' pools are fds. */
+    vp_raise_handle_limit();
     if (!vram_catalogue()) {
         vlog(VLOG_ERR, "the built-in message catalogue does not parse");
         return 1;
     }
 
     struct vd_config cfg;
-    if (!config_path && access(DEFAULT_CONFIG, F_OK) == 0)
+    if (!config_path && vp_path_exists(DEFAULT_CONFIG))
         config_path = DEFAULT_CONFIG;
     if (config_path) {
         char errs[VD_MAX_CONFIG_ERRORS][256];
@@ -225,7 +212,7 @@ int main(int argc, char **argv)
     char state[256];
     snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %u devices on %s "
              "(%s backend)", srv.ledger.ndev, srv.socket_path, backend->ops->name);
-    vd_notify(state);
+    vp_service_notify(state);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = 0;
 out_server:

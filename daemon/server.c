@@ -1,33 +1,17 @@
 /* The listening socket and the daemon's life: lock, listen, accept, signals,
  * background pool refill, orderly shutdown. */
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "message.h"
-#include "notify.h"
+#include "platform.h"
 #include "server.h"
 #include "session.h"
 #include "state.h"
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* A device's capacity: its cap, at most what it has less the reserve, in
  * whole chunks. */
@@ -50,8 +34,8 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
     srv->loop = loop;
     srv->cfg = *cfg;
     srv->backend = backend;
-    srv->listen_fd = srv->lock_fd = -1;
-    srv->started_ns = now_ns();
+    srv->listen_h = srv->lock_h = VP_NONE;
+    srv->started_ns = vp_now_ns();
     if (strlen(socket_path) >= sizeof(srv->socket_path)) {
         vlog(VLOG_ERR, "socket path %s is longer than %zu bytes", socket_path,
              sizeof(srv->socket_path) - 1);
@@ -114,53 +98,21 @@ int vd_server_init(struct vd_server *srv, uv_loop_t *loop,
     return 0;
 }
 
-/* The socket's directory must be ours or root's and not writable by others,
- * or anyone could swap the socket under us. Created 0755 when missing. */
-static int check_dir(const char *path)
-{
-    char tmp[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    char *dir = dirname(tmp);
-    struct stat st;
-    if (lstat(dir, &st) < 0) {
-        if (errno != ENOENT || mkdir(dir, 0755) < 0) {
-            vlog(VLOG_ERR, "socket directory %s: %s", dir, strerror(errno));
-            return -errno;
-        }
-        vlog(VLOG_INFO, "created socket directory %s", dir);
-        return 0;
-    }
-    if (S_ISLNK(st.st_mode) && strcmp(dir, "/run") && strcmp(dir, "/var/run")) {
-        vlog(VLOG_ERR, "socket directory %s is a symbolic link; refusing", dir);
-        return -ELOOP;
-    }
-    if (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        vlog(VLOG_ERR, "socket directory %s is not a directory", dir);
-        return -ENOTDIR;
-    }
-    if (!S_ISLNK(st.st_mode) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        vlog(VLOG_ERR, "socket directory %s is writable by everyone without "
-             "the sticky bit; refusing", dir);
-        return -EPERM;
-    }
-    return 0;
-}
-
-static void on_accept(uv_poll_t *p, int status, int events)
+static void on_accept(struct vp_watch *w, int status, int events)
 {
     (void)events;
-    struct vd_server *srv = p->data;
+    struct vd_server *srv = w->data;
     if (status < 0)
         return;
     for (;;) {
-        int fd = accept4(srv->listen_fd, NULL, NULL,
-                         SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno == EMFILE || errno == ENFILE)
-                vlog(VLOG_ERR, "cannot accept: %s", strerror(errno));
+        vp_handle h;
+        int e = vp_accept(srv->listen_h, &h);
+        if (e < 0) {
+            if (e == -EMFILE || e == -ENFILE)
+                vlog(VLOG_ERR, "cannot accept: %s", strerror(-e));
             return;
         }
-        vd_session_accept(srv, fd);
+        vd_session_accept(srv, h);
     }
 }
 
@@ -276,8 +228,9 @@ static void on_signal(uv_signal_t *s, int signum)
         vd_server_reload(srv);
         return;
     }
-    vlog(VLOG_NOTICE, "%s: shutting down", strsignal(signum));
-    vd_notify("STOPPING=1\nSTATUS=shutting down");
+    vlog(VLOG_NOTICE, "%s: shutting down",
+         signum == SIGTERM ? "SIGTERM" : signum == SIGINT ? "SIGINT" : "signal");
+    vp_service_notify("STOPPING=1\nSTATUS=shutting down");
     vd_server_stop(srv);
 }
 
@@ -287,7 +240,7 @@ static void on_idle(uv_idle_t *h)
     /* Not while a client is importing what it was just granted (a GiB takes
      * a client about 45 ms on an H200): the driver calls of both sides
      * contend. The timer restarts us. */
-    if (now_ns() - srv->last_grant_ns < 250000000ull) {
+    if (vp_now_ns() - srv->last_grant_ns < 250000000ull) {
         uv_idle_stop(h);
         return;
     }
@@ -306,65 +259,18 @@ static void on_prefill_timer(uv_timer_t *t)
         uv_idle_start(&srv->idle, on_idle);
 }
 
-/* Socket activation: the service manager passes the listening socket as
- * fd 3 (LISTEN_FDS, LISTEN_PID). It owns the path, its mode and its group.
- * Returns 1 when a socket was taken, 0 when none was passed, or <0. */
-static int take_activated(struct vd_server *srv)
-{
-    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-    if (!pid || !fds)
-        return 0;
-    if (strtol(pid, NULL, 10) != (long)getpid()) {
-        vlog(VLOG_NOTICE, "LISTEN_PID %s is not ours: no socket activation", pid);
-        return 0;
-    }
-    unsetenv("LISTEN_PID");
-    unsetenv("LISTEN_FDS");
-    unsetenv("LISTEN_FDNAMES");
-    if (strtol(fds, NULL, 10) != 1) {
-        vlog(VLOG_ERR, "socket activation passed %s sockets; vramd takes "
-             "exactly one", fds);
-        return -EINVAL;
-    }
-    int fd = 3, type = 0, listening = 0;
-    socklen_t len = sizeof(type);
-    struct sockaddr_un sa;
-    socklen_t salen = sizeof(sa);
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
-        type != SOCK_STREAM ||
-        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 ||
-        !listening || getsockname(fd, (struct sockaddr *)&sa, &salen) < 0 ||
-        sa.sun_family != AF_UNIX) {
-        vlog(VLOG_ERR, "the activated fd 3 is not a listening Unix stream socket");
-        return -EINVAL;
-    }
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    srv->listen_fd = fd;
-    srv->activated = true;
-    if (sa.sun_path[0])
-        snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", sa.sun_path);
-    vlog(VLOG_INFO, "using the socket passed by the service manager (%s)",
-         srv->socket_path);
-    return 1;
-}
-
 static void start_loop_handles(struct vd_server *srv);
 
 static int take_lock(struct vd_server *srv)
 {
-    srv->lock_fd = open(srv->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                        0600);
-    if (srv->lock_fd < 0) {
-        vlog(VLOG_ERR, "lock file %s: %s", srv->lock_path, strerror(errno));
-        return -errno;
-    }
-    if (flock(srv->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+    char why[256];
+    int e = vp_lock_take(srv->lock_path, &srv->lock_h, why, sizeof(why));
+    if (e == -EADDRINUSE)
         vlog(VLOG_ERR, "another vramd is serving %s (lock %s is held)",
              srv->socket_path, srv->lock_path);
-        return -EADDRINUSE;
-    }
-    return 0;
+    else if (e < 0)
+        vlog(VLOG_ERR, "%s", why);
+    return e;
 }
 
 /* What a previous vramd left: processes that still hold memory (rule 13).
@@ -383,9 +289,9 @@ static int open_state(struct vd_server *srv)
         vlog(VLOG_INFO, "client %u (pid %d) held memory before the restart: "
              "kept until it comes back or exits", orph[i].client,
              (int)orph[i].pid);
-        if (vd_reaper_watch(srv, orph[i].client, orph[i].pid, orph[i].pidfd,
+        if (vd_reaper_watch(srv, orph[i].client, orph[i].pid, orph[i].pin,
                             orph[i].starttime, orph[i].resumable) < 0)
-            close(orph[i].pidfd); /* then only a reap would free it */
+            vp_close(&orph[i].pin); /* then only a reap would free it */
     }
     free(orph);
     return 0;
@@ -393,10 +299,21 @@ static int open_state(struct vd_server *srv)
 
 int vd_server_listen(struct vd_server *srv)
 {
-    int act = take_activated(srv);
-    if (act < 0)
+    char why[256] = "";
+    char path[sizeof(srv->socket_path)] = "";
+    int act = vp_listen_activated(&srv->listen_h, path, sizeof(path), why,
+                                  sizeof(why));
+    if (act < 0) {
+        vlog(VLOG_ERR, "%s", why);
         return act;
+    }
     if (act > 0) {
+        /* The service manager owns the path, its mode and its group. */
+        srv->activated = true;
+        if (path[0])
+            snprintf(srv->socket_path, sizeof(srv->socket_path), "%s", path);
+        vlog(VLOG_INFO, "using the socket passed by the service manager (%s)",
+             srv->socket_path);
         snprintf(srv->lock_path, sizeof(srv->lock_path), "%s.lock",
                  srv->socket_path);
         snprintf(srv->state_path, sizeof(srv->state_path), "%s.state",
@@ -409,44 +326,23 @@ int vd_server_listen(struct vd_server *srv)
         start_loop_handles(srv);
         return 0;
     }
-    int e = check_dir(srv->socket_path);
-    if (e < 0)
+    int e = vp_listen_check_dir(srv->socket_path, why, sizeof(why));
+    if (e < 0) {
+        vlog(VLOG_ERR, "%s", why);
         return e;
+    }
+    if (e > 0)
+        vlog(VLOG_INFO, "created the socket's directory for %s",
+             srv->socket_path);
     if ((e = take_lock(srv)) < 0)
         return e;
     if ((e = open_state(srv)) < 0)
         return e;
-    struct stat st;
-    if (lstat(srv->socket_path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            vlog(VLOG_ERR, "%s exists and is not a socket; refusing to "
-                 "replace it", srv->socket_path);
-            return -EEXIST;
-        }
-        unlink(srv->socket_path); /* stale: we hold the lock */
-    }
-    srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (srv->listen_fd < 0)
-        return -errno;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", srv->socket_path);
-    mode_t old = umask(0177); /* opened up below, once the group is right */
-    int r = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old);
-    if (r == 0 && srv->cfg.socket_group[0]) {
-        struct group *g = getgrnam(srv->cfg.socket_group);
-        if (!g || chown(srv->socket_path, (uid_t)-1, g->gr_gid) < 0) {
-            vlog(VLOG_ERR, "cannot give %s to group %s: %s", srv->socket_path,
-                 srv->cfg.socket_group, g ? strerror(errno) : "no such group");
-            return -EPERM;
-        }
-    }
-    if (r == 0)
-        chmod(srv->socket_path, srv->cfg.socket_mode);
-    if (r < 0 || listen(srv->listen_fd, 128) < 0) {
-        e = -errno;
-        vlog(VLOG_ERR, "cannot listen on %s: %s", srv->socket_path,
-             strerror(errno));
+    struct vp_listen_cfg lc = {.path = srv->socket_path,
+                               .group = srv->cfg.socket_group,
+                               .mode = srv->cfg.socket_mode};
+    if ((e = vp_listen(&lc, &srv->listen_h, why, sizeof(why))) < 0) {
+        vlog(VLOG_ERR, "%s", why);
         return e;
     }
     start_loop_handles(srv);
@@ -455,9 +351,9 @@ int vd_server_listen(struct vd_server *srv)
 
 static void start_loop_handles(struct vd_server *srv)
 {
-    uv_poll_init(srv->loop, &srv->listen_poll, srv->listen_fd);
-    srv->listen_poll.data = srv;
-    uv_poll_start(&srv->listen_poll, UV_READABLE, on_accept);
+    vp_watch_init(srv->loop, &srv->listen_watch, srv->listen_h);
+    srv->listen_watch.data = srv;
+    vp_watch_set(&srv->listen_watch, VP_READABLE, on_accept);
     int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {
         uv_signal_init(srv->loop, &srv->sig[i]);
@@ -505,7 +401,7 @@ void vd_server_fini(struct vd_server *srv)
     uv_run(srv->loop, UV_RUN_DEFAULT);
     for (struct vd_reaper *r = srv->reapers, *n; r; r = n) {
         n = r->next;
-        close(r->pidfd);
+        vp_close(&r->pin);
         free(r);
     }
     for (struct vd_recall *r = srv->recalls, *n; r; r = n) {
@@ -513,16 +409,12 @@ void vd_server_fini(struct vd_server *srv)
         free(r->chunks);
         free(r);
     }
-    if (srv->listen_fd >= 0) {
-        close(srv->listen_fd);
-        if (!srv->activated) /* an activated socket's path is systemd's */
-            unlink(srv->socket_path);
-    }
+    /* An activated socket's path is the service manager's. */
+    vp_listen_close(&srv->listen_h, srv->socket_path, !srv->activated);
     /* The lock file stays: unlinking it while held would let a daemon
      * starting now lock a new file while another still holds the old one,
      * and both use one state file. */
-    if (srv->lock_fd >= 0)
-        close(srv->lock_fd);
+    vp_close(&srv->lock_h);
     vl_fx_free(&srv->fx);
     srv->ledger.obs = (struct vl_observer){0};
     vd_state_close(srv->state);

@@ -5,14 +5,15 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/types.h>
 #include <uv.h>
 
 #include "access.h"
 #include "backend.h"
 #include "config.h"
 #include "ledger.h"
-#include "transport.h"
+#include "peer.h"
+#include "watch.h"
+#include "wire.h"
 
 #include <cjson/cJSON.h>
 
@@ -22,14 +23,13 @@ struct vd_session {
     struct vd_session *next;
     struct vd_server *srv;
     uint32_t id;
-    int fd;
-    uv_poll_t poll;
-    int poll_events;
+    vp_handle h;
+    struct vp_watch watch;
     struct vram_wire wire;
-    pid_t pid;
-    struct vd_peer peer;
+    int64_t pid;
+    struct vp_peer peer;
     bool admin;
-    int pidfd;
+    vp_handle pin;      /* the peer's process, pinned */
     uint64_t starttime; /* of the peer's process: with the pid, names it */
     char name[64];
     bool hello;
@@ -70,11 +70,11 @@ struct vd_reaper {
     struct vd_reaper *next;
     struct vd_server *srv;
     uint32_t client;
-    pid_t pid;
-    int pidfd;
+    int64_t pid;
+    vp_handle pin;
     uint64_t starttime;
     bool resumable;
-    uv_poll_t poll;
+    struct vp_watch watch;
 };
 
 struct vd_counters {
@@ -92,8 +92,8 @@ struct vd_server {
     char config_path[4096]; /* "" without a file */
     char lock_path[116];
     char state_path[116];
-    int listen_fd, lock_fd;
-    uv_poll_t listen_poll;
+    vp_handle listen_h, lock_h;
+    struct vp_watch listen_watch;
     uv_signal_t sig[3];
     uv_idle_t idle;
     bool idle_on;
@@ -128,16 +128,15 @@ void vd_server_reload(struct vd_server *srv);
 void vd_server_fini(struct vd_server *srv);
 
 /* session.c */
-void vd_session_accept(struct vd_server *srv, int fd);
-/* Watches a gone client's process (pidfd taken); reaps at its exit. */
-int vd_reaper_watch(struct vd_server *srv, uint32_t client, pid_t pid,
-                    int pidfd, uint64_t starttime, bool resumable);
+void vd_session_accept(struct vd_server *srv, vp_handle h);
+/* Watches a gone client's process (its pin taken); reaps at its exit. */
+int vd_reaper_watch(struct vd_server *srv, uint32_t client, int64_t pid,
+                    vp_handle pin, uint64_t starttime, bool resumable);
 struct vd_reaper *vd_reaper_find(struct vd_server *srv, uint32_t client);
 /* Stops watching and reaps the client now. */
 void vd_reaper_end(struct vd_reaper *rp);
 void vd_session_close(struct vd_session *s, const char *why);
 void vd_session_free(struct vd_session *s);
-void vd_session_want_write(struct vd_session *s);
 void vd_held_retry_all(struct vd_server *srv);
 void vd_apply_background_fx(struct vd_server *srv);
 

@@ -4,40 +4,30 @@
  * (replies with chunks, recalls, held requests, budget events) in
  * effects.c. No memory decision is made here. */
 #include <errno.h>
-#include <signal.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "log.h"
 #include "message.h"
+#include "platform.h"
 #include "session.h"
 #include "state.h"
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-
 /* ---- sending ------------------------------------------------------------ */
 
-static void on_poll(uv_poll_t *p, int status, int events);
+static void on_ready(struct vp_watch *w, int status, int events);
 
 static void update_poll(struct vd_session *s)
 {
     if (s->closing)
         return;
-    int ev = UV_READABLE | (vram_wire_pending(&s->wire) ? UV_WRITABLE : 0);
-    if (ev != s->poll_events) {
-        uv_poll_start(&s->poll, ev, on_poll);
-        s->poll_events = ev;
-    }
+    vp_watch_set(&s->watch,
+                 VP_READABLE | (vram_wire_pending(&s->wire) ? VP_WRITABLE : 0),
+                 on_ready);
 }
 
 static int flush(struct vd_session *s)
@@ -57,18 +47,21 @@ static int flush(struct vd_session *s)
     return 0;
 }
 
-int vd_send(struct vd_session *s, cJSON *msg, const int *fds, int nfds)
+int vd_send(struct vd_session *s, cJSON *msg, vp_handle *hs, int n)
 {
     struct vd_server *srv = s->srv;
     if (srv->crash_before_reply && srv->request_type &&
         strcmp(srv->crash_before_reply, srv->request_type) == 0) {
         vlog(VLOG_WARNING, "fault injection: killed before replying to %s",
              srv->request_type);
-        raise(SIGKILL);
+        vp_proc_kill_self();
     }
-    if (s->closing)
+    if (s->closing) {
+        for (int i = 0; i < n; i++)
+            vp_close(&hs[i]);
         return -ECONNABORTED;
-    int r = vram_msg_queue(&s->wire, msg, fds, nfds);
+    }
+    int r = vram_msg_queue(&s->wire, msg, hs, n);
     if (r < 0) {
         char why[128];
         snprintf(why, sizeof(why), "cannot queue a message: %s (the peer does "
@@ -118,7 +111,7 @@ struct vd_session *vd_session_by_id(struct vd_server *srv, uint32_t id)
 
 /* ---- framing ------------------------------------------------------------ */
 
-static int on_frame(void *ud, struct vram_wire_frame *f)
+static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct vd_session *s = ud;
     if (s->closing)
@@ -144,14 +137,12 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
         vd_reply_err(s, 0, -EINVAL, "request has no integer field 'id'");
         goto out;
     }
-    if (f->nfds > 0) {
+    if (f->nhandles > 0) {
         /* No request carries fds: close them first, then refuse. */
-        for (int i = 0; i < f->nfds; i++) {
-            close(f->fds[i]);
-            f->fds[i] = -1;
-        }
+        for (int i = 0; i < f->nhandles; i++)
+            vp_close(&f->handles[i]);
         vd_reply_err(s, id, -EINVAL, "unsolicited file descriptors: %d closed "
-                  "(no request carries fds)", f->nfds);
+                  "(no request carries fds)", f->nhandles);
         goto out;
     }
     if ((r = vram_msg_validate_request(msg, why, sizeof(why))) < 0) {
@@ -169,20 +160,20 @@ out:
     return s->closing ? 1 : 0;
 }
 
-static void on_poll(uv_poll_t *p, int status, int events)
+static void on_ready(struct vp_watch *w, int status, int events)
 {
-    struct vd_session *s = p->data;
+    struct vd_session *s = w->data;
     if (s->closing)
         return;
     if (status < 0) {
         vd_session_close(s, uv_strerror(status));
         return;
     }
-    if (events & UV_WRITABLE) {
+    if (events & VP_WRITABLE) {
         if (flush(s) < 0)
             return;
     }
-    if (events & UV_READABLE) {
+    if (events & VP_READABLE) {
         char why[256];
         int r = vram_wire_read(&s->wire, on_frame, s, why, sizeof(why));
         if (s->closing)
@@ -199,16 +190,11 @@ static void on_poll(uv_poll_t *p, int status, int events)
     }
 }
 
-void vd_session_want_write(struct vd_session *s)
-{
-    update_poll(s);
-}
-
 /* ---- lifecycle ---------------------------------------------------------- */
 
 static void session_closed(uv_handle_t *h)
 {
-    struct vd_session *s = h->data;
+    struct vd_session *s = ((struct vp_watch *)h->data)->data;
     vram_wire_fini(&s->wire);
     free(s);
 }
@@ -217,13 +203,13 @@ void vd_session_free(struct vd_session *s)
 {
     if (!s)
         return;
-    uv_close((uv_handle_t *)&s->poll, session_closed);
+    vp_watch_close(&s->watch, session_closed);
 }
 
 static void reaper_closed(uv_handle_t *h)
 {
-    struct vd_reaper *rp = h->data;
-    close(rp->pidfd);
+    struct vd_reaper *rp = ((struct vp_watch *)h->data)->data;
+    vp_close(&rp->pin);
     free(rp);
 }
 
@@ -251,19 +237,18 @@ void vd_reaper_end(struct vd_reaper *rp)
     if (*pp)
         *pp = rp->next;
     reap(rp->srv, rp->client);
-    uv_poll_stop(&rp->poll);
-    uv_close((uv_handle_t *)&rp->poll, reaper_closed);
+    vp_watch_close(&rp->watch, reaper_closed);
 }
 
-static void reaper_ready(uv_poll_t *p, int status, int events)
+static void reaper_ready(struct vp_watch *w, int status, int events)
 {
     (void)status;
     (void)events;
-    vd_reaper_end(p->data);
+    vd_reaper_end(w->data);
 }
 
-int vd_reaper_watch(struct vd_server *srv, uint32_t client, pid_t pid,
-                    int pidfd, uint64_t starttime, bool resumable)
+int vd_reaper_watch(struct vd_server *srv, uint32_t client, int64_t pid,
+                    vp_handle pin, uint64_t starttime, bool resumable)
 {
     struct vd_reaper *rp = calloc(1, sizeof(*rp));
     if (!rp)
@@ -271,12 +256,15 @@ int vd_reaper_watch(struct vd_server *srv, uint32_t client, pid_t pid,
     rp->srv = srv;
     rp->client = client;
     rp->pid = pid;
-    rp->pidfd = pidfd;
+    rp->pin = pin;
     rp->starttime = starttime;
     rp->resumable = resumable;
-    uv_poll_init(srv->loop, &rp->poll, rp->pidfd);
-    rp->poll.data = rp;
-    uv_poll_start(&rp->poll, UV_READABLE, reaper_ready);
+    if (vp_watch_init(srv->loop, &rp->watch, pin) < 0) {
+        free(rp);
+        return -EIO;
+    }
+    rp->watch.data = rp;
+    vp_watch_set(&rp->watch, VP_READABLE, reaper_ready);
     rp->next = srv->reapers;
     srv->reapers = rp;
     return 0;
@@ -298,7 +286,7 @@ void vd_session_close(struct vd_session *s, const char *why)
     s->closing = true;
     srv->counters.disconnects++;
     vlog(strcmp(why, "disconnected") == 0 ? VLOG_INFO : VLOG_WARNING,
-         "client %u (%s, pid %d): %s", s->id, s->name, (int)s->pid, why);
+         "client %u (%s, pid %lld): %s", s->id, s->name, (long long)s->pid, why);
     vd_held_drop_session(srv, s); /* its held requests end with it */
     uint32_t held = vd_client_chunks(srv, s->id);
     vl_fx_clear(&srv->fx);
@@ -309,29 +297,27 @@ void vd_session_close(struct vd_session *s, const char *why)
      * client holding no memory goes at once (its ranges and stage ids with
      * it: a process that reconnects usually finds them free). */
     bool wait = srv->stopping;
-    if (!wait && held && s->pidfd >= 0 &&
-        vd_reaper_watch(srv, s->id, s->pid, s->pidfd, s->starttime,
+    if (!wait && held && vp_ok(s->pin) &&
+        vd_reaper_watch(srv, s->id, s->pid, s->pin, s->starttime,
                         !s->evicted) == 0) {
-        s->pidfd = -1;
+        s->pin = VP_NONE;
         wait = true;
         if (held)
-            vlog(VLOG_INFO, "client %u: %u chunks quarantined until pid %d "
-                 "exits or comes back", s->id, held, (int)s->pid);
+            vlog(VLOG_INFO, "client %u: %u chunks quarantined until pid %lld "
+                 "exits or comes back", s->id, held, (long long)s->pid);
     }
     if (!wait) {
-        if (held && s->pidfd < 0)
-            vlog(VLOG_WARNING, "client %u: pid %d could not be pinned (no "
-                 "pidfd); its %u chunks return at once", s->id, (int)s->pid,
-                 held);
+        if (held && !vp_ok(s->pin))
+            vlog(VLOG_WARNING, "client %u: pid %lld could not be pinned (no "
+                 "pidfd); its %u chunks return at once", s->id,
+                 (long long)s->pid, held);
         reap(srv, s->id);
     }
     cJSON_Delete(s->resume_acc);
     s->resume_acc = NULL;
-    if (s->pidfd >= 0)
-        close(s->pidfd);
-    s->pidfd = -1;
-    uv_poll_stop(&s->poll);
-    close(s->fd);
+    vp_close(&s->pin);
+    vp_watch_set(&s->watch, 0, NULL);
+    vp_close(&s->h);
     struct vd_session **pp = &srv->sessions;
     while (*pp && *pp != s)
         pp = &(*pp)->next;
@@ -344,10 +330,10 @@ void vd_session_close(struct vd_session *s, const char *why)
 
 /* Turns a connection away with one error frame (the peer's library reports
  * it as the connect's error), then closes it. */
-static void refuse(int fd, const char *code, const char *msg)
+static void refuse(vp_handle h, const char *code, const char *msg)
 {
     struct vram_wire w;
-    vram_wire_init(&w, fd);
+    vram_wire_init(&w, h);
     cJSON *m = vd_reply_new(0, false);
     cJSON_AddStringToObject(m, "error", code);
     cJSON_AddStringToObject(m, "message", msg);
@@ -355,85 +341,83 @@ static void refuse(int fd, const char *code, const char *msg)
     vram_wire_flush(&w);
     vram_wire_fini(&w);
     cJSON_Delete(m);
-    close(fd);
+    vp_close(&h);
 }
 
-void vd_session_accept(struct vd_server *srv, int fd)
+void vd_session_accept(struct vd_server *srv, vp_handle fd)
 {
-    pid_t pid;
-    struct vd_peer peer;
-    int e = vd_peer_read(fd, &pid, &peer);
+    struct vp_peer peer;
+    int e = vp_peer_of(fd, &peer);
     if (e < 0) {
         vlog(VLOG_WARNING, "refusing a connection: SO_PEERCRED failed: %s",
              strerror(-e));
-        close(fd);
+        vp_close(&fd);
         return;
     }
+    int64_t pid = peer.pid;
     char msg[256];
     if (!vd_access_connect(&srv->cfg, &peer)) {
         snprintf(msg, sizeof(msg), "uid %u (gid %u) may not use vramd: not in "
                  "its access list (access.allow)", (unsigned)peer.uid,
                  (unsigned)peer.gid);
-        vlog(VLOG_WARNING, "refusing pid %d: %s", (int)pid, msg);
+        vlog(VLOG_WARNING, "refusing pid %lld: %s", (long long)pid, msg);
         srv->counters.errors++;
         refuse(fd, "EACCES", msg);
         return;
     }
     if (srv->nsessions >= srv->cfg.max_clients) {
-        vlog(VLOG_WARNING, "refusing pid %d: limit of %u clients reached",
-             (int)pid, srv->cfg.max_clients);
+        vlog(VLOG_WARNING, "refusing pid %lld: limit of %u clients reached",
+             (long long)pid, srv->cfg.max_clients);
         refuse(fd, "E2BIG", "too many clients connected");
         return;
     }
     struct vd_session *s = calloc(1, sizeof(*s));
     if (!s) {
-        close(fd);
+        vp_close(&fd);
         return;
     }
     s->srv = srv;
-    s->fd = fd;
+    s->h = fd;
     s->id = ++srv->next_client_id;
     vd_state_next_client(srv->state, srv->next_client_id + 1);
     s->pid = pid;
-    s->starttime = vd_process_starttime(pid);
+    s->starttime = peer.start_time;
     s->peer = peer;
     s->admin = vd_access_admin(&srv->cfg, &peer);
-    /* Pin the peer's process now: a pid can be reused, a pidfd cannot. */
-    s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (s->pidfd >= 0)
-        fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
-    snprintf(s->name, sizeof(s->name), "pid-%d", (int)pid);
+    /* Pin the peer's process now: a pid can be reused, a pin cannot. */
+    s->pin = VP_NONE;
+    vp_proc_pin(pid, &s->pin);
+    snprintf(s->name, sizeof(s->name), "pid-%lld", (long long)pid);
     vram_wire_init(&s->wire, fd);
     /* Requests are small and carry no fds: one receive takes a whole
      * request (or several), and the level-triggered poll brings us back for
      * whatever is left. */
-    s->wire.rx_greedy = true;
+    s->wire.max_recvs = 1;
     /* Recorded before it can hold anything: a restarted vramd must know. */
     if (vd_state_holder_add(srv->state, s->id, pid, s->starttime) < 0) {
-        vlog(VLOG_WARNING, "refusing pid %d: the state file's holder table "
-             "is full", (int)pid);
-        if (s->pidfd >= 0)
-            close(s->pidfd);
+        vlog(VLOG_WARNING, "refusing pid %lld: the state file's holder table "
+             "is full", (long long)pid);
+        vp_close(&s->pin);
+        vram_wire_fini(&s->wire);
         free(s);
         refuse(fd, "E2BIG", "too many clients and gone clients");
         return;
     }
-    if (vl_client_add(&srv->ledger, s->id) < 0) {
+    if (vl_client_add(&srv->ledger, s->id) < 0 ||
+        vp_watch_init(srv->loop, &s->watch, fd) < 0) {
         vd_state_holder_drop(srv->state, s->id);
-        if (s->pidfd >= 0)
-            close(s->pidfd);
+        vp_close(&s->pin);
+        vram_wire_fini(&s->wire);
         free(s);
-        close(fd);
+        vp_close(&fd);
         return;
     }
-    uv_poll_init(srv->loop, &s->poll, fd);
-    s->poll.data = s;
-    s->poll_events = UV_READABLE;
-    uv_poll_start(&s->poll, UV_READABLE, on_poll);
+    s->watch.data = s;
+    vp_watch_set(&s->watch, VP_READABLE, on_ready);
     s->next = srv->sessions;
     srv->sessions = s;
     srv->nsessions++;
-    vlog(VLOG_DEBUG, "client %u connected (pid %d, uid %u, gid %u%s)", s->id,
-         (int)pid, (unsigned)peer.uid, (unsigned)peer.gid,
+    vlog(VLOG_DEBUG, "client %u connected (pid %lld, uid %u, gid %u%s)", s->id,
+         (long long)pid, (unsigned)peer.uid, (unsigned)peer.gid,
          s->admin ? ", admin" : "");
 }

@@ -12,7 +12,7 @@
 #include "server.h"
 
 /* session.c */
-int vd_send(struct vd_session *s, cJSON *msg, const int *fds, int nfds);
+int vd_send(struct vd_session *s, cJSON *msg, vp_handle *hs, int n);
 cJSON *vd_reply_new(uint64_t id, bool ok);
 int vd_reply_err(struct vd_session *s, uint64_t id, int err, const char *fmt,
                  ...) __attribute__((format(printf, 4, 5)));

@@ -7,21 +7,14 @@
 #include "state.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "log.h"
+#include "mapfile.h"
+#include "proc.h"
 #include "server.h"
-
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
 
 #define STATE_MAGIC "VRMDSTA1"
 #define STATE_VERSION 2u
@@ -58,7 +51,7 @@ struct range {
 struct vd_state {
     struct vd_server *srv;
     char path[4096];
-    int fd;
+    struct vp_mapfile file;
     uint8_t *map;
     size_t size;
     struct hdr *h;
@@ -137,7 +130,7 @@ static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
         __atomic_store_n(&st->stages[stage], client, __ATOMIC_RELEASE);
 }
 
-int vd_state_holder_add(struct vd_state *st, uint32_t client, pid_t pid,
+int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
                         uint64_t starttime)
 {
     if (!st)
@@ -146,7 +139,7 @@ int vd_state_holder_add(struct vd_state *st, uint32_t client, pid_t pid,
         struct holder *h = &st->holders[i];
         if (h->client)
             continue;
-        h->pid = pid;
+        h->pid = (int32_t)pid;
         h->starttime = starttime;
         h->flags = 0;
         __atomic_store_n(&h->client, client, __ATOMIC_RELEASE);
@@ -188,49 +181,11 @@ uint32_t vd_state_first_client(const struct vd_state *st)
     return st ? st->h->next_client : 0;
 }
 
-uint64_t vd_process_starttime(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    /* The command name may hold spaces and parentheses: fields start after
-     * the last ')'. Field 3 is the first after it; start time is field 22. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (!p)
-            return 0;
-    }
-    return strtoull(p + 1, NULL, 10);
-}
-
-static void boot_id(char out[40])
-{
-    memset(out, 0, 40);
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, 39);
-    close(fd);
-    for (ssize_t i = 0; i < n; i++)
-        if (out[i] == '\n')
-            out[i] = 0;
-}
-
 /* ---- the previous daemon's file ----------------------------------------- */
 
 struct prev {
-    uint8_t *map;
+    struct vp_mapfile file;
+    const uint8_t *map;
     size_t size;
     const struct hdr *h;
 };
@@ -239,46 +194,45 @@ struct prev {
 static int prev_open(const char *path, struct prev *p)
 {
     memset(p, 0, sizeof(*p));
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() ||
-        (size_t)sb.st_size < sizeof(struct hdr)) {
-        close(fd);
+    p->file = VP_MAPFILE_NONE;
+    char why[512];
+    int e = vp_mapfile_open(path, &p->file, why, sizeof(why));
+    if (e == -ENOENT)
+        return 0;
+    if (e == -EPERM || (e == 0 && p->file.size < sizeof(struct hdr))) {
+        vp_mapfile_close(&p->file);
         vlog(VLOG_WARNING, "state file %s: not a state file of this user; "
              "ignored", path);
         return 0;
     }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-        return -errno;
-    const struct hdr *h = m;
+    if (e < 0)
+        return e;
+    const struct hdr *h = p->file.map;
+    size_t size = p->file.size;
     char boot[40];
-    boot_id(boot);
-    const char *why = NULL;
+    vp_boot_id(boot);
+    const char *bad = NULL;
     if (memcmp(h->magic, STATE_MAGIC, 8) || h->version != STATE_VERSION)
-        why = "unknown format";
-    else if (h->size != (uint64_t)sb.st_size || h->ndev > VL_MAX_DEVICES ||
+        bad = "unknown format";
+    else if (h->size != (uint64_t)size || h->ndev > VL_MAX_DEVICES ||
              h->off_holders + (uint64_t)h->nholders * sizeof(struct holder) >
                  h->size ||
              h->off_stages + VL_MAX_STAGES * sizeof(uint32_t) > h->size ||
              h->off_ranges + (uint64_t)h->nranges * sizeof(struct range) > h->size)
-        why = "truncated";
-    for (uint32_t i = 0; !why && i < h->ndev; i++)
+        bad = "truncated";
+    for (uint32_t i = 0; !bad && i < h->ndev; i++)
         if (h->off_chunks[i] + (uint64_t)h->dev[i].nchunks * 8 > h->size)
-            why = "truncated";
+            bad = "truncated";
     /* From an earlier boot: every process it knew is gone. */
-    bool old_boot = !why && strncmp(boot, h->boot_id, 40) != 0;
-    if (why || old_boot) {
-        if (why)
-            vlog(VLOG_WARNING, "state file %s: %s; ignored", path, why);
-        munmap(m, (size_t)sb.st_size);
+    bool old_boot = !bad && strncmp(boot, h->boot_id, 40) != 0;
+    if (bad || old_boot) {
+        if (bad)
+            vlog(VLOG_WARNING, "state file %s: %s; ignored", path, bad);
+        vp_mapfile_close(&p->file);
         return 0;
     }
-    p->map = m;
-    p->size = (size_t)sb.st_size;
+    p->map = p->file.map;
+    p->size = size;
     p->h = h;
     return 0;
 }
@@ -292,7 +246,7 @@ static int state_create(struct vd_server *srv, const char *path,
     if (!st)
         return -ENOMEM;
     st->srv = srv;
-    st->fd = -1;
+    st->file.h = -1;
     snprintf(st->path, sizeof(st->path), "%s", path);
     struct vl_ledger *L = &srv->ledger;
     uint32_t nholders = 4 * srv->cfg.max_clients + 64 + (uint32_t)orphans;
@@ -318,21 +272,14 @@ static int state_create(struct vd_server *srv, const char *path,
     st->size = off;
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.new", path);
-    unlink(tmp);
-    st->fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    int e = 0;
-    if (st->fd < 0 || ftruncate(st->fd, (off_t)st->size) < 0) {
-        e = -errno;
-        vlog(VLOG_ERR, "state file %s: %s", tmp, strerror(errno));
-        goto fail;
+    char why[512];
+    int e = vp_mapfile_create(tmp, st->size, &st->file, why, sizeof(why));
+    if (e < 0) {
+        vlog(VLOG_ERR, "state file %s", why);
+        free(st);
+        return e;
     }
-    st->map = mmap(NULL, st->size, PROT_READ | PROT_WRITE, MAP_SHARED, st->fd, 0);
-    if (st->map == MAP_FAILED) {
-        e = -errno;
-        st->map = NULL;
-        vlog(VLOG_ERR, "state file %s: mmap: %s", tmp, strerror(errno));
-        goto fail;
-    }
+    st->map = st->file.map;
     st->free_ranges = malloc(nranges * sizeof(uint32_t));
     if (!st->free_ranges) {
         e = -ENOMEM;
@@ -345,7 +292,7 @@ static int state_create(struct vd_server *srv, const char *path,
     memcpy(h->magic, STATE_MAGIC, 8);
     h->version = STATE_VERSION;
     h->ndev = L->ndev;
-    boot_id(h->boot_id);
+    vp_boot_id(h->boot_id);
     h->nholders = nholders;
     h->nranges = (uint32_t)nranges;
     h->off_holders = off_holders;
@@ -367,10 +314,8 @@ static int state_create(struct vd_server *srv, const char *path,
     *out = st;
     return 0;
 fail:
-    if (st->fd >= 0) {
-        close(st->fd);
-        unlink(tmp);
-    }
+    vp_mapfile_close(&st->file);
+    vp_file_remove(tmp);
     free(st);
     return e;
 }
@@ -379,34 +324,29 @@ void vd_state_close(struct vd_state *st)
 {
     if (!st)
         return;
-    if (st->map)
-        munmap(st->map, st->size);
-    if (st->fd >= 0)
-        close(st->fd);
+    vp_mapfile_close(&st->file);
     free(st->free_ranges);
     free(st);
 }
 
 /* Is the process behind a holder still the one that held? */
-static int holder_alive(const struct holder *h, int *pidfd_out)
+static int holder_alive(const struct holder *h, vp_handle *pin_out)
 {
     if (h->pid <= 0)
         return 0;
-    int pidfd = (int)syscall(SYS_pidfd_open, h->pid, 0);
-    if (pidfd < 0)
+    vp_handle pin;
+    if (vp_proc_pin(h->pid, &pin) < 0)
         return 0;
-    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
     /* Pinned now: the start time says whether the pid was reused. Where it
      * could not be read, a live pid counts as the holder: its memory waits
      * for that process to exit (it can never resume). */
-    if (h->starttime && vd_process_starttime(h->pid) != h->starttime) {
-        close(pidfd);
+    if (h->starttime && vp_proc_start_time(h->pid) != h->starttime) {
+        vp_close(&pin);
         return 0;
     }
-    *pidfd_out = pidfd;
+    *pin_out = pin;
     return 1;
 }
-
 int vd_state_open(struct vd_server *srv, const char *path,
                   struct vd_orphan **orphans_out, size_t *norphans_out,
                   struct vd_state **out)
@@ -447,11 +387,11 @@ int vd_state_open(struct vd_server *srv, const char *path,
                 continue;
             if (hd.client >= next_client)
                 next_client = hd.client + 1;
-            int pidfd = -1;
-            if (!holder_alive(&hd, &pidfd))
+            vp_handle pin = VP_NONE;
+            if (!holder_alive(&hd, &pin))
                 continue;
             orph[norph++] = (struct vd_orphan){
-                .client = hd.client, .pid = hd.pid, .pidfd = pidfd,
+                .client = hd.client, .pid = hd.pid, .pin = pin,
                 .starttime = hd.starttime,
                 .resumable = !(hd.flags & HOLDER_EVICTED)};
         }
@@ -526,7 +466,7 @@ int vd_state_open(struct vd_server *srv, const char *path,
             if (any)
                 orph[keep++] = orph[o];
             else
-                close(orph[o].pidfd);
+                vp_close(&orph[o].pin);
         }
         norph = keep;
         for (size_t o = 0; o < norph; o++)
@@ -564,9 +504,8 @@ int vd_state_open(struct vd_server *srv, const char *path,
     }
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.new", path);
-    if (rename(tmp, path) < 0) {
-        e = -errno;
-        vlog(VLOG_ERR, "state file %s: rename: %s", path, strerror(errno));
+    if ((e = vp_file_rename(tmp, path)) < 0) {
+        vlog(VLOG_ERR, "state file %s: rename: %s", path, strerror(-e));
         goto out;
     }
     *out = st;
@@ -580,16 +519,15 @@ out:
         L->obs = (struct vl_observer){0};
         char tmp2[4200];
         snprintf(tmp2, sizeof(tmp2), "%s.new", path);
-        unlink(tmp2);
+        vp_file_remove(tmp2);
         vd_state_close(st);
     }
     for (size_t o = 0; o < norph; o++)
-        close(orph[o].pidfd);
+        vp_close(&orph[o].pin);
     free(orph);
     free(ids);
     free(rc);
     free(va);
-    if (p.map)
-        munmap(p.map, p.size);
+    vp_mapfile_close(&p.file);
     return e;
 }

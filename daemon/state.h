@@ -10,8 +10,10 @@
 #define VRAMD_STATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h>
+
+#include "handle.h"
 
 struct vd_server;
 struct vd_state;
@@ -19,8 +21,8 @@ struct vd_state;
 /* The holders a restarted daemon found alive, for the caller to watch. */
 struct vd_orphan {
     uint32_t client;
-    pid_t pid;
-    int pidfd;
+    int64_t pid;
+    vp_handle pin;
     uint64_t starttime;
     bool resumable;
 };
@@ -38,7 +40,7 @@ void vd_state_close(struct vd_state *st);
 
 /* A connected client's process, recorded before it can hold anything.
  * -ENOSPC when the holder table is full. */
-int vd_state_holder_add(struct vd_state *st, uint32_t client, pid_t pid,
+int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
                         uint64_t starttime);
 /* The client is reaped: nothing of it is left. */
 void vd_state_holder_drop(struct vd_state *st, uint32_t client);
@@ -46,10 +48,5 @@ void vd_state_holder_drop(struct vd_state *st, uint32_t client);
 void vd_state_holder_evicted(struct vd_state *st, uint32_t client);
 void vd_state_next_client(struct vd_state *st, uint32_t next);
 uint32_t vd_state_first_client(const struct vd_state *st);
-
-/* The start time of a process (clock ticks since boot, field 22 of
- * /proc/PID/stat): with the pid, it names one process for good. 0 when
- * unknown. */
-uint64_t vd_process_starttime(pid_t pid);
 
 #endif

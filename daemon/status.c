@@ -2,12 +2,11 @@
  * request returns. Keys are stable; new keys may be added. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "message.h"
+#include "platform.h"
 #include "session.h"
 
 cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r)
@@ -34,13 +33,6 @@ cJSON *vd_region_json(struct vd_server *srv, const struct vl_region *r)
     vram_json_add_u64(o, "chunk_bytes", d ? d->cfg.chunk_bytes : 0);
     vram_json_add_u64(o, "chunks", r->used);
     return o;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static cJSON *device_json(struct vd_server *srv, uint32_t i)
@@ -163,7 +155,7 @@ static cJSON *clients_json(struct vd_server *srv)
         cJSON *o = cJSON_CreateObject();
         vram_json_add_u64(o, "id", cl->id);
         cJSON_AddStringToObject(o, "name", s ? s->name : "");
-        cJSON_AddNumberToObject(o, "pid", s ? s->pid : rp ? rp->pid : 0);
+        cJSON_AddNumberToObject(o, "pid", (double)(s ? s->pid : rp ? rp->pid : 0));
         if (rp)
             cJSON_AddBoolToObject(o, "resumable", rp->resumable && !cl->resumed);
         if (s)
@@ -191,9 +183,9 @@ cJSON *vd_status_build(struct vd_server *srv)
     vram_json_add_u64(o, "protocol_version", VRAM_PROTOCOL_VERSION);
     cJSON_AddStringToObject(o, "backend", srv->backend->ops->name);
     cJSON *dm = cJSON_AddObjectToObject(o, "daemon");
-    cJSON_AddNumberToObject(dm, "pid", getpid());
+    cJSON_AddNumberToObject(dm, "pid", (double)vp_self_pid());
     cJSON_AddStringToObject(dm, "version", VRAM_VERSION);
-    vram_json_add_u64(dm, "uptime_ms", (now_ns() - srv->started_ns) / 1000000);
+    vram_json_add_u64(dm, "uptime_ms", (vp_now_ns() - srv->started_ns) / 1000000);
     vram_json_add_u64(dm, "chunk_fds", srv->backend->ops->fds_held(srv->backend));
     cJSON *ct = cJSON_AddObjectToObject(o, "counters");
     vram_json_add_u64(ct, "grants", srv->counters.grants);

@@ -1,9 +1,10 @@
 /* The frame: the unit of the vramd wire protocol.
  *
  * A frame is a fixed 16-byte little-endian header followed by a JSON payload.
- * File descriptors (Unix) travel beside the frame as SCM_RIGHTS and are
- * referenced from the JSON by index; the header says how many belong to the
- * frame, and the transport checks that exactly that many arrived.
+ * Handles travel beside the frame (POSIX: SCM_RIGHTS) or after its payload
+ * (Windows: their values in the receiver's process) and are referenced from
+ * the JSON by index; the header says how many belong to the frame, and the
+ * codec (codec.h) matches them by that count, in order.
  *
  *   offset size field
  *   0      4    magic        "VRMD" (0x444d5256 little-endian)
@@ -28,7 +29,7 @@
 
 /* Limits every peer enforces. Larger fd sets are split over several frames. */
 #define VRAM_MAX_PAYLOAD (1u << 20)
-#define VRAM_MAX_FDS_PER_FRAME 32
+#define VRAM_MAX_FDS_PER_FRAME 32 /* handles */
 #define VRAM_MAX_REQUESTS_IN_FLIGHT 64
 
 struct vram_frame_header {

@@ -267,14 +267,17 @@ char *vram_json_print(const cJSON *v, size_t *len_out)
     return b.p;
 }
 
-int vram_msg_queue(struct vram_wire *w, const cJSON *msg, const int *fds,
-                   int nfds)
+int vram_msg_queue(struct vram_wire *w, const cJSON *msg, vp_handle *hs,
+                   int n)
 {
     size_t len = 0;
     char *s = vram_json_print(msg, &len);
-    if (!s)
+    if (!s) {
+        for (int i = 0; i < n; i++)
+            vp_close(&hs[i]);
         return -ENOMEM;
-    int r = vram_wire_queue(w, s, len, fds, nfds);
+    }
+    int r = vram_wire_queue(w, s, len, hs, n);
     free(s);
     return r;
 }

@@ -15,7 +15,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "transport.h"
+#include "wire.h"
 
 /* The catalogue, parsed once (thread-unsafe first call; call it at start). */
 const cJSON *vram_catalogue(void);
@@ -34,9 +34,9 @@ int vram_errno_from_name(const char *name); /* negative errno, -EPROTO if unknow
  * 10^15; NULL when out of memory. */
 char *vram_json_print(const cJSON *v, size_t *len_out);
 
-/* Serialises msg and queues it with fds. */
-int vram_msg_queue(struct vram_wire *w, const cJSON *msg, const int *fds,
-                   int nfds);
+/* Serialises msg and queues it with handles (taken, see vram_codec_tx). */
+int vram_msg_queue(struct vram_wire *w, const cJSON *msg, vp_handle *hs,
+                   int n);
 
 /* Field readers. Each returns 0 and writes *out only when the field is
  * present with the right type; -ENOENT when absent; -EINVAL otherwise. */

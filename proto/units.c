@@ -6,7 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+
+/* Case-insensitive equality (strcasecmp is POSIX, not C). */
+static int same_word(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+            return 0;
+    return *a == *b;
+}
 
 int vram_size_parse(const char *s, uint64_t *out)
 {
@@ -31,7 +39,7 @@ int vram_size_parse(const char *s, uint64_t *out)
                  {"g", 30},   {"gib", 30}, {"gb", 30},  {"t", 40},
                  {"tib", 40}, {"tb", 40}};
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].suffix) != 0)
+        if (!same_word(end, units[i].suffix))
             continue;
         double b = ldexp(v, units[i].shift);
         if (b > 9007199254740992.0)

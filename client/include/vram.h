@@ -3,7 +3,8 @@
  * An engine connects to the daemon, registers its pipeline stages, and gets
  * memory as regions: ranges of virtual address space whose base the daemon
  * assigns and which never move. The library reserves each region once,
- * imports the chunks the daemon sends (fds on Linux) and maps chunk slot i
+ * imports the chunks the daemon sends (handles: fds on Linux, NT handles on
+ * Windows) and maps chunk slot i
  * at base + i * chunk_bytes, so pointers and captured CUDA graphs stay valid
  * across every budget change.
  *
@@ -39,9 +40,11 @@ extern "C" {
 #define VRAM_API
 #endif
 
-#define VRAM_PROTOCOL_VERSION_CLIENT 1
-
 typedef struct vram_client vram_client;
+
+/* An operating-system handle, as an integer: a file descriptor on POSIX, a
+ * HANDLE on Windows. */
+typedef intptr_t vram_handle;
 
 enum vram_region_kind {
     VRAM_REGION_KV = 0,
@@ -148,12 +151,16 @@ struct vram_residency {
 VRAM_API int vram_client_connect(const char *path,
                                  const struct vram_client_options *opt,
                                  vram_client **out);
-/* Takes ownership of an already connected socket fd (closed on failure). */
-VRAM_API int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
+/* Takes ownership of an already connected socket (closed on failure). */
+VRAM_API int vram_client_connect_fd(vram_handle fd,
+                                    const struct vram_client_options *opt,
                                     vram_client **out);
 /* Unmaps everything and disconnects. NULL-tolerant. */
 VRAM_API void vram_client_close(vram_client *c);
-VRAM_API int vram_client_fd(const vram_client *c);
+/* What an engine's event loop waits on: on POSIX the connection's socket
+ * (poll it for readability, then call vram_client_dispatch); its number
+ * stays the same across a reconnect. */
+VRAM_API vram_handle vram_client_fd(const vram_client *c);
 /* Handles whatever arrived, without blocking. Returns events handled. */
 VRAM_API int vram_client_dispatch(vram_client *c);
 VRAM_API void vram_client_set_event_callback(vram_client *c, vram_event_fn fn,

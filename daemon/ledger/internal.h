@@ -8,7 +8,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/types.h> /* ssize_t */
 
 #include "ledger.h"
 
@@ -53,7 +52,7 @@ void vli_note_stage(struct vl_ledger *L, uint32_t stage, uint32_t client);
 /* va.c: the address window and held ranges */
 int vli_va_alloc(struct vl_ledger *L, uint64_t size, uint64_t align,
                  uint64_t *out);
-ssize_t vli_va_find(const struct vl_ledger *L, uint64_t base, uint64_t size);
+ptrdiff_t vli_va_find(const struct vl_ledger *L, uint64_t base, uint64_t size);
 void vli_va_release(struct vl_ledger *L, uint64_t base, uint64_t size);
 int vli_va_take_exact(struct vl_ledger *L, uint64_t base, uint64_t size);
 int vli_hold_add(struct vl_ledger *L, const struct vl_va_hold *h);

@@ -53,13 +53,13 @@ int vli_va_alloc(struct vl_ledger *L, uint64_t size, uint64_t align,
 }
 
 /* The free range that holds all of [base, base + size), or -1. */
-ssize_t vli_va_find(const struct vl_ledger *L, uint64_t base, uint64_t size)
+ptrdiff_t vli_va_find(const struct vl_ledger *L, uint64_t base, uint64_t size)
 {
     for (size_t i = 0; i < L->nva_free; i++) {
         const struct vl_va_range *f = &L->va_free[i];
         if (size && base >= f->base && size <= f->size &&
             base - f->base <= f->size - size)
-            return (ssize_t)i;
+            return (ptrdiff_t)i;
     }
     return -1;
 }
@@ -92,7 +92,7 @@ void vli_va_release(struct vl_ledger *L, uint64_t base, uint64_t size)
  * any of it is taken. */
 int vli_va_take_exact(struct vl_ledger *L, uint64_t base, uint64_t size)
 {
-    ssize_t i = vli_va_find(L, base, size);
+    ptrdiff_t i = vli_va_find(L, base, size);
     return i < 0 ? -EBUSY : va_carve(L, (size_t)i, base, size);
 }
 

@@ -1,6 +1,8 @@
 /* libFuzzer harness for everything that reads bytes from a peer: the frame
- * header, the transport (exact and greedy receives, over a real socketpair),
- * JSON parsing, and the catalogue's validation of requests and events.
+ * header, the codec (fed directly, in pieces, in both handle modes), the
+ * wire over a real socketpair (one receive per call, and receives until the
+ * socket is empty), JSON parsing, and the catalogue's validation of requests
+ * and events.
  * Build with -DVRAM_FUZZ=ON (clang); run: fuzz_wire -max_total_time=60. */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +14,10 @@
 
 #include "frame.h"
 #include "message.h"
-#include "transport.h"
+#include "codec.h"
+#include "wire.h"
 
-static int on_frame(void *ud, struct vram_wire_frame *f)
+static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     (void)ud;
     cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
@@ -39,8 +42,8 @@ static void through_wire(const uint8_t *data, size_t size, bool greedy)
     size_t off = 0;
     /* Feed in pieces, so frames straddle receives. */
     struct vram_wire w;
-    vram_wire_init(&w, sv[0]);
-    w.rx_greedy = greedy;
+    vram_wire_init(&w, (vp_handle){sv[0]});
+    w.max_recvs = greedy ? 1 : 0;
     char why[256];
     while (off < size) {
         size_t piece = size - off < 4096 ? size - off : 4096;
@@ -59,6 +62,32 @@ static void through_wire(const uint8_t *data, size_t size, bool greedy)
     close(sv[0]);
 }
 
+/* The codec alone: bytes pushed in pieces of varying size (the first byte
+ * chooses them), every frame taken out. */
+static void through_codec(const uint8_t *data, size_t size, bool inline_handles)
+{
+    struct vram_codec c;
+    vram_codec_init(&c, inline_handles);
+    size_t step = size ? (size_t)(data[0] % 61) + 1 : 1;
+    char why[256];
+    for (size_t off = 0; off < size; off += step) {
+        size_t n = size - off < step ? size - off : step;
+        if (vram_codec_rx_bytes(&c, data + off, n) < 0)
+            break;
+        struct vram_codec_frame *f;
+        int r;
+        while ((r = vram_codec_next(&c, &f, why, sizeof(why))) > 0) {
+            /* Inline handles are only values here: never close them. */
+            for (int i = 0; i < f->nhandles; i++)
+                f->handles[i] = VP_NONE;
+            on_frame(NULL, f);
+        }
+        if (r < 0)
+            break;
+    }
+    vram_codec_fini(&c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -68,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char why[128];
         vram_frame_header_decode(data, &h, why, sizeof(why));
     }
+    through_codec(data, size, false);
+    through_codec(data, size, true);
     through_wire(data, size, false);
     through_wire(data, size, true);
     return 0;

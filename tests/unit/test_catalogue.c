@@ -19,7 +19,7 @@
     } while (0)
 #include "frame.h"
 #include "message.h"
-#include "transport.h"
+#include "wire.h"
 #include "units.h"
 
 static const char *const known_types[] = {"integer", "boolean", "string",
@@ -379,7 +379,7 @@ static void test_json_helpers(void)
     cJSON_Delete(o);
 }
 
-static int on_msg(void *ud, struct vram_wire_frame *f)
+static int on_msg(void *ud, struct vram_codec_frame *f)
 {
     cJSON **out = ud;
     *out = cJSON_Parse(f->payload);
@@ -393,8 +393,8 @@ static void test_msg_queue(void)
     MUST(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0,
             "socketpair");
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&tx, (vp_handle){sv[0]});
+    vram_wire_init(&rx, (vp_handle){sv[1]});
     cJSON *m = cJSON_Parse("{\"type\":\"region_grow\",\"id\":9,"
                            "\"region\":4,\"chunks\":2}");
     REQUIRE(m != NULL, "parse");

@@ -1,8 +1,10 @@
-/* The transport on a real socketpair: fds arrive working, in their own frame,
- * exactly once, with FD_CLOEXEC; every lie a peer can tell about fds (a wrong
- * count, fds too many for the control buffer, fds with a frame that announced
- * none) fails the read and leaves no fd open in this process; partial writes
- * never re-attach fds; the outgoing queue is bounded.
+/* The wire (proto/wire.c: the codec over platform/posix/conn.c) on a real
+ * socketpair: fds arrive working, in their own frame, exactly once, with
+ * FD_CLOEXEC; every lie a peer can tell about fds (a wrong count, fds too
+ * many for the control buffer, fds with a frame that announced none) fails
+ * the read and leaves no fd open in this process; partial writes never
+ * re-attach fds; the outgoing queue takes the fds it is given and is
+ * bounded.
  *
  * Lying peers are written by hand with sendmsg, since vram_wire_queue refuses
  * to produce such frames. Leaks are measured by counting /proc/self/fd. */
@@ -31,7 +33,22 @@
             exit(1);                                                           \
     } while (0)
 #include "frame.h"
-#include "transport.h"
+#include "wire.h"
+
+/* A socket or fd as the platform's handle. */
+static vp_handle H(int fd)
+{
+    return (vp_handle){fd};
+}
+
+/* Copies of fds for a queue, which takes what it is given. */
+static vp_handle *dups(const int *fds, int n)
+{
+    static vp_handle v[4 * VRAM_MAX_FDS_PER_FRAME];
+    for (int i = 0; i < n; i++)
+        v[i] = H(fcntl(fds[i], F_DUPFD_CLOEXEC, 3));
+    return v;
+}
 
 #define MAXF 16
 #define NFD VRAM_MAX_FDS_PER_FRAME
@@ -159,7 +176,7 @@ struct collector {
     int bad_nul;
 };
 
-static int on_frame(void *ud, struct vram_wire_frame *f)
+static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct collector *c = ud;
     REQUIRE(c->n < MAXF, "too many frames");
@@ -171,15 +188,15 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
         c->bad_nul++;
     g->len = f->len;
     g->version = f->version;
-    g->nfds = f->nfds;
-    for (int i = 0; i < f->nfds; i++) {
-        int fl = fcntl(f->fds[i], F_GETFD);
+    g->nfds = f->nhandles;
+    for (int i = 0; i < f->nhandles; i++) {
+        int fl = fcntl((int)f->handles[i].v, F_GETFD);
         if (fl < 0 || !(fl & FD_CLOEXEC))
             c->bad_cloexec++;
         g->fds[i] = -1;
         if (c->take_fds) {
-            g->fds[i] = f->fds[i];
-            f->fds[i] = -1;
+            g->fds[i] = (int)f->handles[i].v;
+            f->handles[i] = VP_NONE;
         }
     }
     return c->ret;
@@ -206,16 +223,16 @@ static void test_fds_arrive_working(void)
     MUST(pipe(p) == 0, "pipe");
     int m = make_memfd("hello from the sender");
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&tx, H(sv[0]));
+    vram_wire_init(&rx, H(sv[1]));
 
     const char *json = "{\"type\":\"status\",\"id\":7}";
     int fds[2] = {m, p[1]};
-    CHECK(vram_wire_queue(&tx, json, strlen(json), fds, 2) == 0, "queue");
+    CHECK(vram_wire_queue(&tx, json, strlen(json), dups(fds, 2), 2) == 0, "queue");
     CHECK(vram_wire_pending(&tx), "nothing pending after queue");
     /* An fd-less frame and an fd-only (empty payload) frame behind it. */
     CHECK(vram_wire_queue(&tx, "{}", 2, NULL, 0) == 0, "queue no fds");
-    CHECK(vram_wire_queue(&tx, "", 0, &m, 1) == 0, "queue empty payload");
+    CHECK(vram_wire_queue(&tx, "", 0, dups(&m, 1), 1) == 0, "queue empty payload");
     CHECK(vram_wire_flush(&tx) == 0, "flush");
     CHECK(!vram_wire_pending(&tx), "still pending after flush");
 
@@ -253,10 +270,10 @@ static void test_fds_arrive_working(void)
     CHECK(c.bad_cloexec == 0, "%d received fds without FD_CLOEXEC",
           c.bad_cloexec);
     CHECK(c.bad_nul == 0, "payload not NUL-terminated");
-    CHECK_EQ_U(tx.frames_out, 3);
-    CHECK_EQ_U(tx.fds_out, 3);
-    CHECK_EQ_U(rx.frames_in, 3);
-    CHECK_EQ_U(rx.fds_in, 3);
+    CHECK_EQ_U(tx.codec.frames_out, 3);
+    CHECK_EQ_U(tx.codec.handles_out, 3);
+    CHECK_EQ_U(rx.codec.frames_in, 3);
+    CHECK_EQ_U(rx.codec.handles_in, 3);
 
     /* Nothing more to read: would block, not an error. */
     r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
@@ -281,10 +298,10 @@ static void test_callback_ownership(void)
     make_pair(sv);
     int m1 = make_memfd(NULL), m2 = make_memfd(NULL);
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&tx, H(sv[0]));
+    vram_wire_init(&rx, H(sv[1]));
     int fds[2] = {m1, m2};
-    MUST(vram_wire_queue(&tx, "x", 1, fds, 2) == 0, "queue");
+    MUST(vram_wire_queue(&tx, "x", 1, dups(fds, 2), 2) == 0, "queue");
     MUST(vram_wire_flush(&tx) == 0, "flush");
     int base = count_fds();
 
@@ -298,7 +315,7 @@ static void test_callback_ownership(void)
     /* Now take them: both stay open, exactly two more fds. */
     collector_free(&c);
     c.take_fds = true;
-    MUST(vram_wire_queue(&tx, "y", 1, fds, 2) == 0, "queue");
+    MUST(vram_wire_queue(&tx, "y", 1, dups(fds, 2), 2) == 0, "queue");
     MUST(vram_wire_flush(&tx) == 0, "flush");
     CHECK(vram_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
           why);
@@ -344,8 +361,8 @@ static void test_batched_fds(void)
     int sv[2];
     make_pair(sv);
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&tx, H(sv[0]));
+    vram_wire_init(&rx, H(sv[1]));
 
     int m[FRAMES][NFD];
     ino_t ino[FRAMES][NFD];
@@ -356,16 +373,18 @@ static void test_batched_fds(void)
         }
         char json[64];
         snprintf(json, sizeof(json), "{\"batch\":%d}", k);
-        MUST(vram_wire_queue(&tx, json, strlen(json), m[k], NFD) == 0,
+        MUST(vram_wire_queue(&tx, json, strlen(json), dups(m[k], NFD), NFD) == 0,
                 "queue frame %d", k);
     }
-    CHECK(tx.out_fds == FRAMES * NFD, "out_fds %d", tx.out_fds);
-    /* The queue holds its own copies: closing ours changes nothing. */
+    CHECK(tx.codec.tx_handles == FRAMES * NFD, "queued handles %d",
+          tx.codec.tx_handles);
+    /* The queue holds what it was given: closing ours changes nothing. */
     for (int k = 0; k < FRAMES; k++)
         for (int i = 0; i < NFD; i++)
             close(m[k][i]);
     MUST(vram_wire_flush(&tx) == 0, "flush");
-    CHECK(tx.out_fds == 0, "out_fds %d after flush", tx.out_fds);
+    CHECK(tx.codec.tx_handles == 0, "queued handles %d after flush",
+          tx.codec.tx_handles);
 
     struct collector c = {.take_fds = true};
     char why[256];
@@ -385,7 +404,7 @@ static void test_batched_fds(void)
     }
     CHECK(c.bad_cloexec == 0, "%d received fds without FD_CLOEXEC",
           c.bad_cloexec);
-    CHECK_EQ_U(rx.fds_in, FRAMES * NFD);
+    CHECK_EQ_U(rx.codec.handles_in, FRAMES * NFD);
     collector_free(&c);
 
     vram_wire_fini(&tx);
@@ -403,7 +422,7 @@ static void test_two_frames_one_sendmsg(void)
     make_pair(sv);
     int m = make_memfd(NULL);
     struct vram_wire rx;
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&rx, H(sv[1]));
     uint8_t buf[128];
     size_t n = craft(buf, 3, 1, "one");
     n += craft(buf + n, 3, 0, "two");
@@ -444,7 +463,7 @@ static void expect_refused(const char *what, const uint8_t *const *parts,
         send_raw(sv[0], parts[i], lens[i], fds, nfds_per_part[i]);
 
     struct vram_wire rx;
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&rx, H(sv[1]));
     struct collector c = {.take_fds = false};
     char why[256];
     int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
@@ -490,14 +509,36 @@ static void test_spoofed_fd_count(void)
     nf[0] = 3;
     expect_refused("announces 2 sends 3", parts, lens, nf, 1, 0, -EBADMSG,
                    NULL);
-    /* Announces 1 with no fd, then the next frame (announcing 0) carries it:
-     * the fd must not be counted for the first frame. */
-    lens[0] = craft(a, 2, 1, "{}");
-    nf[0] = 0;
-    lens[1] = craft(b, 2, 0, "{}");
-    nf[1] = 1;
-    expect_refused("fd moved to the next frame", parts, lens, nf, 2, 0,
-                   -EBADMSG, NULL);
+    /* Announces 1 and sends none, and the next frame announces none and
+     * carries one: fds are matched to frames by count in arrival order, so
+     * the first frame takes it (the sender only fooled itself), and the
+     * second has none. */
+    {
+        int sv[2];
+        make_pair(sv);
+        int m = make_memfd(NULL);
+        lens[0] = craft(a, 2, 1, "{}");
+        lens[1] = craft(b, 2, 0, "{}");
+        send_raw(sv[0], a, lens[0], NULL, 0);
+        send_raw(sv[0], b, lens[1], &m, 1);
+        struct vram_wire rx;
+        vram_wire_init(&rx, H(sv[1]));
+        struct collector c = {.take_fds = true};
+        char why[256];
+        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        CHECK(r == 0 && c.n == 2, "fd sent with the next frame: read %d, %d "
+              "frames: %s", r, c.n, why);
+        if (c.n == 2)
+            CHECK(c.f[0].nfds == 1 && same_file(c.f[0].fds[0], m) &&
+                      c.f[1].nfds == 0,
+                  "fds not matched by count in order: %d, %d", c.f[0].nfds,
+                  c.f[1].nfds);
+        collector_free(&c);
+        vram_wire_fini(&rx);
+        close(m);
+        close(sv[0]);
+        close(sv[1]);
+    }
 }
 
 static void test_unsolicited_fds(void)
@@ -539,8 +580,10 @@ static void test_too_many_fds_in_pieces(void)
     memcpy(b, "abcd", 4);
     lens[1] = 4;
     nf[1] = 1;
+    /* One fd more than the frame announces, and no frame after it to claim
+     * it: a lie about counts. */
     expect_refused("fds over the limit in two pieces", parts, lens, nf, 2, 0,
-                   -E2BIG, NULL);
+                   -EBADMSG, NULL);
 
     /* The same frame with exactly its fds in two pieces is fine. */
     int sv[2];
@@ -552,7 +595,7 @@ static void test_too_many_fds_in_pieces(void)
     send_raw(sv[0], a, lens[0], fds, NFD / 2);
     send_raw(sv[0], b, lens[1], fds, NFD - NFD / 2);
     struct vram_wire rx;
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&rx, H(sv[1]));
     struct collector c = {0};
     char why[256];
     int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
@@ -590,7 +633,7 @@ static void test_full_fd_table(void)
     size_t len = craft(a, 2, 3, "{}");
     send_raw(sv[0], a, len, fds, 3);
     struct vram_wire rx;
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&rx, H(sv[1]));
     int base = count_fds();
 
     struct rlimit old;
@@ -666,7 +709,7 @@ static void test_bad_headers(void)
     craft(big, VRAM_MAX_PAYLOAD, 0, NULL);
     memset(big + VRAM_FRAME_HEADER_SIZE, 'z', VRAM_MAX_PAYLOAD);
     struct vram_wire rx;
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&rx, H(sv[1]));
     struct collector c = {0};
     char why[256];
     size_t sent = 0;
@@ -706,7 +749,7 @@ static void test_eof(void)
         int sv[2];
         make_pair(sv);
         struct vram_wire rx;
-        vram_wire_init(&rx, sv[1]);
+        vram_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
         int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == 0, "idle socket: %d %s", r, why);
@@ -725,7 +768,7 @@ static void test_eof(void)
         send_raw(sv[0], a, n, NULL, 0);
         close(sv[0]);
         struct vram_wire rx;
-        vram_wire_init(&rx, sv[1]);
+        vram_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
         int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == -ENOTCONN && c.n == 1,
@@ -743,7 +786,7 @@ static void test_eof(void)
         craft(a, 2, 1, "{}");
         send_raw(sv[0], a, 7, &m, 1);
         struct vram_wire rx;
-        vram_wire_init(&rx, sv[1]);
+        vram_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
         int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == 0, "partial header: %d %s", r, why);
@@ -767,7 +810,7 @@ static void test_eof(void)
         send_raw(sv[0], a, n, NULL, 0);
         close(sv[0]);
         struct vram_wire rx;
-        vram_wire_init(&rx, sv[1]);
+        vram_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
         int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == -ECONNRESET, "truncated payload then EOF: %d %s", r, why);
@@ -795,8 +838,8 @@ static void test_partial_writes(void)
     int m1 = make_memfd("one"), m2 = make_memfd("two"), m3 = make_memfd("3");
 
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&tx, H(sv[0]));
+    vram_wire_init(&rx, H(sv[1]));
     const size_t lens[3] = {VRAM_MAX_PAYLOAD, 5, VRAM_MAX_PAYLOAD / 2 + 3};
     char *pay[3];
     for (int k = 0; k < 3; k++) {
@@ -806,8 +849,8 @@ static void test_partial_writes(void)
             pay[k][i] = (char)('a' + (i * 7 + i / 4093 + (size_t)k) % 26);
     }
     int f0[3] = {m1, p[1], m2};
-    MUST(vram_wire_queue(&tx, pay[0], lens[0], f0, 3) == 0, "queue 0");
-    MUST(vram_wire_queue(&tx, pay[1], lens[1], &m3, 1) == 0, "queue 1");
+    MUST(vram_wire_queue(&tx, pay[0], lens[0], dups(f0, 3), 3) == 0, "queue 0");
+    MUST(vram_wire_queue(&tx, pay[1], lens[1], dups(&m3, 1), 1) == 0, "queue 1");
     MUST(vram_wire_queue(&tx, pay[2], lens[2], NULL, 0) == 0, "queue 2");
     close(p[1]); /* the queue holds its own copy */
 
@@ -820,8 +863,11 @@ static void test_partial_writes(void)
             int r = vram_wire_flush(&tx);
             if (r == -EAGAIN) {
                 eagain++;
-                /* Frame 0 has started: its fds are gone from the queue. */
-                if (tx.out_head && tx.frames_out == 0 && tx.out_fds != 1)
+                /* Frame 0 has started with the first flush: its fds went
+                 * with it and are gone from the queue; what is queued is
+                 * only what has not been sent. */
+                if (tx.codec.handles_out < 3 ||
+                    tx.codec.tx_handles + (int)tx.codec.handles_out != 4)
                     fds_dropped_after_first_write = false;
             } else {
                 REQUIRE(r == 0, "flush: %d", r);
@@ -846,8 +892,8 @@ static void test_partial_writes(void)
     CHECK(c.f[0].nfds == 3, "frame 0 got %d fds", c.f[0].nfds);
     CHECK(c.f[1].nfds == 1, "frame 1 got %d fds", c.f[1].nfds);
     CHECK(c.f[2].nfds == 0, "frame 2 got %d fds", c.f[2].nfds);
-    CHECK_EQ_U(rx.fds_in, 4);
-    CHECK_EQ_U(tx.fds_out, 4);
+    CHECK_EQ_U(rx.codec.handles_in, 4);
+    CHECK_EQ_U(tx.codec.handles_out, 4);
     if (c.f[0].nfds == 3) {
         CHECK(same_file(c.f[0].fds[0], m1), "frame 0 fd 0");
         CHECK(same_file(c.f[0].fds[2], m2), "frame 0 fd 2");
@@ -875,50 +921,47 @@ static void test_partial_writes(void)
     CHECK(count_fds() == base, "fd leak: %d open, %d before", count_fds(), base);
 }
 
-/* vram_wire_queue takes its own copy of each fd: what is sent is the file
- * the fd named at queue time, even if the caller closes it and the number is
- * reused. */
-static void test_queue_duplicates(void)
+/* vram_wire_queue takes the fds it is given (no copy: a grant of thousands
+ * of chunks costs no extra fds): each is closed once it has gone with its
+ * frame, or at fini for a frame never sent. */
+static void test_queue_takes_fds(void)
 {
     int base = count_fds();
     int sv[2];
     make_pair(sv);
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    vram_wire_init(&tx, H(sv[0]));
+    vram_wire_init(&rx, H(sv[1]));
 
     int a = make_memfd("A");
     ino_t ino_a = inode_of(a);
     int before = count_fds();
-    MUST(vram_wire_queue(&tx, "x", 1, &a, 1) == 0, "queue");
-    CHECK(count_fds() == before + 1, "queue did not duplicate the fd");
-    close(a);
-    int b = make_memfd("B"); /* most likely reuses a's number */
-    CHECK(inode_of(b) != ino_a, "memfds share an inode");
+    vp_handle ha = H(a);
+    MUST(vram_wire_queue(&tx, "x", 1, &ha, 1) == 0, "queue");
+    CHECK(!vp_ok(ha), "the queue did not take the fd");
+    CHECK(count_fds() == before, "queue duplicated the fd");
     MUST(vram_wire_flush(&tx) == 0, "flush");
-    CHECK(count_fds() == before, "queued copy not closed after the send");
+    CHECK(count_fds() == before - 1, "queued fd not closed after the send");
 
     struct collector c = {.take_fds = true};
     char why[256];
     CHECK(vram_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
           why);
     REQUIRE(c.n == 1 && c.f[0].nfds == 1, "frame not received");
-    CHECK(inode_of(c.f[0].fds[0]) == ino_a,
-          "sent the file the fd number names at flush time, not at queue time");
+    CHECK(inode_of(c.f[0].fds[0]) == ino_a, "another file arrived");
     char buf[4] = "";
     CHECK(pread(c.f[0].fds[0], buf, 1, 0) == 1 && buf[0] == 'A',
           "content '%c'", buf[0]);
     collector_free(&c);
-    close(b);
 
-    /* fini closes the copies of a queue that was never sent. */
+    /* fini closes the fds of a queue that was never sent. */
     int m = make_memfd(NULL);
     int fds[NFD];
     for (int i = 0; i < NFD; i++)
         fds[i] = m;
     before = count_fds();
-    MUST(vram_wire_queue(&tx, "y", 1, fds, NFD) == 0, "queue");
-    MUST(vram_wire_queue(&tx, "z", 1, fds, 3) == 0, "queue");
+    MUST(vram_wire_queue(&tx, "y", 1, dups(fds, NFD), NFD) == 0, "queue");
+    MUST(vram_wire_queue(&tx, "z", 1, dups(fds, 3), 3) == 0, "queue");
     CHECK(count_fds() == before + NFD + 3, "%d fds, expected %d", count_fds(),
           before + NFD + 3);
     vram_wire_fini(&tx);
@@ -938,7 +981,7 @@ static void test_queue_limits(void)
     int sv[2];
     make_pair(sv);
     struct vram_wire w;
-    vram_wire_init(&w, sv[0]);
+    vram_wire_init(&w, H(sv[0]));
     int m = make_memfd(NULL);
     int fds[NFD + 1];
     for (int i = 0; i <= NFD; i++)
@@ -946,48 +989,53 @@ static void test_queue_limits(void)
     char *big = calloc(1, VRAM_MAX_PAYLOAD + 1);
     REQUIRE(big != NULL, "calloc");
 
-    /* Per-frame limits. */
+    /* Per-frame limits; a refused frame's fds are closed (they were
+     * given). */
     CHECK(vram_wire_queue(&w, big, VRAM_MAX_PAYLOAD + 1, NULL, 0) == -EMSGSIZE,
           "payload over the limit accepted");
-    CHECK(vram_wire_queue(&w, "x", 1, fds, NFD + 1) == -E2BIG,
+    CHECK(vram_wire_queue(&w, "x", 1, dups(fds, NFD + 1), NFD + 1) == -E2BIG,
           "too many fds accepted");
-    CHECK(vram_wire_queue(&w, "x", 1, fds, -1) < 0, "negative nfds accepted");
-    CHECK(!vram_wire_pending(&w) && w.out_bytes == 0 && w.out_fds == 0,
+    CHECK(vram_wire_queue(&w, "x", 1, dups(fds, 1), -1) < 0,
+          "negative nfds accepted");
+    close((int)dups(fds, 0)[0].v); /* the one a negative count left */
+    CHECK(!vram_wire_pending(&w) && vram_codec_tx_bytes(&w.codec) == 0 &&
+              w.codec.tx_handles == 0,
           "a refused frame changed the queue");
     CHECK(count_fds() == base + 3, "refused frames left fds open");
 
-    /* A bad fd (or one of several) refuses the frame and closes the copies
-     * already made. */
-    int mixed[3] = {m, m, 999999};
+    /* A bad fd (or one of several) refuses the frame and closes the others. */
+    vp_handle mixed[3];
+    memcpy(mixed, dups(fds, 2), 2 * sizeof(vp_handle));
+    mixed[2] = H(999999);
     CHECK(vram_wire_queue(&w, "x", 1, mixed, 3) == -EBADF, "bad fd accepted");
-    CHECK(count_fds() == base + 3, "copies of a refused frame left open");
+    CHECK(count_fds() == base + 3, "fds of a refused frame left open");
     CHECK(!vram_wire_pending(&w), "a refused frame was queued");
 
     /* Byte limit, to the exact byte: 63 full frames fit in 64 MiB. */
     size_t frame = VRAM_FRAME_HEADER_SIZE + VRAM_MAX_PAYLOAD;
-    size_t nfull = VRAM_WIRE_MAX_QUEUED_BYTES / frame;
+    size_t nfull = VRAM_CODEC_MAX_TX_BYTES / frame;
     for (size_t i = 0; i < nfull; i++)
         MUST(vram_wire_queue(&w, big, VRAM_MAX_PAYLOAD, NULL, 0) == 0,
                 "full frame %zu refused", i);
     CHECK(vram_wire_queue(&w, big, VRAM_MAX_PAYLOAD, NULL, 0) == -ENOBUFS,
           "frame past the byte limit accepted");
-    size_t room = VRAM_WIRE_MAX_QUEUED_BYTES - nfull * frame;
+    size_t room = VRAM_CODEC_MAX_TX_BYTES - nfull * frame;
     REQUIRE(room > VRAM_FRAME_HEADER_SIZE, "no room left to test the edge");
     CHECK(vram_wire_queue(&w, big, room - VRAM_FRAME_HEADER_SIZE + 1, NULL,
                           0) == -ENOBUFS,
           "frame one byte past the limit accepted");
     CHECK(vram_wire_queue(&w, big, room - VRAM_FRAME_HEADER_SIZE, NULL, 0) == 0,
           "frame filling the queue exactly refused");
-    CHECK_EQ_U(w.out_bytes, VRAM_WIRE_MAX_QUEUED_BYTES);
+    CHECK_EQ_U(vram_codec_tx_bytes(&w.codec), VRAM_CODEC_MAX_TX_BYTES);
     CHECK(vram_wire_queue(&w, NULL, 0, NULL, 0) == -ENOBUFS,
           "an empty frame fits in a full queue");
     vram_wire_fini(&w);
-    CHECK(w.out_bytes == 0 && !vram_wire_pending(&w), "fini left a queue");
+    CHECK(!vram_wire_pending(&w), "fini left a queue");
 
-    /* fd limit: the queue holds at most VRAM_WIRE_MAX_QUEUED_FDS copies. */
+    /* fd limit: the queue holds at most VRAM_CODEC_MAX_TX_HANDLES fds. */
     struct rlimit lim;
     MUST(getrlimit(RLIMIT_NOFILE, &lim) == 0, "getrlimit");
-    rlim_t need = (rlim_t)VRAM_WIRE_MAX_QUEUED_FDS + (rlim_t)highest_fd() + 64;
+    rlim_t need = (rlim_t)VRAM_CODEC_MAX_TX_HANDLES + (rlim_t)highest_fd() + 128;
     if (lim.rlim_cur < need && lim.rlim_max >= need) {
         lim.rlim_cur = need;
         MUST(setrlimit(RLIMIT_NOFILE, &lim) == 0, "setrlimit");
@@ -995,19 +1043,19 @@ static void test_queue_limits(void)
     REQUIRE(lim.rlim_cur >= need,
             "RLIMIT_NOFILE %llu is below the %llu this test needs",
             (unsigned long long)lim.rlim_cur, (unsigned long long)need);
-    vram_wire_init(&w, sv[0]);
-    int frames = VRAM_WIRE_MAX_QUEUED_FDS / NFD;
+    vram_wire_init(&w, H(sv[0]));
+    int frames = VRAM_CODEC_MAX_TX_HANDLES / NFD;
     for (int i = 0; i < frames; i++)
-        MUST(vram_wire_queue(&w, "f", 1, fds, NFD) == 0,
+        MUST(vram_wire_queue(&w, "f", 1, dups(fds, NFD), NFD) == 0,
                 "frame %d with fds refused", i);
-    CHECK_EQ_U(w.out_fds, VRAM_WIRE_MAX_QUEUED_FDS);
-    CHECK(vram_wire_queue(&w, "f", 1, fds, 1) == -ENOBUFS,
+    CHECK_EQ_U(w.codec.tx_handles, VRAM_CODEC_MAX_TX_HANDLES);
+    CHECK(vram_wire_queue(&w, "f", 1, dups(fds, 1), 1) == -ENOBUFS,
           "fd past the queue's fd limit accepted");
     CHECK(vram_wire_queue(&w, "f", 1, NULL, 0) == 0,
           "an fd-less frame refused while only fds are at their limit");
-    CHECK(count_fds() == base + 3 + VRAM_WIRE_MAX_QUEUED_FDS,
+    CHECK(count_fds() == base + 3 + VRAM_CODEC_MAX_TX_HANDLES,
           "%d fds open, expected %d", count_fds(),
-          base + 3 + VRAM_WIRE_MAX_QUEUED_FDS);
+          base + 3 + VRAM_CODEC_MAX_TX_HANDLES);
     vram_wire_fini(&w);
     CHECK(count_fds() == base + 3, "fini left %d queued fds open",
           count_fds() - base - 3);
@@ -1028,9 +1076,9 @@ static void test_flush_to_closed_peer(void)
     make_pair(sv);
     int m = make_memfd(NULL);
     struct vram_wire tx;
-    vram_wire_init(&tx, sv[0]);
+    vram_wire_init(&tx, H(sv[0]));
     close(sv[1]);
-    MUST(vram_wire_queue(&tx, "x", 1, &m, 1) == 0, "queue");
+    MUST(vram_wire_queue(&tx, "x", 1, dups(&m, 1), 1) == 0, "queue");
     int r = vram_wire_flush(&tx);
     CHECK(r == -EPIPE, "flush to a closed peer returned %d", r);
     vram_wire_fini(&tx);
@@ -1053,7 +1101,7 @@ int main(void)
     test_bad_headers();
     test_eof();
     test_partial_writes();
-    test_queue_duplicates();
+    test_queue_takes_fds();
     test_queue_limits();
     test_flush_to_closed_peer();
     return check_report("test_transport");

@@ -1,6 +1,7 @@
-/* Greedy receives (the daemon's side): one receive takes several frames,
- * fds go to the frame they were sent with, partial frames are finished by
- * exact reads, and a stop drops the rest. */
+/* Receives as the daemon makes them (one receive per readiness): one
+ * receive takes several frames, fds go to the frame they were sent with,
+ * partial frames are finished by later receives, and a stop leaves the rest
+ * for the next call. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 #include "check.h"
 #include "frame.h"
-#include "transport.h"
+#include "wire.h"
 
 struct got {
     int n;
@@ -21,15 +22,15 @@ struct got {
     int stop_after;
 };
 
-static int on_frame(void *ud, struct vram_wire_frame *f)
+static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct got *g = ud;
     if (g->n < 8) {
         memcpy(g->payload[g->n], f->payload, f->len + 1);
-        g->nfds[g->n] = f->nfds;
-        for (int i = 0; i < f->nfds && i < 4; i++) {
+        g->nfds[g->n] = f->nhandles;
+        for (int i = 0; i < f->nhandles && i < 4; i++) {
             struct stat st;
-            fstat(f->fds[i], &st);
+            fstat((int)f->handles[i].v, &st);
             g->ino[g->n][i] = st.st_ino;
         }
     }
@@ -66,8 +67,8 @@ static void send_frame(int fd, const char *payload, size_t len, int claim,
 static void pair(int sv[2], struct vram_wire *w)
 {
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
-    vram_wire_init(w, sv[0]);
-    w->rx_greedy = true;
+    vram_wire_init(w, (vp_handle){sv[0]});
+    w->max_recvs = 1;
 }
 
 int main(void)
@@ -178,7 +179,8 @@ int main(void)
         close(sv[0]);
         close(sv[1]);
     }
-    /* A stop drops what is left of the receive. */
+    /* A stop returns after its frame; what is left of the receive comes
+     * with the next call, which needs no new data on the socket. */
     {
         struct got g = {.stop_after = 1};
         pair(sv, &w);
@@ -186,6 +188,10 @@ int main(void)
         send_frame(sv[1], "{\"b\":2}", 7, 0, NULL, 0);
         int r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 1 && g.n == 1, "stop: %d %d", r, g.n);
+        g.stop_after = 0;
+        r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        CHECK(r == 0 && g.n == 2 && strcmp(g.payload[1], "{\"b\":2}") == 0,
+              "after a stop: %d %d", r, g.n);
         vram_wire_fini(&w);
         close(sv[0]);
         close(sv[1]);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "message.h"
@@ -110,7 +109,7 @@ int vc_apply_pending(vram_client *c)
     uint32_t shrink_stage = 0, shrinking = 0;
     for (size_t i = 0; i < c->npend; i++) {
         struct pending_map *p = &c->pend[i];
-        struct vc_chunk *ch = p->fd < 0 ? vc_table_get(&c->chunks, p->chunk) : NULL;
+        struct vc_chunk *ch = !vp_ok(p->h) ? vc_table_get(&c->chunks, p->chunk) : NULL;
         struct vc_region *from = ch && ch->region ? vc_region_get(c, ch->region) : NULL;
         if (from && from->kind == VRAM_REGION_EXPERT) {
             shrink_stage = from->stage;
@@ -127,13 +126,13 @@ int vc_apply_pending(vram_client *c)
         if (!r) {
             e = vc_set_error(c, -EPROTO, "daemon mapped chunk %llu into unknown "
                           "region %u", (unsigned long long)p->chunk, p->region);
-        } else if (p->fd >= 0) {
-            struct vc_chunk ch = {.id = p->chunk, .fd = -1, .device = r->device};
+        } else if (vp_ok(p->h)) {
+            struct vc_chunk ch = {.id = p->chunk, .h = VP_NONE, .device = r->device};
             if (vc_table_get(&c->chunks, p->chunk)) {
                 e = vc_set_error(c, -EPROTO, "daemon sent chunk %llu twice",
                               (unsigned long long)p->chunk);
-            } else if ((e = c->mapper->import(c, &ch, p->fd, r->chunk_bytes)) == 0) {
-                p->fd = -1; /* the import owns it now */
+            } else if ((e = c->mapper->import(c, &ch, p->h, r->chunk_bytes)) == 0) {
+                p->h = VP_NONE; /* the import owns it now */
                 if ((e = vc_table_put(&c->chunks, &ch)) == 0)
                     e = vc_map_chunk(c, vc_table_get(&c->chunks, ch.id), r, p->slot);
                 else
@@ -155,9 +154,7 @@ int vc_apply_pending(vram_client *c)
                     e = vc_map_chunk(c, ch, r, p->slot);
             }
         }
-        if (p->fd >= 0)
-            close(p->fd);
-        p->fd = -1;
+        vp_close(&p->h);
         if (e < 0 && !err)
             err = e;
     }
@@ -168,14 +165,13 @@ int vc_apply_pending(vram_client *c)
 void vc_clear_pending(vram_client *c)
 {
     for (size_t i = 0; i < c->npend; i++)
-        if (c->pend[i].fd >= 0)
-            close(c->pend[i].fd);
+        vp_close(&c->pend[i].h);
     c->npend = 0;
 }
 
 /* Takes the map entries of one reply frame, with their fds. */
 int vc_gather_map(vram_client *c, const cJSON *msg,
-                      struct vram_wire_frame *f)
+                      struct vram_codec_frame *f)
 {
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(msg, "map");
     const cJSON *e;
@@ -185,22 +181,21 @@ int vc_gather_map(vram_client *c, const cJSON *msg,
             vram_json_u64(e, "region", &region) < 0 ||
             vram_json_u64(e, "slot", &slot) < 0)
             return vc_set_error(c, -EPROTO, "malformed map entry from the daemon");
-        int fd = -1;
+        vp_handle h = VP_NONE;
         int r = vram_json_u64(e, "fd", &fdi);
         if (r == 0) {
-            if (fdi >= (uint64_t)f->nfds || f->fds[fdi] < 0)
+            if (fdi >= (uint64_t)f->nhandles || !vp_ok(f->handles[fdi]))
                 return vc_set_error(c, -EPROTO, "map entry names fd %llu; the "
                                  "frame carried %d", (unsigned long long)fdi,
-                                 f->nfds);
-            fd = f->fds[fdi];
-            f->fds[fdi] = -1;
+                                 f->nhandles);
+            h = f->handles[fdi];
+            f->handles[fdi] = VP_NONE;
         }
         if (c->npend == c->cappend) {
             size_t cap = c->cappend ? c->cappend * 2 : 64;
             struct pending_map *v = realloc(c->pend, cap * sizeof(*v));
             if (!v) {
-                if (fd >= 0)
-                    close(fd);
+                vp_close(&h);
                 return -ENOMEM;
             }
             c->pend = v;
@@ -208,7 +203,7 @@ int vc_gather_map(vram_client *c, const cJSON *msg,
         }
         c->pend[c->npend++] = (struct pending_map){
             .chunk = chunk, .region = (uint32_t)region, .slot = (uint32_t)slot,
-            .fd = fd};
+            .h = h};
     }
     return 0;
 }

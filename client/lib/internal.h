@@ -8,7 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "transport.h"
+#include "handle.h"
+#include "wire.h"
 #include "vram.h"
 
 #define VC_NO_SLOT UINT32_MAX
@@ -17,7 +18,8 @@
  * between regions never needs the daemon to send the fd again. */
 struct vc_chunk {
     uint64_t id;
-    int fd;              /* host: the memfd; cuda: the exported fd, closed */
+    vp_handle h;         /* host: the memory object; cuda: the exported
+                            handle, kept until the release */
     uint64_t handle;     /* cuda: CUmemGenericAllocationHandle */
     uint32_t device;
     uint32_t region;     /* 0 when not mapped */
@@ -60,7 +62,9 @@ struct vc_mapper {
     const char *name;
     int (*reserve)(vram_client *c, uint64_t base, uint64_t size);
     void (*unreserve)(vram_client *c, uint64_t base, uint64_t size);
-    int (*import)(vram_client *c, struct vc_chunk *ch, int fd, uint64_t bytes);
+    /* Takes the handle (stored in ch, closed at release). */
+    int (*import)(vram_client *c, struct vc_chunk *ch, vp_handle h,
+                  uint64_t bytes);
     int (*map)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);
@@ -74,11 +78,11 @@ const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
 struct pending_map {
     uint64_t chunk;
     uint32_t region, slot;
-    int fd;
+    vp_handle h; /* VP_NONE: a chunk this client holds, moved */
 };
 
 struct vram_client {
-    int fd;
+    vp_handle h;         /* the connection */
     /* how to connect again (reconnect.c) */
     char path[108];
     char name[64];
@@ -126,13 +130,10 @@ cJSON *vc_msg_new(const char *type);
 int vc_request(vram_client *c, cJSON *msg, cJSON **reply_out);
 /* A request whose reply carries nothing the caller needs. */
 int vc_call(vram_client *c, cJSON *msg);
-/* A connected socket to vramd at path, or a negative errno. */
-int vc_dial(const char *path);
-int64_t vc_now_ms(void);
+/* The wire and receive settings of a connection, new or made again. */
+void vc_conn_setup(vram_client *c);
 /* Hello on a fresh connection: the client id and backend. */
 int vc_hello(vram_client *c, char *error, size_t error_len);
-/* Reads what arrived, or (id != 0) until the reply to id. */
-int vc_pump(vram_client *c, uint64_t id, int *events);
 
 /* reconnect.c: after the connection broke */
 bool vc_can_reconnect(const vram_client *c);
@@ -149,7 +150,7 @@ uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot);
 void vc_drop_chunk(vram_client *c, uint64_t id);
 void vc_emit(vram_client *c, enum vram_event_type type, uint32_t stage,
              uint32_t n, uint32_t deadline);
-int vc_gather_map(vram_client *c, const cJSON *msg, struct vram_wire_frame *f);
+int vc_gather_map(vram_client *c, const cJSON *msg, struct vram_codec_frame *f);
 int vc_apply_pending(vram_client *c);
 void vc_clear_pending(vram_client *c);
 int vc_region_add(vram_client *c, const cJSON *o);

@@ -5,17 +5,13 @@
  * engine hears VRAM_EVENT_RECONNECTED, and the call that was in flight is
  * sent again (client.c). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "message.h"
+#include "platform.h"
 
 /* Chunks one resume frame carries: [id, region, slot] is at most ~40 bytes
  * of JSON, so a part stays well inside a frame. */
@@ -48,28 +44,23 @@ void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
     }
 }
 
-/* A new socket in place of the broken one, under the same fd number. */
+/* A new connection in place of the broken one, under the same handle
+ * number (an engine's event loop keeps waiting on it). */
 static int connect_again(vram_client *c)
 {
-    int fd = vc_dial(c->path);
-    if (fd < 0)
-        return fd;
-    int fl = fcntl(c->fd, F_GETFL);
-    if (fl >= 0 && (fl & O_NONBLOCK))
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (dup3(fd, c->fd, O_CLOEXEC) < 0) {
-        int e = -errno;
-        close(fd);
+    vp_handle h;
+    int e = vp_dial(c->path, &h);
+    if (e < 0)
+        return e;
+    if (!c->blocking)
+        vp_conn_set_blocking(h, false);
+    e = vp_replace(c->h, &h);
+    if (e < 0) {
+        vp_close(&h);
         return e;
     }
-    close(fd);
     vram_wire_fini(&c->wire);
-    vram_wire_init(&c->wire, c->fd);
-    c->wire.rx_greedy = true;
-    if (c->blocking) {
-        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-        setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    }
+    vc_conn_setup(c);
     c->broken = false;
     c->nasync = 0;
     c->async_error = 0;
@@ -225,7 +216,7 @@ int vc_reconnect(vram_client *c)
     snprintf(lost_why, sizeof(lost_why), "%s", c->last_error);
     c->reconnecting = true;
     uint32_t old = c->id;
-    int64_t deadline = vc_now_ms() + c->reconnect_ms;
+    int64_t deadline = vp_now_ms() + c->reconnect_ms;
     int delay = 10, e;
     for (;;) {
         e = connect_again(c);
@@ -236,11 +227,9 @@ int vc_reconnect(vram_client *c)
                 e == -ESTALE || e == -ENOTSUP)
                 break;
         }
-        if (e == 0 || vc_now_ms() + delay > deadline)
+        if (e == 0 || vp_now_ms() + delay > deadline)
             break;
-        struct timespec ts = {.tv_sec = delay / 1000,
-                              .tv_nsec = (long)(delay % 1000) * 1000000};
-        nanosleep(&ts, NULL);
+        vp_sleep_ms(delay);
         delay = delay * 2 > 1000 ? 1000 : delay * 2;
     }
     if (e < 0) {

@@ -1,22 +1,15 @@
 /* libvram: the connection, requests and replies, and events. The public
  * calls on stages and regions are in api.c; what replies map, in mapping.c. */
 #include <errno.h>
-#include <stddef.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "message.h"
+#include "platform.h"
 
 #define DEFAULT_SOCKET "/run/vramd/vramd.sock"
 
@@ -59,9 +52,9 @@ const char *vram_client_backend(const vram_client *c)
     return c->backend;
 }
 
-int vram_client_fd(const vram_client *c)
+vram_handle vram_client_fd(const vram_client *c)
 {
-    return c->fd;
+    return c->h.v;
 }
 
 void vram_client_set_event_callback(vram_client *c, vram_event_fn fn, void *user)
@@ -77,16 +70,9 @@ size_t vram_client_chunks_held(const vram_client *c)
 
 /* ---- sending ------------------------------------------------------------ */
 
-int64_t vc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int flush_blocking(vram_client *c)
 {
-    int64_t deadline = vc_now_ms() + c->timeout_ms;
+    int64_t deadline = vp_now_ms() + c->timeout_ms;
     for (;;) {
         int r = vram_wire_flush(&c->wire);
         if (r == 0)
@@ -96,11 +82,10 @@ static int flush_blocking(vram_client *c)
             return vc_set_error(c, r, "lost the connection to vramd: %s",
                              strerror(-r));
         }
-        int64_t left = deadline - vc_now_ms();
+        int64_t left = deadline - vp_now_ms();
         if (left <= 0)
             return vc_set_error(c, -ETIMEDOUT, "timed out sending to vramd");
-        struct pollfd p = {.fd = c->fd, .events = POLLOUT};
-        poll(&p, 1, (int)left);
+        vp_conn_wait(c->h, VP_WRITABLE, (int)left);
     }
 }
 
@@ -175,7 +160,7 @@ struct frame_ctx {
     int err;
 };
 
-static int on_frame(void *ud, struct vram_wire_frame *f)
+static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct frame_ctx *x = ud;
     vram_client *c = x->c;
@@ -208,9 +193,9 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
             if (!more) {
                 c->reply = msg;
                 msg = NULL;
-                /* Greedy receives deliver the whole buffer (a budget event
-                 * often follows its reply in the same receive): no stop. */
-                ret = c->wire.rx_greedy ? 0 : 1;
+                /* Frames behind the reply (a budget event often follows it
+                 * in the same receive) are handled too: no stop. */
+                ret = 0;
             }
         } else if (id == 0 && !cJSON_IsTrue(cJSON_GetObjectItem(msg, "ok"))) {
             /* A connection-level error (version, limits): the daemon closes. */
@@ -240,15 +225,13 @@ static int on_frame(void *ud, struct vram_wire_frame *f)
 static int pump(vram_client *c, uint64_t id, int *events)
 {
     struct frame_ctx x = {.c = c};
-    int64_t deadline = vc_now_ms() + c->timeout_ms;
+    int64_t deadline = vp_now_ms() + c->timeout_ms;
     c->await_id = id;
     /* Waiting for a reply on a blocking socket, receives simply wait (up
      * to SO_RCVTIMEO): no poll, and no receive that only says EAGAIN. */
     c->wire.rx_block = id && c->blocking;
-    if (id && !c->blocking) {
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        poll(&p, 1, c->timeout_ms);
-    }
+    if (id && !c->blocking)
+        vp_conn_wait(c->h, VP_READABLE, c->timeout_ms);
     for (;;) {
         char why[256];
         int r = vram_wire_read(&c->wire, on_frame, &x, why, sizeof(why));
@@ -262,21 +245,20 @@ static int pump(vram_client *c, uint64_t id, int *events)
         if (r > 0 || !id || c->reply)
             break;
         if (c->wire.rx_block) { /* the receive timed out: check the deadline */
-            if (vc_now_ms() >= deadline) {
+            if (vp_now_ms() >= deadline) {
                 x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd within "
                                   "%d ms", c->timeout_ms);
                 break;
             }
             continue;
         }
-        int64_t left = deadline - vc_now_ms();
+        int64_t left = deadline - vp_now_ms();
         if (left <= 0) {
             x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd within %d ms",
                               c->timeout_ms);
             break;
         }
-        struct pollfd p = {.fd = c->fd, .events = POLLIN};
-        poll(&p, 1, (int)left);
+        vp_conn_wait(c->h, VP_READABLE, (int)left);
     }
     c->await_id = 0;
     c->wire.rx_block = false;
@@ -296,11 +278,6 @@ static void send_async_release(vram_client *c, cJSON *ids)
     if (send_msg(c, m, &id) == 0 && c->nasync < 64)
         c->async_ids[c->nasync++] = id;
     cJSON_Delete(m);
-}
-
-int vc_pump(vram_client *c, uint64_t id, int *events)
-{
-    return pump(c, id, events);
 }
 
 /* Requests whose effect the library made before sending (it unmapped and
@@ -393,65 +370,49 @@ int vc_call(vram_client *c, cJSON *msg)
 
 /* ---- connection --------------------------------------------------------- */
 
-/* Every chunk a client holds keeps an fd open (a memfd, or the exported fd
- * of a CUDA chunk): a GPU's worth of 2 MiB chunks is tens of thousands. The
- * soft limit on open files goes up to the hard one, once per process. */
-static void raise_fd_limit(void)
+/* The connection's settings, on a new one and on one made again. */
+void vc_conn_setup(vram_client *c)
 {
-    static int done;
-    struct rlimit rl;
-    if (done++ || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
-        return;
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    vram_wire_init(&c->wire, c->h);
+    c->blocking = vp_conn_blocking(c->h);
+    if (c->blocking) /* bounds each blocking receive; deadlines are ours */
+        vp_conn_set_recv_timeout(c->h, 200);
 }
 
-int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
+int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt,
                            vram_client **out)
 {
-    raise_fd_limit();
+    /* Every chunk a client holds keeps a handle open (a memory object, or
+     * the exported handle of a CUDA chunk): a GPU's worth of 2 MiB chunks
+     * is tens of thousands. */
+    vp_raise_handle_limit();
+    vp_handle h = {fd};
     vram_client *c = calloc(1, sizeof(*c));
     if (!c) {
-        close(fd);
+        vp_close(&h);
         return -ENOMEM;
     }
-    int fdfl = fcntl(fd, F_GETFD);
-    if (fdfl >= 0)
-        fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
-    c->fd = fd;
+    vp_set_noinherit(h);
+    c->h = h;
     c->timeout_ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : 30000;
     c->mapper = &vc_host_mapper;
-    vram_wire_init(&c->wire, fd);
-    /* One receive takes a whole reply, and the events behind it. The daemon
-     * sends each frame with one sendmsg and fds only with a frame's first
-     * byte, which is what greedy receives need to place fds. */
-    c->wire.rx_greedy = true;
-    int fl = fcntl(fd, F_GETFL);
-    c->blocking = fl >= 0 && !(fl & O_NONBLOCK);
-    if (c->blocking) { /* bounds each blocking receive; deadlines are ours */
-        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    }
+    vc_conn_setup(c);
 
     snprintf(c->name, sizeof(c->name), "%s", opt && opt->name ? opt->name : "");
     if (!c->name[0])
-        snprintf(c->name, sizeof(c->name), "pid-%d", (int)getpid());
+        snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)vp_self_pid());
     c->ctl = opt && opt->ctl;
     c->peer_access = opt && opt->peer_access;
     c->reconnect_ms = opt && opt->reconnect_ms ? opt->reconnect_ms
                       : c->ctl                 ? -1
                                                : 30000;
     /* Where to connect again: the peer's address. */
-    struct sockaddr_un sa;
-    socklen_t salen = sizeof(sa);
-    if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0 &&
-        sa.sun_family == AF_UNIX && salen > offsetof(struct sockaddr_un, sun_path) &&
-        sa.sun_path[0])
-        snprintf(c->path, sizeof(c->path), "%s", sa.sun_path);
+    if (vp_conn_peer_path(h, c->path, sizeof(c->path)) < 0)
+        c->path[0] = '\0';
     int e = vc_hello(c, opt ? opt->error : NULL, opt ? opt->error_len : 0);
     if (e < 0) {
         vram_wire_fini(&c->wire);
-        close(fd);
+        vp_close(&c->h);
         free(c);
         return e;
     }
@@ -459,7 +420,7 @@ int vram_client_connect_fd(int fd, const struct vram_client_options *opt,
     return 0;
 }
 
-/* Says hello on c->fd: the client id and the backend; loads the mapper for
+/* Says hello on the connection: the client id and the backend; loads the mapper for
  * a GPU backend the first time. */
 int vc_hello(vram_client *c, char *error, size_t error_len)
 {
@@ -521,23 +482,6 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
     return 0;
 }
 
-int vc_dial(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    return fd;
-}
-
 int vram_client_connect(const char *path, const struct vram_client_options *opt,
                         vram_client **out)
 {
@@ -545,8 +489,9 @@ int vram_client_connect(const char *path, const struct vram_client_options *opt,
         path = getenv("VRAM_SOCKET");
     if (!path || !*path)
         path = DEFAULT_SOCKET;
-    int fd = vc_dial(path);
-    return fd < 0 ? fd : vram_client_connect_fd(fd, opt, out);
+    vp_handle h;
+    int e = vp_dial(path, &h);
+    return e < 0 ? e : vram_client_connect_fd(h.v, opt, out);
 }
 
 void vram_client_close(vram_client *c)
@@ -576,7 +521,7 @@ void vram_client_close(vram_client *c)
     free(c->stages);
     cJSON_Delete(c->reply);
     vram_wire_fini(&c->wire);
-    close(c->fd);
+    vp_close(&c->h);
     free(c);
 }
 

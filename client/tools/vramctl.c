@@ -4,8 +4,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
-#include <time.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "message.h"
+#include "platform.h"
 #include "units.h"
 #include "vram.h"
 
@@ -300,17 +299,16 @@ static int show(vram_client *c, const char *what, const struct opts *o)
 
 static int cmd_watch(vram_client *c, const struct opts *o)
 {
-    signal(SIGINT, on_sigint);
-    signal(SIGTERM, on_sigint);
-    bool tty = isatty(STDOUT_FILENO);
+    vp_on_interrupt(on_sigint);
+    bool tty = vp_stdout_is_tty();
     for (int n = 0; !stop && (o->count <= 0 || n < o->count); n++) {
         if (tty)
             printf("\033[H\033[2J"); /* a live view on a terminal */
         else if (n)
             printf("\n");
-        time_t now = time(NULL);
         char when[32];
-        strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+        vp_wall_time(when, sizeof(when));
+        when[8] = '\0'; /* HH:MM:SS */
         printf("vramd at %s, every %ld ms (^C to stop)\n\n", when, o->interval_ms);
         struct opts table = *o;
         table.json = false;
@@ -319,9 +317,9 @@ static int cmd_watch(vram_client *c, const struct opts *o)
         fflush(stdout);
         if (o->count > 0 && n + 1 >= o->count)
             break;
-        struct timespec ts = {o->interval_ms / 1000, (o->interval_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) < 0 && !stop)
-            ;
+        for (long waited = 0; waited < o->interval_ms && !stop; waited += 20)
+            vp_sleep_ms(o->interval_ms - waited < 20 ? (int)(o->interval_ms - waited)
+                                                     : 20);
     }
     return 0;
 }

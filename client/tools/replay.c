@@ -13,13 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "message.h"
+#include "platform.h"
 #include "vram.h"
 
 #define MAX_STAGES 64
@@ -84,9 +82,7 @@ static void emit(cJSON *step)
 
 static uint64_t now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+    return vp_now_ns() / 1000;
 }
 
 static int load(const char *path, struct scenario *sc)
@@ -236,14 +232,15 @@ static cJSON *run_step(vram_client *c, uint32_t stage, const struct step *s,
 /* ---- one process per stage ---------------------------------------------- */
 
 struct worker {
-    pid_t pid;
+    int64_t pid;
     FILE *cmd, *res;
 };
 
-static void worker_main(uint32_t stage, const struct scenario *sc, int cmd_fd,
-                        int res_fd)
+/* A stage's client in a process of its own (vram-replay --worker STAGE):
+ * steps come on standard input, results go to standard output. */
+static int worker_main(uint32_t stage, const struct scenario *sc)
 {
-    FILE *in = fdopen(cmd_fd, "r"), *out = fdopen(res_fd, "w");
+    FILE *in = stdin, *out = stdout;
     char name[32];
     snprintf(name, sizeof(name), "replay-stage-%u", stage);
     struct vram_client_options o = {.name = name};
@@ -274,7 +271,7 @@ static void worker_main(uint32_t stage, const struct scenario *sc, int cmd_fd,
         cJSON_Delete(r);
     }
     vram_client_close(c);
-    exit(0);
+    return 0;
 }
 
 static volatile sig_atomic_t stop_linger;
@@ -294,30 +291,40 @@ static void linger(void)
         printf("{\"event\":\"holding\",\"note\":\"clients keep their memory "
                "until SIGTERM or SIGINT\"}\n");
     fflush(stdout);
-    signal(SIGTERM, on_stop);
-    signal(SIGINT, on_stop);
+    vp_on_interrupt(on_stop);
     while (!stop_linger)
-        pause();
+        vp_sleep_ms(50);
 }
 
-static int run_processes(const struct scenario *sc, bool hold)
+static int run_processes(const struct scenario *sc, const char *scenario_path,
+                         bool hold)
 {
     struct worker w[MAX_STAGES];
+    char self[4096];
+    if (vp_self_exe(self, sizeof(self)) < 0) {
+        fprintf(stderr, "vram-replay: cannot find its own executable\n");
+        return 1;
+    }
     for (size_t i = 0; i < sc->nstages; i++) {
-        int cp[2], rp[2];
-        if (pipe(cp) || pipe(rp))
-            return 1;
-        fflush(NULL);
-        w[i].pid = fork();
-        if (w[i].pid == 0) {
-            close(cp[1]);
-            close(rp[0]);
-            worker_main(sc->stages[i], sc, cp[0], rp[1]);
+        char stage[16];
+        snprintf(stage, sizeof(stage), "%u", sc->stages[i]);
+        char *args[8];
+        int n = 0;
+        args[n++] = self;
+        args[n++] = "--worker";
+        args[n++] = stage;
+        if (socket_path) {
+            args[n++] = "--socket";
+            args[n++] = (char *)socket_path;
         }
-        close(cp[0]);
-        close(rp[1]);
-        w[i].cmd = fdopen(cp[1], "w");
-        w[i].res = fdopen(rp[0], "r");
+        args[n++] = (char *)scenario_path;
+        args[n] = NULL;
+        int e = vp_spawn_piped(self, args, &w[i].pid, &w[i].cmd, &w[i].res);
+        if (e < 0) {
+            fprintf(stderr, "vram-replay: cannot start a worker: %s\n",
+                    strerror(-e));
+            return 1;
+        }
     }
     char line[8192];
     for (size_t i = 0; i < sc->nstages; i++)
@@ -360,9 +367,8 @@ static int run_processes(const struct scenario *sc, bool hold)
         fprintf(w[i].cmd, "quit\n");
         fclose(w[i].cmd);
         fclose(w[i].res);
-        int st;
-        waitpid(w[i].pid, &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st))
+        int st = 1;
+        if (vp_wait_child(w[i].pid, &st) < 0 || st)
             rc = 1;
     }
     return rc;
@@ -407,10 +413,12 @@ int main(int argc, char **argv)
         {"one-client", no_argument, 0, '1'},
         {"hold", no_argument, 0, 'H'},
         {"table", no_argument, 0, 't'},
+        {"worker", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     bool one = false, hold = false;
+    long worker = -1;
     int c;
     while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
         switch (c) {
@@ -418,6 +426,7 @@ int main(int argc, char **argv)
         case '1': one = true; break;
         case 'H': hold = true; break;
         case 't': table = true; break;
+        case 'W': worker = strtol(optarg, NULL, 10); break;
         case 'h':
             printf("Usage: vram-replay [--socket PATH] [--one-client] [--hold] "
                    "SCENARIO.json\n"
@@ -439,5 +448,8 @@ int main(int argc, char **argv)
     static struct scenario sc;
     if (load(argv[optind], &sc) < 0)
         return 1;
-    return one ? run_one_client(&sc, hold) : run_processes(&sc, hold);
+    if (worker >= 0)
+        return worker_main((uint32_t)worker, &sc);
+    return one ? run_one_client(&sc, hold)
+               : run_processes(&sc, argv[optind], hold);
 }

@@ -4,13 +4,13 @@
  * must never differ), each imported chunk is mapped over its slot (cuMemMap)
  * and made accessible to its own GPU, and to peers when asked and possible
  * (cuMemSetAccess). Imported handles stay open while held, so a move is an
- * unmap, a map and a set-access, with no import; so does each chunk's fd,
- * closed at its release (an fd per chunk held, as for host chunks). */
+ * unmap, a map and a set-access, with no import; so does each chunk's
+ * shareable handle, closed at its release (one per chunk held, as for host
+ * chunks). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 
@@ -61,21 +61,22 @@ static void cu_unreserve(vram_client *c, uint64_t base, uint64_t size)
     st(c)->cu.cuMemAddressFree((CUdeviceptr)base, size);
 }
 
-static int cu_import(vram_client *c, struct vc_chunk *ch, int fd, uint64_t bytes)
+static int cu_import(vram_client *c, struct vc_chunk *ch, vp_handle sh,
+                     uint64_t bytes)
 {
     (void)bytes;
     CUmemGenericAllocationHandle h;
     CUresult r = st(c)->cu.cuMemImportFromShareableHandle(
-        &h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        &h, vcu_shareable_arg(sh.v), VCU_SHAREABLE_TYPE);
     if (r != CUDA_SUCCESS)
         return fail(c, r, -EIO, "cuMemImportFromShareableHandle");
-    /* The handle keeps the memory; the fd is closed when the chunk is
-     * released. Closing it costs about 14 us on an H200 (the driver drops
-     * the export behind it), a fifth of a grant's time per chunk, and it
-     * cannot overlap the imports (the driver serializes them): so not on
-     * the grant's path. */
+    /* The allocation handle keeps the memory; the shareable handle is
+     * closed when the chunk is released. Closing it costs about 14 us on an
+     * H200 (the driver drops the export behind it), a fifth of a grant's
+     * time per chunk, and it cannot overlap the imports (the driver
+     * serializes them): so not on the grant's path. */
     ch->handle = (uint64_t)h;
-    ch->fd = fd;
+    ch->h = sh;
     return 0;
 }
 
@@ -147,9 +148,7 @@ static void cu_release(vram_client *c, struct vc_chunk *ch)
     if (ch->handle)
         st(c)->cu.cuMemRelease((CUmemGenericAllocationHandle)ch->handle);
     ch->handle = 0;
-    if (ch->fd >= 0)
-        close(ch->fd);
-    ch->fd = -1;
+    vp_close(&ch->h);
 }
 
 static void cu_destroy(vram_client *c)

@@ -1,0 +1,33 @@
+/* Memory: shareable memory objects (host chunks: a sealed memfd on Linux,
+ * a page-file-backed section on Windows), and address space a client
+ * reserves once and maps chunks into at fixed addresses. */
+#ifndef VRAM_PLATFORM_MEM_H
+#define VRAM_PLATFORM_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handle.h"
+
+/* A new zero-filled memory object of bytes that nobody can resize. */
+int vp_mem_create(uint64_t bytes, const char *name, vp_handle *out);
+/* What identifies the object in a process's mappings (an inode on Linux);
+ * 0 when unknown. */
+uint64_t vp_mem_id(vp_handle h);
+
+/* The system's page size. */
+uint64_t vp_page_size(void);
+
+/* Reserves [base, base + size) exactly, inaccessible (-EADDRINUSE when any
+ * of it is taken in this process). */
+int vp_vm_reserve(uint64_t base, uint64_t size, char *why, size_t whylen);
+void vp_vm_release(uint64_t base, uint64_t size);
+/* Maps bytes of memory object h at addr, inside a reservation, readable and
+ * writable, replacing what was there. */
+int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
+              size_t whylen);
+/* Puts the reservation back over [addr, addr + bytes), so the range is
+ * never left for another mapping to take. */
+int vp_vm_unmap(uint64_t addr, uint64_t bytes);
+
+#endif

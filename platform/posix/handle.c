@@ -1,0 +1,60 @@
+/* Handles on POSIX are file descriptors. */
+#include "handle.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+void vp_close(vp_handle *h)
+{
+    if (h && h->v >= 0) {
+        close((int)h->v);
+        h->v = -1;
+    }
+}
+
+bool vp_valid(vp_handle h)
+{
+    return h.v >= 0 && fcntl((int)h.v, F_GETFD) >= 0;
+}
+
+int vp_dup(vp_handle h, vp_handle *out)
+{
+    int fd = fcntl((int)h.v, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return -errno;
+    out->v = fd;
+    return 0;
+}
+
+int vp_replace(vp_handle dst, vp_handle *src)
+{
+    if (dup3((int)src->v, (int)dst.v, O_CLOEXEC) < 0)
+        return -errno;
+    vp_close(src);
+    return 0;
+}
+
+int vp_set_noinherit(vp_handle h)
+{
+    int fl = fcntl((int)h.v, F_GETFD);
+    if (fl < 0 || fcntl((int)h.v, F_SETFD, fl | FD_CLOEXEC) < 0)
+        return -errno;
+    return 0;
+}
+
+void vp_raise_handle_limit(void)
+{
+    static int done;
+    struct rlimit rl;
+    if (done++ || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+bool vp_handles_inline(void)
+{
+    return false;
+}

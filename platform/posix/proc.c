@@ -1,0 +1,177 @@
+/* Processes on Linux: pidfds, /proc, signals, fork and exec. */
+#include "proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+uint64_t vp_proc_start_time(int64_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%lld/stat", (long long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    /* The command name may hold spaces and parentheses: fields start after
+     * the last ')'. Field 3 is the first after it; start time is field 22. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (!p)
+            return 0;
+    }
+    return strtoull(p + 1, NULL, 10);
+}
+
+int64_t vp_self_pid(void)
+{
+    return (int64_t)getpid();
+}
+
+int vp_proc_pin(int64_t pid, vp_handle *out)
+{
+    if (pid <= 0)
+        return -ESRCH;
+    int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (fd < 0)
+        return -errno;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    out->v = fd;
+    return 0;
+}
+
+bool vp_proc_exited(vp_handle pin)
+{
+    struct pollfd p = {.fd = (int)pin.v, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+int vp_proc_kill(vp_handle pin)
+{
+    return syscall(SYS_pidfd_send_signal, (int)pin.v, SIGKILL, NULL, 0) < 0
+               ? -errno
+               : 0;
+}
+
+void vp_proc_kill_self(void)
+{
+    raise(SIGKILL);
+    _exit(137);
+}
+
+int vp_proc_count_mapped(int64_t pid, const uint64_t *ids, size_t n)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%lld/maps", (long long)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    int kept = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long ino = 0;
+        /* Memory objects are memfds: their lines name "/memfd:". */
+        if (!strstr(line, "/memfd:") ||
+            sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1 || !ino)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] == ino) {
+                kept++;
+                break;
+            }
+    }
+    fclose(f);
+    return kept;
+}
+
+int vp_spawn(const char *path, char *const argv[], int64_t *pid_out)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        execv(path, argv);
+        _exit(127);
+    }
+    *pid_out = pid;
+    return 0;
+}
+
+int vp_spawn_piped(const char *path, char *const argv[], int64_t *pid_out,
+                   FILE **to_child, FILE **from_child)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        int e = -errno;
+        close(in[0]);
+        close(in[1]);
+        return e;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = -errno;
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        return e;
+    }
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execv(path, argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    *to_child = fdopen(in[1], "w");
+    *from_child = fdopen(out[0], "r");
+    *pid_out = pid;
+    return 0;
+}
+
+int vp_self_exe(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n < 0)
+        return -errno;
+    buf[n] = '\0';
+    return 0;
+}
+
+int vp_wait_child(int64_t pid, int *status)
+{
+    int st;
+    pid_t r;
+    do {
+        r = waitpid((pid_t)pid, &st, 0);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -errno;
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* Watching a handle from the daemon's libuv loop: a connection becoming
+ * readable or writable, a pinned process exiting (readable), a listener
+ * with connections waiting. libuv polls sockets and fds on POSIX; on
+ * Windows this is where pipes and process handles are waited for. */
+#ifndef VRAM_PLATFORM_WATCH_H
+#define VRAM_PLATFORM_WATCH_H
+
+#include <uv.h>
+
+#include "handle.h"
+
+struct vp_watch;
+/* status < 0: the handle failed (a libuv error); events: VP_READABLE and
+ * VP_WRITABLE (platform/conn.h). */
+typedef void (*vp_watch_fn)(struct vp_watch *w, int status, int events);
+
+struct vp_watch {
+    uv_poll_t poll;
+    vp_watch_fn fn;
+    void *data;
+    int events;
+};
+
+int vp_watch_init(uv_loop_t *loop, struct vp_watch *w, vp_handle h);
+/* Watches for events (0 stops). Restarting with the same events is free. */
+int vp_watch_set(struct vp_watch *w, int events, vp_watch_fn fn);
+/* Stops watching and closes the libuv handle; closed runs once it is done
+ * (the memory of w must live until then). */
+void vp_watch_close(struct vp_watch *w, uv_close_cb closed);
+
+#endif

@@ -1,0 +1,72 @@
+#!/bin/sh
+# The layering rules of DESIGN.md, checked on the sources ($1: the source
+# tree). Fails, naming each offence, when:
+#  - code outside platform/ includes a system header other than the C
+#    library's and the project's fixed points (libuv, cJSON, cuda.h), calls
+#    an operating-system function, or names /proc;
+#  - a layer includes a header of a layer above it (the ledger is pure; the
+#    protocol knows nothing of the daemon or the library; the library
+#    nothing of the daemon).
+set -u
+src=${1:?usage: check_layering.sh SOURCE_DIR}
+cd "$src" || exit 2
+cc=${CC:-cc}
+fail=0
+say() {
+    echo "layering: $*"
+    fail=1
+}
+
+dirs="daemon client proto common"
+files=$(find $dirs -name '*.[ch]' | sort)
+
+# C11's own headers, getopt, and the fixed points.
+allowed='assert|ctype|errno|float|inttypes|limits|locale|math|setjmp|signal|stdalign|stdarg|stdatomic|stdbool|stddef|stdint|stdio|stdlib|stdnoreturn|string|tgmath|threads|time|uchar|wchar|wctype|getopt|uv|cjson/cJSON|cuda'
+for f in $files; do
+    grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<' "$f" |
+        grep -vE "<($allowed)\.h>" |
+        while IFS= read -r line; do
+            echo "layering: $f:$line: a system header outside platform/"
+        done
+done | grep . && fail=1
+
+# Operating-system calls, in the code (comments stripped by the
+# preprocessor, strings blanked).
+os='socket|socketpair|bind|listen|accept|accept4|connect|sendmsg|recvmsg|sendto|recvfrom|mmap|munmap|mprotect|memfd_create|ftruncate|flock|fcntl|ioctl|getpid|getppid|getuid|geteuid|getgid|kill|raise|syscall|dlopen|dlsym|dlclose|clock_gettime|nanosleep|usleep|sleep|pause|poll|select|fork|execv|execvp|execl|waitpid|pipe|pipe2|dup|dup2|dup3|unlink|rename|open|close|read|write|pread|pwrite|lstat|fstat|chmod|chown|umask|isatty|getpwnam|getgrnam|localtime_r|gmtime_r|getrlimit|setrlimit|getsockopt|setsockopt|getpeername|getsockname|readlink|access|mkdir'
+for f in $files; do
+    "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
+        sed -e 's/"\([^"\\]\|\\.\)*"/""/g' |
+        grep -nE "(^|[^A-Za-z0-9_.>])($os)[[:space:]]*\(" |
+        while IFS= read -r line; do
+            echo "layering: $f: an operating-system call outside platform/: $line"
+        done
+done | grep . && fail=1
+
+grep -n '/proc' $files | grep . >/dev/null &&
+    say "/proc is named outside platform/: $(grep -ln '/proc' $files | tr '\n' ' ')"
+
+# Dependencies run one way. Each rule: a folder, and the project headers it
+# may include (by the folders they live in).
+check_includes() { # folder, allowed folders of included headers
+    dir=$1
+    shift
+    for f in $(find "$dir" -name '*.[ch]'); do
+        grep -oE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]+"' "$f" |
+            sed -e 's/.*"\(.*\)"/\1/' |
+            while IFS= read -r h; do
+                ok=0
+                for a in "$(dirname "$f")" "$@"; do
+                    [ -f "$a/$h" ] && ok=1
+                done
+                [ $ok = 1 ] || echo "layering: $f includes \"$h\", which is not in: $(dirname "$f") $*"
+            done
+    done | grep . && fail=1
+}
+check_includes daemon/ledger
+check_includes proto platform
+check_includes common platform
+check_includes client/lib proto platform common client/include
+check_includes platform/posix platform
+
+[ $fail = 0 ] && echo "layering: OS code only in platform/, dependencies one way"
+exit $fail
