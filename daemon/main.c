@@ -160,10 +160,6 @@ int main(int argc, char **argv)
     vp_process_init();
     /* Handles in flight to clients and the backends' pools are fds. */
     vp_raise_handle_limit();
-    if (!vram_catalogue()) {
-        vlog(VLOG_ERR, "the built-in message catalogue does not parse");
-        return 1;
-    }
 
     struct vd_config cfg;
     if (!config_path && vp_path_exists(DEFAULT_CONFIG))

@@ -17,22 +17,14 @@
 
 #include "wire.h"
 
-/* The catalogue, parsed once (thread-unsafe first call; call it at start). */
-const cJSON *vram_catalogue(void);
-const char *vram_catalogue_text(void);
-
 /* Checks a request: a known type, and every required field present with its
  * type. Returns 0, -ENOSYS (unknown type) or -EINVAL, with why set. */
 int vram_msg_validate_request(const cJSON *msg, char *why, size_t whylen);
 /* Same for an event, used by the client library. */
 int vram_msg_validate_event(const cJSON *msg, char *why, size_t whylen);
 
-const char *vram_errno_name(int err);      /* err may be negative */
-int vram_errno_from_name(const char *name); /* negative errno, -EPROTO if unknown */
-
-/* Compact JSON text of v (free() it), with integers written exactly below
- * 10^15; NULL when out of memory. */
-char *vram_json_print(const cJSON *v, size_t *len_out);
+#include "errnames.h"
+#include "json.h"
 
 /* Serialises msg and queues it with handles (taken, see vram_codec_tx). */
 int vram_msg_queue(struct vram_wire *w, const cJSON *msg, vp_handle *hs,

@@ -1,7 +1,11 @@
-/* The message catalogue (proto/messages.json, compiled in) and the checks
- * built on it; errno names; human sizes. Every request and event of the
- * catalogue is exercised, so a message added to the file is tested too. */
+/* The message catalogue (proto/messages.json, made into descriptors by
+ * vram_msggen) and the decoder and encoder that work from it; envelopes;
+ * errno names; human sizes. Every request, reply and event of the catalogue
+ * is exercised from its descriptor, so a message added to the file is
+ * tested too. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,58 +23,94 @@
     } while (0)
 #include "frame.h"
 #include "message.h"
+#include "msg.h"
+#include "vram_msg.h"
 #include "wire.h"
 #include "units.h"
 
-static const char *const known_types[] = {"integer", "boolean", "string",
-                                          "array", "object"};
+/* ---- values by the descriptors ------------------------------------------ */
 
-static bool known_type(const char *t)
+static cJSON *good_object(const struct vram_tdesc *t, bool all);
+
+/* A valid value of a field's kind (an array holds one valid item). */
+static cJSON *good_kind(int kind, const struct vram_tdesc *type, bool all)
 {
-    for (size_t i = 0; i < sizeof(known_types) / sizeof(known_types[0]); i++)
-        if (strcmp(t, known_types[i]) == 0)
-            return true;
-    return false;
+    switch (kind) {
+    case VRAM_K_U32:
+    case VRAM_K_U64:
+    case VRAM_K_I64: return cJSON_CreateNumber(3);
+    case VRAM_K_BOOL: return cJSON_CreateTrue();
+    case VRAM_K_STRING: return cJSON_CreateString("kv");
+    case VRAM_K_HANDLE: return cJSON_CreateNumber(0);
+    case VRAM_K_OBJECT: return good_object(type, all);
+    default: return NULL;
+    }
 }
 
-/* A valid value of a catalogue type. */
-static cJSON *good_value(const char *type)
+static cJSON *good_field(const struct vram_fdesc *f, bool all)
 {
-    if (strcmp(type, "integer") == 0)
-        return cJSON_CreateNumber(3);
-    if (strcmp(type, "boolean") == 0)
-        return cJSON_CreateTrue();
-    if (strcmp(type, "string") == 0)
-        return cJSON_CreateString("kv");
-    if (strcmp(type, "array") == 0)
-        return cJSON_CreateArray();
-    return cJSON_CreateObject();
+    if (f->kind != VRAM_K_ARRAY)
+        return good_kind(f->kind, f->type, all);
+    cJSON *a = cJSON_CreateArray();
+    /* An array of handles would need a handle per item: one is enough. */
+    cJSON_AddItemToArray(a, good_kind(f->item, f->type, all));
+    return a;
 }
 
-/* Values that are not of the type (NULL-terminated, freshly made). */
-static int bad_values(const char *type, cJSON **out)
+/* Every field (all) or the required ones, valid. Handle fields are left out
+ * (messages hold at most one, checked on their own below). */
+static cJSON *good_object(const struct vram_tdesc *t, bool all)
+{
+    cJSON *o = t->tuple ? cJSON_CreateArray() : cJSON_CreateObject();
+    for (uint32_t i = 0; i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        if (!t->tuple && !f->required && (!all || f->kind == VRAM_K_HANDLE))
+            continue;
+        cJSON *v = good_field(f, all);
+        if (t->tuple)
+            cJSON_AddItemToArray(o, v);
+        else
+            cJSON_AddItemToObject(o, f->name, v);
+    }
+    return o;
+}
+
+/* Values that are not of the kind (freshly made). */
+static int bad_values(int kind, bool required, cJSON **out)
 {
     int n = 0;
-    out[n++] = cJSON_CreateNull();
-    if (strcmp(type, "integer") == 0) {
-        out[n++] = cJSON_CreateString("3");
+    if (required)
+        out[n++] = cJSON_CreateNull(); /* null is absent: wrong when required */
+    switch (kind) {
+    case VRAM_K_U32:
+        out[n++] = cJSON_CreateNumber(4294967296.0);
+        /* fall through */
+    case VRAM_K_U64:
         out[n++] = cJSON_CreateNumber(-1);
+        /* fall through */
+    case VRAM_K_I64:
+    case VRAM_K_HANDLE:
+        out[n++] = cJSON_CreateString("3");
         out[n++] = cJSON_CreateNumber(1.5);
         out[n++] = cJSON_CreateNumber(1e300); /* beyond exact doubles */
         out[n++] = cJSON_CreateTrue();
         out[n++] = cJSON_CreateArray();
-    } else if (strcmp(type, "boolean") == 0) {
+        break;
+    case VRAM_K_BOOL:
         out[n++] = cJSON_CreateNumber(1);
         out[n++] = cJSON_CreateString("true");
-    } else if (strcmp(type, "string") == 0) {
+        break;
+    case VRAM_K_STRING:
         out[n++] = cJSON_CreateNumber(1);
         out[n++] = cJSON_CreateFalse();
         out[n++] = cJSON_CreateArray();
-    } else if (strcmp(type, "array") == 0) {
+        break;
+    case VRAM_K_ARRAY:
         out[n++] = cJSON_CreateObject();
         out[n++] = cJSON_CreateString("[]");
         out[n++] = cJSON_CreateNumber(0);
-    } else {
+        break;
+    default:
         out[n++] = cJSON_CreateArray();
         out[n++] = cJSON_CreateString("{}");
         out[n++] = cJSON_CreateNumber(0);
@@ -78,130 +118,142 @@ static int bad_values(const char *type, cJSON **out)
     return n;
 }
 
-typedef int (*validate_fn)(const cJSON *, char *, size_t);
-
-/* Builds a message of `name` with every field the spec lists (optional ones
- * too when all is set). */
-static cJSON *build(const char *key, const char *name, const cJSON *spec,
-                    bool all)
+static int decode(const struct vram_tdesc *t, const cJSON *o, char *why,
+                  size_t whylen)
 {
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, key, name);
-    if (strcmp(key, "type") == 0)
-        cJSON_AddNumberToObject(m, "id", 1);
-    const cJSON *f;
-    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(spec, "fields")) {
-        if (!all && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "required")))
-            continue;
-        const char *t =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "type"));
-        cJSON_AddItemToObject(m, f->string, good_value(t ? t : "integer"));
-    }
-    return m;
+    union {
+        union vram_req_any r;
+        union vram_rep_any p;
+        union vram_evt_any e;
+    } out;
+    struct vram_arena arena = {0};
+    struct vram_dec d = {.arena = &arena};
+    int r = vram_decode(t, o, &out, &d);
+    snprintf(why, whylen, "%s", d.why);
+    vram_arena_free(&arena);
+    return r;
 }
 
-static void check_section(const char *section, const char *key,
-                          validate_fn validate, int *count)
+/* One message or reply: valid ones pass, unknown fields are tolerated, each
+ * required field left out and each wrong value is refused naming it, and
+ * what passes comes back the same from the encoder. */
+static void check_type(const char *what, const struct vram_tdesc *t)
 {
-    const cJSON *sec =
-        cJSON_GetObjectItemCaseSensitive(vram_catalogue(), section);
-    REQUIRE(cJSON_IsObject(sec), "catalogue has no '%s' object", section);
-    const cJSON *spec;
-    cJSON_ArrayForEach(spec, sec) {
-        const char *name = spec->string;
-        char why[256];
-        (*count)++;
-        const cJSON *fields = cJSON_GetObjectItemCaseSensitive(spec, "fields");
-        CHECK(cJSON_IsObject(fields), "%s: no fields object", name);
-        CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(spec, "doc")),
-              "%s: no doc", name);
-        const cJSON *f;
-        cJSON_ArrayForEach(f, fields) {
-            const char *t = cJSON_GetStringValue(
-                cJSON_GetObjectItemCaseSensitive(f, "type"));
-            /* An unknown type name would be checked as "any number". */
-            CHECK(t && known_type(t), "%s.%s: type '%s' is not one of the "
-                  "catalogue's types", name, f->string, t ? t : "(none)");
+    char why[256];
+    for (int all = 0; all <= 1; all++) {
+        cJSON *m = good_object(t, all);
+        int r = decode(t, m, why, sizeof(why));
+        CHECK(r == 0, "%s (%s fields): %d %s", what, all ? "all" : "required",
+              r, why);
+        /* Encoded again, the same JSON. */
+        union {
+            union vram_req_any r;
+            union vram_rep_any p;
+            union vram_evt_any e;
+        } val;
+        struct vram_arena arena = {0};
+        struct vram_dec d = {.arena = &arena};
+        if (vram_decode(t, m, &val, &d) == 0) {
+            struct vram_jw w = {0};
+            struct vram_enc e = {.w = &w};
+            CHECK(vram_encode_object(&e, t, &val) == 0, "%s: encode", what);
+            cJSON *back = cJSON_Parse(w.p);
+            CHECK(back && cJSON_Compare(back, m, true),
+                  "%s: encoded as %s", what, w.p ? w.p : "(nothing)");
+            cJSON_Delete(back);
+            vram_jw_free(&w);
         }
-
-        /* Required fields only, then every field: both pass. */
-        for (int all = 0; all <= 1; all++) {
-            cJSON *m = build(key, name, spec, all);
-            why[0] = '\0';
-            int r = validate(m, why, sizeof(why));
-            CHECK(r == 0, "%s (%s fields): %d %s", name,
-                  all ? "all" : "required", r, why);
-            /* Unknown extra fields are tolerated (forward compatibility). */
+        vram_arena_free(&arena);
+        if (!t->tuple) {
             cJSON_AddStringToObject(m, "zz_future_field", "x");
             cJSON_AddItemToObject(m, "zz_future_obj", cJSON_CreateObject());
-            r = validate(m, why, sizeof(why));
-            CHECK(r == 0, "%s with unknown fields: %d %s", name, r, why);
+            r = decode(t, m, why, sizeof(why));
+            CHECK(r == 0, "%s with unknown fields: %d %s", what, r, why);
+        }
+        cJSON_Delete(m);
+    }
+    if (t->tuple)
+        return;
+    for (uint32_t i = 0; i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        if (f->kind == VRAM_K_HANDLE)
+            continue;
+        char named[128];
+        snprintf(named, sizeof(named), "%s.%s", t->name, f->name);
+        cJSON *m = good_object(t, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(m, f->name);
+        int r = decode(t, m, why, sizeof(why));
+        if (f->required) {
+            CHECK(r == -EINVAL, "%s without %s: %d", what, f->name, r);
+            CHECK(strstr(why, named) != NULL,
+                  "%s without %s: reason '%s' does not name it", what, f->name,
+                  why);
+        } else {
+            CHECK(r == 0, "%s without optional %s: %d %s", what, f->name, r, why);
+        }
+        cJSON_Delete(m);
+        cJSON *bad[12];
+        int nbad = bad_values(f->kind, f->required, bad);
+        for (int k = 0; k < nbad; k++) {
+            m = good_object(t, true);
+            char *shown = cJSON_PrintUnformatted(bad[k]);
+            cJSON_DeleteItemFromObjectCaseSensitive(m, f->name);
+            cJSON_AddItemToObject(m, f->name, bad[k]);
+            r = decode(t, m, why, sizeof(why));
+            CHECK(r == -EINVAL, "%s.%s = %s: %d", what, f->name, shown, r);
+            CHECK(strstr(why, named) != NULL,
+                  "%s.%s = %s: reason '%s' does not name the field", what,
+                  f->name, shown, why);
+            cJSON_free(shown);
             cJSON_Delete(m);
         }
-
-        cJSON_ArrayForEach(f, fields) {
-            const char *t = cJSON_GetStringValue(
-                cJSON_GetObjectItemCaseSensitive(f, "type"));
-            bool required =
-                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(f, "required"));
-            char quoted[128];
-            snprintf(quoted, sizeof(quoted), "'%s'", f->string);
-
-            if (required) {
-                cJSON *m = build(key, name, spec, true);
-                cJSON_DeleteItemFromObjectCaseSensitive(m, f->string);
-                why[0] = '\0';
-                int r = validate(m, why, sizeof(why));
-                CHECK(r == -EINVAL, "%s without %s: %d", name, f->string, r);
-                CHECK(strstr(why, quoted) != NULL,
-                      "%s without %s: reason '%s' does not name it", name,
-                      f->string, why);
-                cJSON_Delete(m);
+        if (f->max && (f->kind == VRAM_K_ARRAY || f->kind == VRAM_K_STRING) &&
+            f->max < 4096) {
+            /* One over its limit. */
+            m = good_object(t, true);
+            cJSON_DeleteItemFromObjectCaseSensitive(m, f->name);
+            if (f->kind == VRAM_K_STRING) {
+                char longer[4200];
+                memset(longer, 'x', f->max + 1);
+                longer[f->max + 1] = '\0';
+                cJSON_AddStringToObject(m, f->name, longer);
             } else {
-                /* An optional field may be left out. */
-                cJSON *m = build(key, name, spec, true);
-                cJSON_DeleteItemFromObjectCaseSensitive(m, f->string);
-                int r = validate(m, why, sizeof(why));
-                CHECK(r == 0, "%s without optional %s: %d %s", name,
-                      f->string, r, why);
-                cJSON_Delete(m);
+                cJSON *a = cJSON_AddArrayToObject(m, f->name);
+                for (uint32_t k = 0; k <= f->max; k++)
+                    cJSON_AddItemToArray(a, good_kind(f->item, f->type, false));
             }
-            if (!t)
-                continue;
-            cJSON *bad[8];
-            int nbad = bad_values(t, bad);
-            for (int i = 0; i < nbad; i++) {
-                cJSON *m = build(key, name, spec, true);
-                char *shown = cJSON_PrintUnformatted(bad[i]);
-                cJSON_ReplaceItemInObjectCaseSensitive(m, f->string, bad[i]);
-                why[0] = '\0';
-                int r = validate(m, why, sizeof(why));
-                CHECK(r == -EINVAL, "%s.%s = %s (%s expected): %d", name,
-                      f->string, shown, t, r);
-                CHECK(strstr(why, quoted) != NULL,
-                      "%s.%s = %s: reason '%s' does not name the field", name,
-                      f->string, shown, why);
-                cJSON_free(shown);
-                cJSON_Delete(m);
-            }
+            r = decode(t, m, why, sizeof(why));
+            CHECK(r == -EINVAL && strstr(why, "at most"),
+                  "%s.%s over its limit of %u: %d %s", what, f->name, f->max, r,
+                  why);
+            cJSON_Delete(m);
         }
     }
+}
+
+static cJSON *read_catalogue(void)
+{
+    const char *src = getenv("VRAM_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/proto/messages.json", src ? src : "..");
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL, "cannot read %s", path);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *c = cJSON_Parse(buf);
+    REQUIRE(c != NULL, "%s does not parse", path);
+    return c;
 }
 
 static void test_catalogue(void)
 {
-    const cJSON *cat = vram_catalogue();
-    REQUIRE(cat != NULL, "proto/messages.json does not parse");
-    CHECK(vram_catalogue() == cat, "catalogue parsed twice");
-    cJSON *again = cJSON_Parse(vram_catalogue_text());
-    CHECK(again != NULL && cJSON_Compare(again, cat, true),
-          "catalogue text and parsed catalogue differ");
-    cJSON_Delete(again);
-
+    cJSON *cat = read_catalogue();
     /* The file documents the same limits the code enforces. */
     uint64_t v = 0;
     CHECK(vram_json_u64(cat, "protocol_version", &v) == 0 &&
-              v == VRAM_PROTOCOL_VERSION,
+              v == VRAM_PROTOCOL_VERSION && v == VRAM_CATALOGUE_VERSION,
           "protocol_version %llu, code says %d", (unsigned long long)v,
           VRAM_PROTOCOL_VERSION);
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(cat, "limits");
@@ -214,18 +266,85 @@ static void test_catalogue(void)
     CHECK(vram_json_u64(lim, "max_requests_in_flight", &v) == 0 &&
               v == VRAM_MAX_REQUESTS_IN_FLIGHT,
           "max_requests_in_flight %llu", (unsigned long long)v);
+    /* Every message of the file has its descriptor, with its doc. */
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cat, "requests")) ==
+              VRAM_REQ_COUNT,
+          "requests in the file and the generated table differ");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cat, "events")) ==
+              VRAM_EVT_COUNT,
+          "events in the file and the generated table differ");
+    cJSON_Delete(cat);
 
-    int nreq = 0, nev = 0;
-    check_section("requests", "type", vram_msg_validate_request, &nreq);
-    check_section("events", "event", vram_msg_validate_event, &nev);
+    for (int i = 0; i < VRAM_REQ_COUNT; i++) {
+        const struct vram_mdesc *m = &vram_requests[i];
+        CHECK(m->doc && m->doc[0], "%s: no doc", m->name);
+        CHECK(vram_req_lookup(m->name) == i, "%s: lookup", m->name);
+        char what[96];
+        snprintf(what, sizeof(what), "request %s", m->name);
+        check_type(what, m->req);
+        snprintf(what, sizeof(what), "reply of %s", m->name);
+        check_type(what, m->rep);
+    }
+    for (int i = 0; i < VRAM_EVT_COUNT; i++) {
+        const struct vram_mdesc *m = &vram_events[i];
+        CHECK(m->doc && m->doc[0], "%s: no doc", m->name);
+        CHECK(vram_evt_lookup(m->name) == i, "%s: lookup", m->name);
+        char what[96];
+        snprintf(what, sizeof(what), "event %s", m->name);
+        check_type(what, m->req);
+    }
     /* The messages issue 2 names must be there. */
     const char *must[] = {"hello", "stage_register", "region_create",
                           "region_grow", "region_release", "status"};
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(cat, "requests");
     for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
-        CHECK(cJSON_GetObjectItemCaseSensitive(req, must[i]) != NULL,
-              "request '%s' missing from the catalogue", must[i]);
-    CHECK(nreq >= 6 && nev >= 1, "%d requests, %d events", nreq, nev);
+        CHECK(vram_req_lookup(must[i]) >= 0, "request '%s' missing", must[i]);
+    CHECK(vram_req_lookup("recall") < 0, "an event found as a request");
+    CHECK(vram_evt_lookup("status") < 0, "a request found as an event");
+}
+
+/* A reply's map entries carry handles: named by index among the frame's,
+ * moved out of the frame when decoded, refused when the frame has none at
+ * that index, and left in the frame when the reply is refused. */
+static void test_handles(void)
+{
+    const struct vram_mdesc *m = &vram_requests[VRAM_REQ_REGION_GROW];
+    struct vram_codec_frame f = {.nhandles = 2};
+    f.handles[0] = (vp_handle){dup(0)};
+    f.handles[1] = (vp_handle){dup(0)};
+    intptr_t h1 = f.handles[1].v;
+    cJSON *o = cJSON_Parse("{\"map\":[{\"chunk\":5,\"region\":2,\"slot\":0},"
+                           "{\"chunk\":6,\"region\":2,\"slot\":1,\"fd\":1}]}");
+    struct vram_rep_region_grow rep;
+    struct vram_arena arena = {0};
+    struct vram_dec d = {.arena = &arena, .frame = &f};
+    CHECK(vram_decode(m->rep, o, &rep, &d) == 0, "map with an fd: %s", d.why);
+    CHECK(rep.map.n == 2 && !rep.map.v[0].has_fd && rep.map.v[1].has_fd &&
+              rep.map.v[1].fd.v == h1 && !vp_ok(f.handles[1]),
+          "the handle did not move out of the frame");
+    /* Encoded, the handle goes to the frame's list, by index. */
+    struct vram_jw w = {0};
+    vp_handle out[4];
+    struct vram_enc e = {.w = &w, .hs = out, .max = 4};
+    CHECK(vram_encode_object(&e, m->rep, &rep) == 0 && e.nh == 1 &&
+              out[0].v == h1 && strstr(w.p, "\"fd\":0"),
+          "encoded: %s", w.p);
+    vram_jw_free(&w);
+    struct vram_enc none = {.w = &w};
+    CHECK(vram_encode_object(&none, m->rep, &rep) == -E2BIG,
+          "a handle encoded with no room for it");
+    vram_jw_free(&w);
+    vram_close_handles(m->rep, &rep);
+    vram_arena_free(&arena);
+    cJSON_Delete(o);
+    /* Index beyond the frame, or taken already: refused, nothing moved. */
+    o = cJSON_Parse("{\"map\":[{\"chunk\":5,\"region\":2,\"slot\":0,\"fd\":0},"
+                    "{\"chunk\":6,\"region\":2,\"slot\":1,\"fd\":1}]}");
+    CHECK(vram_decode(m->rep, o, &rep, &d) == -EINVAL && strstr(d.why, "fd"),
+          "a taken handle named again: %s", d.why);
+    CHECK(vp_ok(f.handles[0]), "a refused reply took a handle");
+    vp_close(&f.handles[0]);
+    vram_arena_free(&arena);
+    cJSON_Delete(o);
 }
 
 static void test_validate_envelope(void)
@@ -281,28 +400,47 @@ static void test_validate_envelope(void)
     CHECK(vram_msg_validate_request(m, why, sizeof(why)) == -EINVAL,
           "field matched case-insensitively");
     cJSON_Delete(m);
+
+    /* Envelopes. */
+    struct vram_envelope env;
+    m = cJSON_Parse("{\"type\":\"reply\",\"id\":4,\"ok\":false,\"error\":"
+                    "\"ENOSPC\",\"message\":\"full\",\"more\":true}");
+    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == 0 &&
+              env.kind == VRAM_MSG_REPLY && env.id == 4 && !env.ok && env.more &&
+              strcmp(env.error, "ENOSPC") == 0 && strcmp(env.message, "full") == 0,
+          "reply envelope");
+    cJSON_Delete(m);
+    m = cJSON_Parse("{\"type\":\"reply\",\"id\":4}");
+    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == -EINVAL,
+          "a reply without ok");
+    cJSON_Delete(m);
+    m = cJSON_Parse("{\"type\":\"event\",\"event\":\"recall\"}");
+    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == 0 &&
+              env.kind == VRAM_MSG_EVENT && strcmp(env.type, "recall") == 0,
+          "event envelope");
+    cJSON_Delete(m);
+    m = cJSON_Parse("{\"type\":\"ping\",\"id\":-1}");
+    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == -EINVAL &&
+              strstr(why, "id"), "a negative id: %s", why);
+    cJSON_Delete(m);
 }
 
 static void test_errno_names(void)
 {
     /* Every code the catalogue documents round-trips. */
-    const cJSON *errs =
-        cJSON_GetObjectItemCaseSensitive(vram_catalogue(), "errors");
-    REQUIRE(cJSON_IsObject(errs), "catalogue has no errors object");
-    const cJSON *e;
     int n = 0;
-    cJSON_ArrayForEach(e, errs) {
+    for (const char *const *e = vram_catalogue_errors; *e; e += 2) {
         n++;
-        int err = vram_errno_from_name(e->string);
-        CHECK(err < 0, "%s: %d", e->string, err);
-        CHECK(err != -EPROTO || strcmp(e->string, "EPROTO") == 0,
-              "documented code %s is unknown to vram_errno_from_name",
-              e->string);
+        int err = vram_errno_from_name(e[0]);
+        CHECK(err < 0, "%s: %d", e[0], err);
+        CHECK(err != -EPROTO || strcmp(e[0], "EPROTO") == 0,
+              "documented code %s is unknown to vram_errno_from_name", e[0]);
         const char *back = vram_errno_name(err);
-        CHECK(back && strcmp(back, e->string) == 0, "%s -> %d -> %s",
-              e->string, err, back ? back : "(null)");
-        CHECK(strcmp(vram_errno_name(-err), e->string) == 0,
-              "%s: positive errno gives %s", e->string, vram_errno_name(-err));
+        CHECK(back && strcmp(back, e[0]) == 0, "%s -> %d -> %s", e[0], err,
+              back ? back : "(null)");
+        CHECK(strcmp(vram_errno_name(-err), e[0]) == 0,
+              "%s: positive errno gives %s", e[0], vram_errno_name(-err));
+        CHECK(e[1] && e[1][0], "%s: no meaning", e[0]);
     }
     CHECK(n >= 10, "only %d error codes documented", n);
 
@@ -518,6 +656,7 @@ static void test_size_format(void)
 int main(void)
 {
     test_catalogue();
+    test_handles();
     test_validate_envelope();
     test_errno_names();
     test_json_helpers();

@@ -1,0 +1,66 @@
+#include "arena.h"
+
+#include <stdalign.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BLOCK (16u << 10)
+
+struct vram_arena_block {
+    struct vram_arena_block *next;
+    size_t used, cap;
+    alignas(max_align_t) unsigned char data[];
+};
+
+void *vram_arena_alloc(struct vram_arena *a, size_t n)
+{
+    const size_t al = alignof(max_align_t);
+    n = (n + al - 1) / al * al;
+    if (n == 0)
+        n = al;
+    struct vram_arena_block *b = a->head;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > BLOCK ? n : BLOCK;
+        b = malloc(sizeof(*b) + cap);
+        if (!b)
+            return NULL;
+        b->used = 0;
+        b->cap = cap;
+        /* A block made for one large array goes behind the current one, so
+         * the current one keeps serving small allocations. */
+        if (a->head && cap > BLOCK) {
+            b->next = a->head->next;
+            a->head->next = b;
+        } else {
+            b->next = a->head;
+            a->head = b;
+        }
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    a->bytes += n;
+    return p;
+}
+
+char *vram_arena_strdup(struct vram_arena *a, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = vram_arena_alloc(a, n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+void vram_arena_free(struct vram_arena *a)
+{
+    if (!a)
+        return;
+    for (struct vram_arena_block *b = a->head, *n; b; b = n) {
+        n = b->next;
+        free(b);
+    }
+    a->head = NULL;
+    a->bytes = 0;
+}

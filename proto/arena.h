@@ -1,0 +1,21 @@
+/* An arena: the memory of one decoded message (its arrays and strings),
+ * freed at once. */
+#ifndef VRAM_PROTO_ARENA_H
+#define VRAM_PROTO_ARENA_H
+
+#include <stddef.h>
+
+struct vram_arena_block;
+
+struct vram_arena {
+    struct vram_arena_block *head;
+    size_t bytes; /* allocated so far, for limits */
+};
+
+/* n zeroed bytes, aligned for any type; NULL when out of memory. */
+void *vram_arena_alloc(struct vram_arena *a, size_t n);
+char *vram_arena_strdup(struct vram_arena *a, const char *s);
+/* Frees everything; the arena can be used again. NULL-tolerant. */
+void vram_arena_free(struct vram_arena *a);
+
+#endif

@@ -1,0 +1,542 @@
+/* vram_msggen: makes the protocol's C from proto/messages.json, at build
+ * time.
+ *
+ *   vram_msggen CATALOGUE OUTDIR      writes OUTDIR/vram_msg.h and .c (the
+ *                                     structs, their descriptors, the
+ *                                     request and event tables) and
+ *                                     OUTDIR/vd_dispatch.h and .c (the
+ *                                     daemon's table of typed handlers)
+ *   vram_msggen --markdown CATALOGUE  prints the message reference that
+ *                                     proto/PROTOCOL.md holds
+ *
+ * It checks the catalogue as it goes (known types, no name twice, types
+ * that exist) and fails, naming what is wrong, rather than write half a
+ * protocol. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+static const char *catalogue_path;
+static const cJSON *types_obj;
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vram_msggen: %s: ", catalogue_path);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static const char *const scalars[] = {"u32", "u64", "i64", "bool", "string",
+                                      "handle"};
+static const char *const kinds[] = {"VRAM_K_U32", "VRAM_K_U64", "VRAM_K_I64",
+                                    "VRAM_K_BOOL", "VRAM_K_STRING",
+                                    "VRAM_K_HANDLE"};
+static const char *const ctypes[] = {"uint32_t", "uint64_t", "int64_t",
+                                     "bool", "const char *", "vp_handle"};
+static const char *const arrays[] = {"struct vram_u32s", "struct vram_u64s",
+                                     "struct vram_i64s", "struct vram_bools",
+                                     "struct vram_strs", "struct vram_handles"};
+
+static int scalar(const char *t)
+{
+    for (int i = 0; i < 6; i++)
+        if (strcmp(t, scalars[i]) == 0)
+            return i;
+    return -1;
+}
+
+static const cJSON *type_def(const char *name)
+{
+    return cJSON_GetObjectItemCaseSensitive(types_obj, name);
+}
+
+static const char *str(const cJSON *o, const char *key)
+{
+    return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+static bool flag(const cJSON *o, const char *key)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+static unsigned maxof(const cJSON *f)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(f, "max");
+    return cJSON_IsNumber(m) ? (unsigned)m->valuedouble : 0;
+}
+
+/* A field's type, checked: scalar index (>= 0), or -1 with *obj set. */
+static int field_type(const char *where, const cJSON *f, const char **obj,
+                      bool *array)
+{
+    const char *t = str(f, "type");
+    if (!t)
+        die("%s.%s: no type", where, f->string);
+    *array = strcmp(t, "array") == 0;
+    if (*array) {
+        t = str(f, "items");
+        if (!t)
+            die("%s.%s: an array needs items", where, f->string);
+        if (strcmp(t, "array") == 0)
+            die("%s.%s: arrays of arrays are not supported", where, f->string);
+    }
+    int s = scalar(t);
+    if (s >= 0)
+        return s;
+    if (!type_def(t))
+        die("%s.%s: no type named '%s'", where, f->string, t);
+    *obj = t;
+    return -1;
+}
+
+/* A C comment's text: no closing sequence inside. */
+static void put_doc(FILE *o, const char *indent, const char *doc)
+{
+    if (!doc)
+        return;
+    fprintf(o, "%s/* ", indent);
+    for (const char *p = doc; *p; p++) {
+        if (p[0] == '*' && p[1] == '/')
+            fputc(' ', o);
+        fputc(*p, o);
+    }
+    fprintf(o, " */\n");
+}
+
+static void c_string(FILE *o, const char *s)
+{
+    if (!s) {
+        fprintf(o, "NULL");
+        return;
+    }
+    fputc('"', o);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', o);
+        if (*s == '\n')
+            fprintf(o, "\\n");
+        else
+            fputc(*s, o);
+    }
+    fputc('"', o);
+}
+
+/* ---- the header --------------------------------------------------------- */
+
+static void struct_fields(FILE *o, const char *where, const cJSON *fields)
+{
+    const cJSON *f;
+    int n = 0;
+    cJSON_ArrayForEach(f, fields) {
+        const char *obj = NULL;
+        bool array;
+        int s = field_type(where, f, &obj, &array);
+        bool req = flag(f, "required");
+        put_doc(o, "    ", str(f, "doc"));
+        if (array) {
+            if (s >= 0)
+                fprintf(o, "    %s %s;\n", arrays[s], f->string);
+            else
+                fprintf(o, "    struct vram_%s_array %s;\n", obj, f->string);
+        } else {
+            if (!req && s != 4) /* strings: NULL when absent */
+                fprintf(o, "    bool has_%s;\n", f->string);
+            if (s >= 0)
+                fprintf(o, "    %s%s%s;\n", ctypes[s], s == 4 ? "" : " ", f->string);
+            else
+                fprintf(o, "    struct vram_t_%s %s;\n", obj, f->string);
+        }
+        n++;
+    }
+    if (!n)
+        fprintf(o, "    uint8_t none_; /* no fields */\n");
+}
+
+/* Types in an order where each comes after those it holds. */
+static const char *order[256];
+static int norder;
+
+static void visit(const char *name, int depth)
+{
+    for (int i = 0; i < norder; i++)
+        if (strcmp(order[i], name) == 0)
+            return;
+    if (depth > 64)
+        die("type %s holds itself", name);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(type_def(name), "fields")) {
+        const char *obj = NULL;
+        bool array;
+        if (field_type(name, f, &obj, &array) < 0)
+            visit(obj, depth + 1);
+    }
+    if (norder == 256)
+        die("more than 256 types");
+    order[norder++] = name;
+}
+
+static void upper(char *dst, const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < n; i++)
+        dst[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
+    dst[i] = '\0';
+}
+
+static void write_header(FILE *o, const cJSON *cat)
+{
+    const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(cat, "requests");
+    const cJSON *evts = cJSON_GetObjectItemCaseSensitive(cat, "events");
+    fprintf(o, "/* Generated by vram_msggen from proto/messages.json: do not edit. */\n"
+               "#ifndef VRAM_MSG_GEN_H\n#define VRAM_MSG_GEN_H\n\n"
+               "#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n\n"
+               "#include \"msg.h\"\n\n");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cat, "protocol_version");
+    fprintf(o, "#define VRAM_CATALOGUE_VERSION %d\n\n", cJSON_IsNumber(v) ? v->valueint : 0);
+    char up[128];
+    fprintf(o, "enum vram_req_id {\n");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, reqs) {
+        upper(up, m->string, sizeof(up));
+        fprintf(o, "    VRAM_REQ_%s,\n", up);
+    }
+    fprintf(o, "    VRAM_REQ_COUNT\n};\n\nenum vram_evt_id {\n");
+    cJSON_ArrayForEach(m, evts) {
+        upper(up, m->string, sizeof(up));
+        fprintf(o, "    VRAM_EVT_%s,\n", up);
+    }
+    fprintf(o, "    VRAM_EVT_COUNT\n};\n\n");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, types_obj) visit(t->string, 0);
+    for (int i = 0; i < norder; i++) {
+        const cJSON *td = type_def(order[i]);
+        put_doc(o, "", str(td, "doc"));
+        fprintf(o, "struct vram_t_%s {\n", order[i]);
+        struct_fields(o, order[i], cJSON_GetObjectItemCaseSensitive(td, "fields"));
+        fprintf(o, "};\nstruct vram_%s_array {\n    struct vram_t_%s *v;\n    size_t n;\n};\n"
+                   "extern const struct vram_tdesc vram_td_%s;\n\n",
+                order[i], order[i], order[i]);
+    }
+    cJSON_ArrayForEach(m, reqs) {
+        put_doc(o, "", str(m, "doc"));
+        fprintf(o, "struct vram_req_%s {\n", m->string);
+        struct_fields(o, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        fprintf(o, "};\nstruct vram_rep_%s {\n", m->string);
+        struct_fields(o, m->string, cJSON_GetObjectItemCaseSensitive(m, "reply"));
+        fprintf(o, "};\n\n");
+    }
+    cJSON_ArrayForEach(m, evts) {
+        put_doc(o, "", str(m, "doc"));
+        fprintf(o, "struct vram_evt_%s {\n", m->string);
+        struct_fields(o, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        fprintf(o, "};\n\n");
+    }
+    fprintf(o, "/* Room for any request, any reply. */\nunion vram_req_any {\n");
+    cJSON_ArrayForEach(m, reqs) fprintf(o, "    struct vram_req_%s %s;\n", m->string, m->string);
+    fprintf(o, "};\nunion vram_rep_any {\n");
+    cJSON_ArrayForEach(m, reqs) fprintf(o, "    struct vram_rep_%s %s;\n", m->string, m->string);
+    fprintf(o, "};\nunion vram_evt_any {\n");
+    cJSON_ArrayForEach(m, evts) fprintf(o, "    struct vram_evt_%s %s;\n", m->string, m->string);
+    fprintf(o, "};\n\n"
+               "/* Every request with its reply, by enum vram_req_id; every event by\n"
+               " * enum vram_evt_id (their fields in req). */\n"
+               "extern const struct vram_mdesc vram_requests[VRAM_REQ_COUNT];\n"
+               "extern const struct vram_mdesc vram_events[VRAM_EVT_COUNT];\n"
+               "/* The id of a request or event by name, or -1. */\n"
+               "int vram_req_lookup(const char *name);\n"
+               "int vram_evt_lookup(const char *name);\n"
+               "/* The errors the catalogue names, NULL-terminated pairs of name and\n"
+               " * meaning. */\n"
+               "extern const char *const vram_catalogue_errors[];\n\n"
+               "#endif\n");
+}
+
+/* ---- the descriptors ---------------------------------------------------- */
+
+static void field_descs(FILE *o, const char *sname, const char *dname,
+                        const char *where, const cJSON *fields)
+{
+    int n = cJSON_GetArraySize(fields);
+    if (!n)
+        return;
+    fprintf(o, "static const struct vram_fdesc vram_f_%s[] = {\n", dname);
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fields) {
+        const char *obj = NULL;
+        bool array;
+        int s = field_type(where, f, &obj, &array);
+        bool req = flag(f, "required");
+        fprintf(o, "    {.name = \"%s\", .doc = ", f->string);
+        c_string(o, str(f, "doc"));
+        const char *k = s >= 0 ? kinds[s] : "VRAM_K_OBJECT";
+        fprintf(o, ",\n     .kind = %s, .item = %s, .required = %s, .max = %u,\n"
+                   "     .off = offsetof(struct %s, %s), .has_off = ",
+                array ? "VRAM_K_ARRAY" : k, array ? k : "0", req ? "true" : "false",
+                maxof(f), sname, f->string);
+        if (!array && !req && s != 4)
+            fprintf(o, "offsetof(struct %s, has_%s)", sname, f->string);
+        else
+            fprintf(o, "UINT32_MAX");
+        if (obj)
+            fprintf(o, ", .type = &vram_td_%s", obj);
+        fprintf(o, "},\n");
+    }
+    fprintf(o, "};\n");
+}
+
+static void tdesc(FILE *o, const char *sname, const char *dname, const char *name,
+                  const char *doc, bool tuple, const cJSON *fields, bool is_static)
+{
+    int n = cJSON_GetArraySize(fields);
+    fprintf(o, "%sconst struct vram_tdesc vram_td_%s = {\n    .name = \"%s\", .doc = ",
+            is_static ? "static " : "", dname, name);
+    c_string(o, doc);
+    fprintf(o, ",\n    .size = sizeof(struct %s), .tuple = %s,\n    .fields = %s%s, .nfields = %d};\n\n",
+            sname, tuple ? "true" : "false", n ? "vram_f_" : "NULL", n ? dname : "", n);
+}
+
+static void write_source(FILE *o, const cJSON *cat)
+{
+    const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(cat, "requests");
+    const cJSON *evts = cJSON_GetObjectItemCaseSensitive(cat, "events");
+    fprintf(o, "/* Generated by vram_msggen from proto/messages.json: do not edit. */\n"
+               "#include \"vram_msg.h\"\n\n#include <string.h>\n\n");
+    char sname[160], dname[160];
+    for (int i = 0; i < norder; i++) {
+        const cJSON *td = type_def(order[i]);
+        snprintf(sname, sizeof(sname), "vram_t_%s", order[i]);
+        field_descs(o, sname, order[i], order[i],
+                    cJSON_GetObjectItemCaseSensitive(td, "fields"));
+        tdesc(o, sname, order[i], order[i], str(td, "doc"), flag(td, "tuple"),
+              cJSON_GetObjectItemCaseSensitive(td, "fields"), false);
+    }
+    const cJSON *m;
+    cJSON_ArrayForEach(m, reqs) {
+        snprintf(sname, sizeof(sname), "vram_req_%s", m->string);
+        snprintf(dname, sizeof(dname), "req_%s", m->string);
+        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        tdesc(o, sname, dname, m->string, NULL, false,
+              cJSON_GetObjectItemCaseSensitive(m, "fields"), true);
+        snprintf(sname, sizeof(sname), "vram_rep_%s", m->string);
+        snprintf(dname, sizeof(dname), "rep_%s", m->string);
+        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "reply"));
+        tdesc(o, sname, dname, m->string, NULL, false,
+              cJSON_GetObjectItemCaseSensitive(m, "reply"), true);
+    }
+    cJSON_ArrayForEach(m, evts) {
+        snprintf(sname, sizeof(sname), "vram_evt_%s", m->string);
+        snprintf(dname, sizeof(dname), "evt_%s", m->string);
+        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        tdesc(o, sname, dname, m->string, NULL, false,
+              cJSON_GetObjectItemCaseSensitive(m, "fields"), true);
+    }
+    fprintf(o, "const struct vram_mdesc vram_requests[VRAM_REQ_COUNT] = {\n");
+    cJSON_ArrayForEach(m, reqs) {
+        fprintf(o, "    {\"%s\", ", m->string);
+        c_string(o, str(m, "doc"));
+        fprintf(o, ", &vram_td_req_%s, &vram_td_rep_%s},\n", m->string, m->string);
+    }
+    fprintf(o, "};\n\nconst struct vram_mdesc vram_events[VRAM_EVT_COUNT] = {\n");
+    cJSON_ArrayForEach(m, evts) {
+        fprintf(o, "    {\"%s\", ", m->string);
+        c_string(o, str(m, "doc"));
+        fprintf(o, ", &vram_td_evt_%s, NULL},\n", m->string);
+    }
+    fprintf(o, "};\n\n"
+               "int vram_req_lookup(const char *name)\n{\n"
+               "    for (int i = 0; name && i < VRAM_REQ_COUNT; i++)\n"
+               "        if (strcmp(vram_requests[i].name, name) == 0)\n"
+               "            return i;\n    return -1;\n}\n\n"
+               "int vram_evt_lookup(const char *name)\n{\n"
+               "    for (int i = 0; name && i < VRAM_EVT_COUNT; i++)\n"
+               "        if (strcmp(vram_events[i].name, name) == 0)\n"
+               "            return i;\n    return -1;\n}\n\n"
+               "const char *const vram_catalogue_errors[] = {\n");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cat, "errors")) {
+        fprintf(o, "    \"%s\", ", e->string);
+        c_string(o, cJSON_GetStringValue(e));
+        fprintf(o, ",\n");
+    }
+    fprintf(o, "    NULL, NULL};\n");
+}
+
+/* ---- the daemon's dispatch table ---------------------------------------- */
+
+static void write_dispatch(FILE *h, FILE *c, const cJSON *cat)
+{
+    const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(cat, "requests");
+    fprintf(h, "/* Generated by vram_msggen from proto/messages.json: do not edit.\n"
+               " * One typed handler per request (daemon/core/handlers/); a request\n"
+               " * added to the catalogue without its handler does not link. */\n"
+               "#ifndef VD_DISPATCH_GEN_H\n#define VD_DISPATCH_GEN_H\n\n"
+               "#include \"vram_msg.h\"\n\nstruct vd_request;\n\n");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, reqs)
+        fprintf(h, "int vd_handle_%s(struct vd_request *rq, const struct vram_req_%s *m,\n"
+                   "    struct vram_rep_%s *rep);\n", m->string, m->string, m->string);
+    fprintf(h, "\ntypedef int (*vd_handler_fn)(struct vd_request *rq, const void *m,\n"
+               "                             void *rep);\n"
+               "extern const vd_handler_fn vd_handlers[VRAM_REQ_COUNT];\n\n#endif\n");
+    fprintf(c, "/* Generated by vram_msggen from proto/messages.json: do not edit. */\n"
+               "#include \"vd_dispatch.h\"\n\n");
+    cJSON_ArrayForEach(m, reqs)
+        fprintf(c, "static int call_%s(struct vd_request *rq, const void *m, void *rep)\n"
+                   "{\n    return vd_handle_%s(rq, m, rep);\n}\n\n", m->string, m->string);
+    fprintf(c, "const vd_handler_fn vd_handlers[VRAM_REQ_COUNT] = {\n");
+    cJSON_ArrayForEach(m, reqs) fprintf(c, "    call_%s,\n", m->string);
+    fprintf(c, "};\n");
+}
+
+/* ---- the message reference ---------------------------------------------- */
+
+static void md_text(const char *s)
+{
+    for (; s && *s; s++)
+        if (*s == '|')
+            fputs("\\|", stdout);
+        else
+            fputc(*s, stdout);
+}
+
+static void md_fields(const char *where, const cJSON *fields)
+{
+    if (!cJSON_GetArraySize(fields)) {
+        printf("(no fields)\n\n");
+        return;
+    }
+    printf("| field | type | |\n| --- | --- | --- |\n");
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fields) {
+        const char *obj = NULL;
+        bool array;
+        int s = field_type(where, f, &obj, &array);
+        const char *t = s >= 0 ? scalars[s] : obj;
+        printf("| `%s` | %s%s%s", f->string, array ? "array of " : "", t,
+               flag(f, "required") ? ", required" : "");
+        if (maxof(f))
+            printf(", at most %u%s", maxof(f), s == 4 && !array ? " bytes" : "");
+        printf(" | ");
+        md_text(str(f, "doc"));
+        printf(" |\n");
+    }
+    printf("\n");
+}
+
+static void write_markdown(const cJSON *cat)
+{
+    printf("### Requests\n\n");
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(cat, "requests")) {
+        printf("#### `%s`\n\n", m->string);
+        md_text(str(m, "doc"));
+        printf("\n\nRequest:\n\n");
+        md_fields(m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        printf("Reply:\n\n");
+        md_fields(m->string, cJSON_GetObjectItemCaseSensitive(m, "reply"));
+    }
+    printf("### Events\n\n");
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(cat, "events")) {
+        printf("#### `%s`\n\n", m->string);
+        md_text(str(m, "doc"));
+        printf("\n\n");
+        md_fields(m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+    }
+    printf("### Types\n\n");
+    for (int i = 0; i < norder; i++) {
+        const cJSON *td = type_def(order[i]);
+        printf("#### `%s`\n\n", order[i]);
+        if (str(td, "doc")) {
+            md_text(str(td, "doc"));
+            printf("\n\n");
+        }
+        if (flag(td, "tuple"))
+            printf("Written as an array of its fields, in order.\n\n");
+        md_fields(order[i], cJSON_GetObjectItemCaseSensitive(td, "fields"));
+    }
+    printf("### Errors\n\n| error | meaning |\n| --- | --- |\n");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cat, "errors")) {
+        printf("| `%s` | ", e->string);
+        md_text(cJSON_GetStringValue(e));
+        printf(" |\n");
+    }
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static cJSON *load(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "vram_msggen: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *cat = cJSON_Parse(buf);
+    if (!cat)
+        die("not valid JSON (near: %.40s)", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    types_obj = cJSON_GetObjectItemCaseSensitive(cat, "types");
+    if (!cJSON_IsObject(types_obj) ||
+        !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cat, "requests")) ||
+        !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cat, "events")))
+        die("needs objects types, requests and events");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, types_obj) visit(t->string, 0);
+    return cat;
+}
+
+static FILE *open_out(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "vram_msggen: %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    return f;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--markdown") == 0) {
+        catalogue_path = argv[2];
+        cJSON *cat = load(argv[2]);
+        write_markdown(cat);
+        cJSON_Delete(cat);
+        return 0;
+    }
+    if (argc != 3) {
+        fprintf(stderr, "usage: vram_msggen CATALOGUE OUTDIR | --markdown CATALOGUE\n");
+        return 2;
+    }
+    catalogue_path = argv[1];
+    cJSON *cat = load(argv[1]);
+    FILE *h = open_out(argv[2], "vram_msg.h"), *c = open_out(argv[2], "vram_msg.c");
+    write_header(h, cat);
+    write_source(c, cat);
+    FILE *dh = open_out(argv[2], "vd_dispatch.h"), *dc = open_out(argv[2], "vd_dispatch.c");
+    write_dispatch(dh, dc, cat);
+    int bad = 0;
+    FILE *all[] = {h, c, dh, dc};
+    for (int i = 0; i < 4; i++)
+        bad |= fclose(all[i]) != 0;
+    cJSON_Delete(cat);
+    return bad;
+}

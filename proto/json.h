@@ -1,0 +1,36 @@
+/* Writing JSON text, fast: integers are written digit by digit (no printf
+ * per field), strings escaped. The messages' encoder (msg.c) writes through
+ * this; so do the daemon's log escaping and vramctl's output of status. */
+#ifndef VRAM_PROTO_JSON_H
+#define VRAM_PROTO_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+struct vram_jw {
+    char *p;
+    size_t len, cap;
+    bool oom; /* a write failed: the text is incomplete */
+};
+
+void vram_jw_raw(struct vram_jw *w, const char *s, size_t n);
+void vram_jw_lit(struct vram_jw *w, const char *s); /* NUL-terminated raw */
+/* A JSON string: quotes, escapes for quotes, backslashes and control
+ * characters. */
+void vram_jw_str(struct vram_jw *w, const char *s);
+void vram_jw_u64(struct vram_jw *w, uint64_t v);
+void vram_jw_i64(struct vram_jw *w, int64_t v);
+/* Any cJSON value (numbers written exactly when whole and below 10^15). */
+void vram_jw_value(struct vram_jw *w, const cJSON *v);
+/* The text (NUL-terminated, caller frees) and its length; NULL when a write
+ * failed. The writer is empty afterwards. */
+char *vram_jw_take(struct vram_jw *w, size_t *len);
+void vram_jw_free(struct vram_jw *w);
+
+/* Compact JSON text of v (free() it); NULL when out of memory. */
+char *vram_json_print(const cJSON *v, size_t *len_out);
+
+#endif

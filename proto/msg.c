@@ -1,0 +1,455 @@
+#include "msg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "errnames.h"
+
+#define NO_HAS UINT32_MAX
+
+const struct vram_fdesc *vram_field(const struct vram_tdesc *t, const char *name)
+{
+    for (uint32_t i = 0; t && i < t->nfields; i++)
+        if (strcmp(t->fields[i].name, name) == 0)
+            return &t->fields[i];
+    return NULL;
+}
+
+static size_t kind_size(int kind, const struct vram_tdesc *type)
+{
+    switch (kind) {
+    case VRAM_K_U32: return sizeof(uint32_t);
+    case VRAM_K_U64: return sizeof(uint64_t);
+    case VRAM_K_I64: return sizeof(int64_t);
+    case VRAM_K_BOOL: return sizeof(bool);
+    case VRAM_K_STRING: return sizeof(const char *);
+    case VRAM_K_HANDLE: return sizeof(vp_handle);
+    case VRAM_K_OBJECT: return type->size;
+    default: return 0;
+    }
+}
+
+static const char *kind_what(int kind)
+{
+    switch (kind) {
+    case VRAM_K_U32: return "a u32 (a whole number from 0 to 4294967295)";
+    case VRAM_K_U64: return "a u64 (a whole number from 0 to 2^53)";
+    case VRAM_K_I64: return "an i64 (a whole number from -2^53 to 2^53)";
+    case VRAM_K_BOOL: return "true or false";
+    case VRAM_K_STRING: return "a string";
+    case VRAM_K_HANDLE: return "a handle index";
+    case VRAM_K_OBJECT: return "an object";
+    default: return "an array";
+    }
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+struct dstate {
+    struct vram_dec *d;
+    int taken[VRAM_MAX_FDS_PER_FRAME]; /* frame handle indexes taken */
+    vp_handle took[VRAM_MAX_FDS_PER_FRAME];
+    int ntaken;
+};
+
+static int bad(struct dstate *s, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int bad(struct dstate *s, const char *path, const char *fmt, ...)
+{
+    char tail[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tail, sizeof(tail), fmt, ap);
+    va_end(ap);
+    snprintf(s->d->why, sizeof(s->d->why), "%s: %s", path, tail);
+    return -EINVAL;
+}
+
+/* A whole number in [lo, hi], checked before it is converted. */
+static bool whole(const cJSON *v, double lo, double hi, double *out)
+{
+    if (!cJSON_IsNumber(v))
+        return false;
+    double d = v->valuedouble;
+    if (!(d >= lo && d <= hi) || floor(d) != d)
+        return false;
+    *out = d;
+    return true;
+}
+
+static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
+                     uint32_t max, const cJSON *v, void *dst, const char *path);
+
+static int dec_object(struct dstate *s, const struct vram_tdesc *t,
+                      const cJSON *obj, void *out, const char *path)
+{
+    if (t->tuple ? !cJSON_IsArray(obj) : !cJSON_IsObject(obj))
+        return bad(s, path, "must be %s", t->tuple ? "an array" : "an object");
+    memset(out, 0, t->size);
+    const cJSON *item = t->tuple ? obj->child : NULL;
+    for (uint32_t i = 0; i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        const cJSON *v;
+        if (t->tuple) {
+            v = item;
+            item = item ? item->next : NULL;
+        } else {
+            v = cJSON_GetObjectItemCaseSensitive(obj, f->name);
+        }
+        char sub[192];
+        if (t->tuple)
+            snprintf(sub, sizeof(sub), "%s[%u]", path, i);
+        else
+            snprintf(sub, sizeof(sub), "%s.%s", path, f->name);
+        if (!v || cJSON_IsNull(v)) {
+            if (f->required && !s->d->partial)
+                return bad(s, sub, "missing (a required field)");
+            continue;
+        }
+        int r;
+        if (f->kind == VRAM_K_ARRAY) {
+            if (!cJSON_IsArray(v))
+                return bad(s, sub, "must be an array");
+            size_t n = (size_t)cJSON_GetArraySize(v);
+            if (f->max && n > f->max)
+                return bad(s, sub, "%zu items, at most %u", n, f->max);
+            size_t isz = kind_size(f->item, f->type);
+            void *arr = n ? vram_arena_alloc(s->d->arena, n * isz) : NULL;
+            if (n && !arr) {
+                snprintf(s->d->why, sizeof(s->d->why), "%s: out of memory", sub);
+                return -ENOMEM;
+            }
+            size_t k = 0;
+            for (const cJSON *e = v->child; e; e = e->next, k++) {
+                char ip[208];
+                snprintf(ip, sizeof(ip), "%s[%zu]", sub, k);
+                r = dec_value(s, f->item, f->type, 0, e, (char *)arr + k * isz, ip);
+                if (r < 0)
+                    return r;
+            }
+            memcpy((char *)out + f->off, &arr, sizeof(arr));
+            memcpy((char *)out + f->off + sizeof(void *), &n, sizeof(n));
+        } else {
+            r = dec_value(s, f->kind, f->type, f->max, v, (char *)out + f->off, sub);
+            if (r < 0)
+                return r;
+        }
+        if (f->has_off != NO_HAS)
+            *((bool *)((char *)out + f->has_off)) = true;
+    }
+    if (t->tuple && item)
+        return bad(s, path, "has more than its %u items", t->nfields);
+    return 0;
+}
+
+static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
+                     uint32_t max, const cJSON *v, void *dst, const char *path)
+{
+    double d;
+    switch (kind) {
+    case VRAM_K_U32:
+        if (!whole(v, 0, 4294967295.0, &d))
+            return bad(s, path, "must be %s", kind_what(kind));
+        *(uint32_t *)dst = (uint32_t)d;
+        return 0;
+    case VRAM_K_U64:
+        if (!whole(v, 0, 9007199254740992.0, &d))
+            return bad(s, path, "must be %s", kind_what(kind));
+        *(uint64_t *)dst = (uint64_t)d;
+        return 0;
+    case VRAM_K_I64:
+        if (!whole(v, -9007199254740992.0, 9007199254740992.0, &d))
+            return bad(s, path, "must be %s", kind_what(kind));
+        *(int64_t *)dst = (int64_t)d;
+        return 0;
+    case VRAM_K_BOOL:
+        if (!cJSON_IsBool(v))
+            return bad(s, path, "must be %s", kind_what(kind));
+        *(bool *)dst = cJSON_IsTrue(v);
+        return 0;
+    case VRAM_K_STRING: {
+        if (!cJSON_IsString(v))
+            return bad(s, path, "must be %s", kind_what(kind));
+        size_t n = strlen(v->valuestring);
+        if (max && n > max)
+            return bad(s, path, "a string of %zu bytes, at most %u", n, max);
+        char *c = vram_arena_strdup(s->d->arena, v->valuestring);
+        if (!c) {
+            snprintf(s->d->why, sizeof(s->d->why), "%s: out of memory", path);
+            return -ENOMEM;
+        }
+        *(const char **)dst = c;
+        return 0;
+    }
+    case VRAM_K_HANDLE: {
+        struct vram_codec_frame *f = s->d->frame;
+        if (!whole(v, 0, VRAM_MAX_FDS_PER_FRAME - 1, &d))
+            return bad(s, path, "must be %s", kind_what(kind));
+        int i = (int)d;
+        if (!f || i >= f->nhandles || !vp_ok(f->handles[i]))
+            return bad(s, path, "names fd %d; the frame carried %d", i,
+                       f ? f->nhandles : 0);
+        *(vp_handle *)dst = f->handles[i];
+        s->taken[s->ntaken] = i;
+        s->took[s->ntaken++] = f->handles[i];
+        f->handles[i] = VP_NONE;
+        return 0;
+    }
+    case VRAM_K_OBJECT:
+        return dec_object(s, type, v, dst, path);
+    default:
+        return bad(s, path, "arrays of arrays are not in the catalogue");
+    }
+}
+
+int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
+                struct vram_dec *d)
+{
+    struct dstate s = {.d = d};
+    d->why[0] = '\0';
+    int r = dec_object(&s, t, obj, out, t->name);
+    if (r < 0) {
+        /* The frame keeps its handles: nothing was taken. */
+        for (int i = 0; i < s.ntaken; i++)
+            d->frame->handles[s.taken[i]] = s.took[i];
+        memset(out, 0, t->size);
+    }
+    return r;
+}
+
+static void close_value(int kind, const struct vram_tdesc *type, void *p)
+{
+    if (kind == VRAM_K_HANDLE)
+        vp_close((vp_handle *)p);
+    else if (kind == VRAM_K_OBJECT)
+        vram_close_handles(type, p);
+}
+
+void vram_close_handles(const struct vram_tdesc *t, void *obj)
+{
+    for (uint32_t i = 0; i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        char *p = (char *)obj + f->off;
+        if (f->kind == VRAM_K_ARRAY) {
+            if (f->item != VRAM_K_HANDLE && f->item != VRAM_K_OBJECT)
+                continue;
+            void *v;
+            size_t n;
+            memcpy(&v, p, sizeof(v));
+            memcpy(&n, p + sizeof(void *), sizeof(n));
+            size_t isz = kind_size(f->item, f->type);
+            for (size_t k = 0; k < n; k++)
+                close_value(f->item, f->type, (char *)v + k * isz);
+        } else if (f->has_off == NO_HAS || *(bool *)((char *)obj + f->has_off)) {
+            close_value(f->kind, f->type, p);
+        }
+    }
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+static int enc_value(struct vram_enc *e, int kind, const struct vram_tdesc *type,
+                     const void *p);
+
+static bool present(const struct vram_fdesc *f, const void *in)
+{
+    const char *p = (const char *)in + f->off;
+    if (f->kind == VRAM_K_ARRAY) {
+        size_t n;
+        memcpy(&n, p + sizeof(void *), sizeof(n));
+        return f->required || n > 0;
+    }
+    if (f->kind == VRAM_K_STRING)
+        return *(const char *const *)p != NULL;
+    if (f->has_off != NO_HAS)
+        return *(const bool *)((const char *)in + f->has_off);
+    return true;
+}
+
+static int enc_field(struct vram_enc *e, const struct vram_fdesc *f,
+                     const void *in)
+{
+    const char *p = (const char *)in + f->off;
+    if (f->kind != VRAM_K_ARRAY)
+        return enc_value(e, f->kind, f->type, p);
+    void *v;
+    size_t n;
+    memcpy(&v, p, sizeof(v));
+    memcpy(&n, p + sizeof(void *), sizeof(n));
+    size_t isz = kind_size(f->item, f->type);
+    vram_jw_raw(e->w, "[", 1);
+    for (size_t k = 0; k < n; k++) {
+        if (k)
+            vram_jw_raw(e->w, ",", 1);
+        int r = enc_value(e, f->item, f->type, (const char *)v + k * isz);
+        if (r < 0)
+            return r;
+    }
+    vram_jw_raw(e->w, "]", 1);
+    return 0;
+}
+
+int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
+                       const void *in, const char *only, bool *first)
+{
+    for (uint32_t i = 0; i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        if (only && strcmp(only, f->name) != 0)
+            continue;
+        if (!t->tuple && !present(f, in))
+            continue;
+        if (!*first)
+            vram_jw_raw(e->w, ",", 1);
+        *first = false;
+        if (!t->tuple) {
+            vram_jw_str(e->w, f->name);
+            vram_jw_raw(e->w, ":", 1);
+        }
+        int r = enc_field(e, f, in);
+        if (r < 0)
+            return r;
+    }
+    return e->w->oom ? -ENOMEM : 0;
+}
+
+int vram_encode_object(struct vram_enc *e, const struct vram_tdesc *t,
+                       const void *in)
+{
+    bool first = true;
+    vram_jw_raw(e->w, t->tuple ? "[" : "{", 1);
+    int r = vram_encode_fields(e, t, in, NULL, &first);
+    vram_jw_raw(e->w, t->tuple ? "]" : "}", 1);
+    return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
+}
+
+static int enc_value(struct vram_enc *e, int kind, const struct vram_tdesc *type,
+                     const void *p)
+{
+    switch (kind) {
+    case VRAM_K_U32: vram_jw_u64(e->w, *(const uint32_t *)p); return 0;
+    case VRAM_K_U64: vram_jw_u64(e->w, *(const uint64_t *)p); return 0;
+    case VRAM_K_I64: vram_jw_i64(e->w, *(const int64_t *)p); return 0;
+    case VRAM_K_BOOL:
+        vram_jw_lit(e->w, *(const bool *)p ? "true" : "false");
+        return 0;
+    case VRAM_K_STRING: {
+        const char *s = *(const char *const *)p;
+        vram_jw_str(e->w, s ? s : "");
+        return 0;
+    }
+    case VRAM_K_HANDLE:
+        if (!e->hs || e->nh >= e->max)
+            return -E2BIG;
+        e->hs[e->nh] = *(const vp_handle *)p;
+        vram_jw_u64(e->w, (uint64_t)e->nh++);
+        return 0;
+    case VRAM_K_OBJECT:
+        return vram_encode_object(e, type, p);
+    default:
+        return -EINVAL;
+    }
+}
+
+/* ---- envelopes ---------------------------------------------------------- */
+
+int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
+                       size_t whylen)
+{
+    memset(env, 0, sizeof(*env));
+    if (!cJSON_IsObject(o)) {
+        snprintf(why, whylen, "message is not a JSON object");
+        return -EINVAL;
+    }
+    const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "type"));
+    if (!type) {
+        snprintf(why, whylen, "message has no string field 'type'");
+        return -EINVAL;
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+    double d;
+    if (id && whole(id, 0, 9007199254740992.0, &d)) {
+        env->has_id = true;
+        env->id = (uint64_t)d;
+    }
+    if (strcmp(type, "event") == 0) {
+        env->kind = VRAM_MSG_EVENT;
+        env->type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "event"));
+        if (!env->type) {
+            snprintf(why, whylen, "event has no string field 'event'");
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (strcmp(type, "reply") == 0) {
+        env->kind = VRAM_MSG_REPLY;
+        env->type = type;
+        const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok");
+        if (!env->has_id || !cJSON_IsBool(ok)) {
+            snprintf(why, whylen, "reply without an integer 'id' and a boolean 'ok'");
+            return -EINVAL;
+        }
+        env->ok = cJSON_IsTrue(ok);
+        env->more = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "more"));
+        env->error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "error"));
+        env->message = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "message"));
+        return 0;
+    }
+    env->kind = VRAM_MSG_REQUEST;
+    env->type = type;
+    if (!env->has_id) {
+        snprintf(why, whylen, "request has no integer field 'id'");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int vram_encode_request(struct vram_enc *e, const struct vram_mdesc *m,
+                        uint64_t id, const void *fields)
+{
+    vram_jw_lit(e->w, "{\"type\":");
+    vram_jw_str(e->w, m->name);
+    vram_jw_lit(e->w, ",\"id\":");
+    vram_jw_u64(e->w, id);
+    bool first = false;
+    int r = fields ? vram_encode_fields(e, m->req, fields, NULL, &first) : 0;
+    vram_jw_raw(e->w, "}", 1);
+    return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
+}
+
+int vram_encode_reply(struct vram_enc *e, const struct vram_mdesc *m,
+                      uint64_t id, int err, const char *message, bool more,
+                      const void *fields, const char *only)
+{
+    vram_jw_lit(e->w, "{\"type\":\"reply\",\"id\":");
+    vram_jw_u64(e->w, id);
+    vram_jw_lit(e->w, err ? ",\"ok\":false" : ",\"ok\":true");
+    if (more)
+        vram_jw_lit(e->w, ",\"more\":true");
+    if (err) {
+        vram_jw_lit(e->w, ",\"error\":");
+        vram_jw_str(e->w, vram_errno_name(err));
+        vram_jw_lit(e->w, ",\"message\":");
+        vram_jw_str(e->w, message ? message : "");
+    }
+    bool first = false;
+    int r = fields && m && m->rep
+                ? vram_encode_fields(e, m->rep, fields, only, &first)
+                : 0;
+    vram_jw_raw(e->w, "}", 1);
+    return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
+}
+
+int vram_encode_event(struct vram_enc *e, const struct vram_mdesc *m,
+                      const void *fields)
+{
+    vram_jw_lit(e->w, "{\"type\":\"event\",\"event\":");
+    vram_jw_str(e->w, m->name);
+    bool first = false;
+    int r = vram_encode_fields(e, m->req, fields, NULL, &first);
+    vram_jw_raw(e->w, "}", 1);
+    return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
+}

@@ -1,0 +1,152 @@
+/* Typed messages: the runtime behind the structs that vram_msggen makes from
+ * proto/messages.json (vram_msg.h in the build tree).
+ *
+ * Each message and type has a descriptor: its fields, their kinds, offsets
+ * and limits. One encoder writes any of them as JSON text, one decoder reads
+ * any of them from parsed JSON, checking every field against the catalogue:
+ * required fields present, kinds right, numbers whole and in range before
+ * they are converted, strings and arrays within their limits, handles named
+ * by index among the frame's. So no field name or type is written twice in
+ * the project, and a reply cannot drift from the catalogue.
+ *
+ * Layout rules the generated structs follow (and this code relies on):
+ *  - u32, u64, i64, bool, handle, object fields are values; an optional one
+ *    has `bool has_<name>` (set when present);
+ *  - a string is `const char *`, NULL when absent;
+ *  - an array is `struct { T *v; size_t n; }`, empty when absent. */
+#ifndef VRAM_PROTO_MSG_H
+#define VRAM_PROTO_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "arena.h"
+#include "codec.h"
+#include "handle.h"
+#include "json.h"
+
+enum vram_kind {
+    VRAM_K_U32,
+    VRAM_K_U64,
+    VRAM_K_I64,
+    VRAM_K_BOOL,
+    VRAM_K_STRING,
+    VRAM_K_HANDLE,
+    VRAM_K_OBJECT,
+    VRAM_K_ARRAY,
+};
+
+struct vram_tdesc;
+
+struct vram_fdesc {
+    const char *name;
+    const char *doc;
+    uint8_t kind;
+    uint8_t item; /* arrays: the kind of their items */
+    bool required;
+    uint32_t max; /* strings: bytes; arrays: items; 0: only the frame's */
+    uint32_t off;
+    uint32_t has_off; /* optional scalars and objects; UINT32_MAX: none */
+    const struct vram_tdesc *type; /* objects, and arrays of objects */
+};
+
+struct vram_tdesc {
+    const char *name;
+    const char *doc;
+    uint32_t size;
+    bool tuple; /* written as a JSON array of its fields in order */
+    const struct vram_fdesc *fields;
+    uint32_t nfields;
+};
+
+/* A request with its reply, or an event (rep NULL). */
+struct vram_mdesc {
+    const char *name;
+    const char *doc;
+    const struct vram_tdesc *req;
+    const struct vram_tdesc *rep;
+};
+
+/* Arrays of scalars, as the generated structs hold them. */
+struct vram_u32s { uint32_t *v; size_t n; };
+struct vram_u64s { uint64_t *v; size_t n; };
+struct vram_i64s { int64_t *v; size_t n; };
+struct vram_bools { bool *v; size_t n; };
+struct vram_strs { const char **v; size_t n; };
+struct vram_handles { vp_handle *v; size_t n; };
+
+/* A field of t by name, or NULL. */
+const struct vram_fdesc *vram_field(const struct vram_tdesc *t, const char *name);
+
+/* ---- decoding ---- */
+
+struct vram_dec {
+    struct vram_arena *arena; /* arrays and strings of the result */
+    struct vram_codec_frame *frame; /* handles are taken from it (NULL: a
+                                       handle field is refused) */
+    bool partial; /* required fields may be absent (a reply's first frames) */
+    char why[256];
+};
+
+/* Reads obj as t into out (t->size bytes, written in full). Returns 0, or
+ * -EINVAL with d->why naming the field ("kv_reserve.stage: must be a u32
+ * (a whole number from 0 to 4294967295)"), or -ENOMEM. Handles named by the
+ * message move from the frame into out; on failure none was taken. */
+int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
+                struct vram_dec *d);
+/* Closes the handles a decoded value holds (of t), e.g. when refusing it. */
+void vram_close_handles(const struct vram_tdesc *t, void *obj);
+
+/* ---- encoding ---- */
+
+struct vram_enc {
+    struct vram_jw *w;
+    vp_handle *hs; /* handles the frame will carry, in order; the encoder */
+    int nh, max;   /* moves each handle field's value here */
+};
+
+/* Writes the fields of in (of t) that are present, each preceded by a
+ * comma unless *first (then cleared); only, when not NULL, names the one
+ * field to write. -E2BIG when more handles than e->max would be named. */
+int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
+                       const void *in, const char *only, bool *first);
+/* {fields} as an object (or a tuple's array). */
+int vram_encode_object(struct vram_enc *e, const struct vram_tdesc *t,
+                       const void *in);
+
+/* ---- envelopes ---- */
+
+enum vram_msg_kind { VRAM_MSG_REQUEST, VRAM_MSG_REPLY, VRAM_MSG_EVENT };
+
+struct vram_envelope {
+    int kind;         /* enum vram_msg_kind */
+    const char *type; /* the request's or event's name */
+    bool has_id;
+    uint64_t id;
+    bool ok, more;
+    const char *error, *message; /* failed replies */
+};
+
+/* Reads the envelope of a message: a request ({type, id}), a reply
+ * ({type: reply, id, ok, more?, error?, message?}) or an event ({type:
+ * event, event}). -EINVAL with why for anything else. */
+int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
+                       size_t whylen);
+
+/* Writes a request: {"type":name,"id":id,...fields}. */
+int vram_encode_request(struct vram_enc *e, const struct vram_mdesc *m,
+                        uint64_t id, const void *fields);
+/* Writes a reply: ok (err 0) or failed (err < 0, with message); more when
+ * further frames follow; fields (of m->rep, may be NULL) restricted to only
+ * when not NULL. */
+int vram_encode_reply(struct vram_enc *e, const struct vram_mdesc *m,
+                      uint64_t id, int err, const char *message, bool more,
+                      const void *fields, const char *only);
+/* Writes an event: {"type":"event","event":name,...fields}. */
+int vram_encode_event(struct vram_enc *e, const struct vram_mdesc *m,
+                      const void *fields);
+
+#endif
