@@ -5,13 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+#include <uv.h>
+
 #include "backend.h"
 #include "config.h"
+#include "io.h"
 #include "log.h"
-#include "message.h"
 #include "platform.h"
-#include "server.h"
+#include "registry.h"
+#include "startup.h"
 #include "units.h"
+#include "vram_msg.h"
 
 #define DEFAULT_SOCKET "/run/vramd/vramd.sock"
 #define DEFAULT_CONFIG "/etc/vramd/vramd.json"
@@ -55,18 +60,20 @@ static int check_config(const char *path)
         devs[i].capacity_bytes -= cfg.dev[i].reserve_bytes < devs[i].capacity_bytes
                                       ? cfg.dev[i].reserve_bytes : 0;
     }
-    struct vl_ledger L;
+    struct vl_ledger *L = NULL;
+    char why[256];
     int rc = 0;
-    if (vl_init(&L, devs, cfg.ndev, 1ull << 45, 1ull << 44) < 0) {
-        fprintf(stderr, "%s: devices: %s\n", path, vl_why(&L));
+    if (vl_new(devs, cfg.ndev, 1ull << 45, 1ull << 44, 0, &L, why,
+               sizeof(why)) < 0) {
+        fprintf(stderr, "%s: devices: %s\n", path, why);
         rc = 1;
     } else {
         for (uint32_t i = 0; i < cfg.nstages; i++)
-            if (vl_stage_configure(&L, &cfg.stages[i]) < 0) {
-                fprintf(stderr, "%s: stages[%u]: %s\n", path, i, vl_why(&L));
+            if (vl_stage_configure(L, &cfg.stages[i]) < 0) {
+                fprintf(stderr, "%s: stages[%u]: %s\n", path, i, vl_why(L));
                 rc = 1;
             }
-        vl_fini(&L);
+        vl_free(L);
     }
     if (!rc)
         printf("%s: valid (%u devices, %u stages)\n", path, cfg.ndev,
@@ -75,36 +82,31 @@ static int check_config(const char *path)
     return rc;
 }
 
-static int make_backend(const char *want, struct vd_config *cfg,
-                        struct vd_backend **out)
+struct daemon {
+    uv_loop_t loop;
+    struct vd_core core;
+    struct vd_io io;
+    uv_signal_t sig[3];
+};
+
+static void on_signal(uv_signal_t *h, int signum)
 {
-    char why[256] = "";
-    if (strcmp(want, "cuda") == 0 || strcmp(want, "auto") == 0) {
-        int r = vd_backend_cuda_create(cfg, out, why, sizeof(why));
-        if (r == 0)
-            return 0;
-        if (strcmp(want, "cuda") == 0) {
-            vlog(VLOG_ERR, "cuda backend unavailable: %s", why);
-            return r;
-        }
-        vlog(VLOG_NOTICE, "cuda backend unavailable: %s; --backend auto uses "
-             "host", why);
+    struct daemon *d = h->data;
+    if (signum == SIGHUP) {
+        vd_core_reload(&d->core);
+        return;
     }
-    uint32_t ids[VL_MAX_DEVICES], nchunks[VL_MAX_DEVICES];
-    uint64_t cb[VL_MAX_DEVICES];
-    for (uint32_t i = 0; i < cfg->ndev; i++) {
-        ids[i] = cfg->dev[i].l.id;
-        cb[i] = cfg->dev[i].l.chunk_bytes;
-        uint64_t cap = cfg->dev[i].has_capacity ? cfg->dev[i].l.capacity_bytes
-                                                : 16ull << 30;
-        nchunks[i] = (uint32_t)(cap / cb[i]);
-        if (!nchunks[i]) {
-            vlog(VLOG_ERR, "devices[%u].capacity: below one chunk", i);
-            return -EINVAL;
-        }
-    }
-    return vd_backend_host_create(cfg->ndev, ids, cb, nchunks, cfg->pool_prefill,
-                                  out);
+    vlog(VLOG_NOTICE, "%s: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    vp_service_notify("STOPPING=1\nSTATUS=shutting down");
+    vd_core_stopping(&d->core);
+    vd_io_stop(&d->io);
+}
+
+static void close_quietly(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
 }
 
 int main(int argc, char **argv)
@@ -126,10 +128,9 @@ int main(int argc, char **argv)
         switch (c) {
         case 's': socket_path = optarg; break;
         case 'b':
-            if (strcmp(optarg, "host") && strcmp(optarg, "cuda") &&
-                strcmp(optarg, "auto")) {
-                fprintf(stderr, "vramd: --backend must be host, cuda or auto, "
-                        "not '%s'\n", optarg);
+            if (!vd_backend_known(optarg)) {
+                fprintf(stderr, "vramd: --backend must be %s, not '%s'\n",
+                        vd_backend_names(), optarg);
                 return 2;
             }
             backend_name = optarg;
@@ -179,42 +180,52 @@ int main(int argc, char **argv)
         backend_name = cfg.backend[0] ? cfg.backend : "auto";
 
     struct vd_backend *backend = NULL;
-    if (make_backend(backend_name, &cfg, &backend) < 0) {
+    char why[256] = "";
+    if (vd_backend_open(backend_name, &cfg, &backend, why, sizeof(why)) < 0) {
+        vlog(VLOG_ERR, "%s backend unavailable: %s", backend_name, why);
         vd_config_free(&cfg);
         return 1;
     }
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    struct vd_server srv;
+    static struct daemon d;
+    uv_loop_init(&d.loop);
+    struct vd_port port = vd_io_port(&d.io);
     int rc = 1;
-    if (vd_server_init(&srv, &loop, &cfg, backend, socket_path) < 0)
-        goto out_backend;
-    if (config_path)
-        snprintf(srv.config_path, sizeof(srv.config_path), "%s", config_path);
-    if (vd_server_listen(&srv) < 0)
-        goto out_server;
-    for (uint32_t i = 0; i < srv.ledger.ndev; i++) {
+    if (vd_core_init(&d.core, &d.loop, &cfg, config_path, backend, &port) < 0 ||
+        vd_io_prepare(&d.io, &d.loop, &d.core, socket_path) < 0 ||
+        vd_core_start(&d.core, d.io.path) < 0 || vd_io_listen(&d.io) < 0)
+        goto out;
+    int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&d.loop, &d.sig[i]);
+        d.sig[i].data = &d;
+        uv_signal_start(&d.sig[i], on_signal, sigs[i]);
+    }
+    for (uint32_t i = 0; i < vl_device_count(d.core.ledger); i++) {
         char cap[32], ch[32];
-        struct vl_device *d = &srv.ledger.dev[i];
-        vlog(VLOG_INFO, "device %u: %s, %s in chunks of %s", d->cfg.id,
+        struct vl_device_view dv;
+        vl_device_view(d.core.ledger, i, &dv);
+        vlog(VLOG_INFO, "device %u: %s, %s in chunks of %s", dv.id,
              backend->info[i].name,
-             vram_size_format((uint64_t)d->nchunks * d->cfg.chunk_bytes, cap,
+             vram_size_format((uint64_t)dv.chunks * dv.chunk_bytes, cap,
                               sizeof(cap)),
-             vram_size_format(d->cfg.chunk_bytes, ch, sizeof(ch)));
+             vram_size_format(dv.chunk_bytes, ch, sizeof(ch)));
     }
     vlog(VLOG_NOTICE, "vramd %s ready on %s (backend %s, %u devices, %u "
-         "stages configured)", VRAM_VERSION, srv.socket_path, backend->ops->name,
-         srv.ledger.ndev, cfg.nstages);
+         "stages configured)", VRAM_VERSION, d.io.path, backend->ops->name,
+         vl_device_count(d.core.ledger), cfg.nstages);
     char state[256];
     snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %u devices on %s "
-             "(%s backend)", srv.ledger.ndev, srv.socket_path, backend->ops->name);
+             "(%s backend)", vl_device_count(d.core.ledger), d.io.path,
+             backend->ops->name);
     vp_service_notify(state);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_run(&d.loop, UV_RUN_DEFAULT);
     rc = 0;
-out_server:
-    vd_server_fini(&srv);
-out_backend:
-    uv_loop_close(&loop);
+out:
+    vd_io_fini(&d.io);
+    uv_walk(&d.loop, close_quietly, NULL);
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    vd_core_fini(&d.core);
+    uv_loop_close(&d.loop);
     vd_backend_destroy(backend);
     vd_config_free(&cfg);
     if (rc == 0)

@@ -7,6 +7,7 @@
 
 #include <uv.h>
 
+#include "conn.h"
 #include "handle.h"
 
 struct vp_watch;

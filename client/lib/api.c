@@ -1,5 +1,5 @@
 /* libvram's public calls on stages, regions, KV budgets, loans and the
- * daemon's administration; each is one request (client.c) whose map
+ * daemon's administration: each is one typed request (call.c) whose map
  * entries are applied here (mapping.c). */
 #include <errno.h>
 #include <stdio.h>
@@ -7,71 +7,105 @@
 #include <string.h>
 
 #include "internal.h"
-#include "message.h"
+#include "msg.h"
+
+/* ---- the client itself -------------------------------------------------- */
+
+uint32_t vram_client_id(const vram_client *c)
+{
+    return c->id;
+}
+
+const char *vram_client_backend(const vram_client *c)
+{
+    return c->backend;
+}
+
+vram_handle vram_client_fd(const vram_client *c)
+{
+    return c->h.v;
+}
+
+void vram_client_set_event_callback(vram_client *c, vram_event_fn fn, void *user)
+{
+    c->cb = fn;
+    c->cb_user = user;
+}
+
+size_t vram_client_chunks_held(const vram_client *c)
+{
+    return c->chunks.n;
+}
+
+void vram_client_close(vram_client *c)
+{
+    if (!c)
+        return;
+    c->reconnect_ms = -1; /* closing: a broken connection stays broken */
+    /* Give stages back properly so their chunks return to the pool at once
+     * rather than after this process exits. */
+    while (c->nstages > 0 && !c->broken)
+        if (vram_stage_release(c, c->stages[0].id) < 0)
+            break;
+    while (c->nregions)
+        vc_region_forget(c, c->regions[0]);
+    /* Anything still held (e.g. after a broken connection). */
+    for (size_t i = 0; i < c->chunks.cap; i++)
+        if (c->chunks.v[i].id < UINT64_MAX - 1)
+            c->mapper->release(c, &c->chunks.v[i]);
+    vc_table_free(&c->chunks);
+    if (c->mapper && c->mapper->destroy)
+        c->mapper->destroy(c);
+    vc_clear_pending(c);
+    free(c->pend);
+    free(c->release_q);
+    free(c->regions);
+    for (size_t i = 0; i < c->nstages; i++)
+        free(c->stages[i].slot_layer);
+    free(c->stages);
+    vram_wire_fini(&c->wire);
+    vp_close(&c->h);
+    free(c);
+}
 
 /* ---- stages ------------------------------------------------------------- */
 
-static int stage_adopt(vram_client *c, uint32_t id, const cJSON *stage_obj)
+static int register_common(vram_client *c, const struct vram_req_stage_register *m,
+                           uint32_t *stage_out, struct vram_stage_info *info)
 {
-    if (!vc_stage_get(c, id)) {
-        struct vc_stage *v = realloc(c->stages, (c->nstages + 1) * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        c->stages = v;
-        memset(&v[c->nstages], 0, sizeof(v[0]));
-        v[c->nstages++].id = id;
+    struct vram_rep_stage_register rep;
+    struct vram_arena a = {0};
+    int e = vc_call(c, VRAM_REQ_STAGE_REGISTER, m, &rep, &a);
+    if (e == 0) {
+        e = vc_stage_adopt(c, &rep.stage);
+        if (e == 0)
+            e = vc_apply_pending(c);
+        else
+            vc_clear_pending(c);
     }
-    const cJSON *regions = cJSON_GetObjectItemCaseSensitive(stage_obj, "regions");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, regions) {
-        int e = vc_region_add(c, r);
-        if (e < 0)
-            return e;
-    }
-    vc_stage_update(c, stage_obj);
-    return 0;
-}
-
-static int register_common(vram_client *c, cJSON *m, uint32_t *stage_out,
-                           struct vram_stage_info *info)
-{
-    cJSON *reply;
-    int e = vc_request(c, m, &reply);
-    if (e < 0)
-        return e;
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(reply, "stage");
-    uint64_t id = 0;
-    if (vram_json_u64(st, "id", &id) < 0) {
-        vc_clear_pending(c);
-        cJSON_Delete(reply);
-        return vc_set_error(c, -EPROTO, "stage reply without an id");
-    }
-    e = stage_adopt(c, (uint32_t)id, st);
-    if (e == 0)
-        e = vc_apply_pending(c);
-    else
-        vc_clear_pending(c);
-    cJSON_Delete(reply);
+    uint32_t id = rep.stage.id;
+    vram_arena_free(&a);
     if (e < 0)
         return e;
     if (stage_out)
-        *stage_out = (uint32_t)id;
+        *stage_out = id;
     if (info)
-        *info = vc_stage_get(c, (uint32_t)id)->info;
+        *info = vc_stage_get(c, id)->info;
     return 0;
 }
 
 int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
                         struct vram_stage_info *out)
 {
-    cJSON *m = vc_msg_new("stage_register");
-    vram_json_add_u64(m, "stage", stage);
-    if (flags & VRAM_STAGE_KEEP_WINDOW)
-        cJSON_AddBoolToObject(m, "keep_window", true);
-    int e = register_common(c, m, NULL, out);
-    if (e == 0 && vc_stage_get(c, stage)) {
-        vc_stage_get(c, stage)->keep_window = flags & VRAM_STAGE_KEEP_WINDOW;
-        vc_stage_get(c, stage)->configured = true;
+    struct vram_req_stage_register m = {
+        .has_stage = true, .stage = stage,
+        .has_keep_window = (flags & VRAM_STAGE_KEEP_WINDOW) != 0,
+        .keep_window = (flags & VRAM_STAGE_KEEP_WINDOW) != 0};
+    int e = register_common(c, &m, NULL, out);
+    struct vc_stage *st = e == 0 ? vc_stage_get(c, stage) : NULL;
+    if (st) {
+        st->keep_window = flags & VRAM_STAGE_KEEP_WINDOW;
+        st->configured = true;
     }
     return e;
 }
@@ -79,11 +113,10 @@ int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
 int vram_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
                               uint32_t last, uint32_t *stage_out)
 {
-    cJSON *m = vc_msg_new("stage_register");
-    vram_json_add_u64(m, "device", device);
-    vram_json_add_u64(m, "first_layer", first);
-    vram_json_add_u64(m, "last_layer", last);
-    return register_common(c, m, stage_out, NULL);
+    struct vram_req_stage_register m = {
+        .has_device = true, .device = device, .has_first_layer = true,
+        .first_layer = first, .has_last_layer = true, .last_layer = last};
+    return register_common(c, &m, stage_out, NULL);
 }
 
 int vram_stage_release(vram_client *c, uint32_t stage)
@@ -91,7 +124,7 @@ int vram_stage_release(vram_client *c, uint32_t stage)
     struct vc_stage *st = vc_stage_get(c, stage);
     if (!st)
         return vc_set_error(c, -ENOENT, "stage %u is not registered by this "
-                         "client", stage);
+                            "client", stage);
     /* Unmap first: the daemon frees the memory when it hears of it. */
     for (size_t i = 0; i < c->nregions;) {
         if (c->regions[i]->stage == stage)
@@ -101,9 +134,8 @@ int vram_stage_release(vram_client *c, uint32_t stage)
     }
     free(st->slot_layer);
     *st = c->stages[--c->nstages];
-    cJSON *m = vc_msg_new("stage_release");
-    vram_json_add_u64(m, "stage", stage);
-    return vc_call(c, m);
+    struct vram_req_stage_release m = {.stage = stage};
+    return vc_call(c, VRAM_REQ_STAGE_RELEASE, &m, NULL, NULL);
 }
 
 int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
@@ -111,7 +143,7 @@ int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
     struct vc_stage *st = vc_stage_get(c, stage);
     if (!st)
         return vc_set_error(c, -ENOENT, "stage %u is not registered by this "
-                         "client", stage);
+                            "client", stage);
     *out = st->info;
     return 0;
 }
@@ -121,34 +153,31 @@ int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
 int vram_region_create(vram_client *c, uint32_t stage, enum vram_region_kind kind,
                        uint64_t lane_bytes, uint32_t lanes, uint32_t *region_out)
 {
-    static const char *kinds[] = {"kv", "expert", "fixed", "draft_kv"};
     if ((unsigned)kind > 3)
         return vc_set_error(c, -EINVAL, "unknown region kind %d", (int)kind);
-    cJSON *m = vc_msg_new("region_create");
-    vram_json_add_u64(m, "stage", stage);
-    cJSON_AddStringToObject(m, "kind", kinds[kind]);
-    vram_json_add_u64(m, "bytes", lane_bytes);
-    vram_json_add_u64(m, "lanes", lanes ? lanes : 1);
-    cJSON *reply;
-    int e = vc_request(c, m, &reply);
-    if (e < 0)
+    struct vram_req_region_create m = {
+        .stage = stage, .kind = vc_kind_name(kind), .bytes = lane_bytes,
+        .has_lanes = true, .lanes = lanes ? lanes : 1};
+    struct vram_rep_region_create rep;
+    struct vram_arena a = {0};
+    int e = vc_call(c, VRAM_REQ_REGION_CREATE, &m, &rep, &a);
+    if (e < 0) {
+        vram_arena_free(&a);
         return e;
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(reply, "region");
-    uint64_t id = 0;
-    vram_json_u64(r, "id", &id);
-    e = vc_region_add(c, r);
-    cJSON_Delete(reply);
+    }
+    uint32_t id = rep.region.id;
+    e = vc_region_add(c, &rep.region);
+    vram_arena_free(&a);
     if (e < 0) {
         /* We cannot use it: give it back. */
         char keep[512];
         snprintf(keep, sizeof(keep), "%s", c->last_error);
-        cJSON *rel = vc_msg_new("region_release");
-        vram_json_add_u64(rel, "region", id);
-        vc_call(c, rel);
+        struct vram_req_region_release rel = {.region = id};
+        vc_call(c, VRAM_REQ_REGION_RELEASE, &rel, NULL, NULL);
         snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
         return e;
     }
-    *region_out = (uint32_t)id;
+    *region_out = id;
     return 0;
 }
 
@@ -190,35 +219,35 @@ void *vram_region_slot(const vram_client *c, uint32_t region, uint32_t lane,
     return (void *)(uintptr_t)vc_slot_addr(r, lane * r->stride_slots + slot);
 }
 
-static int simple_map_request(vram_client *c, cJSON *m, cJSON **reply_out)
+/* Releases chunks after unmapping them (all or nothing, daemon-side). */
+static int release(vram_client *c, uint64_t *ids, size_t n)
 {
-    cJSON *reply;
-    int e = vc_request(c, m, &reply);
+    struct vram_req_chunk_release m = {.chunks = {.v = ids, .n = n}};
+    return vc_call(c, VRAM_REQ_CHUNK_RELEASE, &m, NULL, NULL);
+}
+
+/* A request whose reply maps chunks: its map applied, and the chunks the
+ * daemon wants back (a trim's surplus, unmap) unmapped, then released. */
+static int map_request(vram_client *c, int type, const void *m, void *rep,
+                       struct vram_arena *a, const struct vram_u64s *unmap)
+{
+    int e = vc_call(c, type, m, rep, a);
     if (e < 0)
         return e;
     e = vc_apply_pending(c);
-    /* Chunks the daemon wants back (a trim's surplus): unmap, then release. */
-    const cJSON *unmap = cJSON_GetObjectItemCaseSensitive(reply, "unmap");
-    if (cJSON_GetArraySize(unmap) > 0) {
-        cJSON *ids = cJSON_CreateArray();
-        const cJSON *it;
-        cJSON_ArrayForEach(it, unmap) {
-            uint64_t id = (uint64_t)it->valuedouble;
-            if (vc_table_get(&c->chunks, id)) {
-                vc_drop_chunk(c, id);
-                cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)id));
+    if (unmap && unmap->n) {
+        uint64_t *ids = malloc(unmap->n * sizeof(*ids));
+        size_t n = 0;
+        for (size_t i = 0; ids && i < unmap->n; i++)
+            if (vc_table_get(&c->chunks, unmap->v[i])) {
+                vc_drop_chunk(c, unmap->v[i]);
+                ids[n++] = unmap->v[i];
             }
-        }
-        cJSON *rel = vc_msg_new("chunk_release");
-        cJSON_AddItemToObject(rel, "chunks", ids);
-        int e2 = vc_call(c, rel);
+        int e2 = ids ? release(c, ids, n) : -ENOMEM;
+        free(ids);
         if (e2 < 0 && !e)
             e = e2;
     }
-    if (reply_out && e == 0)
-        *reply_out = reply;
-    else
-        cJSON_Delete(reply);
     return e;
 }
 
@@ -226,10 +255,12 @@ int vram_region_grow(vram_client *c, uint32_t region, uint32_t chunks)
 {
     if (!vc_region_get(c, region))
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
-    cJSON *m = vc_msg_new("region_grow");
-    vram_json_add_u64(m, "region", region);
-    vram_json_add_u64(m, "chunks", chunks);
-    return simple_map_request(c, m, NULL);
+    struct vram_req_region_grow m = {.region = region, .chunks = chunks};
+    struct vram_arena a = {0};
+    struct vram_rep_region_grow rep;
+    int e = map_request(c, VRAM_REQ_REGION_GROW, &m, &rep, &a, NULL);
+    vram_arena_free(&a);
+    return e;
 }
 
 int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
@@ -237,21 +268,24 @@ int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
     struct vc_region *r = vc_region_get(c, region);
     if (!r)
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
-    cJSON *ids = cJSON_CreateArray();
+    uint64_t *ids = malloc(((size_t)r->lanes * chunks + 1) * sizeof(*ids));
+    if (!ids)
+        return vc_set_error(c, -ENOMEM, "out of memory");
+    size_t n = 0;
     for (uint32_t l = 0; l < r->lanes; l++) {
-        uint32_t n = 0;
-        for (uint32_t i = r->stride_slots; i-- > 0 && n < chunks;) {
+        uint32_t k = 0;
+        for (uint32_t i = r->stride_slots; i-- > 0 && k < chunks;) {
             uint64_t id = r->slot_chunk[l * r->stride_slots + i];
             if (id == UINT64_MAX)
                 continue;
             vc_drop_chunk(c, id);
-            cJSON_AddItemToArray(ids, cJSON_CreateNumber((double)id));
-            n++;
+            ids[n++] = id;
+            k++;
         }
     }
-    cJSON *m = vc_msg_new("chunk_release");
-    cJSON_AddItemToObject(m, "chunks", ids);
-    return vc_call(c, m);
+    int e = release(c, ids, n);
+    free(ids);
+    return e;
 }
 
 int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lane,
@@ -261,19 +295,22 @@ int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lan
     struct vc_region *a = vc_region_get(c, src_region), *b = vc_region_get(c, dst_region);
     if (!a || !b)
         return vc_set_error(c, -ENOENT, "region %u is not this client's",
-                         a ? dst_region : src_region);
+                            a ? dst_region : src_region);
     if (src_lane >= a->lanes || src_slot >= a->stride_slots ||
         dst_lane >= b->lanes || dst_slot >= b->stride_slots)
         return vc_set_error(c, -EINVAL, "lane or slot out of range");
     uint64_t id = a->slot_chunk[src_lane * a->stride_slots + src_slot];
     if (id == UINT64_MAX)
         return vc_set_error(c, -ENOENT, "no chunk at lane %u slot %u of region %u",
-                         src_lane, src_slot, src_region);
-    cJSON *m = vc_msg_new("chunk_move");
-    vram_json_add_u64(m, "chunk", id);
-    vram_json_add_u64(m, "region", dst_region);
-    vram_json_add_u64(m, "slot", (uint64_t)dst_lane * b->stride_slots + dst_slot);
-    return simple_map_request(c, m, NULL);
+                            src_lane, src_slot, src_region);
+    struct vram_req_chunk_move m = {
+        .chunk = id, .region = dst_region,
+        .slot = dst_lane * b->stride_slots + dst_slot};
+    struct vram_arena ar = {0};
+    struct vram_rep_chunk_move rep;
+    int e = map_request(c, VRAM_REQ_CHUNK_MOVE, &m, &rep, &ar, NULL);
+    vram_arena_free(&ar);
+    return e;
 }
 
 int vram_region_release(vram_client *c, uint32_t region)
@@ -282,85 +319,94 @@ int vram_region_release(vram_client *c, uint32_t region)
     if (!r)
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
     vc_region_forget(c, r);
-    cJSON *m = vc_msg_new("region_release");
-    vram_json_add_u64(m, "region", region);
-    return vc_call(c, m);
+    struct vram_req_region_release m = {.region = region};
+    return vc_call(c, VRAM_REQ_REGION_RELEASE, &m, NULL, NULL);
 }
 
 /* ---- KV and loans ------------------------------------------------------- */
 
-static void fill_kv_result(vram_client *c, uint32_t stage, const cJSON *reply,
-                           struct vram_kv_result *out)
-{
-    vc_stage_update(c, cJSON_GetObjectItemCaseSensitive(reply, "stage"));
-    if (!out)
-        return;
-    struct vram_kv_result r = {0};
-    uint64_t v = 0;
-    vram_json_u64(reply, "kv_needed_bytes", &r.kv_needed_bytes);
-    vram_json_u64(reply, "kv_mapped_bytes", &r.kv_mapped_bytes);
-    vram_json_u64(reply, "expert_loaned_bytes", &r.expert_loaned_bytes);
-    if (vram_json_u64(reply, "expert_slots_backed", &v) == 0)
-        r.expert_slots_backed = (uint32_t)v;
-    if (vram_json_u64(reply, "recalled_chunks", &v) == 0)
-        r.recalled_chunks = (uint32_t)v;
-    (void)stage;
-    *out = r;
-}
-
-/* A KV or loan request: its map is applied, the stage's figures updated. */
-static int stage_request(vram_client *c, uint32_t stage, cJSON *m,
-                         struct vram_kv_result *out)
-{
-    cJSON *reply;
-    int e = simple_map_request(c, m, &reply);
-    if (e < 0)
-        return e;
-    fill_kv_result(c, stage, reply, out);
-    cJSON_Delete(reply);
-    return 0;
-}
+/* The replies of kv_reserve, kv_trim and expert_request share these
+ * fields; the stage's figures follow the daemon's. */
+#define KV_RESULT(c, rep, out)                                                 \
+    do {                                                                       \
+        vc_stage_update((c), &(rep).stage);                                    \
+        if (out)                                                               \
+            *(out) = (struct vram_kv_result){                                  \
+                .kv_needed_bytes = (rep).kv_needed_bytes,                      \
+                .kv_mapped_bytes = (rep).kv_mapped_bytes,                      \
+                .expert_loaned_bytes = (rep).expert_loaned_bytes,              \
+                .expert_slots_backed = (rep).expert_slots_backed,              \
+                .recalled_chunks = (rep).recalled_chunks};                     \
+    } while (0)
 
 int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
                     uint64_t output, unsigned flags, struct vram_kv_result *out)
 {
-    cJSON *m = vc_msg_new("kv_reserve");
-    vram_json_add_u64(m, "stage", stage);
-    vram_json_add_u64(m, "prompt_tokens", prompt);
-    vram_json_add_u64(m, "output_tokens", output);
-    if (flags & VRAM_KV_HOLD)
-        cJSON_AddBoolToObject(m, "hold", true);
-    return stage_request(c, stage, m, out);
+    struct vram_req_kv_reserve m = {
+        .stage = stage, .prompt_tokens = prompt, .output_tokens = output,
+        .has_hold = (flags & VRAM_KV_HOLD) != 0,
+        .hold = (flags & VRAM_KV_HOLD) != 0};
+    struct vram_rep_kv_reserve rep;
+    struct vram_arena a = {0};
+    int e = map_request(c, VRAM_REQ_KV_RESERVE, &m, &rep, &a, NULL);
+    if (e == 0)
+        KV_RESULT(c, rep, out);
+    vram_arena_free(&a);
+    return e;
 }
 
 int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
 {
-    cJSON *m = vc_msg_new("kv_trim");
-    vram_json_add_u64(m, "stage", stage);
-    if (tokens)
-        vram_json_add_u64(m, "tokens", tokens);
-    return stage_request(c, stage, m, NULL);
+    struct vram_req_kv_trim m = {.stage = stage, .has_tokens = tokens != 0,
+                                 .tokens = tokens};
+    struct vram_rep_kv_trim rep;
+    struct vram_arena a = {0};
+    memset(&rep, 0, sizeof(rep));
+    int e = vc_call(c, VRAM_REQ_KV_TRIM, &m, &rep, &a);
+    if (e == 0) {
+        e = vc_apply_pending(c);
+        struct vram_u64s unmap = rep.unmap;
+        /* Unmapping and releasing happens on its own request below. */
+        if (unmap.n) {
+            uint64_t *ids = malloc(unmap.n * sizeof(*ids));
+            size_t n = 0;
+            for (size_t i = 0; ids && i < unmap.n; i++)
+                if (vc_table_get(&c->chunks, unmap.v[i])) {
+                    vc_drop_chunk(c, unmap.v[i]);
+                    ids[n++] = unmap.v[i];
+                }
+            int e2 = ids ? release(c, ids, n) : -ENOMEM;
+            free(ids);
+            if (e2 < 0 && !e)
+                e = e2;
+        }
+        KV_RESULT(c, rep, (struct vram_kv_result *)NULL);
+    }
+    vram_arena_free(&a);
+    return e;
 }
 
 int vram_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
 {
-    cJSON *m = vc_msg_new("expert_request");
-    vram_json_add_u64(m, "stage", stage);
-    if (max_bytes)
-        vram_json_add_u64(m, "bytes", max_bytes);
-    return stage_request(c, stage, m, NULL);
+    struct vram_req_expert_request m = {.stage = stage,
+                                        .has_bytes = max_bytes != 0,
+                                        .bytes = max_bytes};
+    struct vram_rep_expert_request rep;
+    struct vram_arena a = {0};
+    int e = map_request(c, VRAM_REQ_EXPERT_REQUEST, &m, &rep, &a, NULL);
+    if (e == 0)
+        KV_RESULT(c, rep, (struct vram_kv_result *)NULL);
+    vram_arena_free(&a);
+    return e;
 }
 
 int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
                       const uint32_t *slots, size_t n)
 {
-    cJSON *m = vc_msg_new("expert_claim");
-    vram_json_add_u64(m, "stage", stage);
-    vram_json_add_u64(m, "layer", layer);
-    cJSON *arr = cJSON_AddArrayToObject(m, "slots");
-    for (size_t i = 0; i < n; i++)
-        cJSON_AddItemToArray(arr, cJSON_CreateNumber(slots[i]));
-    int e = vc_call(c, m);
+    struct vram_req_expert_claim m = {
+        .stage = stage, .layer = layer,
+        .slots = {.v = (uint32_t *)slots, .n = n}};
+    int e = vc_call(c, VRAM_REQ_EXPERT_CLAIM, &m, NULL, NULL);
     if (e == 0) /* remembered for a resume */
         vc_stage_claims(c, stage, layer, slots, n);
     return e;
@@ -376,42 +422,47 @@ int vram_expert_residency(const vram_client *c, uint32_t stage,
     return 0;
 }
 
+/* ---- administration and health ------------------------------------------ */
+
 int vram_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
 {
-    cJSON *m = vc_msg_new("device_set_capacity");
-    vram_json_add_u64(m, "device", device);
-    vram_json_add_u64(m, "bytes", bytes);
-    return vc_call(c, m);
+    struct vram_req_device_set_capacity m = {.device = device, .bytes = bytes};
+    return vc_call(c, VRAM_REQ_DEVICE_SET_CAPACITY, &m, NULL, NULL);
 }
 
 int vram_admin_evict(vram_client *c, uint32_t client)
 {
-    cJSON *m = vc_msg_new("client_evict");
-    vram_json_add_u64(m, "client", client);
-    return vc_call(c, m);
+    struct vram_req_client_evict m = {.client = client};
+    return vc_call(c, VRAM_REQ_CLIENT_EVICT, &m, NULL, NULL);
 }
 
 int vram_client_ping(vram_client *c)
 {
-    return vc_call(c, vc_msg_new("ping"));
+    struct vram_req_ping m = {0};
+    return vc_call(c, VRAM_REQ_PING, &m, NULL, NULL);
 }
 
 int vram_status_json(vram_client *c, char **json_out)
 {
-    cJSON *reply;
-    int e = vc_request(c, vc_msg_new("status"), &reply);
-    if (e < 0)
+    struct vram_req_status m = {0};
+    struct vram_rep_status rep;
+    struct vram_arena a = {0};
+    int e = vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a);
+    if (e < 0) {
+        vram_arena_free(&a);
         return e;
-    cJSON_DeleteItemFromObject(reply, "type");
-    cJSON_DeleteItemFromObject(reply, "id");
-    cJSON_DeleteItemFromObject(reply, "ok");
-    cJSON_DeleteItemFromObject(reply, "map");
-    char *s = cJSON_Print(reply);
-    cJSON_Delete(reply);
-    if (!s)
-        return -ENOMEM;
-    /* cJSON allocates with malloc by default; hand out a plain copy. */
-    char *copy = strdup(s);
+    }
+    /* Written again from what was decoded (what the catalogue says a status
+     * is), laid out for people. */
+    struct vram_jw w = {0};
+    struct vram_enc enc = {.w = &w};
+    e = vram_encode_object(&enc, vram_requests[VRAM_REQ_STATUS].rep, &rep);
+    vram_arena_free(&a);
+    cJSON *o = e == 0 ? cJSON_Parse(w.p) : NULL;
+    vram_jw_free(&w);
+    char *s = o ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    char *copy = s ? strdup(s) : NULL;
     cJSON_free(s);
     if (!copy)
         return -ENOMEM;

@@ -6,11 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
-
+#include "arena.h"
 #include "handle.h"
-#include "wire.h"
 #include "vram.h"
+#include "vram_msg.h"
+#include "wire.h"
 
 #define VC_NO_SLOT UINT32_MAX
 
@@ -83,7 +83,7 @@ struct pending_map {
 
 struct vram_client {
     vp_handle h;         /* the connection */
-    /* how to connect again (reconnect.c) */
+    /* how to connect again (session.c) */
     char path[108];
     char name[64];
     bool ctl;
@@ -110,32 +110,53 @@ struct vram_client {
     size_t nregions;
     struct vc_stage *stages;
     size_t nstages;
-    /* the request being waited for */
+    /* the request being waited for (rpc.c) */
     uint64_t await_id;
-    cJSON *reply;
-    struct pending_map *pend;
+    int await_type;
+    void *await_rep;               /* its reply, decoded here */
+    struct vram_arena *await_arena;
+    bool await_done;
+    int await_err;                 /* the daemon refused it */
+    struct pending_map *pend;      /* its map entries, not applied yet */
     size_t npend, cappend;
+    /* chunks a recall took, to release without waiting (events.c) */
+    uint64_t *release_q;
+    size_t nrelease, caprelease;
     /* fire-and-forget requests (releases answering recalls) */
     uint64_t async_ids[64];
     size_t nasync;
     int async_error;
 };
 
-/* client.c: the connection, requests and replies, events */
+/* error.c */
 int vc_set_error(vram_client *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-cJSON *vc_msg_new(const char *type);
-/* Sends msg (consumed) and waits for its final reply (caller deletes);
- * the reply's map entries are gathered, not yet applied. */
-int vc_request(vram_client *c, cJSON *msg, cJSON **reply_out);
-/* A request whose reply carries nothing the caller needs. */
-int vc_call(vram_client *c, cJSON *msg);
+
+/* rpc.c: one request and its reply on the current connection, and the
+ * events that come meanwhile */
+/* Sends request type (enum vram_req_id) with its fields and waits for the
+ * reply, decoded into rep (the type's reply struct, its arrays in a) and
+ * checked against the catalogue; map entries are gathered into c->pend,
+ * not applied. A refusal returns the daemon's error with its message in
+ * last_error (map entries gathered all the same). */
+int vc_rpc(vram_client *c, int type, const void *req, void *rep,
+           struct vram_arena *a);
+/* Sends a request whose reply is not waited for (its error is kept in
+ * async_error). */
+int vc_rpc_async(vram_client *c, int type, const void *req);
+/* Handles what arrived without waiting; *events counts events handled. */
+int vc_rpc_poll(vram_client *c, int *events);
 /* The wire and receive settings of a connection, new or made again. */
 void vc_conn_setup(vram_client *c);
-/* Hello on a fresh connection: the client id and backend. */
-int vc_hello(vram_client *c, char *error, size_t error_len);
 
-/* reconnect.c: after the connection broke */
+/* events.c */
+/* An event arrived: the engine is told, the library's state follows. */
+void vc_event(vram_client *c, int evt, const void *fields);
+/* Sends the releases recalls asked for (fire and forget). */
+void vc_send_releases(vram_client *c);
+
+/* session.c: connecting, hello, and again after the connection broke */
+int vc_hello(vram_client *c, char *error, size_t error_len);
 bool vc_can_reconnect(const vram_client *c);
 /* Connects again (with backoff, up to reconnect_ms), says hello and takes
  * back what this client holds (resume). Emits RECONNECTED. */
@@ -143,18 +164,35 @@ int vc_reconnect(vram_client *c);
 void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
                      const uint32_t *slots, size_t n);
 
+/* call.c: a request that survives a broken connection */
+/* vc_rpc, and when the connection broke: connect again, resume, and send
+ * the request once more. */
+int vc_call(vram_client *c, int type, const void *req, void *rep,
+            struct vram_arena *a);
+
 /* mapping.c: what replies do to this process */
+/* Region kinds by name (enum vram_region_kind), -1 for none. */
+const char *vc_kind_name(int kind);
+int vc_kind_of(const char *name);
 struct vc_region *vc_region_get(const vram_client *c, uint32_t id);
 struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id);
 uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot);
 void vc_drop_chunk(vram_client *c, uint64_t id);
 void vc_emit(vram_client *c, enum vram_event_type type, uint32_t stage,
              uint32_t n, uint32_t deadline);
-int vc_gather_map(vram_client *c, const cJSON *msg, struct vram_codec_frame *f);
+/* Takes the map entries of one reply frame (their handles move). */
+int vc_gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n);
 int vc_apply_pending(vram_client *c);
 void vc_clear_pending(vram_client *c);
-int vc_region_add(vram_client *c, const cJSON *o);
+int vc_region_add(vram_client *c, const struct vram_t_region *o);
 void vc_region_forget(vram_client *c, struct vc_region *r);
-void vc_stage_update(vram_client *c, const cJSON *o);
+void vc_stage_update(vram_client *c, const struct vram_t_stage *o);
+int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o);
+
+/* mappers.c: how chunks of the daemon's backend become memory here */
+/* The mapper for backend ("host", "cuda"); NULL with why for a backend
+ * this library does not know or cannot use. */
+const struct vc_mapper *vc_mapper_open(vram_client *c, const char *backend,
+                                       char *why, size_t whylen);
 
 #endif

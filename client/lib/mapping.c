@@ -7,7 +7,21 @@
 #include <string.h>
 
 #include "internal.h"
-#include "message.h"
+
+static const char *const kinds[] = {"kv", "expert", "fixed", "draft_kv"};
+
+const char *vc_kind_name(int kind)
+{
+    return kind >= 0 && kind < 4 ? kinds[kind] : "?";
+}
+
+int vc_kind_of(const char *name)
+{
+    for (int k = 0; name && k < 4; k++)
+        if (strcmp(name, kinds[k]) == 0)
+            return k;
+    return -1;
+}
 
 struct vc_region *vc_region_get(const vram_client *c, uint32_t id)
 {
@@ -169,79 +183,55 @@ void vc_clear_pending(vram_client *c)
     c->npend = 0;
 }
 
-/* Takes the map entries of one reply frame, with their fds. */
-int vc_gather_map(vram_client *c, const cJSON *msg,
-                      struct vram_codec_frame *f)
+int vc_gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n)
 {
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(msg, "map");
-    const cJSON *e;
-    cJSON_ArrayForEach(e, arr) {
-        uint64_t chunk, region, slot, fdi;
-        if (vram_json_u64(e, "chunk", &chunk) < 0 ||
-            vram_json_u64(e, "region", &region) < 0 ||
-            vram_json_u64(e, "slot", &slot) < 0)
-            return vc_set_error(c, -EPROTO, "malformed map entry from the daemon");
-        vp_handle h = VP_NONE;
-        int r = vram_json_u64(e, "fd", &fdi);
-        if (r == 0) {
-            if (fdi >= (uint64_t)f->nhandles || !vp_ok(f->handles[fdi]))
-                return vc_set_error(c, -EPROTO, "map entry names fd %llu; the "
-                                 "frame carried %d", (unsigned long long)fdi,
-                                 f->nhandles);
-            h = f->handles[fdi];
-            f->handles[fdi] = VP_NONE;
+    if (c->npend + n > c->cappend) {
+        size_t cap = c->cappend ? c->cappend : 64;
+        while (cap < c->npend + n)
+            cap *= 2;
+        struct pending_map *v = realloc(c->pend, cap * sizeof(*v));
+        if (!v) {
+            for (size_t i = 0; i < n; i++)
+                if (map[i].has_fd)
+                    vp_close(&map[i].fd);
+            return -ENOMEM;
         }
-        if (c->npend == c->cappend) {
-            size_t cap = c->cappend ? c->cappend * 2 : 64;
-            struct pending_map *v = realloc(c->pend, cap * sizeof(*v));
-            if (!v) {
-                vp_close(&h);
-                return -ENOMEM;
-            }
-            c->pend = v;
-            c->cappend = cap;
-        }
+        c->pend = v;
+        c->cappend = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
         c->pend[c->npend++] = (struct pending_map){
-            .chunk = chunk, .region = (uint32_t)region, .slot = (uint32_t)slot,
-            .h = h};
+            .chunk = map[i].chunk, .region = map[i].region, .slot = map[i].slot,
+            .h = map[i].has_fd ? map[i].fd : VP_NONE};
+        map[i].has_fd = false; /* the handle is the pending entry's now */
+        map[i].fd = VP_NONE;
     }
     return 0;
 }
 
-int vc_region_add(vram_client *c, const cJSON *o)
+int vc_region_add(vram_client *c, const struct vram_t_region *o)
 {
-    uint64_t id, stage, device, base, stride, lanes, slots, stride_slots, cb;
-    if (vram_json_u64(o, "id", &id) < 0 || vram_json_u64(o, "stage", &stage) < 0 ||
-        vram_json_u64(o, "device", &device) < 0 ||
-        vram_json_u64(o, "base", &base) < 0 ||
-        vram_json_u64(o, "lane_stride", &stride) < 0 ||
-        vram_json_u64(o, "lanes", &lanes) < 0 ||
-        vram_json_u64(o, "lane_slots", &slots) < 0 ||
-        vram_json_u64(o, "stride_slots", &stride_slots) < 0 ||
-        vram_json_u64(o, "chunk_bytes", &cb) < 0 || !cb || !lanes)
+    if (!o->chunk_bytes || !o->lanes || !o->stride_slots)
         return vc_set_error(c, -EPROTO, "malformed region from the daemon");
-    if (vc_region_get(c, (uint32_t)id))
+    if (vc_region_get(c, o->id))
         return 0;
     struct vc_region *r = calloc(1, sizeof(*r));
     if (!r)
         return -ENOMEM;
-    r->id = (uint32_t)id;
-    r->stage = (uint32_t)stage;
-    r->device = (uint32_t)device;
-    const char *kind = vram_json_str(o, "kind");
-    static const char *kinds[] = {"kv", "expert", "fixed", "draft_kv"};
-    for (int k = 0; kind && k < 4; k++)
-        if (strcmp(kind, kinds[k]) == 0)
-            r->kind = k;
-    r->base = base;
-    r->lane_stride = stride;
-    r->lanes = (uint32_t)lanes;
-    r->lane_slots = (uint32_t)slots;
-    r->stride_slots = (uint32_t)stride_slots;
-    r->chunk_bytes = cb;
-    size_t n = (size_t)lanes * stride_slots;
+    r->id = o->id;
+    r->stage = o->stage;
+    r->device = o->device;
+    int kind = vc_kind_of(o->kind);
+    r->kind = kind < 0 ? 0 : kind;
+    r->base = o->base;
+    r->lane_stride = o->lane_stride;
+    r->lanes = o->lanes;
+    r->lane_slots = o->lane_slots;
+    r->stride_slots = o->stride_slots;
+    r->chunk_bytes = o->chunk_bytes;
+    size_t n = (size_t)o->lanes * o->stride_slots;
     r->slot_chunk = malloc(n * sizeof(uint64_t));
-    r->lane_counts = malloc(lanes * sizeof(uint32_t));
+    r->lane_counts = malloc(o->lanes * sizeof(uint32_t));
     struct vc_region **v = realloc(c->regions, (c->nregions + 1) * sizeof(*v));
     if (!r->slot_chunk || !r->lane_counts || !v) {
         free(r->slot_chunk);
@@ -254,19 +244,15 @@ int vc_region_add(vram_client *c, const cJSON *o)
     c->regions = v;
     for (size_t k = 0; k < n; k++)
         r->slot_chunk[k] = UINT64_MAX;
-    const cJSON *counts = cJSON_GetObjectItemCaseSensitive(o, "lane_slot_counts");
-    for (uint32_t l = 0; l < lanes; l++) {
-        const cJSON *x = cJSON_GetArrayItem(counts, (int)l);
-        r->lane_counts[l] = x && cJSON_IsNumber(x) ? (uint32_t)x->valuedouble
-                                                    : (uint32_t)slots;
-    }
+    for (uint32_t l = 0; l < o->lanes; l++)
+        r->lane_counts[l] = l < o->lane_slot_counts.n ? o->lane_slot_counts.v[l]
+                                                      : o->lane_slots;
     /* The daemon says how much address space the region holds (whole
-     * alignment units); older daemons did not: then exactly its lanes. */
-    r->va_bytes = lanes * stride;
-    uint64_t vb;
-    if (vram_json_u64(o, "va_bytes", &vb) == 0 && vb >= r->va_bytes)
-        r->va_bytes = vb;
-    int e = c->mapper->reserve(c, base, r->va_bytes);
+     * alignment units). */
+    r->va_bytes = (uint64_t)o->lanes * o->lane_stride;
+    if (o->va_bytes >= r->va_bytes)
+        r->va_bytes = o->va_bytes;
+    int e = c->mapper->reserve(c, o->base, r->va_bytes);
     if (e < 0) {
         free(r->slot_chunk);
         free(r->lane_counts);
@@ -293,42 +279,50 @@ void vc_region_forget(vram_client *c, struct vc_region *r)
     free(r);
 }
 
-void vc_stage_update(vram_client *c, const cJSON *o)
+void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
 {
-    uint64_t id, v;
-    if (!o || vram_json_u64(o, "id", &id) < 0)
-        return;
-    struct vc_stage *st = vc_stage_get(c, (uint32_t)id);
+    struct vc_stage *st = vc_stage_get(c, o->id);
     if (!st)
         return;
     struct vram_stage_info *in = &st->info;
-    in->stage = (uint32_t)id;
-    if (vram_json_u64(o, "device", &v) == 0) in->device = (uint32_t)v;
-    if (vram_json_u64(o, "first_layer", &v) == 0) in->first_layer = (uint32_t)v;
-    if (vram_json_u64(o, "last_layer", &v) == 0) in->last_layer = (uint32_t)v;
-    vram_json_u64(o, "kv_mapped_bytes", &in->kv_mapped_bytes);
-    vram_json_u64(o, "kv_max_bytes", &in->kv_max_bytes);
-    vram_json_u64(o, "expert_loaned_bytes", &in->expert_loaned_bytes);
-    vram_json_u64(o, "expert_slot_bytes", &in->expert_slot_bytes);
-    if (vram_json_u64(o, "expert_slots_backed", &v) == 0)
-        in->expert_slots_backed = (uint32_t)v;
-    uint64_t ver = 0;
-    vram_json_u64(o, "residency_version", &ver);
-    if (ver >= st->res.version) {
-        st->res.version = ver;
+    in->stage = o->id;
+    in->device = o->device;
+    in->first_layer = o->first_layer;
+    in->last_layer = o->last_layer;
+    in->kv_mapped_bytes = o->kv_mapped_bytes;
+    in->kv_max_bytes = o->kv_max_bytes;
+    in->expert_loaned_bytes = o->expert_loaned_bytes;
+    in->expert_slot_bytes = o->expert_slot_bytes;
+    in->expert_slots_backed = o->expert_slots_backed;
+    if (o->residency_version >= st->res.version) {
+        st->res.version = o->residency_version;
         st->res.expert_slots_backed = in->expert_slots_backed;
         st->res.expert_loaned_bytes = in->expert_loaned_bytes;
     }
-    const cJSON *regions = cJSON_GetObjectItemCaseSensitive(o, "regions");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, regions) {
-        const char *kind = vram_json_str(r, "kind");
-        uint64_t rid;
-        if (!kind || vram_json_u64(r, "id", &rid) < 0)
-            continue;
-        if (strcmp(kind, "kv") == 0)
-            in->kv_region = (uint32_t)rid;
-        else if (strcmp(kind, "expert") == 0)
-            in->expert_region = (uint32_t)rid;
+    for (size_t i = 0; i < o->regions.n; i++) {
+        const struct vram_t_region *r = &o->regions.v[i];
+        if (strcmp(r->kind, "kv") == 0)
+            in->kv_region = r->id;
+        else if (strcmp(r->kind, "expert") == 0)
+            in->expert_region = r->id;
     }
+}
+
+int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o)
+{
+    if (!vc_stage_get(c, o->id)) {
+        struct vc_stage *v = realloc(c->stages, (c->nstages + 1) * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        c->stages = v;
+        memset(&v[c->nstages], 0, sizeof(v[0]));
+        v[c->nstages++].id = o->id;
+    }
+    for (size_t i = 0; i < o->regions.n; i++) {
+        int e = vc_region_add(c, &o->regions.v[i]);
+        if (e < 0)
+            return e;
+    }
+    vc_stage_update(c, o);
+    return 0;
 }

@@ -1,18 +1,34 @@
 /* vl_check: every invariant of the ledger, recomputed from scratch.
  *
  * Checks R1 (pools, holders, counters), R2 and R4 (promises), R9 (claims),
- * R10 (no foreign chunk in a region), R11 (quarantine counted per stage)
- * and R13 (held address ranges). */
+ * R10 (no foreign chunk in a region), R11 (quarantine counted per stage),
+ * R13 (held address ranges) and R14 (what each client holds, as its
+ * quotas and views count it). */
 #include "internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+/* What each client holds, recounted; indexed as L->client. */
+struct tally {
+    uint32_t chunks, regions, stages;
+    uint64_t held_bytes, quarantined_bytes;
+};
+
+/* The index of client id in L->client, or L->nclient. */
+static size_t client_index(const struct vl_ledger *L, uint32_t id)
+{
+    size_t ci = 0;
+    while (ci < L->nclient && L->client[ci].id != id)
+        ci++;
+    return ci;
+}
+
 /* R1: every chunk in one state, held by one known client (R11: a gone one
  * only in quarantine), mapped in one (region, slot) that points back, of
  * its own device (R10); the counters add up to the capacity (R12: less what
  * is withheld). */
-static int check_chunks(struct vl_ledger *L, uint32_t *held,
+static int check_chunks(struct vl_ledger *L, struct tally *t,
                         uint32_t *qstage)
 {
     for (uint32_t di = 0; di < L->ndev; di++) {
@@ -31,14 +47,16 @@ static int check_chunks(struct vl_ledger *L, uint32_t *held,
                                 "holder %u", d->cfg.id, k,
                                 vl_state_name(c->state), c->holder);
             if (is_held) {
-                size_t ci = 0;
-                while (ci < L->nclient && L->client[ci].id != c->holder)
-                    ci++;
+                size_t ci = client_index(L, c->holder);
                 if (ci == L->nclient)
                     return vli_fail(L, -EFAULT, "device %u chunk %u: held by "
                                     "unknown client %u", d->cfg.id, k,
                                     c->holder);
-                held[ci]++;
+                t[ci].chunks++;
+                if (c->state == VL_QUARANTINED)
+                    t[ci].quarantined_bytes += d->cfg.chunk_bytes;
+                else
+                    t[ci].held_bytes += d->cfg.chunk_bytes;
                 if (L->client[ci].gone && c->state != VL_QUARANTINED)
                     return vli_fail(L, -EFAULT, "device %u chunk %u: %s, held "
                                     "by gone client %u", d->cfg.id, k,
@@ -67,7 +85,7 @@ static int check_chunks(struct vl_ledger *L, uint32_t *held,
                                 "category without a stage", d->cfg.id, k);
             }
             if (c->region) {
-                struct vl_region *r = vl_region_find(L, c->region);
+                struct vl_region *r = vli_region_find(L, c->region);
                 if (!r || c->slot >= r->lanes * r->stride_slots ||
                     r->slot_chunk[c->slot] != vl_chunk_id(di, k))
                     return vli_fail(L, -EFAULT, "device %u chunk %u: region %u "
@@ -129,16 +147,18 @@ static int check_chunks(struct vl_ledger *L, uint32_t *held,
     return 0;
 }
 
-static int check_regions(struct vl_ledger *L)
+static int check_regions(struct vl_ledger *L, struct tally *t)
 {
     for (size_t i = 0; i < L->nregion; i++) {
         struct vl_region *r = L->region[i];
         uint32_t used = 0;
-        struct vl_client *cl = vl_client_find(L, r->client);
+        size_t ci = client_index(L, r->client);
         struct vl_stage *s = vli_stage_get(L, r->stage);
-        if (!cl || cl->gone || !s || s->owner != r->client)
+        if (ci == L->nclient || L->client[ci].gone || !s ||
+            s->owner != r->client)
             return vli_fail(L, -EFAULT, "region %u: client %u or its stage %u "
                             "is gone", r->id, r->client, r->stage);
+        t[ci].regions += !s->configured;
         for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++) {
             if (r->slot_chunk[k] == VL_CHUNK_NONE)
                 continue;
@@ -195,7 +215,7 @@ static int check_holds(struct vl_ledger *L)
 {
     for (size_t i = 0; i < L->nva_hold; i++) {
         struct vl_va_hold *h = &L->va_hold[i];
-        struct vl_client *cl = vl_client_find(L, h->client);
+        struct vl_client *cl = vli_client_find(L, h->client);
         if (!cl || !cl->gone)
             return vli_fail(L, -EFAULT, "address range %#llx held for client "
                             "%u, which is not gone",
@@ -228,7 +248,7 @@ static int check_holds(struct vl_ledger *L)
         struct vl_stage *s = &L->stage[i];
         if (!s->used || s->configured || s->owner)
             continue;
-        struct vl_client *cl = vl_client_find(L, s->held_by);
+        struct vl_client *cl = vli_client_find(L, s->held_by);
         if (!cl || !cl->gone)
             return vli_fail(L, -EFAULT, "ad-hoc stage %u has no owner and no "
                             "gone client holds it", i);
@@ -236,17 +256,19 @@ static int check_holds(struct vl_ledger *L)
     return 0;
 }
 
-static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
+static int check_stages(struct vl_ledger *L, const uint32_t *qstage,
+                        struct tally *t)
 {
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used)
             continue;
         if (s->owner) {
-            struct vl_client *cl = vl_client_find(L, s->owner);
-            if (!cl || cl->gone)
+            size_t ci = client_index(L, s->owner);
+            if (ci == L->nclient || L->client[ci].gone)
                 return vli_fail(L, -EFAULT, "stage %u: owner %u is gone", i,
                                 s->owner);
+            t[ci].stages++;
         }
         uint32_t kv = 0, loan = 0, fixed = 0, rec = 0;
         for (size_t j = 0; j < L->nregion; j++) {
@@ -327,23 +349,47 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage)
     return 0;
 }
 
+/* R14: the counters quotas and views read, against the recount. */
+static int check_clients(struct vl_ledger *L, const struct tally *t)
+{
+    for (size_t ci = 0; ci < L->nclient; ci++) {
+        const struct vl_client *c = &L->client[ci];
+        if (t[ci].chunks != c->chunks)
+            return vli_fail(L, -EFAULT, "client %u holds %u chunks, counted "
+                            "%u", c->id, t[ci].chunks, c->chunks);
+        if (t[ci].held_bytes != c->held_bytes ||
+            t[ci].quarantined_bytes != c->quarantined_bytes)
+            return vli_fail(L, -EFAULT, "client %u holds %llu bytes and %llu "
+                            "quarantined, counted %llu and %llu", c->id,
+                            (unsigned long long)t[ci].held_bytes,
+                            (unsigned long long)t[ci].quarantined_bytes,
+                            (unsigned long long)c->held_bytes,
+                            (unsigned long long)c->quarantined_bytes);
+        if (t[ci].regions != c->regions)
+            return vli_fail(L, -EFAULT, "client %u has %u ad-hoc regions, "
+                            "counted %u", c->id, t[ci].regions, c->regions);
+        if (t[ci].stages != c->stages)
+            return vli_fail(L, -EFAULT, "client %u owns %u stages, counted %u",
+                            c->id, t[ci].stages, c->stages);
+    }
+    return 0;
+}
+
 int vl_check(struct vl_ledger *L)
 {
     uint32_t qstage[2 * VL_MAX_STAGES] = {0};
-    uint32_t *held = calloc(L->nclient ? L->nclient : 1, sizeof(*held));
-    if (!held)
+    struct tally *t = calloc(L->nclient ? L->nclient : 1, sizeof(*t));
+    if (!t)
         return vli_fail(L, -ENOMEM, "out of memory");
-    int e = check_chunks(L, held, qstage);
-    for (size_t ci = 0; e == 0 && ci < L->nclient; ci++)
-        if (held[ci] != L->client[ci].chunks)
-            e = vli_fail(L, -EFAULT, "client %u holds %u chunks, counted %u",
-                         L->client[ci].id, held[ci], L->client[ci].chunks);
-    free(held);
+    int e = check_chunks(L, t, qstage);
     if (e == 0)
-        e = check_regions(L);
+        e = check_regions(L, t);
     if (e == 0)
         e = check_holds(L);
     if (e == 0)
-        e = check_stages(L, qstage);
+        e = check_stages(L, qstage, t);
+    if (e == 0)
+        e = check_clients(L, t);
+    free(t);
     return e;
 }

@@ -13,7 +13,7 @@ int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk, uint32_t region)
     struct vl_device *d = NULL;
     if (!vli_chunk_get(L, chunk, &d, NULL))
         return vli_fail(L, -ENOENT, "no chunk %llu", (unsigned long long)chunk);
-    struct vl_region *r = vl_region_find(L, region);
+    struct vl_region *r = vli_region_find(L, region);
     if (!r)
         return vli_fail(L, -ENOENT, "no region %u", region);
     if (d->cfg.id != r->device)
@@ -39,7 +39,7 @@ int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
     int e = vl_chunk_check_region(L, chunk, region); /* R10 */
     if (e < 0)
         return e;
-    struct vl_region *from = vl_region_find(L, c->region);
+    struct vl_region *from = vli_region_find(L, c->region);
     struct vl_stage *sf = vli_stage_get(L, from->stage);
     struct vl_stage *st = vli_stage_get(L, r->stage);
     if (sf->configured || st->configured)
@@ -85,7 +85,7 @@ int vl_chunks_release(struct vl_ledger *L, uint32_t client,
         struct vl_device *d = NULL;
         uint32_t idx = 0;
         struct vl_chunk *c = vli_chunk_get(L, ids[i], &d, &idx);
-        struct vl_region *r = c->region ? vl_region_find(L, c->region) : NULL;
+        struct vl_region *r = c->region ? vli_region_find(L, c->region) : NULL;
         bool loan = r && r->kind == VL_EXPERT && c->state != VL_GRANTED;
         vli_to_free(L, d, idx, fx);
         if (loan) {

@@ -8,12 +8,36 @@
 #include <errno.h>
 #include <stdlib.h>
 
-struct vl_client *vl_client_find(struct vl_ledger *L, uint32_t id)
+struct vl_client *vli_client_find(const struct vl_ledger *L, uint32_t id)
 {
     for (size_t i = 0; i < L->nclient; i++)
         if (L->client[i].id == id)
             return &L->client[i];
     return NULL;
+}
+
+static uint64_t *bytes_in(struct vl_client *cl, int state)
+{
+    return state == VL_QUARANTINED ? &cl->quarantined_bytes : &cl->held_bytes;
+}
+
+/* A chunk of d, in state (granted, loaned, recalling or quarantined), joins
+ * cl's holdings: the counters views and quotas (R14) read. */
+void vli_client_gain(struct vl_client *cl, const struct vl_device *d, int state)
+{
+    if (!cl)
+        return;
+    cl->chunks++;
+    *bytes_in(cl, state) += d->cfg.chunk_bytes;
+}
+
+/* ... or leaves them, in the state it had there. */
+void vli_client_lose(struct vl_client *cl, const struct vl_device *d, int state)
+{
+    if (!cl || !cl->chunks)
+        return;
+    cl->chunks--;
+    *bytes_in(cl, state) -= d->cfg.chunk_bytes;
 }
 
 /* R11: a quarantined chunk stands for a configured stage's promise, and
@@ -45,7 +69,7 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
 {
     if (!id)
         return vli_fail(L, -EINVAL, "client id 0 means \"no holder\"");
-    if (vl_client_find(L, id))
+    if (vli_client_find(L, id))
         return vli_fail(L, -EEXIST, "client %u exists", id);
     if (L->nclient == L->client_cap) {
         size_t cap = L->client_cap ? L->client_cap * 2 : 16;
@@ -65,7 +89,7 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
 int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
                          struct vl_fxlist *fx)
 {
-    struct vl_client *cl = vl_client_find(L, client);
+    struct vl_client *cl = vli_client_find(L, client);
     if (!cl)
         return vli_fail(L, -ENOENT, "no client %u", client);
     if (vli_fx_reserve(fx, VL_MAX_STAGES) < 0)
@@ -91,10 +115,13 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
         if (s->configured) {
             vli_stage_reset(L, s);
         } else { /* its id waits for the process (R13) */
-            s->owner = 0;
+            vli_stage_set_owner(L, s, 0);
             s->held_by = client;
         }
     }
+    /* Every chunk it held is quarantined now. */
+    cl->quarantined_bytes += cl->held_bytes;
+    cl->held_bytes = 0;
     cl->gone = true;
     return 0;
 }
@@ -103,7 +130,7 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
  * quarantined chunks go free (scrubbed by DROP), its ranges and ids too. */
 int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
 {
-    struct vl_client *cl = vl_client_find(L, client);
+    struct vl_client *cl = vli_client_find(L, client);
     if (!cl)
         return vli_fail(L, -ENOENT, "no client %u", client);
     if (!cl->gone)

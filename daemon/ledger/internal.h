@@ -1,6 +1,6 @@
 /* The ledger's private helpers, shared between its files (prefix vli_).
  * Nothing outside daemon/ledger/ includes this; the public API is ledger.h,
- * the rules R1..R13 are in README.md. Grouped by the file that defines
+ * the rules R1..R15 are in README.md. Grouped by the file that defines
  * them. */
 #ifndef VRAMD_LEDGER_INTERNAL_H
 #define VRAMD_LEDGER_INTERNAL_H
@@ -10,6 +10,141 @@
 #include <stdint.h>
 
 #include "ledger.h"
+
+/* ---- the ledger's state (opaque outside this folder) ---- */
+
+struct vl_chunk {
+    uint8_t state;
+    uint8_t cat;     /* what the chunk counts as while held */
+    uint32_t holder; /* client id, 0 when free */
+    uint32_t region; /* region id, 0 when not mapped in a region */
+    uint32_t slot;   /* flat slot index inside the region */
+    uint16_t qstage; /* quarantined: the configured stage it came from, or
+                        VL_QSTAGE_NONE */
+    uint8_t qcat;    /* ... and what it counted as there (enum vl_category) */
+};
+
+struct vl_region {
+    uint32_t id;
+    uint32_t client;
+    uint32_t stage;
+    uint8_t kind;
+    uint32_t device;
+    uint64_t base;
+    uint64_t lane_stride; /* bytes between lanes */
+    uint64_t va_bytes;    /* address space held: lanes * lane_stride, rounded */
+    uint32_t lanes;
+    uint32_t lane_slots[VL_MAX_LANES]; /* usable slots per lane */
+    uint32_t stride_slots;             /* slots between lanes */
+    uint64_t *slot_chunk;              /* lanes * stride_slots, VL_CHUNK_NONE */
+    uint32_t used;                     /* occupied slots */
+    /* Per lane, kept by place/unplace so no operation scans a region:
+     * occupied slots, the lowest slot that may be empty (all below are
+     * occupied), and one past the highest occupied slot. */
+    uint32_t lane_count[VL_MAX_LANES];
+    uint32_t lane_lo[VL_MAX_LANES];
+    uint32_t lane_hi[VL_MAX_LANES];
+    uint32_t fixed_index;              /* for fixed regions of a stage */
+    uint32_t tag;                      /* the observer's record of its range */
+};
+
+#define VL_CHUNK_NONE UINT64_MAX
+
+struct vl_stage {
+    bool used;
+    bool configured;
+    struct vl_stage_cfg cfg;
+    uint32_t owner; /* client id; 0 = unowned */
+    bool keep_window;
+    /* derived from cfg */
+    uint32_t lane_window[VL_MAX_LANES]; /* chunks per lane at native context */
+    uint32_t window_chunks;             /* sum over lanes */
+    uint32_t fixed_reserved;            /* chunks for fixed reservations */
+    uint32_t headroom_chunks;
+    bool no_loan;             /* whole window mapped at registration */
+    uint32_t register_chunks; /* KV chunks a registration maps (at most) */
+    /* state */
+    uint32_t kv_region, expert_region;
+    uint32_t fixed_region[VL_MAX_FIXED];
+    uint32_t kv_chunks;      /* granted to the kv region */
+    uint32_t fixed_chunks;   /* granted to fixed regions of this stage */
+    uint32_t loan_chunks;    /* loaned or recalling in the expert region */
+    uint32_t recalling;      /* of loan_chunks, being recalled */
+    uint64_t kv_needed_bytes;
+    uint64_t kv_peak_tokens; /* largest window reached (keep_window) */
+    uint64_t residency_version;
+    uint16_t *slot_layer;    /* per expert slot: owning layer, 0xffff none */
+    uint32_t nslots;         /* expert slots in the region */
+    uint64_t recalls_total, grants_total;
+    uint32_t quarantined;    /* chunks of its regions waiting for a reap */
+    uint32_t q_fixed;        /* of those, fixed chunks */
+    uint32_t held_by;        /* ad-hoc, unowned: kept for this gone client,
+                                whose process may come back for it (R13) */
+};
+
+struct vl_device {
+    struct vl_device_cfg cfg;
+    uint32_t nchunks;
+    struct vl_chunk *chunks;
+    uint32_t *free_stack;
+    uint32_t nfree;
+    uint32_t count[VL_NSTATES];
+    uint32_t fixed, kv, loaned; /* granted chunks by category */
+    uint32_t reserved;          /* sum over stages: window + fixed */
+    uint32_t withheld;          /* free chunks kept out: capacity lowered */
+};
+
+struct vl_client {
+    uint32_t id;
+    bool gone;        /* disconnected; chunks quarantined until reaped */
+    bool resumed;     /* gone, and its process came back as another client */
+    bool delinquent;  /* missed a recall deadline: no new loans */
+    uint32_t chunks;  /* held, any state */
+    uint64_t missed_recalls;
+    /* Kept where chunks and stages change hands, so that a view and a quota
+     * (R14) cost O(1); vl_check recounts them. A chunk's bytes are its
+     * device's chunk_bytes. */
+    uint64_t held_bytes;        /* granted, loaned or recalling */
+    uint64_t quarantined_bytes;
+    uint32_t regions;           /* regions of ad-hoc stages */
+    uint32_t stages;            /* stages it owns */
+};
+
+struct vl_ledger {
+    struct vl_device dev[VL_MAX_DEVICES];
+    uint32_t ndev;
+    struct vl_stage stage[VL_MAX_STAGES];
+    struct vl_region **region;
+    size_t nregion, region_cap;
+    uint32_t next_region_id;
+    struct vl_client *client;
+    size_t nclient, client_cap;
+    /* the virtual address window regions are carved from */
+    uint64_t va_base, va_size;
+    uint64_t region_align; /* base alignment of regions (0: the chunk size) */
+    struct vl_va_range { uint64_t base, size; } *va_free;
+    size_t nva_free;
+    struct vl_va_hold *va_hold;
+    size_t nva_hold;
+    struct vl_observer obs;
+    struct vl_limits limits; /* per client (R14); UINT32_MAX: unbounded */
+    char why[256];
+    bool check_every_op; /* run vl_check after every operation */
+};
+
+/* Capacity in chunks now. */
+static inline uint32_t vl_capacity(const struct vl_device *d)
+{
+    return d->nchunks - d->withheld;
+}
+
+/* A ledger in storage the caller owns (the unit tests keep it on the
+ * stack); vl_new and vl_free wrap these. */
+int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev,
+            uint64_t va_base, uint64_t va_size);
+void vl_fini(struct vl_ledger *L);
+
+/* ---- helpers ---- */
 
 /* vl_stage.slot_layer of a slot no layer claims. */
 #define VLI_SLOT_LAYER_NONE 0xffffu
@@ -81,10 +216,12 @@ struct vli_geometry {
 int vli_region_geometry(struct vl_ledger *L, const struct vl_device *d,
                         uint32_t lanes, const uint32_t *lane_slots,
                         struct vli_geometry *g);
+struct vl_region *vli_region_find(const struct vl_ledger *L, uint32_t id);
 int vli_region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
                    int kind, uint32_t lanes, const uint32_t *lane_slots,
                    struct vl_region **out);
 void vli_region_free(struct vl_region *r);
+void vli_region_count(struct vl_ledger *L, const struct vl_region *r, bool in);
 struct vl_region *vli_own_region(struct vl_ledger *L, uint32_t client,
                                  uint32_t region);
 uint32_t vli_lane_used(const struct vl_region *r, uint32_t lane);
@@ -98,12 +235,21 @@ void vli_drop_regions(struct vl_ledger *L, uint32_t client, uint32_t stage,
                       bool quarantine, struct vl_fxlist *fx);
 
 /* stage.c: stages and their owners */
+const struct vl_stage *vli_stage_peek(const struct vl_ledger *L, uint32_t id);
 struct vl_stage *vli_stage_get(struct vl_ledger *L, uint32_t id);
+void vli_stage_set_owner(struct vl_ledger *L, struct vl_stage *s,
+                         uint32_t client);
 int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
                   struct vl_stage **out);
 void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s);
 
-/* client.c: quarantine that stands for a stage's promise (R11) */
+/* client.c: clients, what they hold (R14), and quarantine that stands for
+ * a stage's promise (R11) */
+struct vl_client *vli_client_find(const struct vl_ledger *L, uint32_t id);
+void vli_client_gain(struct vl_client *cl, const struct vl_device *d,
+                     int state);
+void vli_client_lose(struct vl_client *cl, const struct vl_device *d,
+                     int state);
 void vli_qstage_set(struct vl_ledger *L, struct vl_chunk *c, uint32_t stage,
                     int cat);
 void vli_qstage_clear(struct vl_ledger *L, struct vl_chunk *c);

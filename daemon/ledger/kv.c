@@ -2,8 +2,9 @@
  * trim that gives back what is beyond it.
  *
  * Enforces R3 (KV target), R4 (a KV grow is always covered: free window,
- * own loans, then recalls), R6 (a grow needing recalls waits), R7 and R8
- * (trim, and a reserve that waits for unmaps after a trim). */
+ * own loans, then recalls), R6 (a grow needing recalls waits, up to the
+ * stage's hold bound), R7, R8 (trim, and a reserve that waits for unmaps
+ * after a trim) and R15 (a delinquent client's trim lends nothing). */
 #include "internal.h"
 
 #include <errno.h>
@@ -41,7 +42,7 @@ static void move_last_loan(struct vl_ledger *L, struct vl_stage *s,
                            struct vl_region *dst, uint32_t slot,
                            struct vl_fxlist *fx)
 {
-    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    struct vl_region *ex = vli_region_find(L, s->expert_region);
     uint32_t k = vli_lane_last_in(L, ex, 0, VL_LOANED);
     struct vl_device *d = NULL;
     uint32_t idx = 0;
@@ -50,6 +51,14 @@ static void move_last_loan(struct vl_ledger *L, struct vl_stage *s,
     vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_MOVE, .client = dst->client,
                                    .chunk = vl_chunk_id(vli_dev_index(L, d), idx),
                                    .region = dst->id, .slot = slot});
+}
+
+/* R6: the daemon retries a pending grow as chunks come back, for this long;
+ * a bound of 0 still gets one last try. */
+uint32_t vl_hold_ms(const struct vl_ledger *L, uint32_t stage)
+{
+    const struct vl_stage *s = vli_stage_peek(L, stage);
+    return s && s->cfg.hold_ms ? s->cfg.hold_ms : 1;
 }
 
 static uint32_t stage_loaned_now(const struct vl_stage *s)
@@ -68,7 +77,7 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
     if (prompt > UINT32_MAX || output > UINT32_MAX)
         return vli_fail(L, -E2BIG, "token counts above 2^32");
     struct vl_device *d = vli_dev_get(L, s->cfg.device);
-    struct vl_region *kv = vl_region_find(L, s->kv_region);
+    struct vl_region *kv = vli_region_find(L, s->kv_region);
     uint64_t cb = d->cfg.chunk_bytes;
     uint64_t want = prompt + output;
     if (want > s->cfg.native_context)
@@ -95,8 +104,8 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
         need += per_lane[l];
         needed_bytes += want * s->cfg.lane_bytes_per_token[l];
     }
-    if (unmapping) /* R8: wait for the unmaps */
-        return vli_fail(L, -EAGAIN, "stage %u: %u KV chunks inside the "
+    if (unmapping) /* R8: wait for the unmaps (R6: like a hold) */
+        return vli_fail(L, VL_PENDING, "stage %u: %u KV chunks inside the "
                         "request's budget are still being unmapped after a "
                         "trim; retry once they are released", stage, unmapping);
 
@@ -131,15 +140,14 @@ int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
         return vli_fail(L, -ENOMEM, "out of memory");
     /* Free chunks first, then moves, lane by lane. */
     uint32_t take_free_left = from_free, moved = 0;
-    struct vl_client *cl = vl_client_find(L, client);
+    struct vl_client *cl = vli_client_find(L, client);
     for (uint32_t l = 0; l < s->cfg.lanes; l++)
         for (uint32_t n = 0; n < per_lane[l]; n++) {
             uint32_t slot = vli_lane_first_empty(kv, l);
             if (take_free_left) {
                 uint32_t idx = vli_take_free(d);
                 vli_place(L, d, idx, kv, slot, VL_GRANTED);
-                if (cl)
-                    cl->chunks++;
+                vli_client_gain(cl, d, VL_GRANTED);
                 uint64_t id = vl_chunk_id(vli_dev_index(L, d), idx);
                 vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_MAP,
                                                .client = client, .chunk = id,
@@ -175,8 +183,8 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
     if (s->keep_window || s->no_loan)
         return 0; /* the window stays mapped (R7 and R8) */
     struct vl_device *d = vli_dev_get(L, s->cfg.device);
-    struct vl_region *kv = vl_region_find(L, s->kv_region);
-    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    struct vl_region *kv = vli_region_find(L, s->kv_region);
+    struct vl_region *ex = vli_region_find(L, s->expert_region);
     uint64_t target = vl_kv_target_tokens(&s->cfg, tokens);
     /* R8: the surplus: granted chunks beyond the target's prefix. Chunks
      * already being unmapped after an earlier trim are on their way out. */
@@ -196,9 +204,9 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
         return 0;
     if (vli_fx_reserve(fx, total + 1) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
-    struct vl_client *cl = vl_client_find(L, client);
-    /* R5: lending is judged after the surplus leaves KV; a client that
-     * missed a recall deadline borrows no more. */
+    struct vl_client *cl = vli_client_find(L, client);
+    /* R5: lending is judged after the surplus leaves KV; R15: a client
+     * that missed a recall deadline borrows no more. */
     uint32_t lend = 0;
     if (s->cfg.lend && !(cl && cl->delinquent)) {
         uint32_t used = (s->kv_chunks - total) + s->loan_chunks +

@@ -5,7 +5,7 @@
  * a consequence (send a chunk's fd, tell a client to move or unmap a chunk,
  * free physical memory, announce a residency change) comes back as a list of
  * effects. Every rule of the broker lives in this folder: README.md lists
- * them, R1..R13, and names the file that enforces each; the code and the
+ * them, R1..R15, and names the file that enforces each; the code and the
  * tests (test_rNN_*) carry the same numbers.
  *
  * Accounting, per device, in chunks:
@@ -46,17 +46,6 @@ enum vl_region_kind { VL_KV, VL_EXPERT, VL_FIXED, VL_DRAFT_KV, VL_NKINDS };
 
 enum vl_category { VL_CAT_NONE, VL_CAT_FIXED, VL_CAT_KV, VL_CAT_LOAN };
 
-struct vl_chunk {
-    uint8_t state;
-    uint8_t cat;     /* what the chunk counts as while held */
-    uint32_t holder; /* client id, 0 when free */
-    uint32_t region; /* region id, 0 when not mapped in a region */
-    uint32_t slot;   /* flat slot index inside the region */
-    uint16_t qstage; /* quarantined: the configured stage it came from, or
-                        VL_QSTAGE_NONE */
-    uint8_t qcat;    /* ... and what it counted as there (enum vl_category) */
-};
-
 #define VL_QSTAGE_NONE 0xffffu
 
 struct vl_device_cfg {
@@ -92,85 +81,6 @@ struct vl_stage_cfg {
     uint32_t recall_deadline_ms;
     uint32_t hold_ms;
     bool kill_on_missed_recall; /* else: the client only gets no new loans */
-};
-
-struct vl_region {
-    uint32_t id;
-    uint32_t client;
-    uint32_t stage;
-    uint8_t kind;
-    uint32_t device;
-    uint64_t base;
-    uint64_t lane_stride; /* bytes between lanes */
-    uint64_t va_bytes;    /* address space held: lanes * lane_stride, rounded */
-    uint32_t lanes;
-    uint32_t lane_slots[VL_MAX_LANES]; /* usable slots per lane */
-    uint32_t stride_slots;             /* slots between lanes */
-    uint64_t *slot_chunk;              /* lanes * stride_slots, VL_CHUNK_NONE */
-    uint32_t used;                     /* occupied slots */
-    /* Per lane, kept by place/unplace so no operation scans a region:
-     * occupied slots, the lowest slot that may be empty (all below are
-     * occupied), and one past the highest occupied slot. */
-    uint32_t lane_count[VL_MAX_LANES];
-    uint32_t lane_lo[VL_MAX_LANES];
-    uint32_t lane_hi[VL_MAX_LANES];
-    uint32_t fixed_index;              /* for fixed regions of a stage */
-    uint32_t tag;                      /* the observer's record of its range */
-};
-
-#define VL_CHUNK_NONE UINT64_MAX
-
-struct vl_stage {
-    bool used;
-    bool configured;
-    struct vl_stage_cfg cfg;
-    uint32_t owner; /* client id; 0 = unowned */
-    bool keep_window;
-    /* derived from cfg */
-    uint32_t lane_window[VL_MAX_LANES]; /* chunks per lane at native context */
-    uint32_t window_chunks;             /* sum over lanes */
-    uint32_t fixed_reserved;            /* chunks for fixed reservations */
-    uint32_t headroom_chunks;
-    bool no_loan;             /* whole window mapped at registration */
-    uint32_t register_chunks; /* KV chunks a registration maps (at most) */
-    /* state */
-    uint32_t kv_region, expert_region;
-    uint32_t fixed_region[VL_MAX_FIXED];
-    uint32_t kv_chunks;      /* granted to the kv region */
-    uint32_t fixed_chunks;   /* granted to fixed regions of this stage */
-    uint32_t loan_chunks;    /* loaned or recalling in the expert region */
-    uint32_t recalling;      /* of loan_chunks, being recalled */
-    uint64_t kv_needed_bytes;
-    uint64_t kv_peak_tokens; /* largest window reached (keep_window) */
-    uint64_t residency_version;
-    uint16_t *slot_layer;    /* per expert slot: owning layer, 0xffff none */
-    uint32_t nslots;         /* expert slots in the region */
-    uint64_t recalls_total, grants_total;
-    uint32_t quarantined;    /* chunks of its regions waiting for a reap */
-    uint32_t q_fixed;        /* of those, fixed chunks */
-    uint32_t held_by;        /* ad-hoc, unowned: kept for this gone client,
-                                whose process may come back for it (R13) */
-};
-
-struct vl_device {
-    struct vl_device_cfg cfg;
-    uint32_t nchunks;
-    struct vl_chunk *chunks;
-    uint32_t *free_stack;
-    uint32_t nfree;
-    uint32_t count[VL_NSTATES];
-    uint32_t fixed, kv, loaned; /* granted chunks by category */
-    uint32_t reserved;          /* sum over stages: window + fixed */
-    uint32_t withheld;          /* free chunks kept out: capacity lowered */
-};
-
-struct vl_client {
-    uint32_t id;
-    bool gone;        /* disconnected; chunks quarantined until reaped */
-    bool resumed;     /* gone, and its process came back as another client */
-    bool delinquent;  /* missed a recall deadline: no new loans */
-    uint32_t chunks;  /* held, any state */
-    uint64_t missed_recalls;
 };
 
 enum vl_fx_kind {
@@ -224,36 +134,33 @@ struct vl_observer {
     void (*stage)(void *ctx, uint32_t stage, uint32_t client);
 };
 
-struct vl_ledger {
-    struct vl_device dev[VL_MAX_DEVICES];
-    uint32_t ndev;
-    struct vl_stage stage[VL_MAX_STAGES];
-    struct vl_region **region;
-    size_t nregion, region_cap;
-    uint32_t next_region_id;
-    struct vl_client *client;
-    size_t nclient, client_cap;
-    /* the virtual address window regions are carved from */
-    uint64_t va_base, va_size;
-    uint64_t region_align; /* base alignment of regions (0: the chunk size) */
-    struct vl_va_range { uint64_t base, size; } *va_free;
-    size_t nva_free;
-    struct vl_va_hold *va_hold;
-    size_t nva_hold;
-    struct vl_observer obs;
-    char why[256];
-    bool check_every_op; /* run vl_check after every operation */
+/* The ledger itself is opaque: the rest of the daemon reads it through the
+ * views below and changes it only through the operations. */
+struct vl_ledger;
+
+/* Per-client limits (R14). */
+struct vl_limits {
+    uint32_t chunks_per_client; /* a quota: grows and loans */
+    uint32_t regions_per_client; /* ad-hoc regions */
+    uint32_t stages_per_client;
 };
 
-/* Chunk ids are stable for the daemon's life: device << 32 | index. */
+/* Chunk ids are stable for the daemon's life: device index << 32 | index. */
 static inline uint64_t vl_chunk_id(uint32_t dev, uint32_t idx)
 {
     return ((uint64_t)dev << 32) | idx;
 }
 
-int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev,
-            uint64_t va_base, uint64_t va_size);
-void vl_fini(struct vl_ledger *L);
+/* A ledger of ndev devices whose regions are carved from [va_base,
+ * va_base + va_size) at region_align (0: the chunk size). -EINVAL,
+ * -EEXIST, -ENOMEM with why. Limits start unbounded. */
+int vl_new(const struct vl_device_cfg *devs, uint32_t ndev, uint64_t va_base,
+           uint64_t va_size, uint64_t region_align, struct vl_ledger **out,
+           char *why, size_t whylen);
+void vl_free(struct vl_ledger *L); /* NULL-tolerant */
+/* Installs (or, with NULL, removes) the observer (R13). */
+void vl_set_observer(struct vl_ledger *L, const struct vl_observer *obs);
+void vl_set_limits(struct vl_ledger *L, const struct vl_limits *lim);
 const char *vl_why(const struct vl_ledger *L);
 const char *vl_state_name(int state);
 const char *vl_kind_name(int kind);
@@ -268,7 +175,6 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
                          struct vl_fxlist *fx);
 /* The client's process can no longer touch memory: quarantine ends. */
 int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx);
-struct vl_client *vl_client_find(struct vl_ledger *L, uint32_t client);
 
 int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
                       bool keep_window, struct vl_fxlist *fx);
@@ -285,7 +191,6 @@ int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
                    uint32_t chunks_per_lane, struct vl_fxlist *fx);
 int vl_region_release(struct vl_ledger *L, uint32_t client, uint32_t region,
                       struct vl_fxlist *fx);
-struct vl_region *vl_region_find(struct vl_ledger *L, uint32_t region);
 
 /* Chunks given back by their holder after unmapping. All or nothing. */
 int vl_chunks_release(struct vl_ledger *L, uint32_t client,
@@ -304,15 +209,17 @@ int vl_chunk_check_region(struct vl_ledger *L, uint64_t chunk,
  * when the memory is in use or promised. With dry_run, only checks. */
 int vl_device_set_capacity(struct vl_ledger *L, uint32_t device, uint64_t bytes,
                            bool dry_run);
-/* Capacity in chunks now. */
-static inline uint32_t vl_capacity(const struct vl_device *d)
-{
-    return d->nchunks - d->withheld;
-}
+/* A KV grow that must wait for chunks on their way back (R6). */
+#define VL_PENDING 1
 
 /* KV budget of a request. Returns 0 when the whole budget is mapped (map and
- * move effects for client), -EAGAIN when recalls from other clients must
- * complete first (unmap effects for them; call again after releases). */
+ * move effects for client), or VL_PENDING when it needs chunks that are on
+ * their way back: recalls issued now to other clients (unmap effects for
+ * them: those chunks are recalling from now on) or earlier, or the stage's
+ * own trimmed chunks still being unmapped. Nothing is granted then; call
+ * again after releases, up to the stage's hold bound (vl_hold_ms). Refusals
+ * are negative errnos: -E2BIG over the native context, -ENOENT not the
+ * client's stage, -EPERM an ad-hoc stage. */
 int vl_kv_reserve(struct vl_ledger *L, uint32_t client, uint32_t stage,
                   uint64_t prompt_tokens, uint64_t output_tokens,
                   uint32_t *recalled_out, struct vl_fxlist *fx);
@@ -329,8 +236,108 @@ uint64_t vl_kv_target_tokens(const struct vl_stage_cfg *cfg, uint64_t tokens);
 uint32_t vl_lane_chunks(const struct vl_stage_cfg *cfg, uint32_t lane,
                         uint64_t tokens, uint64_t chunk_bytes);
 uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage);
-/* A recall deadline passed with chunks still held by client. */
-void vl_recall_missed(struct vl_ledger *L, uint32_t client);
+
+/* R6: how long a KV grow of stage may wait for recalls (its hold_ms; at
+ * least 1 ms, a last try). */
+uint32_t vl_hold_ms(const struct vl_ledger *L, uint32_t stage);
+
+/* R15: missed recalls. A recall of stage's loans is due within this (its
+ * recall_deadline_ms, or VL_RECALL_DEADLINE_MS). */
+#define VL_RECALL_DEADLINE_MS 2000
+uint32_t vl_recall_deadline_ms(const struct vl_ledger *L, uint32_t stage);
+enum vl_missed {
+    VL_MISSED_DENY_LOANS, /* the client gets no new loans */
+    VL_MISSED_KILL,       /* and its process is killed */
+};
+/* A recall deadline of stage passed with chunks still held by client: it is
+ * delinquent from now on (no new loans); what else happens is the stage's
+ * policy. */
+enum vl_missed vl_recall_missed(struct vl_ledger *L, uint32_t client,
+                                uint32_t stage);
+
+/* ---- views: read-only, current until the next operation ---- */
+
+struct vl_device_view {
+    uint32_t id;
+    uint64_t chunk_bytes;
+    uint32_t chunks;      /* its size when vramd started */
+    uint32_t capacity;    /* now */
+    uint32_t free;        /* free and not withheld */
+    uint32_t fixed, kv, loaned; /* granted, by category */
+    uint32_t recalling, quarantined;
+    uint32_t reserved;    /* by configured stages: windows and fixed */
+    bool lend_unreserved;
+};
+uint32_t vl_device_count(const struct vl_ledger *L);
+/* The device at index (0 .. vl_device_count - 1); out is left alone for
+ * any other index. */
+void vl_device_view(const struct vl_ledger *L, uint32_t index,
+                    struct vl_device_view *out);
+/* The index of device id, or -ENODEV. */
+int vl_device_index(const struct vl_ledger *L, uint32_t id);
+
+struct vl_stage_view {
+    uint32_t id;
+    bool configured;
+    const struct vl_stage_cfg *cfg; /* layers and device for ad-hoc ones too */
+    uint32_t owner;                 /* 0: none */
+    bool keep_window;
+    uint64_t chunk_bytes;           /* of its device */
+    uint32_t kv_chunks, window_chunks;
+    uint32_t loan_chunks, recalling; /* loaned or recalling, and of those
+                                        being recalled */
+    uint32_t fixed_chunks, fixed_reserved, headroom_chunks;
+    uint64_t kv_needed_bytes, residency_version;
+    uint32_t expert_slots_backed;
+    uint32_t kv_region, expert_region; /* 0 for ad-hoc stages */
+    uint32_t fixed_region[VL_MAX_FIXED];
+};
+/* false when no stage has that id. */
+bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
+                   struct vl_stage_view *out);
+/* The first stage id in use at or after from, or VL_NONE. */
+uint32_t vl_stage_next(const struct vl_ledger *L, uint32_t from);
+
+struct vl_region_view {
+    uint32_t id, client, stage, device;
+    int kind;
+    uint64_t base, lane_stride, va_bytes, chunk_bytes;
+    uint32_t lanes, stride_slots, used;
+    const uint32_t *lane_slots; /* per lane; valid until the ledger changes */
+};
+bool vl_region_view(const struct vl_ledger *L, uint32_t id,
+                    struct vl_region_view *out);
+/* fn for each region of stage (VL_NONE: of every stage). */
+void vl_each_region(const struct vl_ledger *L, uint32_t stage,
+                    void (*fn)(void *ud, const struct vl_region_view *r),
+                    void *ud);
+
+struct vl_client_view {
+    uint32_t id;
+    bool gone, resumed, delinquent;
+    uint32_t chunks;            /* held, in any state */
+    uint64_t held_bytes;        /* granted, loaned or recalling */
+    uint64_t quarantined_bytes;
+    uint32_t regions;           /* ad-hoc regions (R14) */
+    uint32_t stages;            /* stages it owns */
+    uint64_t missed_recalls;
+};
+bool vl_client_view(const struct vl_ledger *L, uint32_t client,
+                    struct vl_client_view *out);
+void vl_each_client(const struct vl_ledger *L,
+                    void (*fn)(void *ud, const struct vl_client_view *c),
+                    void *ud);
+/* The stages client owns, ascending, at most max of them; their count (of
+ * those written: vl_client_view's stages is the whole count). */
+uint32_t vl_client_stages(const struct vl_ledger *L, uint32_t client,
+                          uint32_t *ids, uint32_t max);
+
+struct vl_chunk_view {
+    int state; /* enum vl_chunk_state */
+    uint32_t holder, region, slot;
+};
+bool vl_chunk_view(const struct vl_ledger *L, uint64_t chunk,
+                   struct vl_chunk_view *out);
 
 /* ---- restart (R13) ---- */
 

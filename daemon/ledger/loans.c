@@ -3,7 +3,8 @@
  * missed a recall deadline.
  *
  * Enforces R5 (loans), R6 (hold: recalls are issued, nothing else
- * changes) and the recall side of R4. */
+ * changes), the recall side of R4, R14 (loans count against the chunk
+ * quota) and R15 (missed recalls: deadline, delinquency, policy). */
 #include "internal.h"
 
 #include <errno.h>
@@ -20,13 +21,13 @@ static uint32_t window_lendable(const struct vl_stage *s)
 
 uint32_t vli_expert_room(struct vl_ledger *L, struct vl_stage *s)
 {
-    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    struct vl_region *ex = vli_region_find(L, s->expert_region);
     return ex->lane_slots[0] - vli_lane_used(ex, 0);
 }
 
 /* R6: a KV grow that needs other clients' recalls changes nothing of its
- * own: the recalls are issued and it answers -EAGAIN, to be called again as
- * chunks come back. R4: what is recalled are pool loans of other stages on
+ * own: the recalls are issued and it answers VL_PENDING, to be called again
+ * as chunks come back. R4: what is recalled are pool loans of other stages on
  * the device (beyond their own windows), the highest slots first so that
  * each keeps a backed prefix; chunks already on their way count. */
 int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
@@ -45,7 +46,7 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
             continue;
         uint32_t excess = vli_pool_loans(o);
         excess = excess > o->recalling ? excess - o->recalling : 0;
-        struct vl_region *ex = vl_region_find(L, o->expert_region);
+        struct vl_region *ex = vli_region_find(L, o->expert_region);
         bool changed = false;
         while (excess && ask) {
             uint32_t k = vli_lane_last_in(L, ex, 0, VL_LOANED);
@@ -69,7 +70,7 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
         if (changed)
             vli_budget_changed(L, o, fx);
     }
-    return vli_fail(L, -EAGAIN, "stage %u: %u chunks must come back from "
+    return vli_fail(L, VL_PENDING, "stage %u: %u chunks must come back from "
                     "other clients' recalls or quarantine first", stage,
                     short_by);
 }
@@ -77,12 +78,18 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
 int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
                       uint64_t max_bytes, struct vl_fxlist *fx)
 {
+    /* R14: loans count against the client's quota like any other chunk;
+     * judged first, as the daemon did before it read the request. */
+    struct vl_client *cl = vli_client_find(L, client);
+    uint32_t held = cl ? cl->chunks : 0, quota = L->limits.chunks_per_client;
+    if (held >= quota)
+        return vli_fail(L, -EDQUOT, "quota of %u chunks per client reached",
+                        quota);
     struct vl_stage *s = NULL;
     int e = vli_own_stage(L, client, stage, &s);
     if (e < 0)
         return e;
-    struct vl_client *cl = vl_client_find(L, client);
-    if (cl && cl->delinquent)
+    if (cl && cl->delinquent) /* R15 */
         return vli_fail(L, -EPERM, "client %u missed a recall deadline: no new "
                         "loans", client);
     struct vl_device *d = vli_dev_get(L, s->cfg.device);
@@ -101,6 +108,8 @@ int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
     }
     if (max_bytes && n > max_bytes / cb)
         n = (uint32_t)(max_bytes / cb);
+    if (n > quota - held) /* R14: the client ends at most at its quota */
+        n = quota - held;
     uint32_t room = vli_expert_room(L, s);
     if (n > room)
         n = room;
@@ -108,7 +117,7 @@ int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
         return 0;
     if (vli_fx_reserve(fx, n + 1) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
-    struct vl_region *ex = vl_region_find(L, s->expert_region);
+    struct vl_region *ex = vli_region_find(L, s->expert_region);
     uint32_t per_lane[1] = {n};
     vli_grant_lanes(L, ex, per_lane, VL_LOANED, fx);
     s->grants_total += n;
@@ -116,13 +125,26 @@ int vl_expert_request(struct vl_ledger *L, uint32_t client, uint32_t stage,
     return 0;
 }
 
-/* The chunks stay the client's (a recalled chunk goes to nobody else before
- * it is released or its holder reaped); it only borrows no more. */
-void vl_recall_missed(struct vl_ledger *L, uint32_t client)
+/* R15: a recall is due within the stage's deadline. */
+uint32_t vl_recall_deadline_ms(const struct vl_ledger *L, uint32_t stage)
 {
-    struct vl_client *cl = vl_client_find(L, client);
+    const struct vl_stage *s = vli_stage_peek(L, stage);
+    return s && s->cfg.recall_deadline_ms ? s->cfg.recall_deadline_ms
+                                          : VL_RECALL_DEADLINE_MS;
+}
+
+/* R15: the chunks stay the client's (a recalled chunk goes to nobody else
+ * before it is released or its holder reaped); it only borrows no more, and
+ * the stage's policy may have its process killed. */
+enum vl_missed vl_recall_missed(struct vl_ledger *L, uint32_t client,
+                                uint32_t stage)
+{
+    struct vl_client *cl = vli_client_find(L, client);
     if (cl) {
         cl->delinquent = true;
         cl->missed_recalls++;
     }
+    const struct vl_stage *s = vli_stage_peek(L, stage);
+    return s && s->cfg.kill_on_missed_recall ? VL_MISSED_KILL
+                                             : VL_MISSED_DENY_LOANS;
 }

@@ -1,6 +1,7 @@
-/* Devices and their pools of chunks: set-up, lookups, and each chunk's
- * state and category as it is placed in a region slot, taken off it, or
- * freed; the reason of the last refusal (vl_why).
+/* Devices and their pools of chunks: set-up (the ledger itself, its
+ * observer and limits), lookups, and each chunk's state and category as it
+ * is placed in a region slot, taken off it, or freed; the reason of the last
+ * refusal (vl_why).
  *
  * Enforces R1 (pools: one holder per held chunk, one (region, slot) while
  * mapped) and the free side of R12 (withheld chunks are out of reach). */
@@ -35,10 +36,8 @@ const char *vl_state_name(int s)
 
 struct vl_device *vli_dev_get(struct vl_ledger *L, uint32_t id)
 {
-    for (uint32_t i = 0; i < L->ndev; i++)
-        if (L->dev[i].cfg.id == id)
-            return &L->dev[i];
-    return NULL;
+    int i = vl_device_index(L, id);
+    return i < 0 ? NULL : &L->dev[i];
 }
 
 uint32_t vli_dev_index(struct vl_ledger *L, const struct vl_device *d)
@@ -112,7 +111,7 @@ void vli_unplace(struct vl_ledger *L, struct vl_chunk *c)
 {
     if (!c->region)
         return;
-    struct vl_region *r = vl_region_find(L, c->region);
+    struct vl_region *r = vli_region_find(L, c->region);
     if (r) {
         r->slot_chunk[c->slot] = VL_CHUNK_NONE;
         r->used--;
@@ -182,9 +181,7 @@ void vli_to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     struct vl_chunk *c = &d->chunks[idx];
     uint32_t holder = c->holder;
     vli_unplace(L, c);
-    struct vl_client *cl = vl_client_find(L, holder);
-    if (cl && cl->chunks)
-        cl->chunks--;
+    vli_client_lose(vli_client_find(L, holder), d, c->state);
     vli_qstage_clear(L, c);
     vli_set_cat(d, c, VL_CAT_NONE);
     vli_set_state(d, c, VL_FREE);
@@ -203,6 +200,7 @@ int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev
     if (ndev == 0 || ndev > VL_MAX_DEVICES)
         return vli_fail(L, -EINVAL, "between 1 and %d devices", VL_MAX_DEVICES);
     L->next_region_id = 1;
+    L->limits = (struct vl_limits){UINT32_MAX, UINT32_MAX, UINT32_MAX};
     for (uint32_t i = 0; i < ndev; i++) {
         struct vl_device *d = &L->dev[i];
         d->cfg = devs[i];
@@ -270,4 +268,48 @@ void vl_fini(struct vl_ledger *L)
     free(L->va_free);
     free(L->va_hold);
     memset(L, 0, sizeof(*L));
+}
+
+int vl_new(const struct vl_device_cfg *devs, uint32_t ndev, uint64_t va_base,
+           uint64_t va_size, uint64_t region_align, struct vl_ledger **out,
+           char *why, size_t whylen)
+{
+    struct vl_ledger *L = malloc(sizeof(*L));
+    if (!L) {
+        if (why && whylen)
+            snprintf(why, whylen, "out of memory");
+        return -ENOMEM;
+    }
+    int e = vl_init(L, devs, ndev, va_base, va_size);
+    if (e < 0) {
+        if (why && whylen)
+            snprintf(why, whylen, "%s", L->why);
+        free(L);
+        return e;
+    }
+    /* The daemon reserves regions at 1 GiB: the CUDA driver ignores the
+     * address hint of smaller reservations. */
+    L->region_align = region_align;
+    *out = L;
+    return 0;
+}
+
+void vl_free(struct vl_ledger *L)
+{
+    if (!L)
+        return;
+    vl_fini(L);
+    free(L);
+}
+
+void vl_set_observer(struct vl_ledger *L, const struct vl_observer *obs)
+{
+    L->obs = obs ? *obs : (struct vl_observer){0};
+}
+
+/* R14: the daemon's configuration, judged in the ledger so that every
+ * request that grows a client meets the same limits. */
+void vl_set_limits(struct vl_ledger *L, const struct vl_limits *lim)
+{
+    L->limits = *lim;
 }

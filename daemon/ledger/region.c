@@ -3,8 +3,9 @@
  * and dropping every region of a client or stage.
  *
  * Enforces R1 (a slot holds one chunk), R2 (an ad-hoc region only uses
- * memory no promise needs; a fixed region only its reservation) and R13
- * (a gone client's address ranges stay held). */
+ * memory no promise needs; a fixed region only its reservation), R13 (a
+ * gone client's address ranges stay held) and R14 (ad-hoc regions and
+ * chunks per client). */
 #include "internal.h"
 
 #include <errno.h>
@@ -25,12 +26,25 @@ int vl_kind_parse(const char *s)
     return -EINVAL;
 }
 
-struct vl_region *vl_region_find(struct vl_ledger *L, uint32_t id)
+struct vl_region *vli_region_find(const struct vl_ledger *L, uint32_t id)
 {
     for (size_t i = 0; i < L->nregion; i++)
         if (L->region[i]->id == id)
             return L->region[i];
     return NULL;
+}
+
+/* R14: a client's count of ad-hoc regions, kept as regions come (in) and
+ * go; a configured stage's regions are part of the stage. */
+void vli_region_count(struct vl_ledger *L, const struct vl_region *r, bool in)
+{
+    struct vl_client *cl = vli_client_find(L, r->client);
+    if (!cl || L->stage[r->stage].configured)
+        return;
+    if (in)
+        cl->regions++;
+    else if (cl->regions)
+        cl->regions--;
 }
 
 void vli_region_free(struct vl_region *r)
@@ -132,6 +146,7 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
     r->fixed_index = VL_NONE;
     r->tag = vli_note_va_take(L, r->id, client, r->base, r->va_bytes);
     L->region[L->nregion++] = r;
+    vli_region_count(L, r, true);
     *out = r;
     return 0;
 }
@@ -146,7 +161,7 @@ int vli_region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
 struct vl_region *vli_own_region(struct vl_ledger *L, uint32_t client,
                                  uint32_t region)
 {
-    struct vl_region *r = vl_region_find(L, region);
+    struct vl_region *r = vli_region_find(L, region);
     return r && r->client == client ? r : NULL;
 }
 
@@ -188,14 +203,13 @@ void vli_grant_lanes(struct vl_ledger *L, struct vl_region *r,
                      struct vl_fxlist *fx)
 {
     struct vl_device *d = vli_dev_get(L, r->device);
-    struct vl_client *cl = vl_client_find(L, r->client);
+    struct vl_client *cl = vli_client_find(L, r->client);
     for (uint32_t l = 0; l < r->lanes; l++)
         for (uint32_t n = 0; n < per_lane[l]; n++) {
             uint32_t slot = vli_lane_first_empty(r, l);
             uint32_t idx = vli_take_free(d);
             vli_place(L, d, idx, r, slot, state);
-            if (cl)
-                cl->chunks++;
+            vli_client_gain(cl, d, state);
             uint64_t id = vl_chunk_id(vli_dev_index(L, d), idx);
             vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_MAP,
                                            .client = r->client, .chunk = id,
@@ -214,6 +228,7 @@ static void region_drop(struct vl_ledger *L, struct vl_region *r, bool hold)
         vli_va_release(L, r->base, r->va_bytes);
         vli_note_va_give(L, r->tag);
     }
+    vli_region_count(L, r, false);
     for (size_t i = 0; i < L->nregion; i++)
         if (L->region[i] == r) {
             L->region[i] = L->region[--L->nregion];
@@ -226,6 +241,11 @@ int vl_region_create(struct vl_ledger *L, uint32_t client, uint32_t stage,
                      int kind, uint64_t lane_bytes, uint32_t lanes,
                      uint32_t *region_out)
 {
+    /* R14: first, as the daemon did before it read the request. */
+    const struct vl_client *cl = vli_client_find(L, client);
+    if (cl && cl->regions >= L->limits.regions_per_client)
+        return vli_fail(L, -E2BIG, "limit of %u regions per client reached",
+                        L->limits.regions_per_client);
     struct vl_stage *s = vli_stage_get(L, stage);
     if (!s || s->owner != client)
         return vli_fail(L, -ENOENT, "stage %u is not yours", stage);
@@ -258,6 +278,16 @@ int vl_region_create(struct vl_ledger *L, uint32_t client, uint32_t stage,
 int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
                    uint32_t n, struct vl_fxlist *fx)
 {
+    /* R14: the quota first, counting every lane (n alone when there is no
+     * such region: the refusal that follows is the ledger's own). */
+    const struct vl_region *any = vli_region_find(L, region);
+    const struct vl_client *cl = vli_client_find(L, client);
+    uint64_t ask = any ? (uint64_t)n * any->lanes : n;
+    uint32_t holding = cl ? cl->chunks : 0;
+    if (holding + ask > L->limits.chunks_per_client)
+        return vli_fail(L, -EDQUOT, "quota of %u chunks per client: holding "
+                        "%u, asked %llu more", L->limits.chunks_per_client,
+                        holding, (unsigned long long)ask);
     struct vl_region *r = vli_own_region(L, client, region);
     if (!r)
         return vli_fail(L, -ENOENT, "region %u is not yours", region);

@@ -19,13 +19,13 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         int e = vl_client_add(L, clients[i]);
         if (e < 0)
             return e;
-        vl_client_find(L, clients[i])->gone = true;
+        vli_client_find(L, clients[i])->gone = true;
     }
     for (size_t i = 0; i < nchunks; i++) {
         struct vl_device *d = NULL;
         uint32_t idx = 0;
         struct vl_chunk *c = vli_chunk_get(L, chunks[i].chunk, &d, &idx);
-        struct vl_client *cl = vl_client_find(L, chunks[i].client);
+        struct vl_client *cl = vli_client_find(L, chunks[i].client);
         if (!c || !cl)
             return vli_fail(L, -EINVAL, "chunk %llu of client %u: no such %s",
                             (unsigned long long)chunks[i].chunk,
@@ -35,7 +35,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
                             (unsigned long long)chunks[i].chunk);
         vli_set_state(d, c, VL_QUARANTINED);
         c->holder = cl->id;
-        cl->chunks++;
+        vli_client_gain(cl, d, VL_QUARANTINED);
         /* R11: it stands for a configured stage's promise only where that
          * stage still is, on this chunk's device (the configuration may have
          * changed between the two daemons). */
@@ -58,7 +58,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
     }
     for (size_t i = 0; i < nva; i++) {
         struct vl_va_hold h = va[i];
-        if (!vl_client_find(L, h.client))
+        if (!vli_client_find(L, h.client))
             return vli_fail(L, -EINVAL, "address range of unknown client %u",
                             h.client);
         int e = vli_va_take_exact(L, h.base, h.size);
@@ -76,7 +76,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
     for (uint32_t i = 0; adhoc_stage_holder && i < VL_MAX_STAGES; i++) {
         uint32_t who = adhoc_stage_holder[i];
         struct vl_stage *s = &L->stage[i];
-        if (!who || !vl_client_find(L, who) || s->used)
+        if (!who || !vli_client_find(L, who) || s->used)
             continue; /* a configured stage now: its id is not ad-hoc */
         s->used = true;
         s->cfg.id = i;

@@ -67,7 +67,7 @@ static struct vl_va_hold *held_range(struct vl_ledger *L,
 static bool region_id_taken(struct vl_ledger *L, const struct vl_resume *rs,
                             uint32_t id)
 {
-    if (vl_region_find(L, id))
+    if (vli_region_find(L, id))
         return true;
     for (size_t i = 0; i < L->nva_hold; i++)
         if (L->va_hold[i].region == id && !of_process(rs, L->va_hold[i].client))
@@ -464,21 +464,22 @@ static struct vl_region *region_adopt(struct vl_ledger *L, uint32_t client,
     memcpy(r->lane_slots, rr->lane_slots, rr->lanes * sizeof(uint32_t));
     r->fixed_index = VL_NONE;
     L->region[L->nregion++] = r;
+    vli_region_count(L, r, true);
     return r;
 }
 
 int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
                      struct vl_fxlist *fx)
 {
-    struct vl_client *cl = vl_client_find(L, client);
-    struct vl_client *from = vl_client_find(L, rs->from);
+    struct vl_client *cl = vli_client_find(L, client);
+    struct vl_client *from = vli_client_find(L, rs->from);
     if (!cl || cl->gone)
         return vli_fail(L, -ENOENT, "no connected client %u", client);
     if (!from || !from->gone || from->resumed)
         return vli_fail(L, -ENOENT, "client %u is not a gone client that can "
                         "be resumed", rs->from);
     for (size_t i = 0; i < rs->nalso; i++) {
-        struct vl_client *o = vl_client_find(L, rs->also[i]);
+        struct vl_client *o = vli_client_find(L, rs->also[i]);
         if (!o || !o->gone || rs->also[i] == client)
             return vli_fail(L, -EINVAL, "client %u is not a gone client",
                             rs->also[i]);
@@ -519,7 +520,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             continue;
         struct vl_stage *s = &L->stage[st->id];
         if (st->configured) {
-            s->owner = client;
+            vli_stage_set_owner(L, s, client);
             s->keep_window = st->keep_window;
             s->kv_peak_tokens = 0;
             s->kv_needed_bytes = 0;
@@ -531,7 +532,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             s->cfg.device = st->device;
             s->cfg.first_layer = st->first_layer;
             s->cfg.last_layer = st->last_layer;
-            s->owner = client;
+            vli_stage_set_owner(L, s, client);
             vli_note_stage(L, st->id, client);
         }
     }
@@ -572,14 +573,13 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
         uint32_t idx = 0;
         struct vl_chunk *c = vli_chunk_get(L, rc->chunk, &d, &idx);
         struct vl_region *r = w.made[find_region(rs, &w, rc->region)];
-        struct vl_client *h = vl_client_find(L, c->holder);
         vli_qstage_clear(L, c);
-        if (h && h->chunks)
-            h->chunks--;
+        vli_client_lose(vli_client_find(L, c->holder), d, c->state);
         struct vl_stage *s = vli_stage_get(L, r->stage);
-        bool loan = s->configured && r->kind == VL_EXPERT;
-        vli_place(L, d, idx, r, rc->slot, loan ? VL_LOANED : VL_GRANTED);
-        cl->chunks++;
+        int state = s->configured && r->kind == VL_EXPERT ? VL_LOANED
+                                                          : VL_GRANTED;
+        vli_place(L, d, idx, r, rc->slot, state);
+        vli_client_gain(cl, d, state);
     }
     /* Chunks left with the process's gone clients no longer stand for a
      * stage that is owned again. */

@@ -12,7 +12,7 @@ uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage)
     struct vl_stage *s = vli_stage_get(ml, stage);
     if (!s || !s->expert_region || !s->cfg.expert_slot_bytes)
         return 0;
-    struct vl_region *r = vl_region_find(ml, s->expert_region);
+    struct vl_region *r = vli_region_find(ml, s->expert_region);
     if (!r)
         return 0;
     struct vl_device *d = vli_dev_get(ml, r->device);

@@ -3,19 +3,24 @@
  *
  * Enforces R7 (a no-loan stage gets its whole window at registration), R5
  * (pool loans found in a registering stage's window come back as its KV
- * grows) and R11 (no registration while the old owner's chunks are
- * quarantined). */
+ * grows), R11 (no registration while the old owner's chunks are
+ * quarantined) and R14 (stages per client). */
 #include "internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct vl_stage *vli_stage_get(struct vl_ledger *L, uint32_t id)
+const struct vl_stage *vli_stage_peek(const struct vl_ledger *L, uint32_t id)
 {
     if (id >= VL_MAX_STAGES || !L->stage[id].used)
         return NULL;
     return &L->stage[id];
+}
+
+struct vl_stage *vli_stage_get(struct vl_ledger *L, uint32_t id)
+{
+    return (struct vl_stage *)vli_stage_peek(L, id); /* L is writable */
 }
 
 int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
@@ -31,15 +36,29 @@ int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
     return 0;
 }
 
+/* Every change of a stage's owner goes through here, so that each client's
+ * count of stages (R14) stays right. */
+void vli_stage_set_owner(struct vl_ledger *L, struct vl_stage *s,
+                         uint32_t client)
+{
+    struct vl_client *old = s->owner ? vli_client_find(L, s->owner) : NULL;
+    if (old && old->stages)
+        old->stages--;
+    struct vl_client *cl = client ? vli_client_find(L, client) : NULL;
+    if (cl)
+        cl->stages++;
+    s->owner = client;
+}
+
 void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s)
 {
+    vli_stage_set_owner(L, s, 0);
     if (!s->configured) {
         free(s->slot_layer);
         memset(s, 0, sizeof(*s));
         vli_note_stage(L, (uint32_t)(s - L->stage), 0);
         return;
     }
-    s->owner = 0;
     s->keep_window = false;
     s->kv_region = s->expert_region = 0;
     memset(s->fixed_region, 0, sizeof(s->fixed_region));
@@ -47,14 +66,27 @@ void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s)
     s->kv_peak_tokens = 0;
     for (uint32_t i = 0; i < s->nslots; i++)
         s->slot_layer[i] = VLI_SLOT_LAYER_NONE;
-    (void)L;
+}
+
+/* R14: checked before anything else of a registration, as the daemon did
+ * before it read the request. */
+static int stage_limit(struct vl_ledger *L, uint32_t client)
+{
+    const struct vl_client *cl = vli_client_find(L, client);
+    if (cl && cl->stages >= L->limits.stages_per_client)
+        return vli_fail(L, -E2BIG, "limit of %u stages per client reached",
+                        L->limits.stages_per_client);
+    return 0;
 }
 
 int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
                             uint32_t device, uint32_t first, uint32_t last,
                             uint32_t *stage_out)
 {
-    struct vl_client *cl = vl_client_find(L, client);
+    int e = stage_limit(L, client);
+    if (e < 0)
+        return e;
+    struct vl_client *cl = vli_client_find(L, client);
     if (!cl || cl->gone)
         return vli_fail(L, -ENOENT, "no connected client %u", client);
     if (!vli_dev_get(L, device))
@@ -72,7 +104,7 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
         s->cfg.device = device;
         s->cfg.first_layer = first;
         s->cfg.last_layer = last;
-        s->owner = client;
+        vli_stage_set_owner(L, s, client);
         vli_note_stage(L, i, client);
         *stage_out = i;
         return 0;
@@ -83,10 +115,13 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
 int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
                       bool keep_window, struct vl_fxlist *fx)
 {
+    int e = stage_limit(L, client);
+    if (e < 0)
+        return e;
     struct vl_stage *s = vli_stage_get(L, stage);
     if (!s || !s->configured)
         return vli_fail(L, -ENOENT, "no configured stage %u", stage);
-    struct vl_client *cl = vl_client_find(L, client);
+    struct vl_client *cl = vli_client_find(L, client);
     if (!cl || cl->gone)
         return vli_fail(L, -ENOENT, "no connected client %u", client);
     if (s->owner)
@@ -125,9 +160,9 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     struct vl_region *kv = NULL, *ex = NULL;
     uint64_t eb = (uint64_t)s->nslots * s->cfg.expert_slot_bytes;
     uint32_t one[1] = {s->nslots ? (uint32_t)vli_div_up(eb, cb) : 1};
-    s->owner = client;
-    int e = vli_region_new(L, client, s, VL_KV, s->cfg.lanes, s->lane_window,
-                           &kv);
+    vli_stage_set_owner(L, s, client);
+    e = vli_region_new(L, client, s, VL_KV, s->cfg.lanes, s->lane_window,
+                       &kv);
     if (e < 0)
         goto undo;
     s->kv_region = kv->id;

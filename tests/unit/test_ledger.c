@@ -1,5 +1,5 @@
 /* Unit tests of the ledger, each with real numbers. A test function is
- * named by the rule it tests, test_r<NN>_... (R1..R13 as in
+ * named by the rule it tests, test_r<NN>_... (R1..R15 as in
  * daemon/ledger/README.md); one that touches others names them in a
  * comment. vl_check() runs after every operation (the OP macro). */
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "ledger.h"
+#include "internal.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
@@ -374,8 +374,8 @@ static void test_r02_admission(void)
     /* Fixed regions draw on their reservation, never beyond it. */
     OP(&L, 0, vl_client_add(&L, 1));
     OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
-    struct vl_region *w = vl_region_find(&L, L.stage[0].fixed_region[0]);
-    struct vl_region *dr = vl_region_find(&L, L.stage[0].fixed_region[1]);
+    struct vl_region *w = vli_region_find(&L, L.stage[0].fixed_region[0]);
+    struct vl_region *dr = vli_region_find(&L, L.stage[0].fixed_region[1]);
     REQUIRE(w && dr, "fixed regions made at registration");
     CHECK_EQ_U(w->kind, VL_FIXED);
     CHECK_EQ_U(dr->kind, VL_DRAFT_KV);
@@ -613,7 +613,7 @@ static void test_r09_layer_claims(void)
 
     /* Releasing a loaned chunk in the middle leaves a hole: only the prefix
      * is backed (10 chunks -> 13 slots) and the claims beyond it go. */
-    struct vl_region *ex = vl_region_find(&L, L.stage[0].expert_region);
+    struct vl_region *ex = vli_region_find(&L, L.stage[0].expert_region);
     uint64_t tenth = ex->slot_chunk[10];
     vl_fx_clear(&fx);
     OP(&L, 0, vl_chunks_release(&L, 1, &tenth, 1, &fx));
@@ -651,7 +651,7 @@ static void test_r10_foreign_chunk(void)
     REQUIRE(fx_count(VL_FX_MAP, 1) == 1, "one map");
     uint64_t c3 = fx_nth(VL_FX_MAP, 0)->chunk;
     CHECK_EQ_U(c3 >> 32, 1); /* device index 1 = id 3 */
-    CHECK_EQ_U(vl_region_find(&L, r3)->device, 3);
+    CHECK_EQ_U(vli_region_find(&L, r3)->device, 3);
     OP(&L, -EXDEV, vl_chunk_check_region(&L, c3, r7));
     OP(&L, 0, vl_chunk_check_region(&L, c3, r3));
     OP(&L, 0, vl_chunk_check_region(&L, vl_chunk_id(0, 5), r7));
@@ -701,7 +701,7 @@ static void test_r01_adhoc(void)
 
     uint32_t ra, rb, rc, rx;
     OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 7 * MiB, 2, &ra));
-    struct vl_region *a = vl_region_find(&L, ra);
+    struct vl_region *a = vli_region_find(&L, ra);
     CHECK_EQ_U(a->lane_slots[0], 4);
     CHECK_EQ_U(a->lanes, 2);
     OP(&L, -E2BIG, vl_region_create(&L, 1, st, VL_FIXED, 0, 1, &rx));
@@ -748,7 +748,7 @@ static void test_r01_adhoc(void)
     check_regions_disjoint(&L);
 
     /* Releases are all or nothing. */
-    struct vl_region *b = vl_region_find(&L, rb);
+    struct vl_region *b = vli_region_find(&L, rb);
     uint64_t mine[3] = {a->slot_chunk[0], a->slot_chunk[a->stride_slots],
                         b->slot_chunk[0]};
     vl_fx_clear(&fx);
@@ -781,11 +781,11 @@ static void test_r01_adhoc(void)
     OP(&L, -ENOENT, vl_region_release(&L, 2, ra, &fx));
     OP(&L, 0, vl_region_release(&L, 1, ra, &fx));
     CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 8);
-    CHECK(vl_region_find(&L, ra) == NULL, "region gone");
+    CHECK(vli_region_find(&L, ra) == NULL, "region gone");
     CHECK_EQ_U(L.dev[0].count[VL_FREE], 8);
     OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 8 * MiB, 2, &rx));
     CHECK(rx != ra, "region ids are not reused");
-    CHECK_EQ_U(vl_region_find(&L, rx)->base, base_a);
+    CHECK_EQ_U(vli_region_find(&L, rx)->base, base_a);
     check_regions_disjoint(&L);
 
     /* Many regions of odd sizes never overlap. */
@@ -802,7 +802,7 @@ static void test_r01_adhoc(void)
     vl_fx_clear(&fx);
     OP(&L, 0, vl_stage_release(&L, 2, st2, &fx));
     CHECK_EQ_U(fx_count(VL_FX_DROP, 2), 24);
-    CHECK(vl_region_find(&L, rb) == NULL && vl_region_find(&L, rc) == NULL,
+    CHECK(vli_region_find(&L, rb) == NULL && vli_region_find(&L, rc) == NULL,
           "regions of the stage gone");
     OP(&L, -ENOENT, vl_stage_release(&L, 2, st2, &fx));
     check_conservation(&L);
@@ -851,8 +851,8 @@ static void test_r11_quarantine(void)
     CHECK_EQ_U(L.dev[0].count[VL_QUARANTINED], 32);
     CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
     CHECK_EQ_U(L.dev[0].fixed, 0);
-    CHECK(vl_client_find(&L, 1)->gone, "client 1 gone");
-    CHECK(vl_region_find(&L, r) == NULL, "its regions dropped");
+    CHECK(vli_client_find(&L, 1)->gone, "client 1 gone");
+    CHECK(vli_region_find(&L, r) == NULL, "its regions dropped");
     CHECK(L.stage[st].used && !L.stage[st].owner && L.stage[st].held_by == 1,
           "its ad-hoc stage id held for its process (rule 13)");
     check_conservation(&L);
@@ -872,7 +872,7 @@ static void test_r11_quarantine(void)
     CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 32);
     CHECK_EQ_U(L.dev[0].count[VL_QUARANTINED], 0);
     CHECK_EQ_U(L.dev[0].count[VL_FREE], 32);
-    CHECK(vl_client_find(&L, 1) == NULL, "client 1 forgotten");
+    CHECK(vli_client_find(&L, 1) == NULL, "client 1 forgotten");
     OP(&L, -ENOENT, vl_client_reap(&L, 1, &fx));
     vl_fx_clear(&fx);
     OP(&L, 0, vl_region_grow(&L, 2, r2, 32, &fx));
@@ -910,7 +910,7 @@ static void test_r11_quarantine(void)
     vl_fx_clear(&fx);
     OP(&L, 0, vl_kv_reserve(&L, 2, 1, 261000, 1024, NULL, &fx));
     CHECK_EQ_U(L.stage[1].kv_chunks, 66);
-    struct vl_region *w = vl_region_find(&L, L.stage[1].fixed_region[0]);
+    struct vl_region *w = vli_region_find(&L, L.stage[1].fixed_region[0]);
     OP(&L, 0, vl_region_grow(&L, 2, w->id, 4, &fx));
     CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
     vl_fx_clear(&fx);
@@ -937,13 +937,27 @@ static void test_r11_quarantine(void)
     CHECK(vl_check(&L) == 0, "%s", vl_why(&L));
     if (e == 0) /* the old ledger let it steal; make it take all it can */
         vl_kv_reserve(&L, 3, 0, 16384 + 29 * 8192, 0, NULL, &fx);
-    w = vl_region_find(&L, L.stage[1].fixed_region[0]);
+    w = vli_region_find(&L, L.stage[1].fixed_region[0]);
     uint32_t before = L.dev[0].count[VL_FREE];
     e = vl_region_grow(&L, 2, w->id, 4, &fx);
     CHECK((e == 0) == (before >= 4), "fixed grow: %d with %u free", e, before);
     CHECK(L.dev[0].nfree <= L.dev[0].nchunks, "free stack underflowed");
     CHECK(vl_check(&L) == 0, "%s", vl_why(&L));
     vl_fini(&L);
+}
+
+/* One 1 GiB device (512 chunks, id 0) with stages a and b on it, and
+ * clients 1..nclients. */
+static void two_stages(struct vl_ledger *L, bool lend_unreserved,
+                       const struct vl_stage_cfg *a,
+                       const struct vl_stage_cfg *b, uint32_t nclients)
+{
+    struct vl_device_cfg d = dev_cfg(0, GiB, lend_unreserved);
+    REQUIRE(vl_init(L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(L));
+    OP(L, 0, vl_stage_configure(L, a));
+    OP(L, 0, vl_stage_configure(L, b));
+    for (uint32_t c = 1; c <= nclients; c++)
+        OP(L, 0, vl_client_add(L, c));
 }
 
 /* ---- R6: two clients on one device: recall, hold (also R5, R11) ----------- */
@@ -955,13 +969,9 @@ static void test_r06_two_clients_recall(void)
      * 512 - 330 = 182 chunks. */
     struct vl_device_cfg d = dev_cfg(0, GiB, true);
     struct vl_ledger L;
-    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
     struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
     struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 4);
-    OP(&L, 0, vl_stage_configure(&L, &a));
-    OP(&L, 0, vl_stage_configure(&L, &b));
-    OP(&L, 0, vl_client_add(&L, 1));
-    OP(&L, 0, vl_client_add(&L, 2));
+    two_stages(&L, true, &a, &b, 2);
     OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
 
     /* A asks for every loan it can get while stage 1 has no owner: its own
@@ -985,10 +995,10 @@ static void test_r06_two_clients_recall(void)
     CHECK_EQ_U(fx.n, 0);
 
     /* B's KV must grow to 65536 + 1024 tokens: 19 chunks per lane, 76.
-     * Recalls go to A (UNMAP), B hears -EAGAIN, nothing is granted. */
+     * Recalls go to A (UNMAP), B hears VL_PENDING, nothing is granted. */
     vl_fx_clear(&fx);
     uint32_t recalled = 77;
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 65536, 1024, &recalled, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 65536, 1024, &recalled, &fx));
     CHECK_EQ_U(recalled, 77); /* out-parameters untouched on failure */
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 76);
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, 2), 0);
@@ -1011,7 +1021,7 @@ static void test_r06_two_clients_recall(void)
     /* Asking again while A still holds them: no second round of recalls,
      * still nothing for B. */
     vl_fx_clear(&fx);
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 65536, 1024, NULL, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 65536, 1024, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
     CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
     /* B can't release what it doesn't hold. */
@@ -1026,7 +1036,7 @@ static void test_r06_two_clients_recall(void)
     OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
     CHECK_EQ_U(fx.n, 0);
     vl_fx_clear(&fx);
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 65536, 1024, NULL, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 65536, 1024, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
     /* The rest: B's reserve goes through, with the very chunks A gave back
      * now mapped (fresh fds) for B. */
@@ -1052,15 +1062,15 @@ static void test_r06_two_clients_recall(void)
     /* Next B needs 36 chunks per lane (144): 68 more. A ignores the recall
      * and misses its deadline: delinquent, no new loans. */
     vl_fx_clear(&fx);
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 68);
-    vl_recall_missed(&L, 1);
-    CHECK(vl_client_find(&L, 1)->delinquent, "A is delinquent");
-    CHECK_EQ_U(vl_client_find(&L, 1)->missed_recalls, 1);
+    CHECK_EQ_U(vl_recall_missed(&L, 1, 0), VL_MISSED_DENY_LOANS);
+    CHECK(vli_client_find(&L, 1)->delinquent, "A is delinquent");
+    CHECK_EQ_U(vli_client_find(&L, 1)->missed_recalls, 1);
     OP(&L, -EPERM, vl_expert_request(&L, 1, 0, 0, &fx));
     /* Nothing is granted to B while A holds the chunks. */
     vl_fx_clear(&fx);
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
     CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 68);
     /* A delinquent client's trimmed KV is released, not lent. */
@@ -1077,7 +1087,7 @@ static void test_r06_two_clients_recall(void)
     CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 0);
     CHECK(L.dev[0].count[VL_QUARANTINED] >= 68, "recalled chunks quarantined");
     vl_fx_clear(&fx);
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 131072, 1024, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
     OP(&L, 0, vl_client_reap(&L, 1, &fx));
     vl_fx_clear(&fx);
@@ -1107,7 +1117,7 @@ static void test_r06_two_clients_recall(void)
     vl_fx_clear(&fx);
     OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
     CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 264);
-    struct vl_region *w = vl_region_find(&L, L.stage[1].fixed_region[0]);
+    struct vl_region *w = vli_region_find(&L, L.stage[1].fixed_region[0]);
     OP(&L, 0, vl_region_grow(&L, 2, w->id, 20, &fx));
     CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
     vl_fini(&L);
@@ -1157,7 +1167,7 @@ static void test_r08_pending_unmaps(void)
     vl_fx_clear(&fx);
     OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
-    struct vl_region *kv = vl_region_find(&L, L.stage[0].kv_region);
+    struct vl_region *kv = vli_region_find(&L, L.stage[0].kv_region);
     for (uint32_t i = 0; i < 5; i++) {
         struct vl_chunk *c = &L.dev[0].chunks[(uint32_t)kv->slot_chunk[i]];
         CHECK_EQ_U(c->state, VL_GRANTED);
@@ -1165,7 +1175,7 @@ static void test_r08_pending_unmaps(void)
     /* A reserve needing slots still being unmapped must wait for them: it
      * can't report a budget as mapped while those chunks go away. */
     vl_fx_clear(&fx);
-    OP(&L, -EAGAIN, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
     /* A reserve inside the granted prefix is fine. */
     OP(&L, 0, vl_kv_reserve(&L, 1, 0, 10000, 0, NULL, &fx));
@@ -1273,24 +1283,24 @@ static void bump_stage_loans(struct vl_ledger *L) { L->stage[0].loan_chunks++; }
 static void bump_region_used(struct vl_ledger *L) { L->region[0]->used++; }
 static void second_holder(struct vl_ledger *L)
 {
-    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    struct vl_region *kv = vli_region_find(L, L->stage[0].kv_region);
     L->dev[0].chunks[(uint32_t)kv->slot_chunk[0]].holder = 2;
 }
 static void free_but_held(struct vl_ledger *L)
 {
     /* A held chunk also pushed on the free stack. */
-    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    struct vl_region *kv = vli_region_find(L, L->stage[0].kv_region);
     L->dev[0].free_stack[0] = (uint32_t)kv->slot_chunk[0];
 }
 static void slot_points_elsewhere(struct vl_ledger *L)
 {
-    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    struct vl_region *kv = vli_region_find(L, L->stage[0].kv_region);
     kv->slot_chunk[0] = kv->slot_chunk[1];
 }
 static void foreign_in_region(struct vl_ledger *L)
 {
     /* A device-1 chunk's record claims a device-0 region. */
-    struct vl_region *kv = vl_region_find(L, L->stage[0].kv_region);
+    struct vl_region *kv = vli_region_find(L, L->stage[0].kv_region);
     for (uint32_t k = 0; k < L->dev[1].nchunks; k++) {
         struct vl_chunk *c = &L->dev[1].chunks[k];
         if (c->state == VL_GRANTED) {
@@ -1309,6 +1319,13 @@ static void claim_unbacked(struct vl_ledger *L)
     L->stage[0].slot_layer[L->stage[0].nslots - 1] = 3;
 }
 static void client_count(struct vl_ledger *L) { L->client[0].chunks++; }
+static void client_bytes(struct vl_ledger *L) { L->client[0].held_bytes += 2 * MiB; }
+static void client_quarantine(struct vl_ledger *L)
+{
+    L->client[0].quarantined_bytes++;
+}
+static void client_regions(struct vl_ledger *L) { L->client[0].regions++; }
+static void client_stages(struct vl_ledger *L) { L->client[0].stages--; }
 
 static void test_r01_check_catches_corruption(void)
 {
@@ -1324,6 +1341,11 @@ static void test_r01_check_catches_corruption(void)
     corrupt_and_check("bad state", bad_state);
     corrupt_and_check("claim on an unbacked slot", claim_unbacked);
     corrupt_and_check("client chunk count", client_count);
+    /* R14: the counters quotas and views read. */
+    corrupt_and_check("client bytes held", client_bytes);
+    corrupt_and_check("client bytes quarantined", client_quarantine);
+    corrupt_and_check("client ad-hoc regions", client_regions);
+    corrupt_and_check("client stages", client_stages);
 }
 
 
@@ -1400,8 +1422,10 @@ static void recorded_ledger(struct vl_ledger *L, const struct vl_device_cfg *dc,
     memset(&rec, 0, sizeof(rec));
     REQUIRE(vl_init(L, dc, 1, VA_BASE, VA_SIZE) == 0, "init");
     L->region_align = GiB;
-    L->obs = (struct vl_observer){.chunk = rec_chunk, .va_take = rec_va_take,
-                                  .va_give = rec_va_give, .stage = rec_stage};
+    vl_set_observer(L, &(struct vl_observer){.chunk = rec_chunk,
+                                             .va_take = rec_va_take,
+                                             .va_give = rec_va_give,
+                                             .stage = rec_stage});
     OP(L, 0, vl_stage_configure(L, sc));
 }
 
@@ -1471,7 +1495,7 @@ static void test_r13_restart(void)
     OP(&A, 0, vl_stage_register_adhoc(&A, 1, 0, 16, 31, &adhoc));
     OP(&A, 0, vl_region_create(&A, 1, adhoc, VL_FIXED, 16 * MiB, 1, &region));
     OP(&A, 0, vl_region_grow(&A, 1, region, 8, &fx));
-    uint32_t held = vl_client_find(&A, 1)->chunks;
+    uint32_t held = vli_client_find(&A, 1)->chunks;
     struct declared *d = calloc(1, sizeof(*d));
     REQUIRE(d, "out of memory");
     declare_all(&A, 1, d);
@@ -1494,7 +1518,7 @@ static void test_r13_restart(void)
     OP(&B, 0, vl_client_resume(&B, 3, &d->rs, &fx));
     CHECK_EQ_U(d->rs.lost_chunks, 0);
     CHECK_EQ_U(fx_count(VL_FX_DROP, VL_NONE), 0);
-    CHECK_EQ_U(vl_client_find(&B, 3)->chunks, held);
+    CHECK_EQ_U(vli_client_find(&B, 3)->chunks, held);
     CHECK(B.stage[0].owner == 3 && B.stage[adhoc].owner == 3, "stages back");
     for (size_t i = 0; i < d->rs.nchunks; i++) {
         struct vl_chunk *c = &B.dev[0].chunks[(uint32_t)d->ch[i].chunk];
@@ -1502,7 +1526,7 @@ static void test_r13_restart(void)
               c->slot == d->ch[i].slot, "chunk %zu not where it was", i);
     }
     for (size_t i = 0; i < d->rs.nregions; i++) {
-        struct vl_region *r = vl_region_find(&B, d->rg[i].id);
+        struct vl_region *r = vli_region_find(&B, d->rg[i].id);
         CHECK(r && r->base == d->rg[i].base, "region %u not at its address",
               d->rg[i].id);
     }
@@ -1538,8 +1562,8 @@ static void test_r13_restart(void)
     CHECK(kv_lost && ad_ok && dup_lost, "lost: stage 0 %d, ad-hoc ok %d, "
           "duplicate range %d", kv_lost, ad_ok, dup_lost);
     CHECK_EQ_U(d->rs.lost_chunks, held - 8);
-    CHECK_EQ_U(vl_client_find(&C, 2)->chunks, 8);
-    CHECK_EQ_U(vl_client_find(&C, 1)->chunks, held - 8);
+    CHECK_EQ_U(vli_client_find(&C, 2)->chunks, 8);
+    CHECK_EQ_U(vli_client_find(&C, 1)->chunks, held - 8);
     CHECK_EQ_U(C.dev[0].count[VL_QUARANTINED], held - 8);
     OP(&C, -EAGAIN, vl_stage_register(&C, 2, 0, false, &fx));
     OP(&C, 0, vl_client_reap(&C, 1, &fx)); /* the process exited */
@@ -1578,8 +1602,8 @@ static void test_r13_restart(void)
     vl_fx_clear(&fx);
     OP(&D, 0, vl_client_resume(&D, 7, &d->rs, &fx));
     CHECK_EQ_U(fx_count(VL_FX_DROP, VL_NONE), 0);
-    CHECK_EQ_U(vl_client_find(&D, 7)->chunks, held - 8);
-    CHECK_EQ_U(vl_client_find(&D, 5)->chunks + vl_client_find(&D, 1)->chunks,
+    CHECK_EQ_U(vli_client_find(&D, 7)->chunks, held - 8);
+    CHECK_EQ_U(vli_client_find(&D, 5)->chunks + vli_client_find(&D, 1)->chunks,
                8); /* the ad-hoc region's, lost: its id is gone client 6's */
     for (size_t i = 0; i < d->rs.nregions; i++)
         if (d->rg[i].id == region)
@@ -1749,6 +1773,493 @@ static void test_r13_resume_hostile(void)
     vl_fini(&L);
 }
 
+/* ---- R14: limits per client ------------------------------------------------ */
+
+/* What the views show of a client and its device: a refused request must
+ * leave all of it as it was. */
+struct seen {
+    struct vl_client_view c;
+    struct vl_device_view d;
+    size_t nregion;
+};
+
+static struct seen seen_now(struct vl_ledger *L, uint32_t client)
+{
+    struct seen s;
+    memset(&s, 0, sizeof(s));
+    REQUIRE(vl_client_view(L, client, &s.c), "no client %u", client);
+    vl_device_view(L, 0, &s.d);
+    s.nregion = L->nregion;
+    return s;
+}
+
+static void check_unchanged(struct vl_ledger *L, uint32_t client,
+                            const struct seen *a)
+{
+    struct seen b = seen_now(L, client);
+    CHECK_EQ_U(b.c.chunks, a->c.chunks);
+    CHECK_EQ_U(b.c.held_bytes, a->c.held_bytes);
+    CHECK_EQ_U(b.c.quarantined_bytes, a->c.quarantined_bytes);
+    CHECK_EQ_U(b.c.regions, a->c.regions);
+    CHECK_EQ_U(b.c.stages, a->c.stages);
+    CHECK_EQ_U(b.d.free, a->d.free);
+    CHECK_EQ_U(b.d.fixed, a->d.fixed);
+    CHECK_EQ_U(b.d.kv, a->d.kv);
+    CHECK_EQ_U(b.d.loaned, a->d.loaned);
+    CHECK_EQ_U(b.nregion, a->nregion);
+    CHECK_EQ_U(fx.n, 0);
+}
+
+/* call is refused with err and exactly the message msg, and changes
+ * nothing (vl_check, the views, no effects). */
+#define REFUSED(L, client, err, msg, call)                                     \
+    do {                                                                       \
+        struct seen refused_seen_ = seen_now(L, client);                       \
+        vl_fx_clear(&fx);                                                      \
+        OP(L, err, call);                                                      \
+        CHECK(strcmp(vl_why(L), msg) == 0, "why: \"%s\", expected \"%s\"",     \
+              vl_why(L), msg);                                                 \
+        check_unchanged(L, client, &refused_seen_);                            \
+    } while (0)
+
+static uint32_t client_chunks(struct vl_ledger *L, uint32_t client)
+{
+    struct vl_client_view cv;
+    REQUIRE(vl_client_view(L, client, &cv), "no client %u", client);
+    CHECK_EQ_U(cv.held_bytes, (uint64_t)cv.chunks * 2 * MiB);
+    return cv.chunks;
+}
+
+static void test_r14_quotas(void)
+{
+    /* Stages 0 and 1 each a window of 66 chunks, 5 initial. */
+    struct vl_ledger L;
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 1);
+    two_stages(&L, false, &a, &b, 2);
+    CHECK_EQ_U(L.limits.chunks_per_client, UINT32_MAX); /* unbounded at first */
+    vl_set_limits(&L, &(struct vl_limits){.chunks_per_client = 20,
+                                          .regions_per_client = 2,
+                                          .stages_per_client = 2});
+    struct vl_client_view cv;
+
+    /* Stages: two, then both kinds of registration are refused, before
+     * anything else is judged (stage 99 does not exist). */
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    CHECK_EQ_U(client_chunks(&L, 1), 5);
+    REQUIRE(vl_client_view(&L, 1, &cv), "client 1");
+    CHECK_EQ_U(cv.stages, 1);
+    CHECK_EQ_U(cv.regions, 0); /* a configured stage's regions don't count */
+    uint32_t st, x = 777;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 1, &st));
+    REFUSED(&L, 1, -E2BIG, "limit of 2 stages per client reached",
+            vl_stage_register_adhoc(&L, 1, 0, 2, 3, &x));
+    CHECK_EQ_U(x, 777);
+    REFUSED(&L, 1, -E2BIG, "limit of 2 stages per client reached",
+            vl_stage_register(&L, 1, 1, false, &fx));
+    CHECK_EQ_U(L.stage[1].owner, 0);
+    REFUSED(&L, 1, -E2BIG, "limit of 2 stages per client reached",
+            vl_stage_register(&L, 1, 99, false, &fx));
+    /* Just below the limit it is allowed again; other clients have their
+     * own count. */
+    OP(&L, 0, vl_stage_release(&L, 1, st, &fx));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 1, &st));
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+
+    /* Ad-hoc regions: two. */
+    uint32_t ra, rb, rx = 777;
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 16 * MiB, 2, &ra));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &rb));
+    REQUIRE(vl_client_view(&L, 1, &cv), "client 1");
+    CHECK_EQ_U(cv.regions, 2);
+    REFUSED(&L, 1, -E2BIG, "limit of 2 regions per client reached",
+            vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &rx));
+    REFUSED(&L, 1, -E2BIG, "limit of 2 regions per client reached",
+            vl_region_create(&L, 1, st, 99, 2 * MiB, 1, &rx));
+    CHECK_EQ_U(rx, 777);
+    OP(&L, 0, vl_region_release(&L, 1, rb, &fx));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 2 * MiB, 1, &rb));
+
+    /* Chunks: 20. Holding 5, a grow of 8 a lane over 2 lanes asks 16. */
+    REFUSED(&L, 1, -EDQUOT, "quota of 20 chunks per client: holding 5, asked "
+            "16 more", vl_region_grow(&L, 1, ra, 8, &fx));
+    /* No such region: n alone, judged before the ledger's own refusal. */
+    REFUSED(&L, 1, -EDQUOT, "quota of 20 chunks per client: holding 5, asked "
+            "16 more", vl_region_grow(&L, 1, 9999, 16, &fx));
+    OP(&L, -ENOENT, vl_region_grow(&L, 1, 9999, 1, &fx));
+    OP(&L, 0, vl_region_grow(&L, 1, ra, 6, &fx));
+    CHECK_EQ_U(client_chunks(&L, 1), 17);
+    /* Loans: one chunk asked (less than the 3 left), then all there is,
+     * cut to what is left of the quota. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 2 * MiB, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 1);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 2);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 3);
+    CHECK_EQ_U(client_chunks(&L, 1), 20);
+    REFUSED(&L, 1, -EDQUOT, "quota of 20 chunks per client reached",
+            vl_expert_request(&L, 1, 0, 0, &fx));
+    /* First: even on a stage that is not its own. */
+    REFUSED(&L, 1, -EDQUOT, "quota of 20 chunks per client reached",
+            vl_expert_request(&L, 1, 1, 0, &fx));
+    REFUSED(&L, 1, -EDQUOT, "quota of 20 chunks per client: holding 20, asked "
+            "1 more", vl_region_grow(&L, 1, rb, 1, &fx));
+    OP(&L, 0, vl_region_grow(&L, 1, rb, 0, &fx)); /* at the quota exactly */
+    /* Client 2 has its own quota: 5 held, its loans stop at 15 more. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 2, 1, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 15);
+    CHECK_EQ_U(client_chunks(&L, 2), 20);
+    /* KV reserves are not limited: the window was admitted (R2). */
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 20000, 0, NULL, &fx));
+    CHECK_EQ_U(client_chunks(&L, 1), 22);
+    vl_fini(&L);
+}
+
+/* ---- R15: missed recalls (also R6: the hold bound) ------------------------- */
+
+static void test_r15_missed_recall(void)
+{
+    struct vl_ledger L;
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    a.kill_on_missed_recall = true; /* recall deadline 100 ms, hold 1000 */
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 1);
+    b.recall_deadline_ms = 0;
+    b.hold_ms = 0;
+    two_stages(&L, false, &a, &b, 3);
+
+    /* Deadlines, configured or the default. */
+    CHECK_EQ_U(vl_recall_deadline_ms(&L, 0), 100);
+    CHECK_EQ_U(vl_recall_deadline_ms(&L, 1), VL_RECALL_DEADLINE_MS);
+    CHECK_EQ_U(vl_recall_deadline_ms(&L, 7), VL_RECALL_DEADLINE_MS);
+    CHECK_EQ_U(vl_recall_deadline_ms(&L, VL_NONE), VL_RECALL_DEADLINE_MS);
+    CHECK_EQ_U(VL_RECALL_DEADLINE_MS, 2000);
+    /* R6: the hold bound; 0 still gets one last try. */
+    CHECK_EQ_U(vl_hold_ms(&L, 0), 1000);
+    CHECK_EQ_U(vl_hold_ms(&L, 1), 1);
+    CHECK_EQ_U(vl_hold_ms(&L, 7), 1);
+
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    uint32_t st;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 3, 0, 0, 1, &st));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    OP(&L, 0, vl_expert_request(&L, 2, 1, 4 * MiB, &fx));
+    uint32_t loans = L.stage[0].loan_chunks;
+    CHECK(loans > 0, "client 1 borrowed");
+
+    /* The policy is the stage's: kill, or only no new loans. */
+    struct vl_client_view cv;
+    CHECK_EQ_U(vl_recall_missed(&L, 1, 0), VL_MISSED_KILL);
+    REQUIRE(vl_client_view(&L, 1, &cv), "client 1");
+    CHECK(cv.delinquent, "client 1 delinquent");
+    CHECK_EQ_U(cv.missed_recalls, 1);
+    CHECK(vl_check(&L) == 0, "%s", vl_why(&L));
+    /* Client 2 still borrows until it misses one. */
+    OP(&L, 0, vl_expert_request(&L, 2, 1, 4 * MiB, &fx));
+    CHECK_EQ_U(vl_recall_missed(&L, 2, 1), VL_MISSED_DENY_LOANS);
+    CHECK_EQ_U(vl_recall_missed(&L, 2, 7), VL_MISSED_DENY_LOANS); /* unknown */
+    REQUIRE(vl_client_view(&L, 2, &cv), "client 2");
+    CHECK(cv.delinquent, "client 2 delinquent");
+    CHECK_EQ_U(cv.missed_recalls, 2);
+    CHECK_EQ_U(vl_recall_missed(&L, 3, st), VL_MISSED_DENY_LOANS); /* ad-hoc */
+    /* An unknown client: the policy still answers, nothing else changes. */
+    CHECK_EQ_U(vl_recall_missed(&L, 99, 0), VL_MISSED_KILL);
+    CHECK(!vl_client_view(&L, 99, &cv), "no client 99");
+    CHECK(vl_check(&L) == 0, "%s", vl_why(&L));
+
+    /* Delinquent: no new loans, but what it holds stays its own. */
+    REFUSED(&L, 1, -EPERM, "client 1 missed a recall deadline: no new loans",
+            vl_expert_request(&L, 1, 0, 0, &fx));
+    REFUSED(&L, 2, -EPERM, "client 2 missed a recall deadline: no new loans",
+            vl_expert_request(&L, 2, 1, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, loans);
+    /* Its trimmed KV is released, not lent (the reserve took some of its
+     * loans back into KV). */
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 30000, 0, NULL, &fx));
+    loans = L.stage[0].loan_chunks;
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, VL_NONE), 0);
+    CHECK(fx_count(VL_FX_UNMAP, 1) > 0, "trimmed KV released");
+    CHECK_EQ_U(L.stage[0].loan_chunks, loans);
+    vl_fini(&L);
+}
+
+/* ---- R1: the views agree with the ledger (also R11, R13, R14) ------------- */
+
+struct region_walk {
+    struct vl_ledger *L;
+    size_t n;
+};
+
+static void walk_region(void *ud, const struct vl_region_view *v)
+{
+    struct region_walk *w = ud;
+    struct vl_region *r = vli_region_find(w->L, v->id);
+    w->n++;
+    REQUIRE(r, "view of region %u, which does not exist", v->id);
+    CHECK_EQ_U(v->client, r->client);
+    CHECK_EQ_U(v->stage, r->stage);
+    CHECK_EQ_U(v->device, r->device);
+    CHECK_EQ_U(v->kind, r->kind);
+    CHECK_EQ_U(v->base, r->base);
+    CHECK_EQ_U(v->lane_stride, r->lane_stride);
+    CHECK_EQ_U(v->va_bytes, r->va_bytes);
+    CHECK_EQ_U(v->chunk_bytes, vli_dev_get(w->L, r->device)->cfg.chunk_bytes);
+    CHECK_EQ_U(v->lanes, r->lanes);
+    CHECK_EQ_U(v->stride_slots, r->stride_slots);
+    CHECK_EQ_U(v->used, r->used);
+    CHECK(memcmp(v->lane_slots, r->lane_slots, r->lanes * sizeof(uint32_t)) == 0,
+          "region %u: lane slots differ", v->id);
+    CHECK_EQ_U(v->base % GiB, 0); /* vl_new's region_align */
+}
+
+struct client_walk {
+    struct vl_ledger *L;
+    size_t n;
+};
+
+/* Recounts what the client holds from the chunks, regions and stages. */
+static void walk_client(void *ud, const struct vl_client_view *v)
+{
+    struct client_walk *w = ud;
+    struct vl_ledger *L = w->L;
+    struct vl_client *c = vli_client_find(L, v->id);
+    w->n++;
+    REQUIRE(c, "view of client %u, which does not exist", v->id);
+    uint32_t chunks = 0, regions = 0, stages = 0;
+    uint64_t held = 0, quarantined = 0;
+    for (uint32_t di = 0; di < L->ndev; di++)
+        for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
+            const struct vl_chunk *ch = &L->dev[di].chunks[k];
+            if (ch->holder != v->id)
+                continue;
+            chunks++;
+            *(ch->state == VL_QUARANTINED ? &quarantined : &held) +=
+                L->dev[di].cfg.chunk_bytes;
+        }
+    for (size_t i = 0; i < L->nregion; i++)
+        regions += L->region[i]->client == v->id &&
+                   !L->stage[L->region[i]->stage].configured;
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        stages += L->stage[i].used && L->stage[i].owner == v->id;
+    CHECK_EQ_U(v->gone, c->gone);
+    CHECK_EQ_U(v->resumed, c->resumed);
+    CHECK_EQ_U(v->delinquent, c->delinquent);
+    CHECK_EQ_U(v->missed_recalls, c->missed_recalls);
+    CHECK_EQ_U(v->chunks, chunks);
+    CHECK_EQ_U(v->held_bytes, held);
+    CHECK_EQ_U(v->quarantined_bytes, quarantined);
+    CHECK_EQ_U(v->regions, regions);
+    CHECK_EQ_U(v->stages, stages);
+    uint32_t ids[VL_MAX_STAGES];
+    uint32_t n = vl_client_stages(L, v->id, ids, VL_MAX_STAGES);
+    CHECK_EQ_U(n, stages);
+    for (uint32_t i = 0; i < n; i++) {
+        CHECK_EQ_U(L->stage[ids[i]].owner, v->id);
+        CHECK(i == 0 || ids[i - 1] < ids[i], "stages not ascending");
+    }
+    CHECK_EQ_U(vl_client_stages(L, v->id, ids, 1), stages ? 1 : 0);
+}
+
+static void check_views(struct vl_ledger *L)
+{
+    CHECK_EQ_U(vl_device_count(L), L->ndev);
+    for (uint32_t i = 0; i < L->ndev; i++) {
+        const struct vl_device *d = &L->dev[i];
+        struct vl_device_view v;
+        vl_device_view(L, i, &v);
+        CHECK_EQ_U(v.id, d->cfg.id);
+        CHECK_EQ_U(v.chunk_bytes, d->cfg.chunk_bytes);
+        CHECK_EQ_U(v.chunks, d->nchunks);
+        CHECK_EQ_U(v.capacity, vl_capacity(d));
+        CHECK_EQ_U(v.free, vli_dev_free(d));
+        CHECK_EQ_U(v.fixed, d->fixed);
+        CHECK_EQ_U(v.kv, d->kv);
+        CHECK_EQ_U(v.loaned, d->loaned);
+        CHECK_EQ_U(v.recalling, d->count[VL_RECALLING]);
+        CHECK_EQ_U(v.quarantined, d->count[VL_QUARANTINED]);
+        CHECK_EQ_U(v.reserved, d->reserved);
+        CHECK_EQ_U(v.lend_unreserved, d->cfg.lend_unreserved);
+        CHECK_EQ_U(vl_device_index(L, d->cfg.id), i);
+    }
+    struct vl_device_view dv = {.id = 12345};
+    vl_device_view(L, L->ndev, &dv);
+    CHECK_EQ_U(dv.id, 12345); /* out left alone */
+    CHECK(vl_device_index(L, 777) == -ENODEV, "device 777");
+
+    uint32_t nused = 0, seen = 0;
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        nused += L->stage[i].used;
+    for (uint32_t id = vl_stage_next(L, 0); id != VL_NONE;
+         id = vl_stage_next(L, id + 1)) {
+        const struct vl_stage *s = &L->stage[id];
+        struct vl_stage_view v;
+        seen++;
+        REQUIRE(s->used && vl_stage_view(L, id, &v), "stage %u", id);
+        CHECK_EQ_U(v.id, id);
+        CHECK_EQ_U(v.configured, s->configured);
+        CHECK(v.cfg == &s->cfg, "stage %u: its configuration", id);
+        CHECK_EQ_U(v.owner, s->owner);
+        CHECK_EQ_U(v.keep_window, s->keep_window);
+        const struct vl_device *d = vli_dev_get(L, s->cfg.device);
+        CHECK_EQ_U(v.chunk_bytes, d ? d->cfg.chunk_bytes : 0);
+        CHECK_EQ_U(v.kv_chunks, s->kv_chunks);
+        CHECK_EQ_U(v.window_chunks, s->window_chunks);
+        CHECK_EQ_U(v.loan_chunks, s->loan_chunks);
+        CHECK_EQ_U(v.recalling, s->recalling);
+        CHECK_EQ_U(v.fixed_chunks, s->fixed_chunks);
+        CHECK_EQ_U(v.fixed_reserved, s->fixed_reserved);
+        CHECK_EQ_U(v.headroom_chunks, s->headroom_chunks);
+        CHECK_EQ_U(v.kv_needed_bytes, s->kv_needed_bytes);
+        CHECK_EQ_U(v.residency_version, s->residency_version);
+        CHECK_EQ_U(v.expert_slots_backed, vl_expert_slots_backed(L, id));
+        CHECK_EQ_U(v.kv_region, s->kv_region);
+        CHECK_EQ_U(v.expert_region, s->expert_region);
+        for (uint32_t f = 0; f < VL_MAX_FIXED; f++)
+            CHECK_EQ_U(v.fixed_region[f], s->fixed_region[f]);
+        struct region_walk rw = {L, 0};
+        size_t mine = 0;
+        for (size_t i = 0; i < L->nregion; i++)
+            mine += L->region[i]->stage == id;
+        vl_each_region(L, id, walk_region, &rw);
+        CHECK_EQ_U(rw.n, mine);
+    }
+    CHECK_EQ_U(seen, nused);
+    struct vl_stage_view sv;
+    CHECK(!vl_stage_view(L, VL_MAX_STAGES, &sv), "stage beyond the table");
+
+    struct region_walk rw = {L, 0};
+    vl_each_region(L, VL_NONE, walk_region, &rw);
+    CHECK_EQ_U(rw.n, L->nregion);
+    struct vl_region_view rv;
+    CHECK(!vl_region_view(L, 0, &rv), "region 0");
+    for (size_t i = 0; i < L->nregion; i++)
+        CHECK(vl_region_view(L, L->region[i]->id, &rv) &&
+                  rv.id == L->region[i]->id,
+              "region %u", L->region[i]->id);
+
+    struct client_walk cw = {L, 0};
+    vl_each_client(L, walk_client, &cw);
+    CHECK_EQ_U(cw.n, L->nclient);
+
+    for (uint32_t di = 0; di < L->ndev; di++)
+        for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
+            const struct vl_chunk *c = &L->dev[di].chunks[k];
+            struct vl_chunk_view v;
+            REQUIRE(vl_chunk_view(L, vl_chunk_id(di, k), &v), "chunk");
+            CHECK(v.state == c->state && v.holder == c->holder &&
+                      v.region == c->region && v.slot == c->slot,
+                  "device %u chunk %u: view differs", di, k);
+        }
+    struct vl_chunk_view chv;
+    CHECK(!vl_chunk_view(L, vl_chunk_id(L->ndev, 0), &chv), "no such device");
+    CHECK(!vl_chunk_view(L, vl_chunk_id(0, L->dev[0].nchunks), &chv),
+          "no such chunk");
+}
+
+static unsigned observed;
+
+static void count_chunk(void *ctx, uint32_t dev, uint32_t idx, uint32_t holder,
+                        uint16_t stage, uint8_t cat)
+{
+    (void)ctx, (void)dev, (void)idx, (void)holder, (void)stage, (void)cat;
+    observed++;
+}
+
+static void test_r01_views(void)
+{
+    /* Device ids differ from indexes, and so do chunk sizes. */
+    struct vl_device_cfg devs[2] = {dev_cfg(0, 16 * GiB, false),
+                                    dev_cfg(5, 8 * GiB, true)};
+    devs[1].chunk_bytes = 4 * MiB;
+    struct vl_ledger *L = (struct vl_ledger *)&fx; /* must stay untouched */
+    char why[128] = "";
+    CHECK(vl_new(devs, 0, VA_BASE, VA_SIZE, GiB, &L, why, sizeof(why)) == -EINVAL,
+          "no devices");
+    CHECK(strcmp(why, "between 1 and 64 devices") == 0, "why: %s", why);
+    struct vl_device_cfg twice[2] = {devs[0], devs[0]};
+    CHECK(vl_new(twice, 2, VA_BASE, VA_SIZE, GiB, &L, why, sizeof(why)) == -EEXIST,
+          "a device twice");
+    CHECK(strcmp(why, "device 0 defined twice") == 0, "why: %s", why);
+    CHECK(L == (struct vl_ledger *)&fx, "out written on failure");
+    vl_free(NULL);
+    REQUIRE(vl_new(devs, 2, VA_BASE, VA_SIZE, GiB, &L, why, sizeof(why)) == 0,
+            "%s", why);
+    CHECK_EQ_U(L->limits.stages_per_client, UINT32_MAX);
+
+    /* The seed's split, stage 1 on 4 MiB chunks with a drafter's KV. */
+    struct vl_stage_cfg s0 = stage_cfg(0, 0, 0, 31, 16);
+    struct vl_stage_cfg s1 = stage_cfg(1, 5, 32, 47, 10);
+    s1.nfixed = 1;
+    s1.fixed[0] = (struct vl_fixed_cfg){.name = "draft", .kind = VL_DRAFT_KV,
+                                        .bytes = 40 * MiB};
+    OP(L, 0, vl_stage_configure(L, &s0));
+    OP(L, 0, vl_stage_configure(L, &s1));
+    check_views(L);
+    for (uint32_t c = 1; c <= 3; c++)
+        OP(L, 0, vl_client_add(L, c));
+    vl_set_observer(L, &(struct vl_observer){.chunk = count_chunk});
+    OP(L, 0, vl_stage_register(L, 1, 0, false, &fx));
+    CHECK(observed > 0, "the observer saw the grants");
+    vl_set_observer(L, NULL);
+    unsigned before = observed;
+    OP(L, 0, vl_stage_register(L, 2, 1, true, &fx));
+    CHECK_EQ_U(observed, before); /* removed */
+    struct vl_region_view draft;
+    REQUIRE(vl_region_view(L, L->stage[1].fixed_region[0], &draft), "draft");
+    OP(L, 0, vl_region_grow(L, 2, draft.id, 10, &fx));
+    OP(L, 0, vl_expert_request(L, 1, 0, 0, &fx));
+    /* Not every loan there is: client 3 needs free memory on device 5. */
+    OP(L, 0, vl_expert_request(L, 2, 1, 400 * MiB, &fx));
+    OP(L, 0, vl_kv_reserve(L, 1, 0, 65536, 1024, NULL, &fx));
+    /* Client 2 also holds 2 MiB chunks, in an ad-hoc region on device 0;
+     * client 3 4 MiB ones on device 5. */
+    uint32_t a2, a3, r2, r3;
+    OP(L, 0, vl_stage_register_adhoc(L, 2, 0, 0, 3, &a2));
+    OP(L, 0, vl_region_create(L, 2, a2, VL_EXPERT, 8 * MiB, 2, &r2));
+    OP(L, 0, vl_region_grow(L, 2, r2, 3, &fx));
+    OP(L, 0, vl_stage_register_adhoc(L, 3, 5, 0, 3, &a3));
+    OP(L, 0, vl_region_create(L, 3, a3, VL_FIXED, 8 * MiB, 1, &r3));
+    OP(L, 0, vl_region_grow(L, 3, r3, 2, &fx));
+    vl_fx_clear(&fx);
+    OP(L, 0, vl_kv_trim(L, 1, 0, 0, &fx));
+    check_views(L);
+
+    struct vl_stage_view v1;
+    struct vl_client_view cv;
+    REQUIRE(vl_stage_view(L, 1, &v1) && vl_client_view(L, 2, &cv), "views");
+    CHECK_EQ_U(v1.chunk_bytes, 4 * MiB);
+    CHECK_EQ_U(v1.fixed_chunks, 10);
+    CHECK_EQ_U(cv.held_bytes,
+               (uint64_t)(v1.kv_chunks + v1.loan_chunks + v1.fixed_chunks) *
+                       4 * MiB + 6 * 2 * MiB);
+    CHECK_EQ_U(cv.regions, 1);
+    CHECK_EQ_U(cv.stages, 2);
+    uint32_t ids[4];
+    CHECK_EQ_U(vl_client_stages(L, 2, ids, 4), 2);
+    CHECK(ids[0] == 1 && ids[1] == a2, "client 2 owns 1 and %u", a2);
+
+    /* Client 3 goes: its chunks quarantined, its stage id held (R11, R13). */
+    OP(L, 0, vl_client_disconnect(L, 3, &fx));
+    check_views(L);
+    REQUIRE(vl_client_view(L, 3, &cv), "client 3");
+    CHECK(cv.gone, "client 3 gone");
+    CHECK_EQ_U(cv.held_bytes, 0);
+    CHECK_EQ_U(cv.quarantined_bytes, 2 * 4 * MiB);
+    CHECK_EQ_U(cv.regions, 0);
+    CHECK_EQ_U(cv.stages, 0);
+    CHECK_EQ_U(vl_stage_next(L, a3), a3);
+    OP(L, 0, vl_client_reap(L, 3, &fx));
+    check_views(L);
+    CHECK(!vl_client_view(L, 3, &cv), "client 3 forgotten");
+    CHECK(vl_stage_next(L, a3) != a3, "stage %u free again", a3);
+    vl_free(L);
+}
+
 int main(void)
 {
     test_r04_seed_replay();
@@ -1768,6 +2279,9 @@ int main(void)
     test_r13_restart();
     test_r13_resume_hostile();
     test_r13_resume_unseen_moves();
+    test_r14_quotas();
+    test_r15_missed_recall();
+    test_r01_views();
     vl_fx_free(&fx);
     return check_report("test_ledger");
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "ledger.h"
+#include "internal.h"
 
 #define MiB (1024ull * 1024)
 

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "ledger.h"
+#include "internal.h"
 
 #define MiB (1ull << 20)
 #define VA_BASE (1ull << 40)
@@ -129,10 +129,11 @@ static void absorb(int result, bool may_fail_with_effects)
         uint32_t *h = shadow_of(e->chunk);
         switch (e->kind) {
         case VL_FX_MAP: {
-            FAIL_IF(result < 0, "MAP effect from a failed operation");
+            FAIL_IF(result != 0, "MAP effect from a failed or pending "
+                    "operation");
             FAIL_IF(*h != 0, "chunk %llx mapped to client %u while client %u "
                     "holds it", (unsigned long long)e->chunk, e->client, *h);
-            struct vl_region *r = vl_region_find(&W.L, e->region);
+            struct vl_region *r = vli_region_find(&W.L, e->region);
             FAIL_IF(!r || r->client != e->client, "MAP into region %u not "
                     "of client %u", e->region, e->client);
             FAIL_IF(W.L.dev[e->chunk >> 32].cfg.id != r->device,
@@ -142,7 +143,8 @@ static void absorb(int result, bool may_fail_with_effects)
             break;
         }
         case VL_FX_MOVE:
-            FAIL_IF(result < 0, "MOVE effect from a failed operation");
+            FAIL_IF(result != 0, "MOVE effect from a failed or pending "
+                    "operation");
             FAIL_IF(*h != e->client, "chunk %llx moved for client %u, held "
                     "by %u", (unsigned long long)e->chunk, e->client, *h);
             break;
@@ -250,12 +252,20 @@ static void op_client_add(void)
     FAIL_IF(r != -EEXIST, "duplicate client id accepted");
 }
 
+/* Stages client owns, through the view (R14). */
+static uint32_t stages_of(uint32_t client)
+{
+    struct vl_client_view cv;
+    return vl_client_view(&W.L, client, &cv) ? cv.stages : 0;
+}
+
 static void op_register(void)
 {
     uint32_t st, c = pick_live();
     if (!c || pick_stage(true, false, &st) < 0)
         return;
     int r;
+    bool at_limit = stages_of(c) >= W.L.limits.stages_per_client;
     RUN("stage_register", r, false,
         vl_stage_register(&W.L, c, st, chance(15), &W.fx));
     struct vl_stage *s = &W.L.stage[st];
@@ -275,6 +285,9 @@ static void op_register(void)
         if (s->no_loan)
             FAIL_IF(s->kv_chunks != s->window_chunks, "no-loan stage with a "
                     "partial window");
+    } else if (at_limit) {
+        FAIL_IF(r != -E2BIG, "register at the limit: %d (%s)", r,
+                vl_why(&W.L));
     } else {
         FAIL_IF(r != -EAGAIN, "register: %d (%s)", r, vl_why(&W.L));
         FAIL_IF(d->count[VL_QUARANTINED] == 0,
@@ -283,9 +296,11 @@ static void op_register(void)
     /* A second owner is refused. */
     uint32_t c2 = pick_live();
     if (r == 0 && c2) {
+        bool c2_full = stages_of(c2) >= W.L.limits.stages_per_client;
         RUN("stage_register again", r, false,
             vl_stage_register(&W.L, c2, st, false, &W.fx));
-        FAIL_IF(r != -EEXIST, "stage registered twice: %d", r);
+        FAIL_IF(r != (c2_full ? -E2BIG : -EEXIST), "stage registered twice: "
+                "%d", r);
     }
 }
 
@@ -297,9 +312,11 @@ static void op_register_adhoc(void)
     struct vl_device *d = &W.L.dev[below(W.L.ndev)];
     uint32_t first = below(60), last = first + below(8);
     int r;
+    bool at_limit = stages_of(c) >= W.L.limits.stages_per_client;
     RUN("stage_register_adhoc", r, false,
         vl_stage_register_adhoc(&W.L, c, d->cfg.id, first, last, &st));
-    FAIL_IF(r != 0 && r != -E2BIG, "adhoc: %d (%s)", r, vl_why(&W.L));
+    FAIL_IF(at_limit ? r != -E2BIG : r != 0 && r != -E2BIG, "adhoc: %d (%s)",
+            r, vl_why(&W.L));
 }
 
 static void op_stage_release(void)
@@ -322,11 +339,14 @@ static void op_region_create(void)
     struct vl_stage *s = &W.L.stage[st];
     uint64_t bytes = (uint64_t)(below(24) + 1) * MiB / (chance(20) ? 3 : 1);
     int r;
+    struct vl_client_view cv;
+    REQUIRE(vl_client_view(&W.L, s->owner, &cv), "owner %u", s->owner);
+    bool at_limit = cv.regions >= W.L.limits.regions_per_client;
     RUN("region_create", r, false,
         vl_region_create(&W.L, s->owner, st, (int)below(VL_NKINDS), bytes,
                          below(3) + 1, &rg));
-    FAIL_IF(r != 0 && r != -ENOSPC, "region_create: %d (%s)", r,
-            vl_why(&W.L));
+    FAIL_IF(at_limit ? r != -E2BIG : r != 0 && r != -ENOSPC,
+            "region_create: %d (%s)", r, vl_why(&W.L));
 }
 
 static void op_region_grow(void)
@@ -338,9 +358,16 @@ static void op_region_grow(void)
     uint32_t n = below(5), client = rg->client, id = rg->id;
     bool kv_or_ex = rg->kind == VL_KV || rg->kind == VL_EXPERT;
     uint32_t before = rg->used;
+    struct vl_client_view cv;
+    REQUIRE(vl_client_view(&W.L, client, &cv), "client %u", client);
+    bool over = (uint64_t)cv.chunks + (uint64_t)n * rg->lanes >
+                W.L.limits.chunks_per_client;
     int r;
     RUN("region_grow", r, false, vl_region_grow(&W.L, client, id, n, &W.fx));
-    if (s->configured && kv_or_ex)
+    if (over) /* R14: judged first */
+        FAIL_IF(r != -EDQUOT, "region_grow past the quota: %d (%s)", r,
+                vl_why(&W.L));
+    else if (s->configured && kv_or_ex)
         FAIL_IF(r != -EPERM, "configured %s region grew: %d",
                 vl_kind_name(rg->kind), r);
     else if (r == 0)
@@ -372,7 +399,7 @@ static void op_region_release(void)
 static void check_budget(uint32_t st, uint64_t tokens)
 {
     struct vl_stage *s = &W.L.stage[st];
-    struct vl_region *kv = vl_region_find(&W.L, s->kv_region);
+    struct vl_region *kv = vli_region_find(&W.L, s->kv_region);
     uint64_t cb = 0;
     for (uint32_t i = 0; i < W.L.ndev; i++)
         if (W.L.dev[i].cfg.id == s->cfg.device)
@@ -436,7 +463,7 @@ static void op_kv_reserve(void)
         return;
     }
     maybe_die_before_reply(owner, r);
-    FAIL_IF(r != -EAGAIN, "kv_reserve: %d (%s)", r, vl_why(&W.L));
+    FAIL_IF(r != VL_PENDING, "kv_reserve: %d (%s)", r, vl_why(&W.L));
     FAIL_IF(recalled != UINT32_MAX, "out-parameter written on failure");
     FAIL_IF(s->kv_chunks != kv_before, "a failed reserve changed the KV");
     for (size_t i = 0; i < W.fx.n; i++)
@@ -479,14 +506,19 @@ static void op_expert_request(void)
     if (pick_stage(true, true, &st) < 0)
         return;
     struct vl_stage *s = &W.L.stage[st];
-    struct vl_client *cl = vl_client_find(&W.L, s->owner);
+    struct vl_client *cl = vli_client_find(&W.L, s->owner);
     bool delinquent = cl->delinquent;
+    uint32_t quota = W.L.limits.chunks_per_client, before = cl->chunks;
     uint64_t max = chance(40) ? 0 : (uint64_t)below(40) * MiB;
     int r;
     RUN("expert_request", r, false,
         vl_expert_request(&W.L, s->owner, st, max, &W.fx));
-    FAIL_IF(delinquent ? r != -EPERM : r != 0, "expert_request: %d (%s)", r,
-            vl_why(&W.L));
+    FAIL_IF(before >= quota ? r != -EDQUOT : delinquent ? r != -EPERM : r != 0,
+            "expert_request: %d (%s)", r, vl_why(&W.L));
+    /* R14: loans stop at the quota (KV reserves may have passed it). */
+    FAIL_IF(cl->chunks > before && cl->chunks > quota, "loans took client %u "
+            "from %u to %u chunks, quota %u", cl->id, before, cl->chunks,
+            quota);
     for (size_t i = 0; i < W.fx.n; i++)
         FAIL_IF(W.fx.v[i].kind != VL_FX_MAP && W.fx.v[i].kind != VL_FX_BUDGET,
                 "expert_request emitted effect %u", W.fx.v[i].kind);
@@ -769,7 +801,7 @@ static void op_resume(void)
         d->ch[lie_i].region = d->rg[below((uint32_t)d->nrg)].id;
         d->ch[lie_i].slot = below(4);
     }
-    uint32_t before = vl_client_find(&W.L, from)->chunks;
+    uint32_t before = vli_client_find(&W.L, from)->chunks;
     /* Adopted chunks change holder without an effect: the shadow follows
      * the declaration before the check. */
     W.op = "resume";
@@ -790,9 +822,9 @@ static void op_resume(void)
                 "resumed chunk %llx is not where it was declared",
                 (unsigned long long)x->chunk);
     }
-    struct vl_client *fc = vl_client_find(&W.L, from);
-    FAIL_IF(vl_client_find(&W.L, c)->chunks != placed, "resumed client holds "
-            "%u chunks, %zu placed", vl_client_find(&W.L, c)->chunks, placed);
+    struct vl_client *fc = vli_client_find(&W.L, from);
+    FAIL_IF(vli_client_find(&W.L, c)->chunks != placed, "resumed client holds "
+            "%u chunks, %zu placed", vli_client_find(&W.L, c)->chunks, placed);
     FAIL_IF(fc->chunks + placed > before, "chunks appeared: %u + %zu > %u",
             fc->chunks, placed, before);
     if (liar) {
@@ -838,7 +870,7 @@ static void op_resume(void)
     if (bogus)
         d->ch[0].chunk = saved;
     for (size_t i = 0; i < d->nrg; i++)
-        FAIL_IF(!d->rg[i].lost && !vl_region_find(&W.L, d->rg[i].id),
+        FAIL_IF(!d->rg[i].lost && !vli_region_find(&W.L, d->rg[i].id),
                 "region %u not back", d->rg[i].id);
     /* A second resume of the same process is refused. */
     int r2 = vl_client_resume(&W.L, c, &rs, NULL);
@@ -862,9 +894,20 @@ static void op_recall_missed(void)
         uint32_t c = W.live[k];
         for (size_t i = 0; i < W.nunmap; i++)
             if (W.unmap[i].client == c) {
+                /* R15: the policy is the recalled stage's. */
+                struct vl_chunk_view cv;
+                struct vl_region_view rv;
+                uint32_t st = VL_NONE;
+                if (vl_chunk_view(&W.L, W.unmap[i].chunk, &cv) &&
+                    vl_region_view(&W.L, cv.region, &rv))
+                    st = rv.stage;
+                bool kill = st != VL_NONE &&
+                            W.L.stage[st].cfg.kill_on_missed_recall;
                 W.op = "recall_missed";
-                vl_recall_missed(&W.L, c);
-                FAIL_IF(!vl_client_find(&W.L, c)->delinquent, "not delinquent");
+                enum vl_missed m = vl_recall_missed(&W.L, c, st);
+                FAIL_IF(m != (kill ? VL_MISSED_KILL : VL_MISSED_DENY_LOANS),
+                        "stage %u: policy %d", st, (int)m);
+                FAIL_IF(!vli_client_find(&W.L, c)->delinquent, "not delinquent");
                 verify();
                 return;
             }
@@ -907,6 +950,12 @@ static void setup_round(void)
             .lend_unreserved = chance(50)};
     int e = vl_init(&W.L, devs, ndev, VA_BASE, VA_SIZE);
     REQUIRE(e == 0, "vl_init: %s", vl_why(&W.L));
+    /* R14: some rounds run under limits low enough to be met. */
+    if (chance(40))
+        vl_set_limits(&W.L, &(struct vl_limits){
+                                .chunks_per_client = 20 + below(200),
+                                .regions_per_client = 1 + below(6),
+                                .stages_per_client = 1 + below(4)});
     for (uint32_t i = 0; i < ndev; i++) {
         W.shadow[i] = calloc(W.L.dev[i].nchunks, sizeof(uint32_t));
         REQUIRE(W.shadow[i], "out of memory");
@@ -935,6 +984,7 @@ static void setup_round(void)
         c.expert_region_bytes = chance(50) ? 0 : (uint64_t)(2 + below(60)) * MiB;
         c.lend = chance(85);
         c.headroom_bytes = chance(60) ? 0 : (uint64_t)below(12) * MiB;
+        c.kill_on_missed_recall = chance(30);
         uint32_t reserved = 0;
         for (uint32_t i = 0; i < ndev; i++)
             if (W.L.dev[i].cfg.id == c.device)
@@ -959,12 +1009,12 @@ static void settle_round(void)
         struct vl_stage *s = &W.L.stage[st];
         if (!s->used || !s->configured || !s->owner)
             continue;
-        int r = -EAGAIN;
-        for (int tries = 0; tries < 3 && r == -EAGAIN; tries++) {
+        int r = VL_PENDING;
+        for (int tries = 0; tries < 3 && r == VL_PENDING; tries++) {
             RUN("settle kv_reserve", r, true,
                 vl_kv_reserve(&W.L, s->owner, st, s->cfg.native_context, 0,
                               NULL, &W.fx));
-            if (r == -EAGAIN)
+            if (r == VL_PENDING)
                 op_answer_unmaps(true);
         }
         FAIL_IF(r != 0, "stage %u can't reach its native context after all "

@@ -321,6 +321,7 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         return e;
     }
     b->base.ops = &cuda_ops;
+    b->base.gpu = true;
     b->zero = strcmp(cfg->cuda_scrub, "fresh") != 0;
     int n = 0;
     b->cu.cuDeviceGetCount(&n);

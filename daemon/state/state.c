@@ -14,7 +14,7 @@
 #include "log.h"
 #include "mapfile.h"
 #include "proc.h"
-#include "server.h"
+#include "ledger.h"
 
 #define STATE_MAGIC "VRMDSTA1"
 #define STATE_VERSION 2u
@@ -49,7 +49,7 @@ struct range {
 };
 
 struct vd_state {
-    struct vd_server *srv;
+    const struct vd_state_params *params;
     char path[4096];
     struct vp_mapfile file;
     uint8_t *map;
@@ -239,19 +239,22 @@ static int prev_open(const char *path, struct prev *p)
 
 /* ---- the new file ------------------------------------------------------- */
 
-static int state_create(struct vd_server *srv, const char *path,
+static int state_create(const struct vd_state_params *prm, const char *path,
                         size_t orphans, struct vd_state **out)
 {
     struct vd_state *st = calloc(1, sizeof(*st));
     if (!st)
         return -ENOMEM;
-    st->srv = srv;
+    st->params = prm;
     st->file.h = -1;
     snprintf(st->path, sizeof(st->path), "%s", path);
-    struct vl_ledger *L = &srv->ledger;
-    uint32_t nholders = 4 * srv->cfg.max_clients + 64 + (uint32_t)orphans;
-    uint64_t nranges = (uint64_t)srv->cfg.max_clients *
-                       srv->cfg.max_regions_per_client;
+    struct vl_ledger *L = prm->ledger;
+    uint32_t ndev = vl_device_count(L);
+    struct vl_device_view dv[VL_MAX_DEVICES];
+    for (uint32_t i = 0; i < ndev; i++)
+        vl_device_view(L, i, &dv[i]);
+    uint32_t nholders = 4 * prm->max_clients + 64 + (uint32_t)orphans;
+    uint64_t nranges = (uint64_t)prm->max_clients * prm->max_regions_per_client;
     if (nranges < 1024)
         nranges = 1024;
     if (nranges > (1u << 20))
@@ -264,10 +267,10 @@ static int state_create(struct vd_server *srv, const char *path,
     size_t off_ranges = off;
     off += (size_t)nranges * sizeof(struct range);
     size_t off_chunks[VL_MAX_DEVICES];
-    for (uint32_t i = 0; i < L->ndev; i++) {
+    for (uint32_t i = 0; i < ndev; i++) {
         off = (off + 7) & ~(size_t)7;
         off_chunks[i] = off;
-        off += (size_t)L->dev[i].nchunks * 8;
+        off += (size_t)dv[i].chunks * 8;
     }
     st->size = off;
     char tmp[4200];
@@ -291,7 +294,7 @@ static int state_create(struct vd_server *srv, const char *path,
     struct hdr *h = st->h = (struct hdr *)st->map;
     memcpy(h->magic, STATE_MAGIC, 8);
     h->version = STATE_VERSION;
-    h->ndev = L->ndev;
+    h->ndev = ndev;
     vp_boot_id(h->boot_id);
     h->nholders = nholders;
     h->nranges = (uint32_t)nranges;
@@ -299,13 +302,13 @@ static int state_create(struct vd_server *srv, const char *path,
     h->off_stages = off_stages;
     h->off_ranges = off_ranges;
     h->size = st->size;
-    for (uint32_t i = 0; i < L->ndev; i++) {
+    for (uint32_t i = 0; i < ndev; i++) {
         h->off_chunks[i] = off_chunks[i];
-        h->dev[i].chunk_bytes = L->dev[i].cfg.chunk_bytes;
-        h->dev[i].nchunks = L->dev[i].nchunks;
-        h->dev[i].id = L->dev[i].cfg.id;
+        h->dev[i].chunk_bytes = dv[i].chunk_bytes;
+        h->dev[i].nchunks = dv[i].chunks;
+        h->dev[i].id = dv[i].id;
         snprintf(h->dev[i].uuid, sizeof(h->dev[i].uuid), "%s",
-                 srv->backend ? srv->backend->info[i].uuid : "");
+                 prm->uuid[i] ? prm->uuid[i] : "");
         st->chunks[i] = (uint64_t *)(st->map + off_chunks[i]);
     }
     st->holders = (struct holder *)(st->map + off_holders);
@@ -347,11 +350,12 @@ static int holder_alive(const struct holder *h, vp_handle *pin_out)
     *pin_out = pin;
     return 1;
 }
-int vd_state_open(struct vd_server *srv, const char *path,
+int vd_state_open(const struct vd_state_params *prm, const char *path,
                   struct vd_orphan **orphans_out, size_t *norphans_out,
                   struct vd_state **out)
 {
-    struct vl_ledger *L = &srv->ledger;
+    struct vl_ledger *L = prm->ledger;
+    uint32_t ndev = vl_device_count(L);
     struct prev p;
     int e = prev_open(path, &p);
     if (e < 0) {
@@ -397,14 +401,15 @@ int vd_state_open(struct vd_server *srv, const char *path,
         }
         /* The same devices, in the same places, cut the same way: a chunk
          * id means the same memory. */
-        bool same = h->ndev == L->ndev;
-        for (uint32_t i = 0; same && i < L->ndev; i++)
-            same = h->dev[i].chunk_bytes == L->dev[i].cfg.chunk_bytes &&
-                   h->dev[i].nchunks == L->dev[i].nchunks &&
-                   h->dev[i].id == L->dev[i].cfg.id &&
-                   strncmp(h->dev[i].uuid,
-                           srv->backend ? srv->backend->info[i].uuid : "",
+        bool same = h->ndev == ndev;
+        for (uint32_t i = 0; same && i < ndev; i++) {
+            struct vl_device_view d;
+            vl_device_view(L, i, &d);
+            same = h->dev[i].chunk_bytes == d.chunk_bytes &&
+                   h->dev[i].nchunks == d.chunks && h->dev[i].id == d.id &&
+                   strncmp(h->dev[i].uuid, prm->uuid[i] ? prm->uuid[i] : "",
                            sizeof(h->dev[i].uuid)) == 0;
+        }
         size_t total = 0;
         for (uint32_t d = 0; d < h->ndev; d++)
             total += h->dev[d].nchunks;
@@ -473,14 +478,15 @@ int vd_state_open(struct vd_server *srv, const char *path,
             ids[o] = orph[o].client;
     }
 
-    e = state_create(srv, path, norph, &st);
+    e = state_create(prm, path, norph, &st);
     if (e < 0)
         goto out;
     st->h->next_client = next_client;
-    L->obs = (struct vl_observer){.ctx = st, .chunk = obs_chunk,
-                                  .va_take = obs_va_take,
-                                  .va_give = obs_va_give,
-                                  .va_move = obs_va_move, .stage = obs_stage};
+    vl_set_observer(L, &(struct vl_observer){.ctx = st, .chunk = obs_chunk,
+                                             .va_take = obs_va_take,
+                                             .va_give = obs_va_give,
+                                             .va_move = obs_va_move,
+                                             .stage = obs_stage});
     for (size_t o = 0; o < norph; o++) {
         /* The table has room for every orphan (state_create). */
         if (vd_state_holder_add(st, orph[o].client, orph[o].pid,
@@ -516,7 +522,7 @@ int vd_state_open(struct vd_server *srv, const char *path,
     norph = 0;
 out:
     if (st) {
-        L->obs = (struct vl_observer){0};
+        vl_set_observer(L, NULL);
         char tmp2[4200];
         snprintf(tmp2, sizeof(tmp2), "%s.new", path);
         vp_file_remove(tmp2);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "mem.h"
 
 struct host_dev {
@@ -117,33 +118,49 @@ static const struct vd_backend_ops host_ops = {
     .destroy = host_destroy,
 };
 
-int vd_backend_host_create(uint32_t ndev, const uint32_t *ids,
-                           const uint64_t *chunk_bytes, const uint32_t *nchunks,
-                           uint32_t prefill, struct vd_backend **out)
+/* Each configured device is a pool of its capacity (16 GiB when none is
+ * given), in its chunk size. */
+int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
+                           char *why, size_t whylen)
 {
-    if (ndev == 0 || ndev > 64)
+    if (cfg->ndev == 0 || cfg->ndev > 64) {
+        snprintf(why, whylen, "between 1 and 64 devices");
         return -EINVAL;
+    }
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        uint64_t cap = cfg->dev[i].has_capacity ? cfg->dev[i].l.capacity_bytes
+                                                : 16ull << 30;
+        if (cap / cfg->dev[i].l.chunk_bytes == 0) {
+            snprintf(why, whylen, "devices[%u].capacity: below one chunk", i);
+            return -EINVAL;
+        }
+    }
     struct host_backend *h = calloc(1, sizeof(*h));
-    if (!h)
+    if (!h) {
+        snprintf(why, whylen, "out of memory");
         return -ENOMEM;
+    }
     h->base.ops = &host_ops;
-    h->base.ndev = ndev;
-    for (uint32_t i = 0; i < ndev; i++) {
+    h->base.ndev = cfg->ndev;
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
         struct host_dev *d = &h->dev[i];
-        d->chunk_bytes = chunk_bytes[i];
-        d->nchunks = nchunks[i];
-        d->mem_id = calloc(nchunks[i] ? nchunks[i] : 1, sizeof(uint64_t));
-        d->ready_cap = prefill;
-        d->ready = malloc((prefill ? prefill : 1) * sizeof(vp_handle));
+        const struct vd_device_conf *dc = &cfg->dev[i];
+        uint64_t cap = dc->has_capacity ? dc->l.capacity_bytes : 16ull << 30;
+        d->chunk_bytes = dc->l.chunk_bytes;
+        d->nchunks = (uint32_t)(cap / d->chunk_bytes);
+        d->mem_id = calloc(d->nchunks, sizeof(uint64_t));
+        d->ready_cap = cfg->pool_prefill;
+        d->ready = malloc((d->ready_cap ? d->ready_cap : 1) * sizeof(vp_handle));
         if (!d->mem_id || !d->ready) {
             h->base.ndev = i + 1;
             host_destroy(&h->base);
+            snprintf(why, whylen, "out of memory");
             return -ENOMEM;
         }
         struct vd_device_info *info = &h->base.info[i];
-        info->id = ids[i];
-        snprintf(info->name, sizeof(info->name), "host memory pool %u", ids[i]);
-        info->total_bytes = (uint64_t)nchunks[i] * chunk_bytes[i];
+        info->id = dc->l.id;
+        snprintf(info->name, sizeof(info->name), "host memory pool %u", dc->l.id);
+        info->total_bytes = (uint64_t)d->nchunks * d->chunk_bytes;
         info->granularity = vp_page_size();
         info->posix_fd = true;
     }

@@ -49,20 +49,24 @@ struct vd_backend_ops {
 
 struct vd_backend {
     const struct vd_backend_ops *ops;
+    bool gpu; /* its devices are GPUs (granularity, VMM, peers are real) */
     uint32_t ndev;
     struct vd_device_info info[64];
 };
 
-/* Host backend: memfd chunks, sealed against resizing. Each device has
- * nchunks[i] chunks of chunk_bytes[i]. */
-int vd_backend_host_create(uint32_t ndev, const uint32_t *ids,
-                           const uint64_t *chunk_bytes, const uint32_t *nchunks,
-                           uint32_t prefill, struct vd_backend **out);
-
 struct vd_config;
-/* CUDA backend: loads the driver at run time. Fails with a one-line reason in
- * why when no usable driver or GPU is present. Without configured devices it
- * fills cfg with every GPU (total memory less 1 GiB). */
+
+/* How a backend is made: from the configuration's devices (which a backend
+ * may fill in, as cuda does with every GPU when none is configured). Fails
+ * with a one-line reason in why. */
+typedef int (*vd_backend_create_fn)(struct vd_config *cfg,
+                                    struct vd_backend **out, char *why,
+                                    size_t whylen);
+
+/* host: sealed memory objects of host memory (host.c). */
+int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
+                           char *why, size_t whylen);
+/* cuda: CUDA VMM allocations, the driver loaded at run time (cuda.c). */
 int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
                            char *why, size_t whylen);
 

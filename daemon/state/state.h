@@ -1,5 +1,5 @@
 /* The state file: what a restarted vramd must know so that it never grants
- * memory a live process still maps (rule 13 in ledger.c). For each client:
+ * memory a live process still maps (R13 in ledger/README.md). For each client:
  * its pid and the process's start time; for each chunk: its holder and what
  * it counts as; the address ranges of regions and the ad-hoc stage ids
  * taken. The file is a shared mapping next to the socket (in /run: memory,
@@ -15,8 +15,15 @@
 
 #include "handle.h"
 
-struct vd_server;
+struct vl_ledger;
 struct vd_state;
+
+/* What the state file is laid out for. */
+struct vd_state_params {
+    struct vl_ledger *ledger;
+    uint32_t max_clients, max_regions_per_client; /* sizes its tables */
+    const char *uuid[64]; /* per device index: the backend's, or NULL */
+};
 
 /* The holders a restarted daemon found alive, for the caller to watch. */
 struct vd_orphan {
@@ -28,12 +35,12 @@ struct vd_orphan {
 };
 
 /* Reads what a previous vramd left at path (if anything), rebuilds the
- * gone clients of live processes into srv->ledger, and starts a new file
+ * gone clients of live processes into prm->ledger, and starts a new file
  * there with the observer installed. *orphans (caller frees) lists them.
  * Fails, saying why in the log, when the file records live holders under a
  * different device layout: granting anything then could hand out memory
  * they map. */
-int vd_state_open(struct vd_server *srv, const char *path,
+int vd_state_open(const struct vd_state_params *prm, const char *path,
                   struct vd_orphan **orphans, size_t *norphans,
                   struct vd_state **out);
 void vd_state_close(struct vd_state *st);

@@ -1,0 +1,62 @@
+/* A request that survives a broken connection: when vramd went away (a
+ * restart, a crash), the library connects again, takes back what it holds
+ * (session.c) and sends the request once more; nothing of the failed
+ * attempt was applied (its map entries are dropped with their handles). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Requests whose effect the library made before sending (it unmapped and
+ * forgot the memory): after a reconnect the resume already left them out,
+ * so they are done, not sent again. */
+static bool done_by_resume(int type)
+{
+    return type == VRAM_REQ_CHUNK_RELEASE || type == VRAM_REQ_REGION_RELEASE ||
+           type == VRAM_REQ_STAGE_RELEASE;
+}
+
+int vc_call(vram_client *c, int type, const void *req, void *rep,
+            struct vram_arena *a)
+{
+    int e;
+    for (int attempt = 0;; attempt++) {
+        e = vc_rpc(c, type, req, rep, a);
+        if (e < 0 && c->broken && attempt == 0 && vc_can_reconnect(c)) {
+            vc_clear_pending(c);
+            int r = vc_reconnect(c);
+            if (r < 0)
+                return r;
+            if (done_by_resume(type))
+                return 0;
+            continue;
+        }
+        break;
+    }
+    if (e < 0 && !c->await_err) {
+        vc_clear_pending(c);
+        return e;
+    }
+    if (e < 0 && c->npend) {
+        /* Even a refused reply may carry chunks that were mapped. */
+        char keep[512];
+        snprintf(keep, sizeof(keep), "%s", c->last_error);
+        vc_apply_pending(c);
+        snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
+    }
+    return e;
+}
+
+int vram_client_dispatch(vram_client *c)
+{
+    int events = 0;
+    int e = c->broken ? -ENOTCONN : vc_rpc_poll(c, &events);
+    if (e < 0 && c->broken && vc_can_reconnect(c)) {
+        e = vc_reconnect(c);
+        events++; /* RECONNECTED */
+    } else if (c->broken && e == 0) {
+        e = vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
+    }
+    return e < 0 ? e : events;
+}

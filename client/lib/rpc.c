@@ -1,0 +1,255 @@
+/* One request and its reply on the current connection: encoded from its
+ * typed struct, the reply decoded against the catalogue (a reply that does
+ * not match it is an error, never half-read), map entries gathered over
+ * the reply's frames, and the events that arrive meanwhile handled. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errnames.h"
+#include "internal.h"
+#include "msg.h"
+#include "platform.h"
+
+void vc_conn_setup(vram_client *c)
+{
+    vram_wire_init(&c->wire, c->h);
+    c->blocking = vp_conn_blocking(c->h);
+    if (c->blocking) /* bounds each blocking receive; deadlines are ours */
+        vp_conn_set_recv_timeout(c->h, 200);
+}
+
+static int flush_blocking(vram_client *c)
+{
+    int64_t deadline = vp_now_ms() + c->timeout_ms;
+    for (;;) {
+        int r = vram_wire_flush(&c->wire);
+        if (r == 0)
+            return 0;
+        if (r != -EAGAIN) {
+            c->broken = true;
+            return vc_set_error(c, r, "lost the connection to vramd: %s",
+                                strerror(-r));
+        }
+        int64_t left = deadline - vp_now_ms();
+        if (left <= 0)
+            return vc_set_error(c, -ETIMEDOUT, "timed out sending to vramd");
+        vp_conn_wait(c->h, VP_WRITABLE, (int)left);
+    }
+}
+
+static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
+{
+    if (c->broken)
+        return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
+    struct vram_jw w = {0};
+    struct vram_enc e = {.w = &w};
+    uint64_t n = ++c->next_id;
+    int r = vram_encode_request(&e, &vram_requests[type], n, req);
+    size_t len = 0;
+    char *text = r == 0 ? vram_jw_take(&w, &len) : NULL;
+    vram_jw_free(&w);
+    if (!text)
+        return vc_set_error(c, r < 0 ? r : -ENOMEM, "cannot encode a %s request",
+                            vram_requests[type].name);
+    r = vram_wire_queue(&c->wire, text, len, NULL, 0);
+    free(text);
+    if (r < 0)
+        return vc_set_error(c, r, "cannot queue a request: %s", strerror(-r));
+    if ((r = flush_blocking(c)) < 0)
+        return r;
+    *id = n;
+    return 0;
+}
+
+struct frame_ctx {
+    vram_client *c;
+    int events;
+    int err;
+};
+
+static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
+                     const cJSON *msg)
+{
+    int evt = vram_evt_lookup(env->type);
+    if (evt < 0)
+        return; /* unknown events are tolerated */
+    union vram_evt_any ev;
+    struct vram_arena a = {0};
+    struct vram_dec d = {.arena = &a};
+    if (vram_decode(vram_events[evt].req, msg, &ev, &d) == 0) {
+        vc_event(x->c, evt, &ev);
+        x->events++;
+    }
+    vram_arena_free(&a);
+}
+
+/* A frame of the reply waited for: its map entries, and the fields of the
+ * last one. */
+static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
+                     const cJSON *msg, struct vram_codec_frame *f)
+{
+    vram_client *c = x->c;
+    const struct vram_tdesc *rep = vram_requests[c->await_type].rep;
+    const struct vram_fdesc *mapf = vram_field(rep, "map");
+    union vram_rep_any part;
+    void *into = env->more || !env->ok ? &part : c->await_rep;
+    struct vram_arena scratch = {0};
+    struct vram_dec d = {.arena = into == &part ? &scratch : c->await_arena,
+                         .frame = f,
+                         .partial = env->more || !env->ok};
+    int r = vram_decode(rep, msg, into, &d);
+    if (r < 0) {
+        x->err = vc_set_error(c, -EPROTO, "the daemon's reply does not match "
+                              "the catalogue: %s", d.why);
+    } else if (mapf) {
+        struct vram_t_map_entry *map;
+        size_t n;
+        memcpy(&map, (char *)into + mapf->off, sizeof(map));
+        memcpy(&n, (char *)into + mapf->off + sizeof(void *), sizeof(n));
+        if (vc_gather_map(c, map, n) < 0 && !x->err)
+            x->err = vc_set_error(c, -ENOMEM, "out of memory for a reply");
+    }
+    vram_arena_free(&scratch);
+    if (env->more)
+        return;
+    if (!env->ok && !x->err) {
+        c->await_err = vram_errno_from_name(env->error);
+        vc_set_error(c, c->await_err, "%s", env->message ? env->message
+                                                         : "request refused");
+    }
+    c->await_done = true;
+}
+
+static int on_frame(void *ud, struct vram_codec_frame *f)
+{
+    struct frame_ctx *x = ud;
+    vram_client *c = x->c;
+    if (f->version != VRAM_PROTOCOL_VERSION) {
+        c->broken = true;
+        x->err = vc_set_error(c, -EPROTONOSUPPORT, "protocol version mismatch: "
+                              "client %d, server %u", VRAM_PROTOCOL_VERSION,
+                              f->version);
+        return -EPROTONOSUPPORT;
+    }
+    cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
+    struct vram_envelope env;
+    char why[256];
+    if (!msg || vram_envelope_read(msg, &env, why, sizeof(why)) < 0) {
+        cJSON_Delete(msg);
+        x->err = vc_set_error(c, -EPROTO, "the daemon sent a frame that is not "
+                              "a message");
+        return -EPROTO;
+    }
+    if (env.kind == VRAM_MSG_EVENT) {
+        on_event(x, &env, msg);
+    } else if (env.kind == VRAM_MSG_REPLY) {
+        if (c->await_id && env.id == c->await_id) {
+            on_reply(x, &env, msg, f);
+        } else if (env.id == 0 && !env.ok) {
+            /* A connection-level error (version, limits): the daemon
+             * closes. */
+            x->err = vc_set_error(c, vram_errno_from_name(env.error), "%s",
+                                  env.message ? env.message : "refused");
+            c->broken = true;
+        } else {
+            for (size_t i = 0; i < c->nasync; i++)
+                if (c->async_ids[i] == env.id) {
+                    if (!env.ok)
+                        c->async_error = vram_errno_from_name(env.error);
+                    if (!env.more)
+                        c->async_ids[i] = c->async_ids[--c->nasync];
+                    break;
+                }
+        }
+    }
+    cJSON_Delete(msg);
+    return c->broken ? 1 : 0;
+}
+
+/* Reads until the reply to id is complete (or, with id 0, until the
+ * connection has nothing more). */
+static int pump(vram_client *c, uint64_t id, int *events)
+{
+    struct frame_ctx x = {.c = c};
+    int64_t deadline = vp_now_ms() + c->timeout_ms;
+    c->await_id = id;
+    c->await_done = false;
+    /* Waiting for a reply on a blocking connection, receives simply wait
+     * (up to the receive timeout): no poll before each. */
+    c->wire.rx_block = id && c->blocking;
+    if (id && !c->blocking)
+        vp_conn_wait(c->h, VP_READABLE, c->timeout_ms);
+    for (;;) {
+        char why[256];
+        int r = vram_wire_read(&c->wire, on_frame, &x, why, sizeof(why));
+        if (r < 0 && !x.err) {
+            c->broken = true;
+            x.err = vc_set_error(c, r == -ENOTCONN ? -ECONNRESET : r,
+                                 "lost the connection to vramd: %s", why);
+        }
+        if (x.err && (c->broken || r < 0))
+            break;
+        if (!id || c->await_done)
+            break;
+        if (c->wire.rx_block) { /* the receive timed out: check the deadline */
+            if (vp_now_ms() >= deadline) {
+                x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd "
+                                     "within %d ms", c->timeout_ms);
+                break;
+            }
+            continue;
+        }
+        int64_t left = deadline - vp_now_ms();
+        if (left <= 0) {
+            x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd within %d ms",
+                                 c->timeout_ms);
+            break;
+        }
+        vp_conn_wait(c->h, VP_READABLE, (int)left);
+    }
+    c->await_id = 0;
+    c->wire.rx_block = false;
+    if (events)
+        *events = x.events;
+    vc_send_releases(c);
+    return x.err;
+}
+
+int vc_rpc(vram_client *c, int type, const void *req, void *rep,
+           struct vram_arena *a)
+{
+    uint64_t id;
+    union vram_rep_any ignored;
+    struct vram_arena own = {0};
+    c->await_type = type;
+    c->await_rep = rep ? rep : &ignored;
+    c->await_arena = a ? a : &own;
+    c->await_err = 0;
+    int e = send_request(c, type, req, &id);
+    if (e == 0)
+        e = pump(c, id, NULL);
+    if (e == 0 && c->await_err)
+        e = c->await_err;
+    if (!rep && e == 0) /* nothing the caller reads, but handles may be */
+        vram_close_handles(vram_requests[type].rep, &ignored);
+    vram_arena_free(&own);
+    c->await_rep = NULL;
+    c->await_arena = NULL;
+    return e;
+}
+
+int vc_rpc_poll(vram_client *c, int *events)
+{
+    return pump(c, 0, events);
+}
+
+int vc_rpc_async(vram_client *c, int type, const void *req)
+{
+    uint64_t id;
+    int e = send_request(c, type, req, &id);
+    if (e == 0 && c->nasync < 64)
+        c->async_ids[c->nasync++] = id;
+    return e;
+}

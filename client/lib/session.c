@@ -1,0 +1,390 @@
+/* Connecting to vramd, hello, and connecting again after the connection
+ * broke (the daemon restarted, or the socket failed): the memory this
+ * process maps stays mapped; the library connects again with backoff, says
+ * hello, and declares what it holds (resume); the daemon gives it back
+ * under the same ids, at the same addresses. The engine hears
+ * VRAM_EVENT_RECONNECTED, and the call in flight is sent again (call.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "platform.h"
+
+#define DEFAULT_SOCKET "/run/vramd/vramd.sock"
+
+/* Chunks one resume frame carries: [id, region, slot] is at most ~40 bytes
+ * of JSON, so a part stays well inside a frame. */
+#define CHUNKS_PER_PART 16384
+
+/* ---- hello and the first connection ------------------------------------- */
+
+int vc_hello(vram_client *c, char *error, size_t error_len)
+{
+    static const char *caps[] = {"fd-passing", "host-map"};
+    struct vram_req_hello m = {
+        .version = VRAM_PROTOCOL_VERSION,
+        .capabilities = {.v = (const char **)caps, .n = 2},
+        .role = c->ctl ? "ctl" : "engine",
+        .name = c->name,
+    };
+    struct vram_rep_hello rep;
+    struct vram_arena a = {0};
+    bool was = c->reconnecting;
+    c->reconnecting = true; /* a hello is never sent again by itself */
+    int e = vc_rpc(c, VRAM_REQ_HELLO, &m, &rep, &a);
+    c->reconnecting = was;
+    if (e == -EPIPE || e == -ECONNRESET || e == -ENOTCONN) {
+        /* A daemon that turns us away says why in one frame, then closes;
+         * the hello may have hit the closed socket: read what it said. */
+        c->broken = false;
+        int r = vc_rpc_poll(c, NULL);
+        if (r < 0)
+            e = r;
+        c->broken = true;
+    }
+    if (e < 0) {
+        if (error && error_len)
+            snprintf(error, error_len, "%s", c->last_error);
+        vram_arena_free(&a);
+        return e;
+    }
+    c->id = rep.client;
+    char backend[16];
+    snprintf(backend, sizeof(backend), "%s", rep.backend);
+    vram_arena_free(&a);
+    if (c->backend[0] && strcmp(backend, c->backend) != 0) {
+        c->broken = true;
+        return vc_set_error(c, -ESTALE, "vramd came back with the %s backend, "
+                            "not %s: what this client holds is not its memory",
+                            backend, c->backend);
+    }
+    snprintf(c->backend, sizeof(c->backend), "%s", backend);
+    /* Control clients map nothing: they never load a GPU driver (a process
+     * that starts CUDA can no longer fork CUDA-using children). */
+    if (c->ctl && !c->mapper)
+        c->mapper = &vc_host_mapper; /* maps nothing it is not given */
+    if (!c->ctl && !c->mapper) {
+        char why[256];
+        const struct vc_mapper *mp = vc_mapper_open(c, c->backend, why, sizeof(why));
+        if (!mp) {
+            if (error && error_len)
+                snprintf(error, error_len, "%s", why);
+            return vc_set_error(c, -ENOTSUP, "%s", why);
+        }
+        c->mapper = mp;
+    }
+    return 0;
+}
+
+int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt,
+                           vram_client **out)
+{
+    /* Every chunk a client holds keeps a handle open (a memory object, or
+     * the exported handle of a CUDA chunk): a GPU's worth of 2 MiB chunks
+     * is tens of thousands. */
+    vp_raise_handle_limit();
+    vp_handle h = {fd};
+    vram_client *c = calloc(1, sizeof(*c));
+    if (!c) {
+        vp_close(&h);
+        return -ENOMEM;
+    }
+    vp_set_noinherit(h);
+    c->h = h;
+    c->timeout_ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : 30000;
+    vc_conn_setup(c);
+    snprintf(c->name, sizeof(c->name), "%s", opt && opt->name ? opt->name : "");
+    if (!c->name[0])
+        snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)vp_self_pid());
+    c->ctl = opt && opt->ctl;
+    c->peer_access = opt && opt->peer_access;
+    c->reconnect_ms = opt && opt->reconnect_ms ? opt->reconnect_ms
+                      : c->ctl                 ? -1
+                                               : 30000;
+    /* Where to connect again: the peer's address. */
+    if (vp_conn_peer_path(h, c->path, sizeof(c->path)) < 0)
+        c->path[0] = '\0';
+    int e = vc_hello(c, opt ? opt->error : NULL, opt ? opt->error_len : 0);
+    if (e < 0) {
+        vram_wire_fini(&c->wire);
+        if (c->mapper && c->mapper->destroy)
+            c->mapper->destroy(c);
+        vp_close(&c->h);
+        free(c);
+        return e;
+    }
+    *out = c;
+    return 0;
+}
+
+int vram_client_connect(const char *path, const struct vram_client_options *opt,
+                        vram_client **out)
+{
+    if (!path || !*path)
+        path = getenv("VRAM_SOCKET");
+    if (!path || !*path)
+        path = DEFAULT_SOCKET;
+    vp_handle h;
+    int e = vp_dial(path, &h);
+    return e < 0 ? e : vram_client_connect_fd(h.v, opt, out);
+}
+
+/* ---- again, after the connection broke ---------------------------------- */
+
+bool vc_can_reconnect(const vram_client *c)
+{
+    return c->reconnect_ms >= 0 && !c->reconnecting && c->path[0];
+}
+
+void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
+                     const uint32_t *slots, size_t n)
+{
+    struct vc_stage *st = vc_stage_get(c, stage);
+    if (!st)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (slots[i] >= st->nslots) {
+            uint32_t want = slots[i] + 1 > 2 * st->nslots ? slots[i] + 1
+                                                           : 2 * st->nslots;
+            uint16_t *v = realloc(st->slot_layer, want * sizeof(*v));
+            if (!v)
+                return; /* a claim lost on resume, re-made by the engine */
+            for (uint32_t k = st->nslots; k < want; k++)
+                v[k] = 0xffff;
+            st->slot_layer = v;
+            st->nslots = want;
+        }
+        st->slot_layer[slots[i]] = (uint16_t)layer;
+    }
+}
+
+/* A new connection in place of the broken one, under the same handle
+ * number (an engine's event loop keeps waiting on it). */
+static int connect_again(vram_client *c)
+{
+    vp_handle h;
+    int e = vp_dial(c->path, &h);
+    if (e < 0)
+        return e;
+    if (!c->blocking)
+        vp_conn_set_blocking(h, false);
+    e = vp_replace(c->h, &h);
+    if (e < 0) {
+        vp_close(&h);
+        return e;
+    }
+    vram_wire_fini(&c->wire);
+    vc_conn_setup(c);
+    c->broken = false;
+    c->nasync = 0;
+    c->async_error = 0;
+    return 0;
+}
+
+static void forget_stage(vram_client *c, uint32_t stage)
+{
+    for (size_t i = 0; i < c->nregions;) {
+        if (c->regions[i]->stage == stage)
+            vc_region_forget(c, c->regions[i]);
+        else
+            i++;
+    }
+    struct vc_stage *st = vc_stage_get(c, stage);
+    if (st) {
+        free(st->slot_layer);
+        *st = c->stages[--c->nstages];
+    }
+    vc_emit(c, VRAM_EVENT_STAGE_LOST, stage, 0, 0);
+}
+
+/* Everything is gone for the daemon: unmap it all here too. */
+static void forget_all(vram_client *c)
+{
+    while (c->nstages)
+        forget_stage(c, c->stages[0].id);
+    while (c->nregions)
+        vc_region_forget(c, c->regions[0]);
+    for (size_t i = 0; i < c->chunks.cap; i++)
+        if (c->chunks.v[i].id < UINT64_MAX - 1)
+            vc_drop_chunk(c, c->chunks.v[i].id);
+}
+
+/* What this process holds, as resume's arrays (in a): its stages, claims
+ * and regions; chunks are added by part. */
+static int declare_head(vram_client *c, struct vram_req_resume *m,
+                        struct vram_arena *a)
+{
+    m->stages.v = vram_arena_alloc(a, (c->nstages + 1) * sizeof(*m->stages.v));
+    m->regions.v = vram_arena_alloc(a, (c->nregions + 1) * sizeof(*m->regions.v));
+    size_t nclaims = 0;
+    for (size_t i = 0; i < c->nstages; i++)
+        nclaims += c->stages[i].nslots;
+    m->claims.v = vram_arena_alloc(a, (nclaims + 1) * sizeof(*m->claims.v));
+    if (!m->stages.v || !m->regions.v || !m->claims.v)
+        return -ENOMEM;
+    for (size_t i = 0; i < c->nstages; i++) {
+        struct vc_stage *st = &c->stages[i];
+        m->stages.v[m->stages.n++] = (struct vram_t_resume_stage){
+            .id = st->id, .has_configured = true, .configured = st->configured,
+            .has_keep_window = true, .keep_window = st->keep_window,
+            .has_device = true, .device = st->info.device,
+            .has_first_layer = true, .first_layer = st->info.first_layer,
+            .has_last_layer = true, .last_layer = st->info.last_layer};
+        for (uint32_t k = 0; k < st->nslots && k < st->res.expert_slots_backed;
+             k++)
+            if (st->slot_layer[k] != 0xffff)
+                m->claims.v[m->claims.n++] =
+                    (struct vram_t_resume_claim){st->id, k, st->slot_layer[k]};
+    }
+    for (size_t i = 0; i < c->nregions; i++) {
+        struct vc_region *r = c->regions[i];
+        m->regions.v[m->regions.n++] = (struct vram_t_resume_region){
+            .id = r->id, .stage = r->stage, .kind = vc_kind_name(r->kind),
+            .base = r->base, .lane_stride = r->lane_stride,
+            .va_bytes = r->va_bytes,
+            .lane_slots = {.v = r->lane_counts, .n = r->lanes}};
+    }
+    return 0;
+}
+
+/* Sends the declaration (in parts when large); the last part's reply goes
+ * to rep. */
+static int declare(vram_client *c, uint32_t old, struct vram_rep_resume *rep,
+                   struct vram_arena *ra)
+{
+    struct vram_arena a = {0};
+    struct vram_req_resume m = {.client = old};
+    int e = declare_head(c, &m, &a);
+    struct vram_t_resume_chunk *part =
+        vram_arena_alloc(&a, CHUNKS_PER_PART * sizeof(*part));
+    if (e == 0 && !part)
+        e = -ENOMEM;
+    for (size_t i = 0; e == 0 && i <= c->chunks.cap; i++) {
+        struct vc_chunk *ch = i < c->chunks.cap ? &c->chunks.v[i] : NULL;
+        if (ch && (ch->id >= UINT64_MAX - 1 || !ch->region))
+            continue;
+        if (ch)
+            part[m.chunks.n++] = (struct vram_t_resume_chunk){
+                ch->id, ch->region, ch->slot};
+        bool full = m.chunks.n == CHUNKS_PER_PART;
+        if (!full && ch)
+            continue;
+        m.chunks.v = part;
+        m.has_more = m.more = ch != NULL; /* the last part is sent after the
+                                             table ends */
+        if (m.more) {
+            e = vc_rpc(c, VRAM_REQ_RESUME, &m, NULL, NULL);
+            m.chunks.n = 0;
+            m.stages.n = m.regions.n = m.claims.n = 0; /* sent with part one */
+        } else {
+            e = vc_rpc(c, VRAM_REQ_RESUME, &m, rep, ra);
+        }
+    }
+    vram_arena_free(&a);
+    return e;
+}
+
+/* What the daemon could not give back is unmapped here; the stages' figures
+ * come from the daemon again. Returns the chunks lost. */
+static uint32_t apply_resume(vram_client *c, const struct vram_rep_resume *rep)
+{
+    uint32_t nlost = 0;
+    const struct vram_t_lost *lost = &rep->lost;
+    for (size_t i = 0; rep->has_lost && i < lost->chunks.n; i++)
+        if (vc_table_get(&c->chunks, lost->chunks.v[i])) {
+            vc_drop_chunk(c, lost->chunks.v[i]);
+            nlost++;
+        }
+    for (size_t i = 0; rep->has_lost && i < lost->regions.n; i++) {
+        struct vc_region *r = vc_region_get(c, lost->regions.v[i].id);
+        if (r)
+            vc_region_forget(c, r);
+    }
+    for (size_t i = 0; rep->has_lost && i < lost->stages.n; i++)
+        if (vc_stage_get(c, lost->stages.v[i].id))
+            forget_stage(c, lost->stages.v[i].id);
+    for (size_t i = 0; i < rep->stages.n; i++) {
+        struct vc_stage *st = vc_stage_get(c, rep->stages.v[i].id);
+        if (st)
+            st->res.version = 0; /* the daemon's versions start again */
+        vc_stage_update(c, &rep->stages.v[i]);
+    }
+    return nlost;
+}
+
+int vc_reconnect(vram_client *c)
+{
+    char lost_why[512];
+    snprintf(lost_why, sizeof(lost_why), "%s", c->last_error);
+    c->reconnecting = true;
+    uint32_t old = c->id;
+    int64_t deadline = vp_now_ms() + c->reconnect_ms;
+    int delay = 10, e;
+    for (;;) {
+        e = connect_again(c);
+        if (e == 0) {
+            e = vc_hello(c, NULL, 0);
+            /* Turned away for good: no point in trying again. */
+            if (e == -EACCES || e == -EPERM || e == -EPROTONOSUPPORT ||
+                e == -ESTALE || e == -ENOTSUP)
+                break;
+        }
+        if (e == 0 || vp_now_ms() + delay > deadline)
+            break;
+        vp_sleep_ms(delay);
+        delay = delay * 2 > 1000 ? 1000 : delay * 2;
+    }
+    if (e < 0) {
+        c->broken = true;
+        c->reconnecting = false;
+        return vc_set_error(c, e, "%s; connecting again for %d ms failed: %s",
+                            lost_why, c->reconnect_ms, c->last_error);
+    }
+    uint32_t kept = 0, nlost = 0;
+    size_t held = c->chunks.n;
+    /* An engine resumes even when it knows of nothing it holds: a call whose
+     * reply died with vramd may have given it a stage, a region or chunks,
+     * which vramd keeps for it until it says what it has. */
+    if (!c->ctl || c->nstages || c->nregions || held) {
+        /* The id our memory is under: the one we had, until a resume is
+         * answered (a resume that broke half-way may have moved some of it
+         * to the id that sent it; the daemon takes both). */
+        if (!c->resume_from)
+            c->resume_from = old;
+        uint32_t sent_as = c->id;
+        struct vram_rep_resume rep;
+        struct vram_arena ra = {0};
+        e = declare(c, c->resume_from, &rep, &ra);
+        if (e == -ENOENT && c->resume_sent_as && !c->broken)
+            e = declare(c, c->resume_sent_as, &rep, &ra);
+        if (e == 0) {
+            nlost = apply_resume(c, &rep);
+            c->resume_from = c->resume_sent_as = 0;
+        } else if (c->broken || e == -ETIMEDOUT) {
+            /* Not answered: nothing is lost yet; the next call tries
+             * again. */
+            c->broken = true;
+            c->resume_sent_as = sent_as;
+        } else {
+            /* Refused (vramd lost its state, or we were evicted): nothing
+             * is ours any more. */
+            nlost = (uint32_t)held;
+            forget_all(c);
+            c->resume_from = c->resume_sent_as = 0;
+            e = 0;
+        }
+        vram_arena_free(&ra);
+        kept = (uint32_t)c->chunks.n;
+    }
+    c->reconnecting = false;
+    if (e < 0)
+        return e;
+    if (c->cb) {
+        struct vram_event ev = {.type = VRAM_EVENT_RECONNECTED,
+                                .nchunks = kept, .lost_chunks = nlost};
+        c->cb(c->cb_user, &ev);
+    }
+    return 0;
+}

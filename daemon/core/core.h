@@ -1,0 +1,85 @@
+/* The daemon's core: everything between the connections (io/) and the
+ * pieces that keep state (the ledger, the backend, the state file). This
+ * header holds only its shared state; startup.c makes and ends it.
+ *
+ * The core never sees a socket. io/ hands it connections (lifecycle.h) and
+ * frames (dispatch.h); the core answers through the port that io/
+ * registered, and asks it to close a connection, which io/ does at the end
+ * of the loop turn, never inside a send. Inside the core, dependencies run
+ * one way too:
+ *
+ *   dispatch -> handlers/ -> lifecycle, status, request
+ *            -> waits -> reply -> effects -> recalls -> clients
+ *
+ * A request's context (request.h) gathers the ledger's effects; reply.c
+ * applies them once and sends the reply once. */
+#ifndef VRAMD_CORE_H
+#define VRAMD_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "clients.h"
+#include "config.h"
+#include "handle.h"
+#include "ledger.h"
+#include "state.h"
+
+/* How the core reaches connections: io/ fills this in. conn is io's own
+ * pointer for a connection (struct vd_client.conn). */
+struct vd_port {
+    void *ctx;
+    /* Queues one frame; takes the handles. 0, or a negative errno when the
+     * connection cannot take it (it is being closed then). */
+    int (*send)(void *ctx, void *conn, const char *payload, size_t len,
+                vp_handle *hs, int n);
+    /* Closes the connection at the end of this loop turn (after what is
+     * queued went out, when after_flush); io/ then tells the core with
+     * vd_core_client_closed. */
+    void (*close)(void *ctx, void *conn, const char *why, bool after_flush);
+};
+
+struct vd_counters {
+    uint64_t grants, moves, recalls, recalls_missed, releases, errors,
+        disconnects, protocol_errors, kept_after_release;
+};
+
+struct vd_reaper;
+struct vd_held;
+struct vd_recall;
+
+struct vd_core {
+    uv_loop_t *loop;
+    struct vd_config cfg;
+    char config_path[4096]; /* "" without a file */
+    struct vl_ledger *ledger;
+    struct vd_backend *backend;
+    struct vd_state *state;
+    struct vd_state_params state_params;
+    struct vd_port port;
+    struct vd_clients clients;
+    struct vd_reaper *reapers;   /* gone clients whose process lives */
+    struct vd_held *held;        /* KV grows waiting for recalls (FIFO) */
+    struct vd_recall *recalls;   /* recall deadlines */
+    struct vd_counters counters;
+    bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
+    bool check_invariants; /* vl_check and reply checks after each request */
+    bool stopping;
+    vp_handle lock;
+    char lock_path[4200], state_path[4200];
+    uint64_t started_ns;
+    uint64_t last_grant_ns; /* the pool refill waits for grant bursts */
+    uv_idle_t refill_idle;
+    uv_timer_t refill_timer;
+    bool refill_started;
+    /* Fault injection for tests (VRAMD_TEST_CRASH_BEFORE_REPLY=<type>):
+     * vramd kills itself after the ledger committed the first such request
+     * and before any of its effects or its reply went out, which is the
+     * window a real crash can hit. Unset in production. */
+    int crash_before_reply; /* enum vram_req_id, or -1 */
+};
+
+#endif

@@ -1,0 +1,139 @@
+#include "dispatch.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "errnames.h"
+#include "log.h"
+#include "msg.h"
+#include "platform.h"
+#include "reply.h"
+#include "request.h"
+#include "send.h"
+#include "vd_dispatch.h"
+#include "vram_msg.h"
+#include "waits.h"
+
+/* A refusal outside any handler: the frame or its envelope is wrong. */
+static void refuse(struct vd_core *core, struct vd_client *c, uint64_t id,
+                   int type, int err, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static void refuse(struct vd_core *core, struct vd_client *c, uint64_t id,
+                   int type, int err, const char *fmt, ...)
+{
+    struct vd_request rq;
+    vd_request_init(&rq, core, c, id, type < 0 ? 0 : type);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rq.why, sizeof(rq.why), fmt, ap);
+    va_end(ap);
+    core->counters.errors++;
+    vlog(VLOG_INFO, "client %u (%s, pid %lld): request %llu refused: %s: %s",
+         c->id, c->name, (long long)c->peer.pid, (unsigned long long)id,
+         vram_errno_name(err), rq.why);
+    vd_send_reply(core, c, type, id, err, rq.why, false, NULL, NULL, NULL);
+    vd_request_fini(&rq);
+}
+
+static void close_now(struct vd_core *core, struct vd_client *c, const char *why,
+                      bool after_flush)
+{
+    if (c->conn && !c->closing) {
+        c->closing = true;
+        core->port.close(core->port.ctx, c->conn, why, after_flush);
+    }
+}
+
+void vd_core_client_frame(struct vd_core *core, uint32_t client,
+                          struct vram_codec_frame *f)
+{
+    struct vd_client *c = vd_clients_find(&core->clients, client);
+    if (!c || c->closing)
+        return;
+    if (f->version != VRAM_PROTOCOL_VERSION) {
+        refuse(core, c, 0, -1, -EPROTONOSUPPORT,
+               "protocol version mismatch: client %u, server %d", f->version,
+               VRAM_PROTOCOL_VERSION);
+        close_now(core, c, "closed after a fatal error reply", true);
+        return;
+    }
+    cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
+    if (!msg || !cJSON_IsObject(msg)) {
+        cJSON_Delete(msg);
+        core->counters.protocol_errors++;
+        close_now(core, c, "frame payload is not a JSON object", false);
+        return;
+    }
+    struct vram_envelope env;
+    char why[256];
+    int r = vram_envelope_read(msg, &env, why, sizeof(why));
+    if (r < 0 && !env.has_id) {
+        refuse(core, c, 0, -1, -EINVAL, "request has no integer field 'id'");
+        goto out;
+    }
+    if (f->nhandles > 0) {
+        /* No request carries handles: close them first, then refuse. */
+        int n = f->nhandles;
+        for (int i = 0; i < n; i++)
+            vp_close(&f->handles[i]);
+        refuse(core, c, env.id, -1, -EINVAL, "unsolicited file descriptors: %d "
+               "closed (no request carries fds)", n);
+        goto out;
+    }
+    int type = env.kind == VRAM_MSG_REQUEST ? vram_req_lookup(env.type) : -1;
+    /* Hello first, before anything of the request is looked at. */
+    if (!c->hello && type != VRAM_REQ_HELLO) {
+        refuse(core, c, env.id, -1, -EPROTO, "say hello first");
+        goto out;
+    }
+    if (r < 0) {
+        refuse(core, c, env.id, -1, -EINVAL, "%s", why);
+        goto out;
+    }
+    if (type < 0) {
+        refuse(core, c, env.id, -1, -ENOSYS, "unknown message type '%.64s'",
+               env.type ? env.type : "");
+        goto out;
+    }
+    if (type == VRAM_REQ_HELLO && c->hello) {
+        refuse(core, c, env.id, type, -EPROTO, "hello was said already on this "
+               "connection");
+        goto out;
+    }
+    struct vd_request rq;
+    vd_request_init(&rq, core, c, env.id, type);
+    union vram_req_any req;
+    union vram_rep_any rep;
+    memset(&rep, 0, sizeof(rep));
+    struct vram_dec d = {.arena = &rq.arena};
+    r = vram_decode(vram_requests[type].req, msg, &req, &d);
+    if (r < 0) {
+        refuse(core, c, env.id, type, r, "%s", d.why);
+        vd_request_fini(&rq);
+        goto out;
+    }
+    r = vd_handlers[type](&rq, &req, &rep);
+    if (r >= 0 && type == core->crash_before_reply) {
+        vlog(VLOG_WARNING, "fault injection: killed before replying to %s",
+             vram_requests[type].name);
+        vp_proc_kill_self();
+    }
+    if (r < 0) {
+        core->counters.errors++;
+        vlog(VLOG_INFO, "client %u (%s, pid %lld): request %llu refused: %s: %s",
+             c->id, c->name, (long long)c->peer.pid,
+             (unsigned long long)env.id, vram_errno_name(r), rq.why);
+        vd_reply(&rq, r, NULL);
+    } else if (r == 0) {
+        vd_reply(&rq, 0, &rep);
+    }
+    bool retry = rq.freed_memory;
+    vd_request_fini(&rq);
+    if (retry)
+        vd_waits_retry(core);
+out:
+    cJSON_Delete(msg);
+}

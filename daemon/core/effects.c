@@ -1,0 +1,226 @@
+#include "effects.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "platform.h"
+#include "recalls.h"
+#include "send.h"
+#include "vram_msg.h"
+
+void vd_effects_out_free(struct vd_effects_out *out)
+{
+    if (!out)
+        return;
+    for (size_t i = 0; i < out->nmap; i++)
+        if (out->map[i].has_fd)
+            vp_close(&out->map[i].fd);
+    free(out->map);
+    free(out->unmap);
+    memset(out, 0, sizeof(*out));
+}
+
+static int push_map(struct vd_effects_out *o, const struct vram_t_map_entry *e)
+{
+    if (o->nmap == o->capmap) {
+        size_t cap = o->capmap ? o->capmap * 2 : 64;
+        struct vram_t_map_entry *v = realloc(o->map, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        o->map = v;
+        o->capmap = cap;
+    }
+    o->map[o->nmap++] = *e;
+    return 0;
+}
+
+static int push_u64(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        uint64_t *p = realloc(*v, c * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        *v = p;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return 0;
+}
+
+static void send_budget_event(struct vd_core *core, uint32_t stage)
+{
+    struct vl_stage_view sv;
+    if (!vl_stage_view(core->ledger, stage, &sv) || !sv.owner)
+        return;
+    struct vd_client *c = vd_clients_find(&core->clients, sv.owner);
+    if (!c)
+        return;
+    struct vram_evt_budget_changed ev = {
+        .stage = stage,
+        .residency_version = sv.residency_version,
+        .expert_slots_backed = sv.expert_slots_backed,
+        .expert_loaned_bytes = (uint64_t)(sv.loan_chunks - sv.recalling) *
+                               sv.chunk_bytes,
+    };
+    vd_send_event(core, c, VRAM_EVT_BUDGET_CHANGED, &ev);
+}
+
+void vd_effects_flush_budget(struct vd_core *core)
+{
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        if (core->budget_pending[i]) {
+            core->budget_pending[i] = false;
+            send_budget_event(core, i);
+        }
+}
+
+/* A client that releases chunks must have unmapped them; one that keeps a
+ * mapping (and so the memory) is found among its process's mappings by the
+ * chunks' memory ids, and reported. Only host chunks can be seen this way. */
+static void check_kept(struct vd_core *core, struct vd_client *c,
+                       const uint64_t *ids, size_t n)
+{
+    int kept = vp_proc_count_mapped(c->peer.pid, ids, n);
+    if (kept > 0) {
+        core->counters.kept_after_release += (uint64_t)kept;
+        vlog(VLOG_WARNING, "client %u (%s, pid %lld) released chunks it still "
+             "maps (%d mapping(s)): that memory stays in use by it",
+             c->id, c->name, (long long)c->peer.pid, kept);
+    }
+}
+
+/* Recalls grouped by (holder, stage): one event each. */
+struct recall_group {
+    uint32_t client, stage;
+    uint64_t *chunks;
+    size_t n, cap;
+};
+
+static struct recall_group *group_of(struct recall_group **g, size_t *ng,
+                                     uint32_t client, uint32_t stage)
+{
+    for (size_t k = 0; k < *ng; k++)
+        if ((*g)[k].client == client && (*g)[k].stage == stage)
+            return &(*g)[k];
+    struct recall_group *v = realloc(*g, (*ng + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    *g = v;
+    v[*ng] = (struct recall_group){.client = client, .stage = stage};
+    return &v[(*ng)++];
+}
+
+void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
+                      struct vd_client *requester, struct vd_effects_out *out)
+{
+    /* Taken: a failed grant's rollback below makes effects of its own. */
+    struct vl_fxlist fx = *list;
+    *list = (struct vl_fxlist){0};
+    uint64_t *failed = NULL;
+    size_t nfailed = 0, capfailed = 0;
+    bool granted = false;
+    uint64_t ids[64];
+    size_t nids = 0;
+    struct recall_group *rec = NULL;
+    size_t nrec = 0;
+    int map_error = 0;
+
+    for (size_t i = 0; i < fx.n; i++) {
+        struct vl_fx *e = &fx.v[i];
+        bool mine = requester && out && e->client == requester->id;
+        uint32_t dev = (uint32_t)(e->chunk >> 32), idx = (uint32_t)e->chunk;
+        switch (e->kind) {
+        case VL_FX_MAP:
+        case VL_FX_MOVE: {
+            if (!mine)
+                break; /* only the requester is ever granted or moved */
+            struct vram_t_map_entry me = {.chunk = e->chunk, .region = e->region,
+                                          .slot = e->slot};
+            if (e->kind == VL_FX_MAP) {
+                int r = core->backend->ops->chunk_handle(core->backend, dev, idx,
+                                                         &me.fd);
+                if (r < 0) {
+                    map_error = r;
+                    push_u64(&failed, &nfailed, &capfailed, e->chunk);
+                    break;
+                }
+                me.has_fd = true;
+                core->counters.grants++;
+                granted = true;
+            } else {
+                core->counters.moves++;
+            }
+            if (push_map(out, &me) < 0) {
+                if (me.has_fd)
+                    vp_close(&me.fd);
+                map_error = -ENOMEM;
+            }
+            break;
+        }
+        case VL_FX_UNMAP:
+            if (mine) {
+                if (push_u64(&out->unmap, &out->nunmap, &out->capunmap, e->chunk) < 0)
+                    map_error = -ENOMEM;
+                break;
+            }
+            {
+                struct recall_group *g = group_of(&rec, &nrec, e->client, e->stage);
+                if (!g || push_u64(&g->chunks, &g->n, &g->cap, e->chunk) < 0)
+                    vlog(VLOG_ERR, "out of memory: a recall of chunk %llu is not "
+                         "sent; its deadline will pass",
+                         (unsigned long long)e->chunk);
+            }
+            break;
+        case VL_FX_DROP:
+            /* Released by the requester: remember what its memory was, to
+             * look for it among the requester's mappings below. */
+            if (mine && core->backend->ops->chunk_mem_id && nids < 64) {
+                uint64_t id = core->backend->ops->chunk_mem_id(core->backend,
+                                                               dev, idx);
+                if (id)
+                    ids[nids++] = id;
+            }
+            core->backend->ops->chunk_drop(core->backend, dev, idx);
+            core->counters.releases++;
+            break;
+        case VL_FX_BUDGET:
+            if (e->stage < VL_MAX_STAGES)
+                core->budget_pending[e->stage] = true;
+            break;
+        }
+    }
+    vl_fx_free(&fx);
+    if (nids)
+        check_kept(core, requester, ids, nids);
+    if (granted) /* the pool refill keeps out of the client's imports */
+        core->last_grant_ns = vp_now_ns();
+    if (nfailed) {
+        /* The backend could not make memory for these: give them back. */
+        struct vl_fxlist back = {0};
+        vl_chunks_release(core->ledger, requester->id, failed, nfailed, &back);
+        vlog(VLOG_ERR, "client %u: %zu chunks could not be created (%s); "
+             "returned to the pool", requester->id, nfailed,
+             strerror(-map_error));
+        vd_effects_apply(core, &back, NULL, NULL);
+    }
+    free(failed);
+    if (out && map_error)
+        out->map_error = map_error;
+    for (size_t k = 0; k < nrec; k++) {
+        vd_recall_start(core, rec[k].client, rec[k].stage, rec[k].chunks,
+                        rec[k].n);
+        free(rec[k].chunks);
+    }
+    free(rec);
+    /* Budget events go out after the requester's reply (reply.c), so a
+     * client has mapped what the reply carries before it hears of it. */
+    if (!requester)
+        vd_effects_flush_budget(core);
+    if (core->check_invariants && vl_check(core->ledger) < 0) {
+        vlog(VLOG_ERR, "ledger invariant broken: %s", vl_why(core->ledger));
+        abort();
+    }
+}

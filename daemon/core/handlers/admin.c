@@ -1,0 +1,66 @@
+/* Requests of operators and health checks: status, ping, and for admins
+ * (access.admin) device_set_capacity and client_evict. */
+#include <stdio.h>
+
+#include "lifecycle.h"
+#include "log.h"
+#include "request.h"
+#include "status.h"
+#include "vd_dispatch.h"
+
+int vd_handle_status(struct vd_request *rq, const struct vram_req_status *m,
+                     struct vram_rep_status *rep)
+{
+    (void)m;
+    int e = vd_status_build(rq->core, rep, &rq->arena);
+    return e < 0 ? vd_fail(rq, e, "out of memory for the status") : 0;
+}
+
+int vd_handle_ping(struct vd_request *rq, const struct vram_req_ping *m,
+                   struct vram_rep_ping *rep)
+{
+    (void)rq;
+    (void)m;
+    (void)rep;
+    return 0;
+}
+
+int vd_handle_device_set_capacity(struct vd_request *rq,
+                                  const struct vram_req_device_set_capacity *m,
+                                  struct vram_rep_device_set_capacity *rep)
+{
+    (void)rep;
+    struct vd_client *c = rq->client;
+    if (!c->admin)
+        return vd_fail(rq, -EPERM, "changing a capacity is for administrators "
+                       "(uid %u is not in access.admin)", (unsigned)c->peer.uid);
+    int e = vl_device_set_capacity(rq->core->ledger, m->device, m->bytes, false);
+    if (e < 0)
+        return vd_fail_ledger(rq, e);
+    vlog(VLOG_NOTICE, "client %u (%s, uid %u) set device %u's capacity to %llu "
+         "MiB", c->id, c->name, (unsigned)c->peer.uid, m->device,
+         (unsigned long long)(m->bytes >> 20));
+    rq->freed_memory = true; /* more room may serve a held reserve */
+    return 0;
+}
+
+int vd_handle_client_evict(struct vd_request *rq,
+                           const struct vram_req_client_evict *m,
+                           struct vram_rep_client_evict *rep)
+{
+    (void)rep;
+    struct vd_client *c = rq->client;
+    if (!c->admin)
+        return vd_fail(rq, -EPERM, "evicting a client is for administrators "
+                       "(uid %u is not in access.admin)", (unsigned)c->peer.uid);
+    struct vd_client *t = vd_clients_find(&rq->core->clients, m->client);
+    if (!t || t->closing)
+        return vd_fail(rq, -ENOENT, "no connected client %u", m->client);
+    if (t == c)
+        return vd_fail(rq, -EINVAL, "a client cannot evict itself");
+    char why[128];
+    snprintf(why, sizeof(why), "evicted by client %u (%s, uid %u)", c->id,
+             c->name, (unsigned)c->peer.uid);
+    vd_lifecycle_evict(rq->core, t, why);
+    return 0;
+}

@@ -1,0 +1,38 @@
+/* hello: the first request of every connection. */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "request.h"
+#include "vd_dispatch.h"
+
+int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
+                    struct vram_rep_hello *rep)
+{
+    struct vd_client *c = rq->client;
+    if (m->version != VRAM_PROTOCOL_VERSION) {
+        rq->close_after = true;
+        return vd_fail(rq, -EPROTONOSUPPORT, "protocol version mismatch: client "
+                       "%u, server %d", m->version, VRAM_PROTOCOL_VERSION);
+    }
+    if (m->role && strcmp(m->role, "ctl") && strcmp(m->role, "engine"))
+        return vd_fail(rq, -EINVAL, "role must be engine or ctl");
+    c->ctl = m->role && strcmp(m->role, "ctl") == 0;
+    if (m->name)
+        snprintf(c->name, sizeof(c->name), "%s", m->name);
+    /* The name is shown by vramctl and logged: no control characters. */
+    for (char *p = c->name; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    c->hello = true;
+    vlog(VLOG_INFO, "client %u (%s, pid %lld, uid %u) said hello as %s", c->id,
+         c->name, (long long)c->peer.pid, (unsigned)c->peer.uid,
+         c->ctl ? "ctl" : "engine");
+    static const char *caps[] = {"fd-passing", "loans", "hold"};
+    rep->version = VRAM_PROTOCOL_VERSION;
+    rep->capabilities.v = (const char **)caps;
+    rep->capabilities.n = sizeof(caps) / sizeof(caps[0]);
+    rep->client = c->id;
+    rep->backend = rq->core->backend->ops->name;
+    return 0;
+}

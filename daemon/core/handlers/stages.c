@@ -1,0 +1,43 @@
+/* stage_register and stage_release. */
+#include "log.h"
+#include "request.h"
+#include "status.h"
+#include "vd_dispatch.h"
+
+int vd_handle_stage_register(struct vd_request *rq,
+                             const struct vram_req_stage_register *m,
+                             struct vram_rep_stage_register *rep)
+{
+    struct vd_core *core = rq->core;
+    uint32_t stage = m->stage;
+    int e;
+    if (m->has_stage) {
+        e = vl_stage_register(core->ledger, rq->client->id, stage,
+                              m->has_keep_window && m->keep_window, &rq->fx);
+    } else {
+        if (!m->has_device || !m->has_first_layer || !m->has_last_layer)
+            return vd_fail(rq, -EINVAL, "stage_register: a configured stage "
+                           "needs stage; an ad-hoc one device, first_layer "
+                           "and last_layer");
+        e = vl_stage_register_adhoc(core->ledger, rq->client->id, m->device,
+                                    m->first_layer, m->last_layer, &stage);
+    }
+    if (e < 0)
+        return vd_fail_ledger(rq, e);
+    vlog(VLOG_INFO, "client %u (%s) registered stage %u", rq->client->id,
+         rq->client->name, stage);
+    e = vd_status_stage(core, stage, &rep->stage, &rq->arena);
+    return e < 0 ? vd_fail(rq, e, "out of memory") : 0;
+}
+
+int vd_handle_stage_release(struct vd_request *rq,
+                            const struct vram_req_stage_release *m,
+                            struct vram_rep_stage_release *rep)
+{
+    (void)rep;
+    int e = vl_stage_release(rq->core->ledger, rq->client->id, m->stage, &rq->fx);
+    if (e < 0)
+        return vd_fail_ledger(rq, e);
+    rq->freed_memory = true;
+    return 0;
+}

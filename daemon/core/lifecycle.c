@@ -1,0 +1,165 @@
+#include "lifecycle.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "access.h"
+#include "declaration.h"
+#include "effects.h"
+#include "log.h"
+#include "platform.h"
+#include "reapers.h"
+#include "waits.h"
+
+/* ---- reaping ------------------------------------------------------------ */
+
+/* The client's process can no longer touch its memory: quarantine ends. */
+static void reap(struct vd_core *core, uint32_t client)
+{
+    struct vl_fxlist fx = {0};
+    if (vl_client_reap(core->ledger, client, &fx) == 0) {
+        size_t n = 0;
+        for (size_t i = 0; i < fx.n; i++)
+            n += fx.v[i].kind == VL_FX_DROP;
+        if (n)
+            vlog(VLOG_INFO, "client %u is gone: %zu quarantined chunks back "
+                 "in the pool", client, n);
+        vd_state_holder_drop(core->state, client);
+        vd_effects_apply(core, &fx, NULL, NULL);
+        vd_waits_retry(core);
+    }
+    vl_fx_free(&fx);
+}
+
+void vd_lifecycle_reap_now(struct vd_core *core, struct vd_reaper *rp)
+{
+    uint32_t client = vd_reaper_client(rp);
+    vd_reapers_remove(core, rp);
+    reap(core, client);
+}
+
+int vd_lifecycle_watch(struct vd_core *core, uint32_t client, int64_t pid,
+                       vp_handle pin, uint64_t start_time, bool resumable)
+{
+    return vd_reapers_add(core, client, pid, pin, start_time, resumable,
+                          vd_lifecycle_reap_now);
+}
+
+/* ---- admission ---------------------------------------------------------- */
+
+int vd_core_client_open(struct vd_core *core, void *conn,
+                        const struct vp_peer *peer, uint32_t *id,
+                        struct vd_refusal *ref)
+{
+    if (!vd_access_connect(&core->cfg, peer)) {
+        snprintf(ref->message, sizeof(ref->message), "uid %u (gid %u) may not "
+                 "use vramd: not in its access list (access.allow)",
+                 (unsigned)peer->uid, (unsigned)peer->gid);
+        vlog(VLOG_WARNING, "refusing pid %lld: %s", (long long)peer->pid,
+             ref->message);
+        core->counters.errors++;
+        ref->err = -EACCES;
+        return ref->err;
+    }
+    if (core->clients.n >= core->cfg.max_clients) {
+        vlog(VLOG_WARNING, "refusing pid %lld: limit of %u clients reached",
+             (long long)peer->pid, core->cfg.max_clients);
+        snprintf(ref->message, sizeof(ref->message), "too many clients connected");
+        ref->err = -E2BIG;
+        return ref->err;
+    }
+    struct vd_client *c = vd_clients_add(&core->clients);
+    if (!c) {
+        snprintf(ref->message, sizeof(ref->message), "out of memory");
+        ref->err = -ENOMEM;
+        return ref->err;
+    }
+    c->conn = conn;
+    c->peer = *peer;
+    c->admin = vd_access_admin(&core->cfg, peer);
+    /* Pin the peer's process now: a pid can be reused, a pin cannot. */
+    vp_proc_pin(peer->pid, &c->pin);
+    snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)peer->pid);
+    vd_state_next_client(core->state, core->clients.next_id + 1);
+    /* Recorded before it can hold anything: a restarted vramd must know. */
+    int e = vd_state_holder_add(core->state, c->id, peer->pid, peer->start_time);
+    if (e < 0) {
+        vlog(VLOG_WARNING, "refusing pid %lld: the state file's holder table "
+             "is full", (long long)peer->pid);
+        snprintf(ref->message, sizeof(ref->message),
+                 "too many clients and gone clients");
+        ref->err = -E2BIG;
+    } else if ((e = vl_client_add(core->ledger, c->id)) < 0) {
+        vd_state_holder_drop(core->state, c->id);
+        snprintf(ref->message, sizeof(ref->message), "%s", vl_why(core->ledger));
+        ref->err = e;
+    }
+    if (e < 0) {
+        vp_close(&c->pin);
+        vd_clients_remove(&core->clients, c);
+        return ref->err;
+    }
+    vlog(VLOG_DEBUG, "client %u connected (pid %lld, uid %u, gid %u%s)", c->id,
+         (long long)peer->pid, (unsigned)peer->uid, (unsigned)peer->gid,
+         c->admin ? ", admin" : "");
+    *id = c->id;
+    return 0;
+}
+
+void vd_lifecycle_evict(struct vd_core *core, struct vd_client *c,
+                        const char *why)
+{
+    c->evicted = true; /* its process may not take its memory back */
+    vd_state_holder_evicted(core->state, c->id);
+    if (c->conn && !c->closing) {
+        c->closing = true;
+        core->port.close(core->port.ctx, c->conn, why, false);
+    }
+}
+
+/* ---- the end of a connection -------------------------------------------- */
+
+void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
+{
+    struct vd_client *c = vd_clients_find(&core->clients, id);
+    if (!c)
+        return;
+    core->counters.disconnects++;
+    vlog(strcmp(why, "disconnected") == 0 ? VLOG_INFO : VLOG_WARNING,
+         "client %u (%s, pid %lld): %s", c->id, c->name, (long long)c->peer.pid,
+         why);
+    c->conn = NULL;
+    vd_waits_drop_client(core, c); /* its held requests end with it */
+    struct vl_client_view cv;
+    uint32_t held = vl_client_view(core->ledger, id, &cv) ? cv.chunks : 0;
+    struct vl_fxlist fx = {0};
+    vl_client_disconnect(core->ledger, id, &fx);
+    vd_effects_apply(core, &fx, NULL, NULL);
+    vl_fx_free(&fx);
+    /* What it holds stays its own until its process is gone or comes back
+     * (R13); when vramd stops, the state file keeps it for the next. A
+     * client holding no memory goes at once (its ranges and stage ids with
+     * it: a process that reconnects usually finds them free). */
+    bool wait = core->stopping;
+    if (!wait && held && vp_ok(c->pin) &&
+        vd_lifecycle_watch(core, id, c->peer.pid, c->pin, c->peer.start_time,
+                           !c->evicted) == 0) {
+        c->pin = VP_NONE;
+        wait = true;
+        vlog(VLOG_INFO, "client %u: %u chunks quarantined until pid %lld "
+             "exits or comes back", id, held, (long long)c->peer.pid);
+    }
+    if (!wait) {
+        if (held && !vp_ok(c->pin))
+            vlog(VLOG_WARNING, "client %u: pid %lld could not be pinned (no "
+                 "pidfd); its %u chunks return at once", id,
+                 (long long)c->peer.pid, held);
+        reap(core, id);
+    }
+    vd_resume_acc_free(c->resume);
+    vp_close(&c->pin);
+    vd_clients_remove(&core->clients, c);
+    vd_waits_retry(core);
+}

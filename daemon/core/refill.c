@@ -1,0 +1,37 @@
+#include "refill.h"
+
+#include "clock.h"
+
+static void on_idle(uv_idle_t *h)
+{
+    struct vd_core *core = h->data;
+    /* Not within 250 ms of a grant (a GiB takes a client about 45 ms to
+     * import on an H200): the timer starts us again. */
+    if (vp_now_ns() - core->last_grant_ns < 250000000ull) {
+        uv_idle_stop(h);
+        return;
+    }
+    /* A few chunks a turn keeps the loop responsive while the pool fills. */
+    if (core->backend->ops->prefill(core->backend, 4) == 0)
+        uv_idle_stop(h);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct vd_core *core = t->data;
+    if (!uv_is_active((uv_handle_t *)&core->refill_idle))
+        uv_idle_start(&core->refill_idle, on_idle);
+}
+
+void vd_refill_start(struct vd_core *core)
+{
+    uv_idle_init(core->loop, &core->refill_idle);
+    core->refill_idle.data = core;
+    uv_idle_start(&core->refill_idle, on_idle);
+    /* Refill the pool after grants drained it. */
+    uv_timer_init(core->loop, &core->refill_timer);
+    core->refill_timer.data = core;
+    uv_timer_start(&core->refill_timer, on_timer, 50, 50);
+    uv_unref((uv_handle_t *)&core->refill_timer);
+    core->refill_started = true;
+}

@@ -1,0 +1,301 @@
+#include "startup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "declaration.h"
+#include "lifecycle.h"
+#include "reapers.h"
+#include "lock.h"
+#include "log.h"
+#include "platform.h"
+#include "recalls.h"
+#include "refill.h"
+#include "vram_msg.h"
+#include "waits.h"
+
+uint64_t vd_core_capacity_of(const struct vd_device_conf *dc, uint64_t total)
+{
+    uint64_t cap = dc->has_capacity ? dc->l.capacity_bytes : total;
+    if (cap > total)
+        cap = total;
+    if (dc->reserve_bytes && dc->reserve_bytes < total &&
+        total - dc->reserve_bytes < cap)
+        cap = total - dc->reserve_bytes;
+    return cap / dc->l.chunk_bytes * dc->l.chunk_bytes;
+}
+
+static void set_limits(struct vd_core *core)
+{
+    struct vl_limits lim = {
+        .chunks_per_client = core->cfg.max_chunks_per_client,
+        .regions_per_client = core->cfg.max_regions_per_client,
+        .stages_per_client = core->cfg.max_stages_per_client,
+    };
+    vl_set_limits(core->ledger, &lim); /* R14 */
+}
+
+int vd_core_init(struct vd_core *core, uv_loop_t *loop,
+                 const struct vd_config *cfg, const char *config_path,
+                 struct vd_backend *backend, const struct vd_port *port)
+{
+    memset(core, 0, sizeof(*core));
+    core->loop = loop;
+    core->cfg = *cfg;
+    core->backend = backend;
+    core->port = *port;
+    core->lock = VP_NONE;
+    core->crash_before_reply = -1;
+    core->started_ns = vp_now_ns();
+    if (config_path)
+        snprintf(core->config_path, sizeof(core->config_path), "%s", config_path);
+    const char *crash = getenv("VRAMD_TEST_CRASH_BEFORE_REPLY");
+    if (crash && *crash) {
+        core->crash_before_reply = vram_req_lookup(crash);
+        if (core->crash_before_reply < 0) {
+            vlog(VLOG_ERR, "VRAMD_TEST_CRASH_BEFORE_REPLY: '%s' is not a "
+                 "request type (see proto/messages.json)", crash);
+            return -EINVAL;
+        }
+        vlog(VLOG_WARNING, "fault injection: vramd will kill itself before "
+             "replying to the first '%s' (VRAMD_TEST_CRASH_BEFORE_REPLY)",
+             crash);
+    }
+    struct vl_device_cfg devs[VL_MAX_DEVICES];
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        devs[i] = cfg->dev[i].l;
+        if (cfg->dev[i].reserve_bytes >= backend->info[i].total_bytes) {
+            vlog(VLOG_ERR, "devices[%u].reserve: %llu bytes leaves nothing of "
+                 "%llu", i, (unsigned long long)cfg->dev[i].reserve_bytes,
+                 (unsigned long long)backend->info[i].total_bytes);
+            return -EINVAL;
+        }
+        devs[i].capacity_bytes = vd_core_capacity_of(&cfg->dev[i],
+                                                     backend->info[i].total_bytes);
+    }
+    uint64_t va_base = cfg->va_base ? cfg->va_base : 0x200000000000ull;
+    uint64_t va_size = cfg->va_size ? cfg->va_size : 0x100000000000ull;
+    /* Region bases are 1 GiB aligned: the CUDA driver rounds a reservation's
+     * address hint up to its own alignment (a 2 MiB-aligned hint came back
+     * 24 MiB higher on an H200), and a rounded hint is an address the
+     * client cannot use. The window is large; alignment costs nothing. */
+    char why[256];
+    int e = vl_new(devs, cfg->ndev, va_base, va_size, 1ull << 30, &core->ledger,
+                   why, sizeof(why));
+    if (e < 0) {
+        vlog(VLOG_ERR, "devices: %s", why);
+        return e;
+    }
+    for (uint32_t i = 0; i < cfg->nstages; i++) {
+        e = vl_stage_configure(core->ledger, &cfg->stages[i]);
+        if (e < 0) {
+            vlog(VLOG_ERR, "stages[%u]: %s", i, vl_why(core->ledger));
+            vl_free(core->ledger);
+            core->ledger = NULL;
+            return e;
+        }
+    }
+    set_limits(core);
+    const char *chk = getenv("VRAMD_CHECK_INVARIANTS");
+#ifndef NDEBUG
+    core->check_invariants = !chk || strcmp(chk, "0") != 0;
+#else
+    core->check_invariants = chk && strcmp(chk, "0") != 0;
+#endif
+    return 0;
+}
+
+/* What a previous vramd left: processes that still hold memory (R13).
+ * Only under the lock, so two daemons never share a state file. */
+static int open_state(struct vd_core *core)
+{
+    struct vd_state_params *prm = &core->state_params;
+    prm->ledger = core->ledger;
+    prm->max_clients = core->cfg.max_clients;
+    prm->max_regions_per_client = core->cfg.max_regions_per_client;
+    for (uint32_t i = 0; i < core->backend->ndev && i < 64; i++)
+        prm->uuid[i] = core->backend->info[i].uuid;
+    struct vd_orphan *orph = NULL;
+    size_t norph = 0;
+    int e = vd_state_open(prm, core->state_path, &orph, &norph, &core->state);
+    if (e < 0)
+        return e;
+    uint32_t first = vd_state_first_client(core->state);
+    if (first > core->clients.next_id)
+        core->clients.next_id = first;
+    for (size_t i = 0; i < norph; i++) {
+        vlog(VLOG_INFO, "client %u (pid %lld) held memory before the restart: "
+             "kept until it comes back or exits", orph[i].client,
+             (long long)orph[i].pid);
+        if (orph[i].client >= core->clients.next_id)
+            core->clients.next_id = orph[i].client;
+        if (vd_lifecycle_watch(core, orph[i].client, orph[i].pid, orph[i].pin,
+                               orph[i].starttime, orph[i].resumable) < 0)
+            vp_close(&orph[i].pin); /* then only a reap would free it */
+    }
+    free(orph);
+    return 0;
+}
+
+int vd_core_start(struct vd_core *core, const char *socket_path)
+{
+    snprintf(core->lock_path, sizeof(core->lock_path), "%s.lock", socket_path);
+    snprintf(core->state_path, sizeof(core->state_path), "%s.state", socket_path);
+    char why[512];
+    int e = vp_lock_take(core->lock_path, &core->lock, why, sizeof(why));
+    if (e == -EADDRINUSE) {
+        vlog(VLOG_ERR, "another vramd is serving %s (lock %s is held)",
+             socket_path, core->lock_path);
+        return e;
+    }
+    if (e < 0) {
+        vlog(VLOG_ERR, "%s", why);
+        return e;
+    }
+    if ((e = open_state(core)) < 0)
+        return e;
+    vd_refill_start(core);
+    return 0;
+}
+
+void vd_core_stopping(struct vd_core *core)
+{
+    core->stopping = true;
+}
+
+void vd_core_reload(struct vd_core *core)
+{
+    if (!core->config_path[0]) {
+        vlog(VLOG_NOTICE, "SIGHUP: no configuration file to reload");
+        return;
+    }
+    struct vd_config next;
+    char errs[VD_MAX_CONFIG_ERRORS][256];
+    int n = 0;
+    if (vd_config_load(core->config_path, &next, errs, &n) < 0) {
+        for (int i = 0; i < n; i++)
+            vlog(VLOG_ERR, "SIGHUP: %s: %s", core->config_path, errs[i]);
+        vlog(VLOG_ERR, "SIGHUP: %s has errors; nothing changed",
+             core->config_path);
+        return;
+    }
+    const struct vd_config *cur = &core->cfg;
+    int refused = 0;
+    if (strcmp(next.backend, cur->backend) != 0) {
+        vlog(VLOG_ERR, "SIGHUP: backend changed: needs a restart");
+        refused++;
+    }
+    if (next.ndev != cur->ndev) {
+        vlog(VLOG_ERR, "SIGHUP: devices: %u configured, %u running: needs a "
+             "restart", next.ndev, cur->ndev);
+        refused++;
+    }
+    uint64_t caps[VL_MAX_DEVICES];
+    for (uint32_t i = 0; i < next.ndev && i < cur->ndev; i++) {
+        const struct vd_device_conf *a = &next.dev[i], *b = &cur->dev[i];
+        if (a->l.id != b->l.id || a->l.chunk_bytes != b->l.chunk_bytes ||
+            a->l.lend_unreserved != b->l.lend_unreserved) {
+            vlog(VLOG_ERR, "SIGHUP: devices[%u] changed its id, chunk or "
+                 "lending: needs a restart", i);
+            refused++;
+            continue;
+        }
+        /* Capacity (and reserve) change at run time, as set-capacity. Not
+         * clamped to the device: asking for more than it had at start is
+         * refused, not quietly cut. */
+        uint64_t total = core->backend->info[i].total_bytes;
+        caps[i] = vd_core_capacity_of(a, a->has_capacity &&
+                                                 a->l.capacity_bytes > total
+                                             ? a->l.capacity_bytes
+                                             : total);
+        if (vl_device_set_capacity(core->ledger, a->l.id, caps[i], true) < 0) {
+            vlog(VLOG_ERR, "SIGHUP: devices[%u].capacity: %s", i,
+                 vl_why(core->ledger));
+            refused++;
+        }
+    }
+    if (next.nstages != cur->nstages ||
+        (next.nstages && memcmp(next.stages, cur->stages,
+                                next.nstages * sizeof(*next.stages)) != 0)) {
+        vlog(VLOG_ERR, "SIGHUP: stages changed: needs a restart");
+        refused++;
+    }
+    if (next.va_base != cur->va_base || next.va_size != cur->va_size ||
+        next.pool_prefill != cur->pool_prefill ||
+        strcmp(next.cuda_scrub, cur->cuda_scrub) != 0) {
+        vlog(VLOG_ERR, "SIGHUP: address_window, pool or cuda changed: needs a "
+             "restart");
+        refused++;
+    }
+    if (strcmp(next.socket_group, cur->socket_group) != 0 ||
+        next.socket_mode != cur->socket_mode) {
+        vlog(VLOG_ERR, "SIGHUP: access.socket_group or socket_mode changed: "
+             "needs a restart");
+        refused++;
+    }
+    if (refused) {
+        vlog(VLOG_ERR, "SIGHUP: %d change(s) refused; nothing changed", refused);
+        vd_config_free(&next);
+        return;
+    }
+    for (uint32_t i = 0; i < next.ndev; i++) {
+        struct vl_device_view d;
+        vl_device_view(core->ledger, i, &d);
+        uint64_t was = (uint64_t)d.capacity * d.chunk_bytes;
+        vl_device_set_capacity(core->ledger, next.dev[i].l.id, caps[i], false);
+        if (caps[i] / d.chunk_bytes != was / d.chunk_bytes)
+            vlog(VLOG_NOTICE, "SIGHUP: device %u: capacity %llu MiB (was %llu)",
+                 next.dev[i].l.id, (unsigned long long)(caps[i] >> 20),
+                 (unsigned long long)(was >> 20));
+        core->cfg.dev[i] = next.dev[i];
+    }
+    core->cfg.max_clients = next.max_clients;
+    core->cfg.max_chunks_per_client = next.max_chunks_per_client;
+    core->cfg.max_regions_per_client = next.max_regions_per_client;
+    core->cfg.max_stages_per_client = next.max_stages_per_client;
+    set_limits(core);
+    /* New connections are judged by the new lists; connected clients keep
+     * what they were granted at connect. */
+    core->cfg.allow = next.allow;
+    core->cfg.admin = next.admin;
+    core->cfg.allow_given = next.allow_given;
+    vd_config_free(&next);
+    vlog(VLOG_NOTICE, "SIGHUP: reloaded %s (limits: %u clients, %u chunks and "
+         "%u regions per client; access lists: %u+%u allowed, %u+%u admin ids)",
+         core->config_path, core->cfg.max_clients,
+         core->cfg.max_chunks_per_client, core->cfg.max_regions_per_client,
+         core->cfg.allow.nuids, core->cfg.allow.ngids, core->cfg.admin.nuids,
+         core->cfg.admin.ngids);
+    vd_waits_retry(core); /* more room may serve a held reserve */
+}
+
+static void client_fini(void *ud, struct vd_client *c)
+{
+    (void)ud;
+    vp_close(&c->pin);
+    vd_resume_acc_free(c->resume);
+    c->resume = NULL;
+}
+
+void vd_core_fini(struct vd_core *core)
+{
+    if (!core)
+        return;
+    vd_reapers_fini(core);
+    vd_recalls_fini(core);
+    vd_waits_fini(core);
+    vd_clients_each(&core->clients, client_fini, NULL);
+    vd_clients_fini(&core->clients);
+    /* The lock file stays: unlinking it while held would let a daemon
+     * starting now lock a new file while another still holds the old one,
+     * and both use one state file. */
+    vp_close(&core->lock);
+    if (core->ledger)
+        vl_set_observer(core->ledger, NULL);
+    vd_state_close(core->state);
+    core->state = NULL;
+    vl_free(core->ledger);
+    core->ledger = NULL;
+}

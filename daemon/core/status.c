@@ -1,0 +1,274 @@
+#include "status.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "reapers.h"
+#include "platform.h"
+
+#define BAD_ALLOC(p) ((p) == NULL)
+
+/* ---- regions and stages ------------------------------------------------- */
+
+static int region_fill(const struct vl_region_view *r, struct vram_t_region *o,
+                       struct vram_arena *a)
+{
+    memset(o, 0, sizeof(*o));
+    o->id = r->id;
+    o->stage = r->stage;
+    o->kind = vl_kind_name(r->kind);
+    o->device = r->device;
+    o->base = r->base;
+    o->lane_stride = r->lane_stride;
+    o->va_bytes = r->va_bytes;
+    o->lanes = r->lanes;
+    o->lane_slots = r->lane_slots[0];
+    bool varied = false;
+    for (uint32_t l = 1; l < r->lanes; l++)
+        varied |= r->lane_slots[l] != r->lane_slots[0];
+    if (varied) {
+        o->lane_slot_counts.v = vram_arena_alloc(a, r->lanes * sizeof(uint32_t));
+        if (BAD_ALLOC(o->lane_slot_counts.v))
+            return -ENOMEM;
+        memcpy(o->lane_slot_counts.v, r->lane_slots, r->lanes * sizeof(uint32_t));
+        o->lane_slot_counts.n = r->lanes;
+    }
+    o->stride_slots = r->stride_slots;
+    o->chunk_bytes = r->chunk_bytes;
+    o->chunks = r->used;
+    return 0;
+}
+
+int vd_status_region(struct vd_core *core, uint32_t region,
+                     struct vram_t_region *out, struct vram_arena *a)
+{
+    struct vl_region_view r;
+    if (!vl_region_view(core->ledger, region, &r))
+        return -ENOENT;
+    return region_fill(&r, out, a);
+}
+
+struct region_list {
+    struct vram_region_array *arr;
+    size_t cap;
+    struct vram_arena *a;
+    int err;
+};
+
+static void add_region(void *ud, const struct vl_region_view *r)
+{
+    struct region_list *l = ud;
+    if (l->err)
+        return;
+    if (l->arr->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4;
+        struct vram_t_region *v = vram_arena_alloc(l->a, cap * sizeof(*v));
+        if (!v) {
+            l->err = -ENOMEM;
+            return;
+        }
+        if (l->arr->n)
+            memcpy(v, l->arr->v, l->arr->n * sizeof(*v));
+        l->arr->v = v;
+        l->cap = cap;
+    }
+    l->err = region_fill(r, &l->arr->v[l->arr->n++], l->a);
+}
+
+int vd_status_stage(struct vd_core *core, uint32_t stage,
+                    struct vram_t_stage *o, struct vram_arena *a)
+{
+    struct vl_stage_view s;
+    if (!vl_stage_view(core->ledger, stage, &s))
+        return -ENOENT;
+    uint64_t cb = s.chunk_bytes;
+    memset(o, 0, sizeof(*o));
+    o->id = stage;
+    o->device = s.cfg->device;
+    o->first_layer = s.cfg->first_layer;
+    o->last_layer = s.cfg->last_layer;
+    o->configured = s.configured;
+    o->has_owner = s.owner != 0;
+    o->owner = s.owner;
+    o->kv_mapped_bytes = (uint64_t)s.kv_chunks * cb;
+    o->kv_needed_bytes = s.kv_needed_bytes;
+    o->kv_max_bytes = (uint64_t)s.window_chunks * cb;
+    o->expert_loaned_bytes = (uint64_t)(s.loan_chunks - s.recalling) * cb;
+    o->expert_slots_backed = s.expert_slots_backed;
+    o->expert_slot_bytes = s.cfg->expert_slot_bytes;
+    o->recalls_pending = s.recalling;
+    o->residency_version = s.residency_version;
+    o->fixed_bytes = (uint64_t)s.fixed_chunks * cb;
+    o->fixed_reserved_bytes = (uint64_t)s.fixed_reserved * cb;
+    if (s.configured) {
+        o->has_kv_lanes = o->has_native_context = o->has_initial_tokens = true;
+        o->has_step_tokens = o->has_lend = o->has_keep_window = true;
+        o->has_headroom_bytes = o->has_hold_ms = o->has_recall_deadline_ms = true;
+        o->kv_lanes = s.cfg->lanes;
+        o->native_context = s.cfg->native_context;
+        o->initial_tokens = s.cfg->initial_tokens;
+        o->step_tokens = s.cfg->step_tokens;
+        o->lend = s.cfg->lend;
+        o->keep_window = s.keep_window;
+        o->headroom_bytes = (uint64_t)s.headroom_chunks * cb;
+        o->hold_ms = s.cfg->hold_ms;
+        o->recall_deadline_ms = s.cfg->recall_deadline_ms;
+    }
+    struct region_list l = {.arr = &o->regions, .a = a};
+    vl_each_region(core->ledger, stage, add_region, &l);
+    return l.err;
+}
+
+int vd_status_kv(struct vd_core *core, uint32_t stage, uint32_t recalled,
+                 struct vd_kv_summary *out, struct vram_arena *a)
+{
+    int e = vd_status_stage(core, stage, &out->stage, a);
+    if (e < 0)
+        return e;
+    out->kv_needed_bytes = out->stage.kv_needed_bytes;
+    out->kv_mapped_bytes = out->stage.kv_mapped_bytes;
+    out->expert_loaned_bytes = out->stage.expert_loaned_bytes;
+    out->expert_slots_backed = out->stage.expert_slots_backed;
+    out->residency_version = out->stage.residency_version;
+    out->recalled_chunks = recalled;
+    return 0;
+}
+
+/* ---- devices and clients ------------------------------------------------ */
+
+static void device_fill(struct vd_core *core, uint32_t i, struct vram_t_device *o,
+                        struct vram_arena *a)
+{
+    struct vl_device_view d;
+    vl_device_view(core->ledger, i, &d);
+    const struct vd_device_info *info = &core->backend->info[i];
+    uint64_t cb = d.chunk_bytes;
+    memset(o, 0, sizeof(*o));
+    o->id = d.id;
+    o->backend = core->backend->ops->name;
+    o->name = info->name;
+    o->uuid = info->uuid[0] ? info->uuid : NULL;
+    o->chunk_bytes = cb;
+    o->capacity_bytes = (uint64_t)d.capacity * cb;
+    o->free_bytes = (uint64_t)d.free * cb;
+    o->max_capacity_bytes = (uint64_t)d.chunks * cb;
+    o->granted_bytes = (uint64_t)(d.fixed + d.kv) * cb;
+    o->fixed_bytes = (uint64_t)d.fixed * cb;
+    o->kv_bytes = (uint64_t)d.kv * cb;
+    o->loaned_bytes = (uint64_t)d.loaned * cb;
+    o->recalling_bytes = (uint64_t)d.recalling * cb;
+    o->quarantined_bytes = (uint64_t)d.quarantined * cb;
+    o->reserved_bytes = (uint64_t)d.reserved * cb;
+    o->total_bytes = info->total_bytes;
+    o->pool_ready_chunks = core->backend->ops->pool_ready(core->backend, i);
+    if (core->backend->gpu) {
+        o->has_granularity_bytes = o->has_vmm = o->has_posix_fd = true;
+        o->granularity_bytes = info->granularity;
+        o->vmm = info->vmm;
+        o->posix_fd = info->posix_fd;
+        uint32_t *peers = vram_arena_alloc(a, 64 * sizeof(uint32_t));
+        for (uint32_t k = 0; peers && k < 64; k++)
+            if (info->peers & (1ull << k))
+                peers[o->peer_access.n++] = k;
+        o->peer_access.v = peers;
+    }
+    o->lend_unreserved = d.lend_unreserved;
+}
+
+struct client_list {
+    struct vd_core *core;
+    struct vram_client_array *arr;
+    size_t cap;
+    struct vram_arena *a;
+    int err;
+};
+
+static void add_client(void *ud, const struct vl_client_view *cv)
+{
+    struct client_list *l = ud;
+    if (l->err)
+        return;
+    if (l->arr->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        struct vram_t_client *v = vram_arena_alloc(l->a, cap * sizeof(*v));
+        if (!v) {
+            l->err = -ENOMEM;
+            return;
+        }
+        if (l->arr->n)
+            memcpy(v, l->arr->v, l->arr->n * sizeof(*v));
+        l->arr->v = v;
+        l->cap = cap;
+    }
+    struct vram_t_client *o = &l->arr->v[l->arr->n++];
+    memset(o, 0, sizeof(*o));
+    struct vd_client *c = vd_clients_find(&l->core->clients, cv->id);
+    /* A gone client's process, while it may still map its memory. */
+    struct vd_reaper *rp = c ? NULL : vd_reapers_find(l->core, cv->id);
+    o->id = cv->id;
+    o->name = c ? c->name : "";
+    o->pid = c ? c->peer.pid : rp ? vd_reaper_pid(rp) : 0;
+    if (rp) {
+        o->has_resumable = true;
+        o->resumable = vd_reaper_resumable(rp) && !cv->resumed;
+    }
+    if (c) {
+        o->has_uid = true;
+        o->uid = c->peer.uid;
+    }
+    o->role = c && c->ctl ? "ctl" : "engine";
+    o->state = cv->gone ? "quarantined" : "connected";
+    o->held_bytes = cv->held_bytes;
+    o->quarantined_bytes = cv->quarantined_bytes;
+    o->delinquent = cv->delinquent;
+    o->missed_recalls = cv->missed_recalls;
+    if (cv->stages) {
+        uint32_t *ids = vram_arena_alloc(l->a, cv->stages * sizeof(uint32_t));
+        if (!ids) {
+            l->err = -ENOMEM;
+            return;
+        }
+        o->stages.v = ids;
+        o->stages.n = vl_client_stages(l->core->ledger, cv->id, ids, cv->stages);
+    }
+}
+
+int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
+                    struct vram_arena *a)
+{
+    memset(o, 0, sizeof(*o));
+    o->protocol_version = VRAM_PROTOCOL_VERSION;
+    o->backend = core->backend->ops->name;
+    o->daemon.pid = vp_self_pid();
+    o->daemon.version = VRAM_VERSION;
+    o->daemon.uptime_ms = (vp_now_ns() - core->started_ns) / 1000000;
+    o->daemon.chunk_fds = core->backend->ops->fds_held(core->backend);
+    const struct vd_counters *k = &core->counters;
+    o->counters = (struct vram_t_counters){
+        .grants = k->grants, .moves = k->moves, .recalls = k->recalls,
+        .recalls_missed = k->recalls_missed, .releases = k->releases,
+        .errors = k->errors, .protocol_errors = k->protocol_errors,
+        .disconnects = k->disconnects, .kept_after_release = k->kept_after_release};
+    uint32_t nd = vl_device_count(core->ledger);
+    o->devices.v = vram_arena_alloc(a, nd * sizeof(*o->devices.v));
+    if (!o->devices.v)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < nd; i++)
+        device_fill(core, i, &o->devices.v[o->devices.n++], a);
+    size_t ns = 0;
+    for (uint32_t s = vl_stage_next(core->ledger, 0); s != VL_NONE;
+         s = vl_stage_next(core->ledger, s + 1))
+        ns++;
+    o->stages.v = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(*o->stages.v));
+    if (!o->stages.v)
+        return -ENOMEM;
+    for (uint32_t s = vl_stage_next(core->ledger, 0); s != VL_NONE;
+         s = vl_stage_next(core->ledger, s + 1)) {
+        int e = vd_status_stage(core, s, &o->stages.v[o->stages.n++], a);
+        if (e < 0)
+            return e;
+    }
+    struct client_list l = {.core = core, .arr = &o->clients, .a = a};
+    vl_each_client(core->ledger, add_client, &l);
+    return l.err;
+}

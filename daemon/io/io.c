@@ -1,0 +1,119 @@
+#include "io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "listener.h"
+#include "log.h"
+
+static int port_send(void *ctx, void *conn, const char *payload, size_t len,
+                     vp_handle *hs, int n)
+{
+    (void)ctx;
+    return vd_session_send(conn, payload, len, hs, n);
+}
+
+static void port_close(void *ctx, void *conn, const char *why, bool after_flush)
+{
+    (void)ctx;
+    vd_session_close(conn, why, after_flush);
+}
+
+static void on_accept(struct vp_watch *w, int status, int events)
+{
+    (void)events;
+    struct vd_io *io = w->data;
+    if (status < 0)
+        return;
+    for (;;) {
+        vp_handle h;
+        int e = vp_accept(io->listener, &h);
+        if (e < 0) {
+            if (e == -EMFILE || e == -ENFILE)
+                vlog(VLOG_ERR, "cannot accept: %s", strerror(-e));
+            return;
+        }
+        vd_session_accept(&io->sessions, h);
+    }
+}
+
+int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
+                  const char *path)
+{
+    io->loop = loop;
+    io->core = core;
+    io->listener = VP_NONE;
+    vd_sessions_init(&io->sessions, loop, core);
+    if (strlen(path) >= sizeof(io->path)) {
+        vlog(VLOG_ERR, "socket path %s is longer than %zu bytes", path,
+             sizeof(io->path) - 1);
+        return -ENAMETOOLONG;
+    }
+    snprintf(io->path, sizeof(io->path), "%s", path);
+    char why[256] = "";
+    char passed[sizeof(io->path)] = "";
+    int r = vp_listen_activated(&io->listener, passed, sizeof(passed), why,
+                                sizeof(why));
+    if (r < 0) {
+        vlog(VLOG_ERR, "%s", why);
+        return r;
+    }
+    if (r > 0) {
+        /* The service manager owns the path, its mode and its group. */
+        io->activated = true;
+        if (passed[0])
+            snprintf(io->path, sizeof(io->path), "%s", passed);
+        vlog(VLOG_INFO, "using the socket passed by the service manager (%s)",
+             io->path);
+        return 0;
+    }
+    r = vp_listen_check_dir(io->path, why, sizeof(why));
+    if (r < 0) {
+        vlog(VLOG_ERR, "%s", why);
+        return r;
+    }
+    if (r > 0)
+        vlog(VLOG_INFO, "created the socket's directory for %s", io->path);
+    return 0;
+}
+
+int vd_io_listen(struct vd_io *io)
+{
+    if (!io->activated) {
+        char why[256];
+        struct vp_listen_cfg lc = {.path = io->path,
+                                   .group = io->core->cfg.socket_group,
+                                   .mode = io->core->cfg.socket_mode};
+        int e = vp_listen(&lc, &io->listener, why, sizeof(why));
+        if (e < 0) {
+            vlog(VLOG_ERR, "%s", why);
+            return e;
+        }
+    }
+    int e = vp_watch_init(io->loop, &io->lwatch, io->listener);
+    if (e < 0)
+        return -EIO;
+    io->lwatch.data = io;
+    vp_watch_set(&io->lwatch, VP_READABLE, on_accept);
+    io->listening = true;
+    return 0;
+}
+
+void vd_io_stop(struct vd_io *io)
+{
+    if (io->listening)
+        vp_watch_set(&io->lwatch, 0, on_accept);
+    vd_sessions_stop(&io->sessions);
+}
+
+void vd_io_fini(struct vd_io *io)
+{
+    /* An activated socket's path is the service manager's. */
+    vp_listen_close(&io->listener, io->path, !io->activated);
+}
+
+struct vd_port vd_io_port(struct vd_io *io)
+{
+    return (struct vd_port){.ctx = io, .send = port_send, .close = port_close};
+}

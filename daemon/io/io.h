@@ -1,0 +1,40 @@
+/* The daemon's connections: the listening endpoint (made here, or passed
+ * by the service manager), accepting, and the sessions (session.c). This is
+ * the layer above the core: it calls the core for each connection and
+ * frame, and the core answers through the port io registers. */
+#ifndef VRAMD_IO_H
+#define VRAMD_IO_H
+
+#include <stdbool.h>
+
+#include "core.h"
+#include "session.h"
+#include "watch.h"
+
+struct vd_io {
+    uv_loop_t *loop;
+    struct vd_core *core;
+    struct vd_sessions sessions;
+    vp_handle listener;
+    struct vp_watch lwatch;
+    bool activated; /* the listener came from the service manager */
+    bool listening;
+    char path[108];
+};
+
+/* The port the core answers through (for vd_core_init). */
+struct vd_port vd_io_port(struct vd_io *io);
+/* Takes a listener passed by the service manager, or checks the
+ * directory of path; afterwards io->path is the socket's path. Logs why it
+ * fails. */
+int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
+                  const char *path);
+/* Listens (under the core's lock) and accepts from now on. */
+int vd_io_listen(struct vd_io *io);
+/* Stops accepting, closes every connection, then stops the loop. */
+void vd_io_stop(struct vd_io *io);
+/* After the loop's last turn: the listener's path goes (unless it is the
+ * service manager's). */
+void vd_io_fini(struct vd_io *io);
+
+#endif

@@ -1,0 +1,242 @@
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "msg.h"
+#include "peer.h"
+
+struct vd_session {
+    struct vd_session *next, *next_closing;
+    struct vd_sessions *ss;
+    uint32_t client;
+    vp_handle h;
+    struct vp_watch watch;
+    struct vram_wire wire;
+    bool closing; /* no more reads; closed once queued (drain) or at once */
+    bool drain;   /* close once what is queued went out */
+    bool listed;  /* on the closing list */
+    char why[160];
+};
+
+static void on_ready(struct vp_watch *w, int status, int events);
+static void on_closer(uv_idle_t *idle);
+
+static void schedule(struct vd_session *s)
+{
+    if (s->listed)
+        return;
+    s->listed = true;
+    s->next_closing = s->ss->closing;
+    s->ss->closing = s;
+    if (!uv_is_active((uv_handle_t *)&s->ss->closer))
+        uv_idle_start(&s->ss->closer, on_closer);
+}
+
+void vd_session_close(void *session, const char *why, bool after_flush)
+{
+    struct vd_session *s = session;
+    if (s->closing && !(s->drain && !after_flush))
+        return;
+    if (!s->closing)
+        snprintf(s->why, sizeof(s->why), "%s", why);
+    s->closing = true;
+    s->drain = after_flush && vram_wire_pending(&s->wire);
+    if (s->drain) {
+        vp_watch_set(&s->watch, VP_WRITABLE, on_ready);
+        return;
+    }
+    vp_watch_set(&s->watch, 0, on_ready);
+    schedule(s);
+}
+
+static int flush(struct vd_session *s)
+{
+    int r = vram_wire_flush(&s->wire);
+    if (r < 0 && r != -EAGAIN) {
+        s->drain = false;
+        vd_session_close(s, r == -EPIPE || r == -ECONNRESET
+                                ? "peer went away while we were writing"
+                                : strerror(-r), false);
+        return r;
+    }
+    if (r == 0 && s->drain) {
+        s->drain = false;
+        vp_watch_set(&s->watch, 0, on_ready);
+        schedule(s);
+        return r;
+    }
+    vp_watch_set(&s->watch,
+                 (s->closing ? 0 : VP_READABLE) | (r == -EAGAIN ? VP_WRITABLE : 0),
+                 on_ready);
+    return 0;
+}
+
+int vd_session_send(void *session, const char *payload, size_t len,
+                    vp_handle *hs, int n)
+{
+    struct vd_session *s = session;
+    if (s->closing && !s->drain) {
+        for (int i = 0; i < n; i++)
+            vp_close(&hs[i]);
+        return -ECONNABORTED;
+    }
+    int r = vram_wire_queue(&s->wire, payload, len, hs, n);
+    if (r < 0) {
+        char why[128];
+        snprintf(why, sizeof(why), "cannot queue a message: %s (the peer does "
+                 "not read its socket)", strerror(-r));
+        vd_session_close(s, why, false);
+        return r;
+    }
+    flush(s);
+    return 0;
+}
+
+static int on_frame(void *ud, struct vram_codec_frame *f)
+{
+    struct vd_session *s = ud;
+    if (s->closing)
+        return 1;
+    vd_core_client_frame(s->ss->core, s->client, f);
+    return s->closing ? 1 : 0;
+}
+
+static void on_ready(struct vp_watch *w, int status, int events)
+{
+    struct vd_session *s = w->data;
+    if (status < 0) {
+        vd_session_close(s, uv_strerror(status), false);
+        return;
+    }
+    if ((events & VP_WRITABLE) && flush(s) < 0)
+        return;
+    if (!(events & VP_READABLE) || s->closing)
+        return;
+    char why[256];
+    int r = vram_wire_read(&s->wire, on_frame, s, why, sizeof(why));
+    if (s->closing)
+        return;
+    if (r == -ENOTCONN) {
+        vd_session_close(s, "disconnected", false);
+    } else if (r < 0) {
+        s->ss->core->counters.protocol_errors++;
+        vd_session_close(s, why, false);
+    }
+}
+
+static void session_freed(uv_handle_t *h)
+{
+    struct vd_session *s = ((struct vp_watch *)h->data)->data;
+    vram_wire_fini(&s->wire);
+    free(s);
+}
+
+/* The end of the loop turn: sessions asked to close are closed, and the
+ * core hears of each. */
+static void on_closer(uv_idle_t *idle)
+{
+    struct vd_sessions *ss = idle->data;
+    while (ss->closing) {
+        struct vd_session *s = ss->closing;
+        ss->closing = s->next_closing;
+        struct vd_session **pp = &ss->list;
+        while (*pp && *pp != s)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = s->next;
+        vp_watch_set(&s->watch, 0, on_ready);
+        vp_close(&s->h);
+        /* Closes, even of sessions the core's reaction asks for, wait for
+         * the next turn. */
+        vd_core_client_closed(ss->core, s->client, s->why);
+        vp_watch_close(&s->watch, session_freed);
+    }
+    uv_idle_stop(idle);
+    if (ss->stopping && !ss->list)
+        uv_stop(ss->loop);
+}
+
+void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
+                      struct vd_core *core)
+{
+    memset(ss, 0, sizeof(*ss));
+    ss->loop = loop;
+    ss->core = core;
+    uv_idle_init(loop, &ss->closer);
+    ss->closer.data = ss;
+}
+
+/* Turns a connection away with one error frame (the peer's library reports
+ * it as the connect's error), then closes it. */
+static void refuse(vp_handle h, int err, const char *message)
+{
+    struct vram_wire w;
+    vram_wire_init(&w, h);
+    struct vram_jw jw = {0};
+    struct vram_enc e = {.w = &jw};
+    if (vram_encode_reply(&e, NULL, 0, err, message, false, NULL, NULL) == 0)
+        vram_wire_queue(&w, jw.p, jw.len, NULL, 0);
+    vram_jw_free(&jw);
+    vram_wire_flush(&w);
+    vram_wire_fini(&w);
+    vp_close(&h);
+}
+
+void vd_session_accept(struct vd_sessions *ss, vp_handle h)
+{
+    struct vp_peer peer;
+    int e = vp_peer_of(h, &peer);
+    if (e < 0) {
+        vlog(VLOG_WARNING, "refusing a connection: its peer's credentials "
+             "cannot be read: %s", strerror(-e));
+        vp_close(&h);
+        return;
+    }
+    struct vd_session *s = calloc(1, sizeof(*s));
+    if (!s) {
+        vp_close(&h);
+        return;
+    }
+    s->ss = ss;
+    s->h = h;
+    struct vd_refusal ref;
+    if (vd_core_client_open(ss->core, s, &peer, &s->client, &ref) < 0) {
+        free(s);
+        refuse(h, ref.err, ref.message);
+        return;
+    }
+    vram_wire_init(&s->wire, h);
+    /* Requests are small and carry no handles: one receive takes a whole
+     * request (or several), and the level-triggered watch brings us back
+     * for whatever is left. */
+    s->wire.max_recvs = 1;
+    if (vp_watch_init(ss->loop, &s->watch, h) < 0) {
+        snprintf(s->why, sizeof(s->why), "cannot watch its connection");
+        vd_core_client_closed(ss->core, s->client, s->why);
+        vram_wire_fini(&s->wire);
+        vp_close(&s->h);
+        free(s);
+        return;
+    }
+    s->watch.data = s;
+    vp_watch_set(&s->watch, VP_READABLE, on_ready);
+    s->next = ss->list;
+    ss->list = s;
+}
+
+void vd_sessions_stop(struct vd_sessions *ss)
+{
+    ss->stopping = true;
+    for (struct vd_session *s = ss->list; s; s = s->next)
+        vd_session_close(s, "daemon shutting down", false);
+    if (!ss->list)
+        uv_stop(ss->loop);
+    else if (!uv_is_active((uv_handle_t *)&ss->closer))
+        uv_idle_start(&ss->closer, on_closer);
+}
