@@ -1,10 +1,8 @@
-/* Messages: the JSON layer above frames.
- *
- * proto/messages.json is compiled into every binary; requests are checked
- * against it (vram_msg_validate) before anything acts on them, so a
- * missing or mistyped field gets the same clear error everywhere.
- * Error codes travel as errno names ("ENOSPC"), which are portable across
- * operating systems, and become negative errno values at each end.
+/* Untyped JSON next to the typed messages (msg.h): field readers for JSON
+ * that is not a protocol message (vram-replay's scenario files), a check of
+ * a parsed request or event against the catalogue, and queueing a hand-built
+ * cJSON message (tests that speak the protocol wrongly on purpose).
+ * The daemon and libvram speak only through msg.h and vram_msg.h.
  */
 #ifndef VRAM_PROTO_MESSAGE_H
 #define VRAM_PROTO_MESSAGE_H

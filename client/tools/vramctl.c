@@ -1,132 +1,120 @@
 /* vramctl: inspect vramd's budgets.
  * Exit codes: 0 success, 1 the daemon refused or failed the request,
- * 2 usage error, 3 no daemon reachable on the socket. */
+ * 2 usage error, 3 no daemon reachable on the socket.
+ *
+ * The status reply is decoded into the catalogue's typed structs (checked
+ * field by field against proto/messages.json), so every column below names
+ * a struct member the compiler checks, never a string key. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "message.h"
+#include "json.h"
+#include "msg.h"
 #include "platform.h"
 #include "units.h"
 #include "vram.h"
+#include "vram_msg.h"
 
 static void usage(FILE *f);
-
-static uint64_t u64(const cJSON *o, const char *k)
-{
-    uint64_t v = 0;
-    vram_json_u64(o, k, &v);
-    return v;
-}
 
 static const char *sz(uint64_t b, char *buf)
 {
     return vram_size_format(b, buf, 32);
 }
 
-static void print_devices(const cJSON *st, bool legend)
+static const char *str(const char *s, const char *none)
+{
+    return s ? s : none;
+}
+
+static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < a->n; i++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, "%s%u", n ? "," : "", a->v[i]);
+    }
+}
+
+static void print_devices(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-    const cJSON *it;
 
     if (legend)
         printf("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-11s\n", "DEVICE",
                "BACKEND", "CHUNK", "CAPACITY", "FREE", "GRANTED", "LOANED",
                "RECALLING", "QUARANTINED");
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "devices")) {
-        printf("%-6llu %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-11s\n",
-               (unsigned long long)u64(it, "id"),
-               vram_json_str(it, "backend") ? vram_json_str(it, "backend") : "?",
-               sz(u64(it, "chunk_bytes"), a), sz(u64(it, "capacity_bytes"), b),
-               sz(u64(it, "free_bytes"), c), sz(u64(it, "granted_bytes"), d),
-               sz(u64(it, "loaned_bytes"), e), sz(u64(it, "recalling_bytes"), f),
-               sz(u64(it, "quarantined_bytes"), g));
+    for (size_t i = 0; i < st->devices.n; i++) {
+        const struct vram_t_device *it = &st->devices.v[i];
+        printf("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-11s\n", it->id,
+               str(it->backend, "?"), sz(it->chunk_bytes, a),
+               sz(it->capacity_bytes, b), sz(it->free_bytes, c),
+               sz(it->granted_bytes, d), sz(it->loaned_bytes, e),
+               sz(it->recalling_bytes, f), sz(it->quarantined_bytes, g));
     }
     printf("\n");
     if (legend)
         printf("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s\n", "DEVICE", "NAME",
                "TOTAL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "devices")) {
-        char peers[64] = "";
-        const cJSON *p;
-        cJSON_ArrayForEach(p, cJSON_GetObjectItem(it, "peer_access")) {
-            size_t n = strlen(peers);
-            snprintf(peers + n, sizeof(peers) - n, "%s%d", n ? "," : "",
-                     (int)p->valuedouble);
-        }
-        const cJSON *vmm = cJSON_GetObjectItem(it, "vmm");
-        const cJSON *pfd = cJSON_GetObjectItem(it, "posix_fd");
-        const char *uuid = vram_json_str(it, "uuid");
-        printf("%-6llu %-22.22s %-10s %-11s %-5s %-8s %-6s %s\n",
-               (unsigned long long)u64(it, "id"),
-               vram_json_str(it, "name") ? vram_json_str(it, "name") : "",
-               sz(u64(it, "total_bytes"), a),
-               cJSON_IsNumber(cJSON_GetObjectItem(it, "granularity_bytes"))
-                   ? sz(u64(it, "granularity_bytes"), b) : "-",
-               vmm ? (cJSON_IsTrue(vmm) ? "yes" : "no") : "-",
-               pfd ? (cJSON_IsTrue(pfd) ? "yes" : "no") : "-",
-               peers[0] ? peers : "-", uuid ? uuid : "-");
+    for (size_t i = 0; i < st->devices.n; i++) {
+        const struct vram_t_device *it = &st->devices.v[i];
+        char peers[64];
+        join_u32(peers, sizeof(peers), &it->peer_access);
+        printf("%-6u %-22.22s %-10s %-11s %-5s %-8s %-6s %s\n", it->id,
+               str(it->name, ""), sz(it->total_bytes, a),
+               it->has_granularity_bytes ? sz(it->granularity_bytes, b) : "-",
+               it->has_vmm ? (it->vmm ? "yes" : "no") : "-",
+               it->has_posix_fd ? (it->posix_fd ? "yes" : "no") : "-",
+               peers[0] ? peers : "-", str(it->uuid, "-"));
     }
 }
 
-static void print_stages(const cJSON *st, bool legend)
+static void print_stages(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32];
-    const cJSON *it;
     if (legend)
         printf("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-6s %-7s\n",
                "STAGE", "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED",
                "KV-MAX", "EXPERT-LOANS", "SLOTS", "RECALLS");
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "stages")) {
-        char layers[24], owner[16];
-        snprintf(layers, sizeof(layers), "%llu-%llu",
-                 (unsigned long long)u64(it, "first_layer"),
-                 (unsigned long long)u64(it, "last_layer"));
-        const cJSON *o = cJSON_GetObjectItem(it, "owner");
-        snprintf(owner, sizeof(owner), "%s", cJSON_IsNumber(o) ? "" : "-");
-        if (cJSON_IsNumber(o))
-            snprintf(owner, sizeof(owner), "%llu", (unsigned long long)o->valuedouble);
-        printf("%-5llu %-6llu %-7s %-6s %-10s %-10s %-10s %-12s %-6llu %-7llu\n",
-               (unsigned long long)u64(it, "id"),
-               (unsigned long long)u64(it, "device"), layers, owner,
-               sz(u64(it, "kv_mapped_bytes"), a), sz(u64(it, "kv_needed_bytes"), b),
-               sz(u64(it, "kv_max_bytes"), c), sz(u64(it, "expert_loaned_bytes"), d),
-               (unsigned long long)u64(it, "expert_slots_backed"),
-               (unsigned long long)u64(it, "recalls_pending"));
+    for (size_t i = 0; i < st->stages.n; i++) {
+        const struct vram_t_stage *it = &st->stages.v[i];
+        char layers[24], owner[16] = "-";
+        snprintf(layers, sizeof(layers), "%u-%u", it->first_layer, it->last_layer);
+        if (it->has_owner)
+            snprintf(owner, sizeof(owner), "%u", it->owner);
+        printf("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-6u %-7u\n", it->id,
+               it->device, layers, owner, sz(it->kv_mapped_bytes, a),
+               sz(it->kv_needed_bytes, b), sz(it->kv_max_bytes, c),
+               sz(it->expert_loaned_bytes, d), it->expert_slots_backed,
+               it->recalls_pending);
     }
 }
 
-static void print_clients(const cJSON *st, bool legend)
+static void print_clients(const struct vram_rep_status *st, bool legend)
 {
     char a[32];
-    const cJSON *it;
     if (legend)
         printf("%-6s %-20s %-8s %-6s %-12s %-10s %s\n", "CLIENT", "NAME", "PID",
                "ROLE", "STATE", "HELD", "STAGES");
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "clients")) {
-        char stages[64] = "";
-        const cJSON *s;
-        cJSON_ArrayForEach(s, cJSON_GetObjectItem(it, "stages")) {
-            size_t n = strlen(stages);
-            snprintf(stages + n, sizeof(stages) - n, "%s%d", n ? "," : "",
-                     (int)s->valuedouble);
-        }
-        printf("%-6llu %-20.20s %-8llu %-6s %-12s %-10s %s\n",
-               (unsigned long long)u64(it, "id"),
-               vram_json_str(it, "name") ? vram_json_str(it, "name") : "",
-               (unsigned long long)u64(it, "pid"),
-               vram_json_str(it, "role") ? vram_json_str(it, "role") : "",
-               vram_json_str(it, "state") ? vram_json_str(it, "state") : "",
-               sz(u64(it, "held_bytes"), a), stages[0] ? stages : "-");
+    for (size_t i = 0; i < st->clients.n; i++) {
+        const struct vram_t_client *it = &st->clients.v[i];
+        char stages[64];
+        join_u32(stages, sizeof(stages), &it->stages);
+        printf("%-6u %-20.20s %-8lld %-6s %-12s %-10s %s\n", it->id,
+               str(it->name, ""), (long long)it->pid, str(it->role, ""),
+               str(it->state, ""), sz(it->held_bytes, a),
+               stages[0] ? stages : "-");
     }
 }
 
-static void print_table(const cJSON *st, bool legend)
+static void print_table(const struct vram_rep_status *st, bool legend)
 {
     print_devices(st, legend);
     printf("\n");
@@ -135,31 +123,27 @@ static void print_table(const cJSON *st, bool legend)
     print_clients(st, legend);
 }
 
-static void print_loans(const cJSON *st, bool legend)
+static void print_loans(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32];
-    const cJSON *it;
     if (legend)
         printf("%-5s %-6s %-5s %-12s %-12s %-9s %-6s %-8s %-10s %s\n", "STAGE",
                "DEVICE", "LEND", "EXPERT-LOANS", "KV-HEADROOM", "SLOT", "SLOTS",
                "RECALLS", "RESIDENCY", "HOLD/DEADLINE");
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "stages")) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItem(it, "configured")))
+    for (size_t i = 0; i < st->stages.n; i++) {
+        const struct vram_t_stage *it = &st->stages.v[i];
+        if (!it->configured)
             continue;
-        uint64_t max = u64(it, "kv_max_bytes"), kv = u64(it, "kv_mapped_bytes");
+        uint64_t max = it->kv_max_bytes, kv = it->kv_mapped_bytes;
         char hold[48];
-        snprintf(hold, sizeof(hold), "%llu/%llu ms",
-                 (unsigned long long)u64(it, "hold_ms"),
-                 (unsigned long long)u64(it, "recall_deadline_ms"));
-        printf("%-5llu %-6llu %-5s %-12s %-12s %-9s %-6llu %-8llu %-10llu %s\n",
-               (unsigned long long)u64(it, "id"),
-               (unsigned long long)u64(it, "device"),
-               cJSON_IsTrue(cJSON_GetObjectItem(it, "lend")) ? "yes" : "no",
-               sz(u64(it, "expert_loaned_bytes"), a),
-               sz(max > kv ? max - kv : 0, b), sz(u64(it, "expert_slot_bytes"), c),
-               (unsigned long long)u64(it, "expert_slots_backed"),
-               (unsigned long long)u64(it, "recalls_pending"),
-               (unsigned long long)u64(it, "residency_version"), hold);
+        snprintf(hold, sizeof(hold), "%u/%u ms", it->has_hold_ms ? it->hold_ms : 0,
+                 it->has_recall_deadline_ms ? it->recall_deadline_ms : 0);
+        printf("%-5u %-6u %-5s %-12s %-12s %-9s %-6u %-8u %-10llu %s\n", it->id,
+               it->device, it->has_lend && it->lend ? "yes" : "no",
+               sz(it->expert_loaned_bytes, a), sz(max > kv ? max - kv : 0, b),
+               sz(it->expert_slot_bytes, c), it->expert_slots_backed,
+               it->recalls_pending, (unsigned long long)it->residency_version,
+               hold);
     }
 }
 
@@ -169,61 +153,97 @@ static void metric_head(const char *name, const char *type, const char *help)
     printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void print_metrics(const cJSON *st)
+/* A gauge or counter and the struct member it reads: offsetof keeps the
+ * member's name checked by the compiler. */
+struct metric {
+    size_t off;
+    bool u32; /* else u64 */
+    const char *name, *help;
+};
+#define M64(type, member, name, help) {offsetof(type, member), false, name, help}
+#define M32(type, member, name, help) {offsetof(type, member), true, name, help}
+
+static uint64_t metric_value(const void *obj, const struct metric *m)
 {
-    static const struct {
-        const char *key, *name, *help;
-    } dev[] = {
-        {"capacity_bytes", "vramd_device_capacity_bytes", "Bytes the device's pool holds."},
-        {"free_bytes", "vramd_device_free_bytes", "Bytes free in the pool."},
-        {"granted_bytes", "vramd_device_granted_bytes", "Bytes granted to KV and fixed regions."},
-        {"loaned_bytes", "vramd_device_loaned_bytes", "Bytes lent to expert regions."},
-        {"recalling_bytes", "vramd_device_recalling_bytes", "Bytes being recalled."},
-        {"quarantined_bytes", "vramd_device_quarantined_bytes", "Bytes of gone clients, not yet reclaimed."},
-    }, stage[] = {
-        {"kv_mapped_bytes", "vramd_stage_kv_mapped_bytes", "KV bytes mapped for the stage."},
-        {"kv_needed_bytes", "vramd_stage_kv_needed_bytes", "KV bytes the current request needs."},
-        {"kv_max_bytes", "vramd_stage_kv_max_bytes", "KV bytes of the native-context window."},
-        {"expert_loaned_bytes", "vramd_stage_expert_loaned_bytes", "Bytes lent to the stage's experts."},
-        {"expert_slots_backed", "vramd_stage_expert_slots_backed", "Expert slots backed by loans."},
-        {"recalls_pending", "vramd_stage_recalls_pending", "Chunks of the stage being recalled."},
-    }, counter[] = {
-        {"grants", "vramd_grants_total", "Chunks granted."},
-        {"moves", "vramd_moves_total", "Chunks moved between a client's regions."},
-        {"recalls", "vramd_recalls_total", "Chunks recalled."},
-        {"recalls_missed", "vramd_recalls_missed_total", "Recall deadlines missed."},
-        {"releases", "vramd_releases_total", "Chunks returned to the pool."},
-        {"errors", "vramd_errors_total", "Requests refused."},
-        {"protocol_errors", "vramd_protocol_errors_total", "Connections dropped for bad frames."},
+    const char *p = (const char *)obj + m->off;
+    if (m->u32) {
+        uint32_t v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+    }
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static void print_metrics(const struct vram_rep_status *st)
+{
+    static const struct metric dev[] = {
+        M64(struct vram_t_device, capacity_bytes, "vramd_device_capacity_bytes",
+            "Bytes the device's pool holds."),
+        M64(struct vram_t_device, free_bytes, "vramd_device_free_bytes",
+            "Bytes free in the pool."),
+        M64(struct vram_t_device, granted_bytes, "vramd_device_granted_bytes",
+            "Bytes granted to KV and fixed regions."),
+        M64(struct vram_t_device, loaned_bytes, "vramd_device_loaned_bytes",
+            "Bytes lent to expert regions."),
+        M64(struct vram_t_device, recalling_bytes, "vramd_device_recalling_bytes",
+            "Bytes being recalled."),
+        M64(struct vram_t_device, quarantined_bytes,
+            "vramd_device_quarantined_bytes",
+            "Bytes of gone clients, not yet reclaimed."),
     };
-    const cJSON *it;
+    static const struct metric stage[] = {
+        M64(struct vram_t_stage, kv_mapped_bytes, "vramd_stage_kv_mapped_bytes",
+            "KV bytes mapped for the stage."),
+        M64(struct vram_t_stage, kv_needed_bytes, "vramd_stage_kv_needed_bytes",
+            "KV bytes the current request needs."),
+        M64(struct vram_t_stage, kv_max_bytes, "vramd_stage_kv_max_bytes",
+            "KV bytes of the native-context window."),
+        M64(struct vram_t_stage, expert_loaned_bytes,
+            "vramd_stage_expert_loaned_bytes", "Bytes lent to the stage's experts."),
+        M32(struct vram_t_stage, expert_slots_backed,
+            "vramd_stage_expert_slots_backed", "Expert slots backed by loans."),
+        M32(struct vram_t_stage, recalls_pending, "vramd_stage_recalls_pending",
+            "Chunks of the stage being recalled."),
+    };
+    static const struct metric counter[] = {
+        M64(struct vram_t_counters, grants, "vramd_grants_total", "Chunks granted."),
+        M64(struct vram_t_counters, moves, "vramd_moves_total",
+            "Chunks moved between a client's regions."),
+        M64(struct vram_t_counters, recalls, "vramd_recalls_total", "Chunks recalled."),
+        M64(struct vram_t_counters, recalls_missed, "vramd_recalls_missed_total",
+            "Recall deadlines missed."),
+        M64(struct vram_t_counters, releases, "vramd_releases_total",
+            "Chunks returned to the pool."),
+        M64(struct vram_t_counters, errors, "vramd_errors_total", "Requests refused."),
+        M64(struct vram_t_counters, protocol_errors, "vramd_protocol_errors_total",
+            "Connections dropped for bad frames."),
+    };
     for (size_t k = 0; k < sizeof(dev) / sizeof(dev[0]); k++) {
         metric_head(dev[k].name, "gauge", dev[k].help);
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "devices"))
-            printf("%s{device=\"%llu\",backend=\"%s\"} %llu\n", dev[k].name,
-                   (unsigned long long)u64(it, "id"),
-                   vram_json_str(it, "backend") ? vram_json_str(it, "backend") : "",
-                   (unsigned long long)u64(it, dev[k].key));
+        for (size_t i = 0; i < st->devices.n; i++)
+            printf("%s{device=\"%u\",backend=\"%s\"} %llu\n", dev[k].name,
+                   st->devices.v[i].id, str(st->devices.v[i].backend, ""),
+                   (unsigned long long)metric_value(&st->devices.v[i], &dev[k]));
     }
     for (size_t k = 0; k < sizeof(stage) / sizeof(stage[0]); k++) {
         metric_head(stage[k].name, "gauge", stage[k].help);
-        cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "stages"))
-            printf("%s{stage=\"%llu\",device=\"%llu\"} %llu\n", stage[k].name,
-                   (unsigned long long)u64(it, "id"),
-                   (unsigned long long)u64(it, "device"),
-                   (unsigned long long)u64(it, stage[k].key));
+        for (size_t i = 0; i < st->stages.n; i++)
+            printf("%s{stage=\"%u\",device=\"%u\"} %llu\n", stage[k].name,
+                   st->stages.v[i].id, st->stages.v[i].device,
+                   (unsigned long long)metric_value(&st->stages.v[i], &stage[k]));
     }
-    const cJSON *ct = cJSON_GetObjectItem(st, "counters");
     for (size_t k = 0; k < sizeof(counter) / sizeof(counter[0]); k++) {
         metric_head(counter[k].name, "counter", counter[k].help);
         printf("%s %llu\n", counter[k].name,
-               (unsigned long long)u64(ct, counter[k].key));
+               (unsigned long long)metric_value(&st->counters, &counter[k]));
     }
     int clients = 0;
-    cJSON_ArrayForEach(it, cJSON_GetObjectItem(st, "clients")) {
-        const char *role = vram_json_str(it, "role"), *state = vram_json_str(it, "state");
-        clients += role && strcmp(role, "engine") == 0 && state &&
-                   strcmp(state, "connected") == 0;
+    for (size_t i = 0; i < st->clients.n; i++) {
+        const struct vram_t_client *it = &st->clients.v[i];
+        clients += it->role && strcmp(it->role, "engine") == 0 && it->state &&
+                   strcmp(it->state, "connected") == 0;
     }
     metric_head("vramd_clients_connected", "gauge", "Engine clients connected.");
     printf("vramd_clients_connected %d\n", clients);
@@ -243,44 +263,82 @@ static void on_sigint(int sig)
     stop = 1;
 }
 
-static int fetch(vram_client *c, cJSON **out, char **text)
+/* One status reply: its text, and the typed view decoded from it. */
+struct snapshot {
+    char *text;
+    struct vram_arena arena;
+    struct vram_rep_status st;
+};
+
+static void snapshot_free(struct snapshot *s)
 {
-    char *t;
-    int e = vram_status_json(c, &t);
+    free(s->text);
+    vram_arena_free(&s->arena);
+}
+
+static int fetch(vram_client *c, struct snapshot *s)
+{
+    int e = vram_status_json(c, &s->text);
     if (e < 0) {
+        s->text = NULL;
         fprintf(stderr, "vramctl: status failed: %s\n", vram_client_last_error(c));
         return 1;
     }
-    cJSON *st = cJSON_Parse(t);
-    if (!st) {
-        free(t);
+    cJSON *doc = cJSON_Parse(s->text);
+    if (!doc) {
         fprintf(stderr, "vramctl: the daemon's status is not JSON\n");
         return 1;
     }
-    *out = st;
-    if (text)
-        *text = t;
-    else
-        free(t);
+    struct vram_dec d = {.arena = &s->arena};
+    e = vram_decode(vram_requests[VRAM_REQ_STATUS].rep, doc, &s->st, &d);
+    cJSON_Delete(doc);
+    if (e < 0) {
+        fprintf(stderr, "vramctl: the daemon's status does not match this "
+                "vramctl's catalogue: %s\n", d.why);
+        return 1;
+    }
+    return 0;
+}
+
+/* The JSON of one array of the status, re-encoded from its typed items. */
+static int print_json_array(const struct vram_tdesc *t, const void *items,
+                            size_t n)
+{
+    struct vram_jw w = {0};
+    struct vram_enc e = {.w = &w};
+    vram_jw_lit(&w, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            vram_jw_lit(&w, ",");
+        if (vram_encode_object(&e, t, (const char *)items + i * t->size) < 0)
+            w.oom = true;
+    }
+    vram_jw_lit(&w, "]");
+    char *text = vram_jw_take(&w, NULL);
+    if (!text) {
+        fprintf(stderr, "vramctl: out of memory\n");
+        return 1;
+    }
+    printf("%s\n", text);
+    free(text);
     return 0;
 }
 
 /* Prints one section, as a table or as the JSON of that part. */
 static int show(vram_client *c, const char *what, const struct opts *o)
 {
-    cJSON *st;
-    char *text = NULL;
-    if (fetch(c, &st, o->json ? &text : NULL))
-        return 1;
+    struct snapshot s = {0};
+    int rc = fetch(c, &s);
+    const struct vram_rep_status *st = &s.st;
+    if (rc)
+        goto out;
     if (o->json) {
-        if (strcmp(what, "status") == 0) {
-            printf("%s\n", text);
-        } else {
-            const char *key = strcmp(what, "loans") == 0 ? "stages" : what;
-            char *part = cJSON_Print(cJSON_GetObjectItem(st, key));
-            printf("%s\n", part ? part : "[]");
-            cJSON_free(part);
-        }
+        if (strcmp(what, "status") == 0)
+            printf("%s\n", s.text);
+        else if (strcmp(what, "clients") == 0)
+            rc = print_json_array(&vram_td_client, st->clients.v, st->clients.n);
+        else /* stages, loans */
+            rc = print_json_array(&vram_td_stage, st->stages.v, st->stages.n);
     } else if (strcmp(what, "status") == 0) {
         print_table(st, o->legend);
     } else if (strcmp(what, "clients") == 0) {
@@ -292,9 +350,9 @@ static int show(vram_client *c, const char *what, const struct opts *o)
     } else if (strcmp(what, "metrics") == 0) {
         print_metrics(st);
     }
-    free(text);
-    cJSON_Delete(st);
-    return 0;
+out:
+    snapshot_free(&s);
+    return rc;
 }
 
 static int cmd_watch(vram_client *c, const struct opts *o)
