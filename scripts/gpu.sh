@@ -1,8 +1,9 @@
 #!/bin/sh
-# The GPU suite, on a machine with two NVIDIA GPUs: builds (unless a build is
-# given), then runs tests/gpu/test_gpu (retention, graphs, scrubbing, a client
-# killed during a recall), the seed replay on the cuda backend, and the
-# benchmark. Logs and results go to $OUT (default ./gpu-out).
+# The GPU suite, on a machine with one or more NVIDIA GPUs: builds (unless a
+# build is given), then runs tests/gpu/test_gpu (retention, graphs, peers,
+# scrubbing, a client killed during a recall, a restart), the seed replay on
+# the cuda backend (on one GPU, both stages on GPU 0: seed-pp32-16-1gpu.json),
+# and the benchmark. Logs and results go to $OUT (default ./gpu-out).
 #
 #   sh scripts/gpu.sh                 # build in build-gpu, then run
 #   VRAM_GPU_BUILD=DIR sh scripts/gpu.sh   # use a build made elsewhere
@@ -48,8 +49,11 @@ grep -E "context|ready|unavailable" "$out/vramd-cuda.log" | head -n 5
 echo "== test_gpu"
 timeout 240 "$b/tests/test_gpu" ${GPU_TESTS:-} >"$out/test_gpu.log" 2>&1 || rc=1
 tail -n 8 "$out/test_gpu.log"
-echo "== seed replay on cuda"
-VRAM_TEST_BACKEND=cuda timeout 90 "$b/tests/test_seed_replay" \
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+seed=seed-pp32-16.json
+[ "$gpus" -lt 2 ] && seed=seed-pp32-16-1gpu.json
+echo "== seed replay on cuda ($gpus GPUs: $seed)"
+VRAM_TEST_BACKEND=cuda timeout 90 "$b/tests/test_seed_replay" "$seed" \
     >"$out/seed_replay_cuda.log" 2>&1 || rc=1
 tail -n 3 "$out/seed_replay_cuda.log"
 if [ -x "$b/tests/vram-bench" ] && [ -z "${NO_BENCH:-}" ]; then

@@ -66,7 +66,9 @@ struct vd_core {
     struct vd_recall *recalls;   /* recall deadlines */
     struct vd_counters counters;
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
-    bool check_invariants; /* vl_check and reply checks after each request */
+    uint32_t budget_npending;           /* how many are set */
+    bool check_invariants; /* vl_check after each change of the ledger */
+    bool check_replies;    /* every frame sent is decoded again (send.c) */
     bool stopping;
     vp_handle lock;
     char lock_path[4200], state_path[4200];

@@ -64,7 +64,7 @@ int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
         vram_jw_free(&w);
         return r;
     }
-    if (core->check_invariants) {
+    if (core->check_replies) {
         /* The event's fields, as the library reads them. */
         self_check(vram_events[evt].req, w.p, NULL, 0, false);
     }
@@ -88,7 +88,7 @@ int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
         vram_jw_free(&w);
         return r;
     }
-    if (core->check_invariants && m && !err)
+    if (core->check_replies && m && !err)
         self_check(m->rep, w.p, hs, e.nh, more || only);
     return send_text(core, c, &w, hs, e.nh);
 }

@@ -98,12 +98,17 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
         }
     }
     set_limits(core);
+    /* Test switches: on by default in debug builds, off in release ones;
+     * VRAMD_CHECK_REPLIES follows VRAMD_CHECK_INVARIANTS unless set (the
+     * benchmark keeps the ledger's checks and times without this one). */
     const char *chk = getenv("VRAMD_CHECK_INVARIANTS");
+    const char *rep = getenv("VRAMD_CHECK_REPLIES");
 #ifndef NDEBUG
     core->check_invariants = !chk || strcmp(chk, "0") != 0;
 #else
     core->check_invariants = chk && strcmp(chk, "0") != 0;
 #endif
+    core->check_replies = rep ? strcmp(rep, "0") != 0 : core->check_invariants;
     return 0;
 }
 

@@ -265,6 +265,35 @@ static void write_header(FILE *o, const cJSON *cat)
 
 /* ---- the descriptors ---------------------------------------------------- */
 
+/* The indexes of the messages of obj in strcmp order (for lookups). */
+static const char *sort_names[256];
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(sort_names[*(const unsigned char *)a],
+                  sort_names[*(const unsigned char *)b]);
+}
+
+static void sorted_index(FILE *o, const char *what, const cJSON *obj)
+{
+    unsigned char idx[256];
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, obj) {
+        if (n == 256) {
+            fprintf(stderr, "vram_msggen: more than 256 %s messages\n", what);
+            exit(1);
+        }
+        sort_names[n] = m->string;
+        idx[n] = (unsigned char)n;
+        n++;
+    }
+    qsort(idx, (size_t)n, 1, by_name);
+    fprintf(o, "static const unsigned char vram_%s_sorted[] = {", what);
+    for (int i = 0; i < n; i++)
+        fprintf(o, "%s%u", i ? ", " : "", idx[i]);
+    fprintf(o, "%s};\n", n ? "" : "0");
+}
+
 static void field_descs(FILE *o, const char *sname, const char *dname,
                         const char *where, const cJSON *fields)
 {
@@ -354,15 +383,24 @@ static void write_source(FILE *o, const cJSON *cat)
         c_string(o, str(m, "doc"));
         fprintf(o, ", &vram_td_evt_%s, NULL},\n", m->string);
     }
-    fprintf(o, "};\n\n"
+    fprintf(o, "};\n\n");
+    /* Every frame's type is looked up: by binary search over the names in
+     * sorted order, not one strcmp per message. */
+    sorted_index(o, "req", reqs);
+    sorted_index(o, "evt", evts);
+    fprintf(o, "static int lookup(const char *name, const struct vram_mdesc *m,\n"
+               "                  const unsigned char *sorted, int n)\n{\n"
+               "    int lo = 0, hi = n - 1;\n"
+               "    while (name && lo <= hi) {\n"
+               "        int mid = (lo + hi) / 2;\n"
+               "        int c = strcmp(name, m[sorted[mid]].name);\n"
+               "        if (c == 0)\n            return sorted[mid];\n"
+               "        if (c < 0)\n            hi = mid - 1;\n"
+               "        else\n            lo = mid + 1;\n    }\n    return -1;\n}\n\n"
                "int vram_req_lookup(const char *name)\n{\n"
-               "    for (int i = 0; name && i < VRAM_REQ_COUNT; i++)\n"
-               "        if (strcmp(vram_requests[i].name, name) == 0)\n"
-               "            return i;\n    return -1;\n}\n\n"
+               "    return lookup(name, vram_requests, vram_req_sorted, VRAM_REQ_COUNT);\n}\n\n"
                "int vram_evt_lookup(const char *name)\n{\n"
-               "    for (int i = 0; name && i < VRAM_EVT_COUNT; i++)\n"
-               "        if (strcmp(vram_events[i].name, name) == 0)\n"
-               "            return i;\n    return -1;\n}\n\n"
+               "    return lookup(name, vram_events, vram_evt_sorted, VRAM_EVT_COUNT);\n}\n\n"
                "const char *const vram_catalogue_errors[] = {\n");
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cat, "errors")) {

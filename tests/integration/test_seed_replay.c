@@ -1,6 +1,8 @@
-/* The seed replay: vram-replay drives tests/scenarios/seed-pp32-16.json
- * against the real daemon, with one client process per stage and with both
- * stages in one client, and must reproduce the seed's published figures. */
+/* The seed replay: vram-replay drives tests/scenarios/seed-pp32-16.json (or
+ * the scenario named as the argument: seed-pp32-16-1gpu.json puts both
+ * stages on one device) against the real daemon, with one client process
+ * per stage and with both stages in one client, and must reproduce the
+ * seed's published figures. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,9 @@ static const cJSON *stage_of(const cJSON *step, uint32_t stage)
             return s;
     return NULL;
 }
+
+/* Each stage's device, as the scenario places it. */
+static uint64_t stage_device[2];
 
 static void replay(const struct daemon *d, const char *scenario, const char *mode)
 {
@@ -50,7 +55,7 @@ static void replay(const struct daemon *d, const char *scenario, const char *mod
             for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
                 CHECK(cJSON_IsNumber(cJSON_GetObjectItem(o, keys[k])),
                       "%s: step %d stage %u lacks %s", mode, i + 1, s, keys[k]);
-            CHECK_EQ_U(json_u64(o, "device"), s);
+            CHECK_EQ_U(json_u64(o, "device"), stage_device[s]);
             CHECK_EQ_U(json_u64(o, "output_tokens"), 1024);
         }
     const cJSON *s0, *s1;
@@ -88,17 +93,25 @@ static void replay(const struct daemon *d, const char *scenario, const char *mod
         cJSON_Delete(steps[i]);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     char scenario[512];
-    snprintf(scenario, sizeof(scenario), "%s/tests/scenarios/seed-pp32-16.json",
-             getenv("VRAM_SOURCE_DIR") ? getenv("VRAM_SOURCE_DIR") : ".");
+    snprintf(scenario, sizeof(scenario), "%s/tests/scenarios/%s",
+             getenv("VRAM_SOURCE_DIR") ? getenv("VRAM_SOURCE_DIR") : ".",
+             argc > 1 ? argv[1] : "seed-pp32-16.json");
     FILE *f = fopen(scenario, "r");
     REQUIRE(f, "cannot open %s", scenario);
     static char text[1 << 16];
     size_t n = fread(text, 1, sizeof(text) - 1, f);
     fclose(f);
     text[n] = 0;
+    cJSON *doc = cJSON_Parse(text);
+    REQUIRE(doc, "%s is not JSON", scenario);
+    const cJSON *st_;
+    cJSON_ArrayForEach(st_, cJSON_GetObjectItem(doc, "stages"))
+        if (json_u64(st_, "id") < 2)
+            stage_device[json_u64(st_, "id")] = json_u64(st_, "device");
+    cJSON_Delete(doc);
 
     struct daemon d;
     REQUIRE(daemon_start(&d, text, NULL) == 0, "start vramd");
