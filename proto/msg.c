@@ -55,18 +55,49 @@ struct dstate {
     int ntaken;
 };
 
-static int bad(struct dstate *s, const char *path, const char *fmt, ...)
+/* Where a value is, as a chain up to the message: written out only when
+ * something is wrong ("kv_reserve.map[3].slot"), so that decoding a good
+ * message formats nothing. */
+struct path {
+    const struct path *up;
+    const char *name; /* a field; NULL: an index */
+    size_t index;
+};
+
+static size_t path_write(const struct path *p, char *buf, size_t len)
+{
+    size_t n = p->up ? path_write(p->up, buf, len) : 0;
+    if (n >= len)
+        return n;
+    int w;
+    if (p->name)
+        w = snprintf(buf + n, len - n, "%s%s", p->up ? "." : "", p->name);
+    else
+        w = snprintf(buf + n, len - n, "[%zu]", p->index);
+    return w < 0 ? n : n + (size_t)w;
+}
+
+static int bad(struct dstate *s, const struct path *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int bad(struct dstate *s, const char *path, const char *fmt, ...)
+static int bad(struct dstate *s, const struct path *path, const char *fmt, ...)
 {
-    char tail[160];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tail, sizeof(tail), fmt, ap);
-    va_end(ap);
-    snprintf(s->d->why, sizeof(s->d->why), "%s: %s", path, tail);
+    char *why = s->d->why;
+    size_t len = sizeof(s->d->why), n = path_write(path, why, len);
+    if (n + 2 < len) {
+        memcpy(why + n, ": ", 3);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why + n + 2, len - n - 2, fmt, ap);
+        va_end(ap);
+    }
     return -EINVAL;
+}
+
+static int out_of_memory(struct dstate *s, const struct path *path)
+{
+    bad(s, path, "out of memory");
+    return -ENOMEM;
 }
 
 /* A whole number in [lo, hi], checked before it is converted. */
@@ -82,10 +113,11 @@ static bool whole(const cJSON *v, double lo, double hi, double *out)
 }
 
 static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
-                     uint32_t max, const cJSON *v, void *dst, const char *path);
+                     uint32_t max, const cJSON *v, void *dst,
+                     const struct path *path);
 
 static int dec_object(struct dstate *s, const struct vram_tdesc *t,
-                      const cJSON *obj, void *out, const char *path)
+                      const cJSON *obj, void *out, const struct path *path)
 {
     if (t->tuple ? !cJSON_IsArray(obj) : !cJSON_IsObject(obj))
         return bad(s, path, "must be %s", t->tuple ? "an array" : "an object");
@@ -100,11 +132,8 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
         } else {
             v = cJSON_GetObjectItemCaseSensitive(obj, f->name);
         }
-        char sub[192];
-        if (t->tuple)
-            snprintf(sub, sizeof(sub), "%s[%u]", path, i);
-        else
-            snprintf(sub, sizeof(sub), "%s.%s", path, f->name);
+        struct path at = {path, t->tuple ? NULL : f->name, i};
+        const struct path *sub = &at;
         if (!v || cJSON_IsNull(v)) {
             if (f->required && !s->d->partial)
                 return bad(s, sub, "missing (a required field)");
@@ -119,15 +148,12 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
                 return bad(s, sub, "%zu items, at most %u", n, f->max);
             size_t isz = kind_size(f->item, f->type);
             void *arr = n ? vram_arena_alloc(s->d->arena, n * isz) : NULL;
-            if (n && !arr) {
-                snprintf(s->d->why, sizeof(s->d->why), "%s: out of memory", sub);
-                return -ENOMEM;
-            }
+            if (n && !arr)
+                return out_of_memory(s, sub);
             size_t k = 0;
             for (const cJSON *e = v->child; e; e = e->next, k++) {
-                char ip[208];
-                snprintf(ip, sizeof(ip), "%s[%zu]", sub, k);
-                r = dec_value(s, f->item, f->type, 0, e, (char *)arr + k * isz, ip);
+                struct path ip = {sub, NULL, k};
+                r = dec_value(s, f->item, f->type, 0, e, (char *)arr + k * isz, &ip);
                 if (r < 0)
                     return r;
             }
@@ -147,7 +173,8 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
 }
 
 static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
-                     uint32_t max, const cJSON *v, void *dst, const char *path)
+                     uint32_t max, const cJSON *v, void *dst,
+                     const struct path *path)
 {
     double d;
     switch (kind) {
@@ -178,10 +205,8 @@ static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
         if (max && n > max)
             return bad(s, path, "a string of %zu bytes, at most %u", n, max);
         char *c = vram_arena_strdup(s->d->arena, v->valuestring);
-        if (!c) {
-            snprintf(s->d->why, sizeof(s->d->why), "%s: out of memory", path);
-            return -ENOMEM;
-        }
+        if (!c)
+            return out_of_memory(s, path);
         *(const char **)dst = c;
         return 0;
     }
@@ -211,7 +236,8 @@ int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
 {
     struct dstate s = {.d = d};
     d->why[0] = '\0';
-    int r = dec_object(&s, t, obj, out, t->name);
+    struct path top = {NULL, t->name, 0};
+    int r = dec_object(&s, t, obj, out, &top);
     if (r < 0) {
         /* The frame keeps its handles: nothing was taken. */
         for (int i = 0; i < s.ntaken; i++)
