@@ -1,5 +1,6 @@
 #include "arena.h"
 
+#include <errno.h>
 #include <stdalign.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,6 +52,22 @@ char *vram_arena_strdup(struct vram_arena *a, const char *s)
     if (p)
         memcpy(p, s, n);
     return p;
+}
+
+int vram_arena_grow(struct vram_arena *a, void **v, size_t n, size_t *cap,
+                    size_t size, size_t first)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : first;
+    void *nv = vram_arena_alloc(a, c * size);
+    if (!nv)
+        return -ENOMEM;
+    if (n)
+        memcpy(nv, *v, n * size);
+    *v = nv;
+    *cap = c;
+    return 0;
 }
 
 void vram_arena_free(struct vram_arena *a)

@@ -15,6 +15,12 @@ struct vram_arena {
 /* n zeroed bytes, aligned for any type; NULL when out of memory. */
 void *vram_arena_alloc(struct vram_arena *a, size_t n);
 char *vram_arena_strdup(struct vram_arena *a, const char *s);
+/* Room for one more item of an array of n items of size bytes at *v with
+ * room for *cap: when full, a copy twice as large (first items at the
+ * start) is made in the arena and *v and *cap updated. -ENOMEM, changing
+ * nothing, when out of memory. */
+int vram_arena_grow(struct vram_arena *a, void **v, size_t n, size_t *cap,
+                    size_t size, size_t first);
 /* Frees everything; the arena can be used again. NULL-tolerant. */
 void vram_arena_free(struct vram_arena *a);
 

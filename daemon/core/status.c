@@ -60,18 +60,9 @@ static void add_region(void *ud, const struct vl_region_view *r)
     struct region_list *l = ud;
     if (l->err)
         return;
-    if (l->arr->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 4;
-        struct vram_t_region *v = vram_arena_alloc(l->a, cap * sizeof(*v));
-        if (!v) {
-            l->err = -ENOMEM;
-            return;
-        }
-        if (l->arr->n)
-            memcpy(v, l->arr->v, l->arr->n * sizeof(*v));
-        l->arr->v = v;
-        l->cap = cap;
-    }
+    if ((l->err = vram_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
+                                  sizeof(*l->arr->v), 4)) < 0)
+        return;
     l->err = region_fill(r, &l->arr->v[l->arr->n++], l->a);
 }
 
@@ -188,18 +179,9 @@ static void add_client(void *ud, const struct vl_client_view *cv)
     struct client_list *l = ud;
     if (l->err)
         return;
-    if (l->arr->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        struct vram_t_client *v = vram_arena_alloc(l->a, cap * sizeof(*v));
-        if (!v) {
-            l->err = -ENOMEM;
-            return;
-        }
-        if (l->arr->n)
-            memcpy(v, l->arr->v, l->arr->n * sizeof(*v));
-        l->arr->v = v;
-        l->cap = cap;
-    }
+    if ((l->err = vram_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
+                                  sizeof(*l->arr->v), 16)) < 0)
+        return;
     struct vram_t_client *o = &l->arr->v[l->arr->n++];
     memset(o, 0, sizeof(*o));
     struct vd_client *c = vd_clients_find(&l->core->clients, cv->id);

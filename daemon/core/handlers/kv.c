@@ -8,6 +8,15 @@
 #include "vd_dispatch.h"
 #include "waits.h"
 
+/* The stage's KV and loan figures after the change, as every reply here
+ * carries them (VD_KV_COPY fills the reply). */
+static int summary(struct vd_request *rq, uint32_t stage, uint32_t recalled,
+                   struct vd_kv_summary *sum)
+{
+    int e = vd_status_kv(rq->core, stage, recalled, sum, &rq->arena);
+    return e < 0 ? vd_fail(rq, e, "out of memory") : 0;
+}
+
 int vd_handle_kv_reserve(struct vd_request *rq,
                          const struct vram_req_kv_reserve *m,
                          struct vram_rep_kv_reserve *rep)
@@ -28,8 +37,8 @@ int vd_handle_kv_reserve(struct vd_request *rq,
     if (e < 0)
         return vd_fail_ledger(rq, e);
     struct vd_kv_summary sum;
-    if ((e = vd_status_kv(rq->core, m->stage, recalled, &sum, &rq->arena)) < 0)
-        return vd_fail(rq, e, "out of memory");
+    if ((e = summary(rq, m->stage, recalled, &sum)) < 0)
+        return e;
     VD_KV_COPY(rep, sum);
     return 0;
 }
@@ -42,8 +51,8 @@ int vd_handle_kv_trim(struct vd_request *rq, const struct vram_req_kv_trim *m,
     if (e < 0)
         return vd_fail_ledger(rq, e);
     struct vd_kv_summary sum;
-    if ((e = vd_status_kv(rq->core, m->stage, 0, &sum, &rq->arena)) < 0)
-        return vd_fail(rq, e, "out of memory");
+    if ((e = summary(rq, m->stage, 0, &sum)) < 0)
+        return e;
     VD_KV_COPY(rep, sum);
     return 0;
 }
@@ -57,8 +66,8 @@ int vd_handle_expert_request(struct vd_request *rq,
     if (e < 0)
         return vd_fail_ledger(rq, e);
     struct vd_kv_summary sum;
-    if ((e = vd_status_kv(rq->core, m->stage, 0, &sum, &rq->arena)) < 0)
-        return vd_fail(rq, e, "out of memory");
+    if ((e = summary(rq, m->stage, 0, &sum)) < 0)
+        return e;
     VD_KV_COPY(rep, sum);
     return 0;
 }
