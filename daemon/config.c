@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "message.h"
 #include "peer.h"
 #include "units.h"
 
@@ -73,11 +74,8 @@ static bool get_size(struct ctx *x, const cJSON *obj, const char *key,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
         return false;
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0 &&
-        v->valuedouble == (double)(uint64_t)v->valuedouble) {
-        *out = (uint64_t)v->valuedouble;
+    if (vram_json_uint(v, VRAM_JSON_MAX_UINT, out))
         return true;
-    }
     if (cJSON_IsString(v) && vram_size_parse(v->valuestring, out) == 0)
         return true;
     err(x, "%s.%s: expected a size (bytes, or a string such as \"2MiB\")",
@@ -91,14 +89,12 @@ static bool get_uint(struct ctx *x, const cJSON *obj, const char *key,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
         return false;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
-        v->valuedouble != (double)(uint64_t)v->valuedouble ||
-        v->valuedouble > (double)max) {
+    if (!vram_json_uint(v, max < VRAM_JSON_MAX_UINT ? max : VRAM_JSON_MAX_UINT,
+                        out)) {
         err(x, "%s.%s: expected an integer from 0 to %llu", path, key,
             (unsigned long long)max);
         return false;
     }
-    *out = (uint64_t)v->valuedouble;
     return true;
 }
 
@@ -120,9 +116,9 @@ static uint64_t parse_hex_or_size(const cJSON *v, bool *ok)
 {
     uint64_t r = 0;
     *ok = false;
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0) {
-        *ok = true;
-        return (uint64_t)v->valuedouble;
+    if (cJSON_IsNumber(v)) {
+        *ok = vram_json_uint(v, VRAM_JSON_MAX_UINT, &r);
+        return r;
     }
     if (cJSON_IsString(v)) {
         char *end;
@@ -203,9 +199,8 @@ static void parse_lanes(struct ctx *x, const cJSON *arr, const char *p,
         char lp[96];
         snprintf(lp, sizeof(lp), "%s.kv_lanes[%d]", p, i++);
         uint64_t bpt = 0, count = 1;
-        if (cJSON_IsNumber(l) && l->valuedouble >= 1 &&
-            l->valuedouble == (double)(uint64_t)l->valuedouble) {
-            bpt = (uint64_t)l->valuedouble;
+        if (vram_json_uint(l, VRAM_JSON_MAX_UINT, &bpt) && bpt >= 1) {
+            /* bytes per token */
         } else if (cJSON_IsObject(l)) {
             static const char *const keys[] = {"bytes_per_token", "count",
                                                "name", NULL};
@@ -403,12 +398,12 @@ static void parse_who(struct ctx *x, const cJSON *o, const char *path,
             snprintf(ep, sizeof(ep), "%s.%s[%d]", path, keys[k], i++);
             uint32_t id;
             if (k % 2 == 1) { /* numeric */
-                if (!cJSON_IsNumber(e) || e->valuedouble < 0 ||
-                    e->valuedouble != (double)(uint32_t)e->valuedouble) {
+                uint64_t num;
+                if (!vram_json_uint(e, UINT32_MAX, &num)) {
                     err(x, "%s: expected a numeric id", ep);
                     continue;
                 }
-                id = (uint32_t)e->valuedouble;
+                id = (uint32_t)num;
             } else { /* a name, resolved now */
                 const char *name = cJSON_GetStringValue(e);
                 if ((user ? vp_user_id(name, &id) : vp_group_id(name, &id)) < 0) {

@@ -100,6 +100,14 @@ int vram_json_bool(const cJSON *obj, const char *key, bool *out)
     return 0;
 }
 
+bool vram_json_uint(const cJSON *v, uint64_t max, uint64_t *out)
+{
+    if (!is_uint(v) || v->valuedouble > (double)max)
+        return false;
+    *out = (uint64_t)v->valuedouble;
+    return true;
+}
+
 const char *vram_json_str(const cJSON *obj, const char *key)
 {
     return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(obj, key));

@@ -33,6 +33,10 @@ int vram_msg_queue(struct vram_wire *w, const cJSON *msg, vp_handle *hs,
 int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out);
 int vram_json_bool(const cJSON *obj, const char *key, bool *out);
 const char *vram_json_str(const cJSON *obj, const char *key);
+/* v is a whole number from 0 to max (at most 2^53), checked before it is
+ * converted: no cast of an out-of-range double ever happens. */
+bool vram_json_uint(const cJSON *v, uint64_t max, uint64_t *out);
+#define VRAM_JSON_MAX_UINT 9007199254740992ull /* 2^53 */
 
 /* Adds an unsigned integer; vram_json_print writes it exactly below 2^53
  * (JSON numbers are doubles): bytes, ids and addresses all fit. */

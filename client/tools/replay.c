@@ -122,7 +122,15 @@ static int load(const char *path, struct scenario *sc)
     const cJSON *only = cJSON_GetObjectItem(scn, "stages");
     if (cJSON_IsArray(only)) {
         sc->nstages = 0;
-        cJSON_ArrayForEach(st, only) sc->stages[sc->nstages++] = (uint32_t)st->valuedouble;
+        cJSON_ArrayForEach(st, only) {
+            uint64_t id;
+            if (sc->nstages == MAX_STAGES || !vram_json_uint(st, UINT32_MAX, &id)) {
+                fprintf(stderr, "vram-replay: %s: scenario.stages: at most %d "
+                        "stage ids (whole numbers)\n", path, MAX_STAGES);
+                goto out;
+            }
+            sc->stages[sc->nstages++] = (uint32_t)id;
+        }
     }
     if (sc->nstages == 0) {
         fprintf(stderr, "vram-replay: %s: no stages\n", path);

@@ -74,7 +74,9 @@ static bool flag(const cJSON *o, const char *key)
 static unsigned maxof(const cJSON *f)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(f, "max");
-    return cJSON_IsNumber(m) ? (unsigned)m->valuedouble : 0;
+    return cJSON_IsNumber(m) && m->valuedouble >= 0 && m->valuedouble < 4294967296.0
+               ? (unsigned)m->valuedouble
+               : 0;
 }
 
 /* A field's type, checked: scalar index (>= 0), or -1 with *obj set. */

@@ -137,13 +137,45 @@ int main(void)
     fd = raw_connect(&d);
     raw_send(fd, "{\"type\":\"status\",\"id\":5}");
     expect_error(fd, "EPROTO", "hello first", "before hello");
+    /* Hello is checked before the request is: a malformed one before hello
+     * hears "hello first", not what is wrong with its fields. */
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":5,\"chunks\":\"many\"}");
+    expect_error(fd, "EPROTO", "hello first", "malformed before hello");
     CHECK(hello(fd), "hello after an error");
+    /* A second hello is refused and changes nothing: not the name, not the
+     * role. */
+    raw_send(fd, "{\"type\":\"hello\",\"id\":2,\"version\":1,\"name\":\"other\","
+                 "\"role\":\"ctl\"}");
+    expect_error(fd, "EPROTO", "already", "second hello");
+    raw_send(fd, "{\"type\":\"status\",\"id\":3}");
+    {
+        cJSON *st = raw_recv(fd, 2000);
+        const cJSON *cl;
+        int raw_named = 0, other_named = 0;
+        cJSON_ArrayForEach(cl, cJSON_GetObjectItem(st, "clients")) {
+            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(cl, "name"));
+            const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(cl, "role"));
+            raw_named += nm && strcmp(nm, "raw") == 0 && role &&
+                         strcmp(role, "engine") == 0;
+            other_named += nm && strcmp(nm, "other") == 0;
+        }
+        CHECK(raw_named == 1 && other_named == 0,
+              "a second hello changed the client (raw engines %d, 'other' %d)",
+              raw_named, other_named);
+        cJSON_Delete(st);
+    }
     raw_send(fd, "{\"type\":\"frobnicate\",\"id\":6}");
     expect_error(fd, "ENOSYS", "frobnicate", "unknown type");
     raw_send(fd, "{\"type\":\"region_grow\",\"id\":7,\"region\":1,\"chunks\":\"many\"}");
     expect_error(fd, "EINVAL", "chunks", "wrong field type");
     raw_send(fd, "{\"type\":\"region_grow\",\"id\":8,\"region\":1}");
     expect_error(fd, "EINVAL", "chunks", "missing field");
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":9,\"region\":1e300,\"chunks\":1}");
+    expect_error(fd, "EINVAL", "region_grow.region: must be a u32", "huge number");
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":10,\"region\":1,\"chunks\":-1e300}");
+    expect_error(fd, "EINVAL", "region_grow.chunks", "huge negative number");
+    raw_send(fd, "{\"type\":\"region_grow\",\"id\":11,\"region\":1.5,\"chunks\":1}");
+    expect_error(fd, "EINVAL", "region_grow.region", "fraction");
     raw_send(fd, "{\"type\":\"status\"}");
     expect_error(fd, "EINVAL", "id", "no id");
     raw_send(fd, "[1,2,3]");

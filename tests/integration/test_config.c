@@ -55,6 +55,17 @@ int main(void)
     bad("{\"devices\": [{\"id\": 0}, {\"id\": 0}]}",
         (const char *[]){"devices[1].id", "defined twice", NULL});
     bad("{\"devcies\": []}", (const char *[]){"devcies: unknown key", NULL});
+    /* Numbers are checked before they are converted: huge, negative and
+     * fractional ones are errors (the sanitizer build would report a cast
+     * of an out-of-range double). */
+    bad("{\"devices\": [{\"id\": 0, \"capacity\": 1e300}]}",
+        (const char *[]){"devices[0].capacity", NULL});
+    bad("{\"devices\": [{\"id\": 0, \"capacity\": -5}]}",
+        (const char *[]){"devices[0].capacity", NULL});
+    bad("{\"limits\": {\"clients\": 1e300}}",
+        (const char *[]){"limits.clients", NULL});
+    bad("{\"access\": {\"allow\": {\"uids\": [1e300]}}}",
+        (const char *[]){"access.allow.uids[0]", NULL});
     bad("{\"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0,"
         " \"last_layer\": 3, \"kv_lanes\": [{\"bytes_per_token\": 0}],"
         " \"expert_slot\": \"1MiB\"}]}",
