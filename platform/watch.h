@@ -11,12 +11,14 @@
 #include "handle.h"
 
 struct vp_watch;
-/* status < 0: the handle failed (a libuv error); events: VP_READABLE and
+/* status < 0: the handle failed (a negative errno, such as -ECONNRESET);
+ * events: VP_READABLE and
  * VP_WRITABLE (platform/conn.h). */
 typedef void (*vp_watch_fn)(struct vp_watch *w, int status, int events);
 
 struct vp_watch {
     uv_poll_t poll;
+    vp_handle h;
     vp_watch_fn fn;
     void *data;
     int events;

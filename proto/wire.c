@@ -56,7 +56,9 @@ int vram_wire_read(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
             return 0;
         if (got < 0) {
             if (why[0] == '\0')
-                snprintf(why, whylen, "receive failed: %s", strerror((int)-got));
+                snprintf(why, whylen, "%s", got == -ECONNRESET
+                                                ? "the peer reset the connection"
+                                                : strerror((int)-got));
             vram_codec_rx_drop(&w->codec);
             return (int)got;
         }

@@ -16,6 +16,24 @@
 #include "vram_msg.h"
 #include "waits.h"
 
+/* Refusals are the peer's doing and as frequent as it likes: each one at
+ * debug, and at info the first of every 10 s with a count of the others. */
+static struct vlog_limit refusals = {.interval_ms = 10000};
+
+static void log_refusal(const struct vd_client *c, uint64_t id, int err,
+                        const char *why)
+{
+    if (vlog_level() >= VLOG_DEBUG)
+        vlog(VLOG_DEBUG, "client %u (%s, pid %lld): request %llu refused: %s: %s",
+             c->id, c->name, (long long)c->peer.pid, (unsigned long long)id,
+             vram_errno_name(err), why);
+    else
+        vlog_limited(&refusals, VLOG_INFO, "client %u (%s, pid %lld): request "
+                     "%llu refused: %s: %s", c->id, c->name,
+                     (long long)c->peer.pid, (unsigned long long)id,
+                     vram_errno_name(err), why);
+}
+
 /* A refusal outside any handler: the frame or its envelope is wrong. */
 static void refuse(struct vd_core *core, struct vd_client *c, uint64_t id,
                    int type, int err, const char *fmt, ...)
@@ -31,9 +49,7 @@ static void refuse(struct vd_core *core, struct vd_client *c, uint64_t id,
     vsnprintf(rq.why, sizeof(rq.why), fmt, ap);
     va_end(ap);
     core->counters.errors++;
-    vlog(VLOG_INFO, "client %u (%s, pid %lld): request %llu refused: %s: %s",
-         c->id, c->name, (long long)c->peer.pid, (unsigned long long)id,
-         vram_errno_name(err), rq.why);
+    log_refusal(c, id, err, rq.why);
     vd_send_reply(core, c, type, id, err, rq.why, false, NULL, NULL, NULL);
     vd_request_fini(&rq);
 }
@@ -123,9 +139,7 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     }
     if (r < 0) {
         core->counters.errors++;
-        vlog(VLOG_INFO, "client %u (%s, pid %lld): request %llu refused: %s: %s",
-             c->id, c->name, (long long)c->peer.pid,
-             (unsigned long long)env.id, vram_errno_name(r), rq.why);
+        log_refusal(c, env.id, r, rq.why);
         vd_reply(&rq, r, NULL);
     } else if (r == 0) {
         vd_reply(&rq, 0, &rep);

@@ -55,14 +55,23 @@ void vd_session_close(void *session, const char *why, bool after_flush)
     schedule(s);
 }
 
+/* What a failed connection's error means, in words for the log. */
+static const char *conn_error(int err)
+{
+    switch (err) {
+    case -ECONNRESET: return "the peer reset the connection";
+    case -EPIPE: return "the peer went away while we were writing";
+    case -ETIMEDOUT: return "the connection timed out";
+    default: return strerror(-err);
+    }
+}
+
 static int flush(struct vd_session *s)
 {
     int r = vram_wire_flush(&s->wire);
     if (r < 0 && r != -EAGAIN) {
         s->drain = false;
-        vd_session_close(s, r == -EPIPE || r == -ECONNRESET
-                                ? "peer went away while we were writing"
-                                : strerror(-r), false);
+        vd_session_close(s, conn_error(r), false);
         return r;
     }
     if (r == 0 && s->drain) {
@@ -111,7 +120,7 @@ static void on_ready(struct vp_watch *w, int status, int events)
 {
     struct vd_session *s = w->data;
     if (status < 0) {
-        vd_session_close(s, uv_strerror(status), false);
+        vd_session_close(s, conn_error(status), false);
         return;
     }
     if ((events & VP_WRITABLE) && flush(s) < 0)
@@ -124,6 +133,8 @@ static void on_ready(struct vp_watch *w, int status, int events)
         return;
     if (r == -ENOTCONN) {
         vd_session_close(s, "disconnected", false);
+    } else if (r < 0 && !why[0]) {
+        vd_session_close(s, conn_error(r), false);
     } else if (r < 0) {
         s->ss->core->counters.protocol_errors++;
         vd_session_close(s, why, false);

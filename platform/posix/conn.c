@@ -158,6 +158,15 @@ int vp_conn_peer_path(vp_handle c, char *buf, size_t len)
     return 0;
 }
 
+int vp_conn_error(vp_handle c)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (getsockopt((int)c.v, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        return -errno;
+    return -err;
+}
+
 int vp_conn_wait(vp_handle c, int events, int timeout_ms)
 {
     struct pollfd p = {.fd = (int)c.v,

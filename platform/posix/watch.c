@@ -6,6 +6,11 @@
 static void on_poll(uv_poll_t *p, int status, int events)
 {
     struct vp_watch *w = p->data;
+    /* libuv reports any socket error (POLLERR) as EBADF: say what it was. */
+    if (status == UV_EBADF) {
+        int e = vp_conn_error(w->h);
+        status = e < 0 ? e : UV_ECONNRESET;
+    }
     int ev = ((events & UV_READABLE) ? VP_READABLE : 0) |
              ((events & UV_WRITABLE) ? VP_WRITABLE : 0);
     w->fn(w, status, ev);
@@ -15,6 +20,7 @@ int vp_watch_init(uv_loop_t *loop, struct vp_watch *w, vp_handle h)
 {
     w->events = 0;
     w->fn = NULL;
+    w->h = h;
     int r = uv_poll_init(loop, &w->poll, (int)h.v);
     w->poll.data = w;
     return r;
