@@ -42,6 +42,10 @@ void vd_config_default(struct vd_config *c)
     c->max_chunks_per_client = 1u << 20;
     c->max_regions_per_client = 256;
     c->max_stages_per_client = 16;
+    c->admin_connections = 4;
+    c->connections_per_user = 64;
+    c->hello_timeout_ms = 5000;
+    c->frame_timeout_ms = 10000;
     c->socket_mode = 0660;
 }
 
@@ -461,7 +465,10 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
 {
     static const char *const keys[] = {"clients", "chunks_per_client",
                                        "regions_per_client",
-                                       "stages_per_client", NULL};
+                                       "stages_per_client", "admin_connections",
+                                       "connections_per_user",
+                                       "hello_timeout_ms", "frame_timeout_ms",
+                                       NULL};
     if (!cJSON_IsObject(o)) {
         err(x, "limits: expected an object");
         return;
@@ -476,6 +483,23 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
         c->max_regions_per_client = (uint32_t)v;
     if (get_uint(x, o, "stages_per_client", "limits", VL_MAX_STAGES, &v))
         c->max_stages_per_client = (uint32_t)v;
+    if (get_uint(x, o, "admin_connections", "limits", 64, &v))
+        c->admin_connections = (uint32_t)v;
+    if (get_uint(x, o, "connections_per_user", "limits", 65536, &v)) {
+        if (v == 0)
+            err(x, "limits.connections_per_user: must be at least 1");
+        c->connections_per_user = (uint32_t)v;
+    }
+    if (get_uint(x, o, "hello_timeout_ms", "limits", 600000, &v)) {
+        if (v < 100)
+            err(x, "limits.hello_timeout_ms: at least 100");
+        c->hello_timeout_ms = (uint32_t)v;
+    }
+    if (get_uint(x, o, "frame_timeout_ms", "limits", 600000, &v)) {
+        if (v < 100)
+            err(x, "limits.frame_timeout_ms: at least 100");
+        c->frame_timeout_ms = (uint32_t)v;
+    }
 }
 
 int vd_config_load(const char *path, struct vd_config *c, char errs[][256],

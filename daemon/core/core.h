@@ -26,6 +26,7 @@
 #include "config.h"
 #include "handle.h"
 #include "ledger.h"
+#include "log.h"
 #include "state.h"
 
 /* How the core reaches connections: io/ fills this in. conn is io's own
@@ -67,6 +68,7 @@ struct vd_core {
     struct vd_counters counters;
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
     uint32_t budget_npending;           /* how many are set */
+    struct vlog_limit admission_limit; /* refusals at admission, logged */
     bool check_invariants; /* vl_check after each change of the ledger */
     bool check_replies;    /* every frame sent is decoded again (send.c) */
     bool stopping;

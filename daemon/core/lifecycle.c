@@ -49,6 +49,23 @@ int vd_lifecycle_watch(struct vd_core *core, uint32_t client, int64_t pid,
 
 /* ---- admission ---------------------------------------------------------- */
 
+struct uid_count {
+    uint32_t uid, n;
+};
+
+static void count_uid(void *ud, struct vd_client *c)
+{
+    struct uid_count *u = ud;
+    u->n += c->peer.uid == u->uid;
+}
+
+static uint32_t connections_of(struct vd_core *core, uint32_t uid)
+{
+    struct uid_count u = {uid, 0};
+    vd_clients_each(&core->clients, count_uid, &u);
+    return u.n;
+}
+
 int vd_core_client_open(struct vd_core *core, void *conn,
                         const struct vp_peer *peer, uint32_t *id,
                         struct vd_refusal *ref)
@@ -63,10 +80,31 @@ int vd_core_client_open(struct vd_core *core, void *conn,
         ref->err = -EACCES;
         return ref->err;
     }
-    if (core->clients.n >= core->cfg.max_clients) {
-        vlog(VLOG_WARNING, "refusing pid %lld: limit of %u clients reached",
-             (long long)peer->pid, core->cfg.max_clients);
-        snprintf(ref->message, sizeof(ref->message), "too many clients connected");
+    bool admin = vd_access_admin(&core->cfg, peer);
+    /* Above limits.clients, a few slots are kept for admins, so that an
+     * operator can always look and evict; and no one user may hold more
+     * than its share of connections. */
+    size_t n = core->clients.n;
+    if (n >= (size_t)core->cfg.max_clients + (admin ? core->cfg.admin_connections : 0)) {
+        vlog_limited(&core->admission_limit, VLOG_WARNING, "refusing pid %lld "
+                     "(uid %u): limit of %u clients reached%s",
+                     (long long)peer->pid, (unsigned)peer->uid,
+                     core->cfg.max_clients,
+                     admin ? ", and the admins' slots are taken" : "");
+        snprintf(ref->message, sizeof(ref->message), "too many clients connected "
+                 "(limits.clients %u%s)", core->cfg.max_clients,
+                 admin ? " and limits.admin_connections" : "");
+        ref->err = -E2BIG;
+        return ref->err;
+    }
+    uint32_t mine = admin ? 0 : connections_of(core, peer->uid);
+    if (!admin && mine >= core->cfg.connections_per_user) {
+        vlog_limited(&core->admission_limit, VLOG_WARNING, "refusing pid %lld: "
+                     "uid %u has %u connections (limits.connections_per_user)",
+                     (long long)peer->pid, (unsigned)peer->uid, mine);
+        snprintf(ref->message, sizeof(ref->message), "uid %u has %u connections "
+                 "open, its limit (limits.connections_per_user)",
+                 (unsigned)peer->uid, mine);
         ref->err = -E2BIG;
         return ref->err;
     }
@@ -78,7 +116,7 @@ int vd_core_client_open(struct vd_core *core, void *conn,
     }
     c->conn = conn;
     c->peer = *peer;
-    c->admin = vd_access_admin(&core->cfg, peer);
+    c->admin = admin;
     /* Pin the peer's process now: a pid can be reused, a pin cannot. */
     vp_proc_pin(peer->pid, &c->pin);
     snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)peer->pid);
@@ -162,4 +200,10 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
     vp_close(&c->pin);
     vd_clients_remove(&core->clients, c);
     vd_waits_retry(core);
+}
+
+bool vd_core_client_greeted(struct vd_core *core, uint32_t id)
+{
+    struct vd_client *c = vd_clients_find(&core->clients, id);
+    return c && c->hello;
 }

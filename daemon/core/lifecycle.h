@@ -27,6 +27,8 @@ int vd_core_client_open(struct vd_core *core, void *conn,
                         struct vd_refusal *ref);
 /* The client's connection is gone (io/ closed it, or the peer did). */
 void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why);
+/* Whether the client said hello (io closes connections that stay silent). */
+bool vd_core_client_greeted(struct vd_core *core, uint32_t id);
 
 /* Evicts client: its process may not resume it, its connection is closed
  * (at the end of this loop turn). */

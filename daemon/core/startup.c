@@ -49,6 +49,7 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
     core->lock = VP_NONE;
     core->crash_before_reply = -1;
     core->started_ns = vp_now_ns();
+    core->admission_limit.interval_ms = 10000;
     if (config_path)
         snprintf(core->config_path, sizeof(core->config_path), "%s", config_path);
     const char *crash = getenv("VRAMD_TEST_CRASH_BEFORE_REPLY");
@@ -118,7 +119,7 @@ static int open_state(struct vd_core *core)
 {
     struct vd_state_params *prm = &core->state_params;
     prm->ledger = core->ledger;
-    prm->max_clients = core->cfg.max_clients;
+    prm->max_clients = core->cfg.max_clients + core->cfg.admin_connections;
     prm->max_regions_per_client = core->cfg.max_regions_per_client;
     for (uint32_t i = 0; i < core->backend->ndev && i < 64; i++)
         prm->uuid[i] = core->backend->info[i].uuid;
@@ -260,6 +261,10 @@ void vd_core_reload(struct vd_core *core)
     core->cfg.max_chunks_per_client = next.max_chunks_per_client;
     core->cfg.max_regions_per_client = next.max_regions_per_client;
     core->cfg.max_stages_per_client = next.max_stages_per_client;
+    core->cfg.admin_connections = next.admin_connections;
+    core->cfg.connections_per_user = next.connections_per_user;
+    core->cfg.hello_timeout_ms = next.hello_timeout_ms;
+    core->cfg.frame_timeout_ms = next.frame_timeout_ms;
     set_limits(core);
     /* New connections are judged by the new lists; connected clients keep
      * what they were granted at connect. */

@@ -20,6 +20,22 @@ static void port_close(void *ctx, void *conn, const char *why, bool after_flush)
     vd_session_close(conn, why, after_flush);
 }
 
+static void on_accept(struct vp_watch *w, int status, int events);
+
+/* Out of fds, a listener stays readable: watching it would spin. Accepting
+ * pauses instead, and tries again after a while; the connections wait in
+ * the backlog meanwhile. */
+#define ACCEPT_RETRY_MS 250
+
+static struct vlog_limit accept_limit = {.interval_ms = 10000};
+
+static void on_accept_retry(uv_timer_t *t)
+{
+    struct vd_io *io = t->data;
+    if (io->listening)
+        vp_watch_set(&io->lwatch, VP_READABLE, on_accept);
+}
+
 static void on_accept(struct vp_watch *w, int status, int events)
 {
     (void)events;
@@ -29,11 +45,18 @@ static void on_accept(struct vp_watch *w, int status, int events)
     for (;;) {
         vp_handle h;
         int e = vp_accept(io->listener, &h);
-        if (e < 0) {
-            if (e == -EMFILE || e == -ENFILE)
-                vlog(VLOG_ERR, "cannot accept: %s", strerror(-e));
+        if (e == -EMFILE || e == -ENFILE || e == -ENOBUFS || e == -ENOMEM) {
+            io->accept_pauses++;
+            vlog_limited(&accept_limit, VLOG_ERR, "cannot accept connections: "
+                         "%s; accepting again in %d ms (paused %llu times)",
+                         strerror(-e), ACCEPT_RETRY_MS,
+                         (unsigned long long)io->accept_pauses);
+            vp_watch_set(&io->lwatch, 0, on_accept);
+            uv_timer_start(&io->accept_retry, on_accept_retry, ACCEPT_RETRY_MS, 0);
             return;
         }
+        if (e < 0)
+            return;
         vd_session_accept(&io->sessions, h);
     }
 }
@@ -95,6 +118,8 @@ int vd_io_listen(struct vd_io *io)
     if (e < 0)
         return -EIO;
     io->lwatch.data = io;
+    uv_timer_init(io->loop, &io->accept_retry);
+    io->accept_retry.data = io;
     vp_watch_set(&io->lwatch, VP_READABLE, on_accept);
     io->listening = true;
     return 0;
@@ -102,8 +127,12 @@ int vd_io_listen(struct vd_io *io)
 
 void vd_io_stop(struct vd_io *io)
 {
-    if (io->listening)
+    if (io->listening) {
+        io->listening = false;
         vp_watch_set(&io->lwatch, 0, on_accept);
+        uv_timer_stop(&io->accept_retry);
+        uv_close((uv_handle_t *)&io->accept_retry, NULL);
+    }
     vd_sessions_stop(&io->sessions);
 }
 

@@ -17,6 +17,8 @@ struct vd_io {
     struct vd_sessions sessions;
     vp_handle listener;
     struct vp_watch lwatch;
+    uv_timer_t accept_retry; /* accepting again after running out of fds */
+    uint64_t accept_pauses;
     bool activated; /* the listener came from the service manager */
     bool listening;
     char path[108];

@@ -9,6 +9,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "msg.h"
+#include "clock.h"
 #include "peer.h"
 
 struct vd_session {
@@ -21,6 +22,8 @@ struct vd_session {
     bool closing; /* no more reads; closed once queued (drain) or at once */
     bool drain;   /* close once what is queued went out */
     bool listed;  /* on the closing list */
+    int64_t accepted_ms;     /* hello is due within limits.hello_timeout_ms */
+    int64_t partial_since_ms; /* a frame begun and not finished, or 0 */
     char why[160];
 };
 
@@ -131,6 +134,10 @@ static void on_ready(struct vp_watch *w, int status, int events)
     int r = vram_wire_read(&s->wire, on_frame, s, why, sizeof(why));
     if (s->closing)
         return;
+    if (vram_codec_rx_idle(&s->wire.codec))
+        s->partial_since_ms = 0;
+    else if (!s->partial_since_ms)
+        s->partial_since_ms = vp_now_ms();
     if (r == -ENOTCONN) {
         vd_session_close(s, "disconnected", false);
     } else if (r < 0 && !why[0]) {
@@ -173,6 +180,31 @@ static void on_closer(uv_idle_t *idle)
         uv_stop(ss->loop);
 }
 
+/* Silent peers and half-sent frames hold a slot (and whatever handles
+ * came with the frame's first part): both have a deadline. */
+static void on_deadlines(uv_timer_t *t)
+{
+    struct vd_sessions *ss = t->data;
+    const struct vd_config *cfg = &ss->core->cfg;
+    int64_t now = vp_now_ms();
+    for (struct vd_session *s = ss->list; s; s = s->next) {
+        if (s->closing)
+            continue;
+        char why[128];
+        if (now - s->accepted_ms > (int64_t)cfg->hello_timeout_ms &&
+            !vd_core_client_greeted(ss->core, s->client)) {
+            snprintf(why, sizeof(why), "said no hello within %u ms "
+                     "(limits.hello_timeout_ms)", cfg->hello_timeout_ms);
+            vd_session_close(s, why, false);
+        } else if (s->partial_since_ms &&
+                   now - s->partial_since_ms > (int64_t)cfg->frame_timeout_ms) {
+            snprintf(why, sizeof(why), "left a frame half-sent for %u ms "
+                     "(limits.frame_timeout_ms)", cfg->frame_timeout_ms);
+            vd_session_close(s, why, false);
+        }
+    }
+}
+
 void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
                       struct vd_core *core)
 {
@@ -181,6 +213,14 @@ void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
     ss->core = core;
     uv_idle_init(loop, &ss->closer);
     ss->closer.data = ss;
+    uv_timer_init(loop, &ss->deadlines);
+    ss->deadlines.data = ss;
+    uint32_t every = core->cfg.hello_timeout_ms < core->cfg.frame_timeout_ms
+                         ? core->cfg.hello_timeout_ms
+                         : core->cfg.frame_timeout_ms;
+    every = every / 4 < 50 ? 50 : every / 4 > 1000 ? 1000 : every / 4;
+    uv_timer_start(&ss->deadlines, on_deadlines, every, every);
+    uv_unref((uv_handle_t *)&ss->deadlines);
 }
 
 /* Turns a connection away with one error frame (the peer's library reports
@@ -216,6 +256,7 @@ void vd_session_accept(struct vd_sessions *ss, vp_handle h)
     }
     s->ss = ss;
     s->h = h;
+    s->accepted_ms = vp_now_ms();
     struct vd_refusal ref;
     if (vd_core_client_open(ss->core, s, &peer, &s->client, &ref) < 0) {
         free(s);
@@ -244,6 +285,7 @@ void vd_session_accept(struct vd_sessions *ss, vp_handle h)
 void vd_sessions_stop(struct vd_sessions *ss)
 {
     ss->stopping = true;
+    uv_timer_stop(&ss->deadlines);
     for (struct vd_session *s = ss->list; s; s = s->next)
         vd_session_close(s, "daemon shutting down", false);
     if (!ss->list)

@@ -20,6 +20,7 @@ struct vd_sessions {
     struct vd_session *list;
     struct vd_session *closing; /* to be closed at the end of this turn */
     uv_idle_t closer;
+    uv_timer_t deadlines;      /* silent peers and half-sent frames */
     bool stopping;             /* stop the loop once every session is gone */
 };
 

@@ -90,7 +90,11 @@ void attack_after(const struct daemon *d, const struct attack_base *b,
                                     .error_len = sizeof(err),
                                     .timeout_ms = 5000};
     vram_client *c = NULL;
-    int e = vram_client_connect(d->sock, &o, &c);
+    int e;
+    /* The attacker's connections may still be closing: a few tries. */
+    for (int i = 0; (e = vram_client_connect(d->sock, &o, &c)) == -E2BIG && i < 30;
+         i++)
+        sleep_ms(100);
     CHECK(e == 0, "%s: a newcomer cannot connect: %s %s", what, vram_strerror(e),
           err);
     if (c) {

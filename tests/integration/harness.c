@@ -271,6 +271,14 @@ void daemon_check_no_leaks(const struct daemon *d)
         snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd | grep -v memfd >&2",
                  (int)d->pid);
         if (system(cmd)) {}
+        cJSON *cs = daemon_status(d);
+        const cJSON *cl;
+        cJSON_ArrayForEach(cl, cJSON_GetObjectItem(cs, "clients"))
+            fprintf(stderr, "  client %llu %s (%s)\n",
+                    (unsigned long long)json_u64(cl, "id"),
+                    cJSON_GetStringValue(cJSON_GetObjectItem(cl, "name")),
+                    cJSON_GetStringValue(cJSON_GetObjectItem(cl, "state")));
+        cJSON_Delete(cs);
     }
     cJSON *st = daemon_status(d);
     const cJSON *dev;

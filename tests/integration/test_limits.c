@@ -11,7 +11,8 @@ int main(void)
     const char *config =
         "{\"devices\": [{\"id\": 0, \"capacity\": \"1GiB\"}],"
         " \"limits\": {\"clients\": 3, \"chunks_per_client\": 8,"
-        "              \"regions_per_client\": 2, \"stages_per_client\": 2},"
+        "              \"regions_per_client\": 2, \"stages_per_client\": 2,"
+        "              \"admin_connections\": 1},"
         " \"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0, \"last_layer\": 1,"
         "   \"kv_lanes\": [64], \"expert_slot\": \"2MiB\"}]}";
     struct daemon d;
@@ -42,14 +43,17 @@ int main(void)
     /* Loans count too: nothing more can be lent. */
     CHECK(vram_expert_request(a, s2, 0) == -EDQUOT, "loans over the quota: %s",
           vram_client_last_error(a));
-    /* Connections: a fourth client is turned away, clearly. */
+    /* Connections: three clients, then one slot kept for admins (root is
+     * one), then a fifth is turned away, clearly. */
     vram_client *c = connect_client(&d, "c");
+    vram_client *admin = connect_client(&d, "admin");
     char err[256] = "";
     struct vram_client_options o = {.name = "d", .error = err, .error_len = sizeof(err)};
     vram_client *dd = NULL;
     int e = vram_client_connect(d.sock, &o, &dd);
-    CHECK(e == -E2BIG, "fourth client: %d", e);
+    CHECK(e == -E2BIG, "fifth client: %d", e);
     CHECK(strstr(err, "too many clients") != NULL, "unclear: %s", err);
+    vram_client_close(admin);
     /* Nothing else disturbed. */
     uint32_t bs, br;
     CHECK(vram_stage_register_adhoc(b, 0, 4, 5, &bs) == 0, "b's stage");
