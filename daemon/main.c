@@ -20,6 +20,9 @@
 
 #define DEFAULT_SOCKET "/run/vramd/vramd.sock"
 #define DEFAULT_CONFIG "/etc/vramd/vramd.json"
+/* The state file beside the socket cannot be trusted: restarting would
+ * fail the same way (the systemd unit does not restart on it). */
+#define EXIT_STATE 65
 
 static void usage(FILE *f)
 {
@@ -35,10 +38,16 @@ static void usage(FILE *f)
             "                         when it exists); without one: two host\n"
             "                         devices of 16 GiB with 2 MiB chunks\n"
             "      --check-config FILE  validate FILE, print each error, exit\n"
+            "      --discard-state    start without the state file a previous\n"
+            "                         vramd left (kept as PATH.discarded): only\n"
+            "                         once no engine of that vramd runs, since\n"
+            "                         memory they map may be granted again\n"
             "  -l, --log-level LEVEL  error, warning, notice, info (default), "
             "debug\n"
             "  -V, --version          print the version\n"
-            "  -h, --help             this text\n");
+            "  -h, --help             this text\n\n"
+            "Exit status: 0 stopped by a signal, 1 failed, 2 usage, 65 the state\n"
+            "file cannot be trusted (see --discard-state).\n");
 }
 
 static int check_config(const char *path)
@@ -116,6 +125,7 @@ int main(int argc, char **argv)
         {"backend", required_argument, 0, 'b'},
         {"config", required_argument, 0, 'c'},
         {"check-config", required_argument, 0, 'C'},
+        {"discard-state", no_argument, 0, 'D'},
         {"log-level", required_argument, 0, 'l'},
         {"version", no_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},
@@ -124,6 +134,7 @@ int main(int argc, char **argv)
     const char *socket_path = getenv("VRAM_SOCKET");
     const char *backend_name = NULL, *config_path = NULL;
     int level = VLOG_INFO, c;
+    bool discard_state = false;
     while ((c = getopt_long(argc, argv, "s:b:c:l:Vh", opts, NULL)) != -1) {
         switch (c) {
         case 's': socket_path = optarg; break;
@@ -137,6 +148,7 @@ int main(int argc, char **argv)
             break;
         case 'c': config_path = optarg; break;
         case 'C': return check_config(optarg);
+        case 'D': discard_state = true; break;
         case 'l':
             level = vlog_level_parse(optarg);
             if (level < 0) {
@@ -189,10 +201,16 @@ int main(int argc, char **argv)
     static struct daemon d;
     uv_loop_init(&d.loop);
     struct vd_port port = vd_io_port(&d.io);
-    int rc = 1;
+    int rc = 1, e;
     if (vd_core_init(&d.core, &d.loop, &cfg, config_path, backend, &port) < 0 ||
-        vd_io_prepare(&d.io, &d.loop, &d.core, socket_path) < 0 ||
-        vd_core_start(&d.core, d.io.path) < 0 || vd_io_listen(&d.io) < 0)
+        vd_io_prepare(&d.io, &d.loop, &d.core, socket_path) < 0)
+        goto out;
+    d.core.discard_state = discard_state;
+    if ((e = vd_core_start(&d.core, d.io.path)) < 0) {
+        rc = e == -EBADMSG ? EXIT_STATE : 1;
+        goto out;
+    }
+    if (vd_io_listen(&d.io) < 0)
         goto out;
     int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
     for (int i = 0; i < 3; i++) {

@@ -21,5 +21,5 @@ cmake --build build-asan -j"$jobs" >/dev/null
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --output-on-failure -j2 --timeout 600)
 
-echo "== fuzzing the wire (frames, transport, JSON, catalogue) for ${VRAM_FUZZ_SECONDS:-60} s"
-sh tests/fuzz/run.sh "${VRAM_FUZZ_SECONDS:-60}"
+echo "== fuzzing the wire for ${VRAM_FUZZ_SECONDS:-60} s and the state file reader for ${VRAM_FUZZ_STATE_SECONDS:-30} s"
+sh tests/fuzz/run.sh "${VRAM_FUZZ_SECONDS:-60}" "${VRAM_FUZZ_STATE_SECONDS:-30}"

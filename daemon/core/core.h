@@ -69,6 +69,7 @@ struct vd_core {
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
     uint32_t budget_npending;           /* how many are set */
     struct vlog_limit admission_limit; /* refusals at admission, logged */
+    bool discard_state; /* --discard-state: the old state file unread */
     bool check_invariants; /* vl_check after each change of the ledger */
     bool check_replies;    /* every frame sent is decoded again (send.c) */
     bool stopping;

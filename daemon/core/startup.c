@@ -120,6 +120,7 @@ static int open_state(struct vd_core *core)
     struct vd_state_params *prm = &core->state_params;
     prm->ledger = core->ledger;
     prm->max_clients = core->cfg.max_clients + core->cfg.admin_connections;
+    prm->discard = core->discard_state;
     prm->max_regions_per_client = core->cfg.max_regions_per_client;
     for (uint32_t i = 0; i < core->backend->ndev && i < 64; i++)
         prm->uuid[i] = core->backend->info[i].uuid;
@@ -147,13 +148,13 @@ static int open_state(struct vd_core *core)
 
 int vd_core_start(struct vd_core *core, const char *socket_path)
 {
-    snprintf(core->lock_path, sizeof(core->lock_path), "%s.lock", socket_path);
     snprintf(core->state_path, sizeof(core->state_path), "%s.state", socket_path);
     char why[512];
-    int e = vp_lock_take(core->lock_path, &core->lock, why, sizeof(why));
+    int e = vp_lock_take(socket_path, &core->lock, core->lock_path,
+                         sizeof(core->lock_path), why, sizeof(why));
     if (e == -EADDRINUSE) {
-        vlog(VLOG_ERR, "another vramd is serving %s (lock %s is held)",
-             socket_path, core->lock_path);
+        vlog(VLOG_ERR, "another vramd runs in %s (it holds the directory's "
+             "lock): one vramd per socket directory", core->lock_path);
         return e;
     }
     if (e < 0) {

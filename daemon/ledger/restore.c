@@ -33,6 +33,12 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         if (c->state != VL_FREE)
             return vli_fail(L, -EINVAL, "chunk %llu is held twice",
                             (unsigned long long)chunks[i].chunk);
+        /* What the file says a chunk counted as is checked, not trusted. */
+        if (chunks[i].cat > VL_CAT_LOAN ||
+            (chunks[i].stage != VL_QSTAGE_NONE && chunks[i].stage >= VL_MAX_STAGES))
+            return vli_fail(L, -EINVAL, "chunk %llu: category %u of stage %u "
+                            "is no chunk's", (unsigned long long)chunks[i].chunk,
+                            chunks[i].cat, chunks[i].stage);
         vli_set_state(d, c, VL_QUARANTINED);
         c->holder = cl->id;
         vli_client_gain(cl, d, VL_QUARANTINED);

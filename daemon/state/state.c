@@ -1,9 +1,7 @@
-/* The state file (see state.h). Layout, all little-endian host order:
- * a header, then the holder table, the ad-hoc stage table, the range table
- * and one 64-bit record per chunk of each device. Records are written so a
- * crash at any instruction leaves each either old or new: a chunk record is
- * one aligned 64-bit store; holders and ranges are written body first and
- * marked valid (client id) last, and cleared valid first. */
+/* The state file (see state.h; its layout in format.h). Records are
+ * written so a crash at any instruction leaves each either old or new: a
+ * chunk record is one aligned 64-bit store; holders and ranges are written
+ * body first and marked valid (client id) last, and cleared valid first. */
 #include "state.h"
 
 #include <errno.h>
@@ -11,42 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format.h"
+#include "ledger.h"
 #include "log.h"
 #include "mapfile.h"
 #include "proc.h"
-#include "ledger.h"
 
-#define STATE_MAGIC "VRMDSTA1"
-#define STATE_VERSION 2u
-#define HOLDER_EVICTED 1u
-
-struct hdr {
-    char magic[8];
-    uint32_t version, ndev;
-    char boot_id[40];
-    uint32_t next_client;
-    uint32_t nholders, nranges, pad;
-    uint64_t off_holders, off_stages, off_ranges, size;
-    uint64_t off_chunks[VL_MAX_DEVICES];
-    struct {
-        uint64_t chunk_bytes;
-        uint32_t nchunks, id;
-        char uuid[48];   /* the backend's, "" for host pools */
-    } dev[VL_MAX_DEVICES];
-};
-
-struct holder {
-    uint32_t client; /* 0: free entry */
-    int32_t pid;
-    uint64_t starttime;
-    uint32_t flags, pad;
-};
-
-struct range {
-    uint32_t client; /* 0: free entry */
-    uint32_t region;
-    uint64_t base, size;
-};
+#define hdr vd_state_hdr
+#define holder vd_state_holder
+#define range vd_state_range
 
 struct vd_state {
     const struct vd_state_params *params;
@@ -167,7 +138,7 @@ void vd_state_holder_evicted(struct vd_state *st, uint32_t client)
 {
     struct holder *h = holder_find(st, client);
     if (h)
-        h->flags |= HOLDER_EVICTED;
+        h->flags |= VD_HOLDER_EVICTED;
 }
 
 void vd_state_next_client(struct vd_state *st, uint32_t next)
@@ -190,8 +161,12 @@ struct prev {
     const struct hdr *h;
 };
 
-/* Maps the old file read-only, if it is ours, from this boot and whole. */
-static int prev_open(const char *path, struct prev *p)
+/* Maps the old file read-only. A file that is not ours or fails the check
+ * is never silently dropped: a newcomer could then be granted chunk ids a
+ * live engine still maps. vramd refuses to start over it (-EBADMSG, the
+ * reason logged) unless the operator said to discard it. A file of an
+ * earlier boot knows no live process: it is ignored. */
+static int prev_open(const char *path, bool discard, struct prev *p)
 {
     memset(p, 0, sizeof(*p));
     p->file = VP_MAPFILE_NONE;
@@ -199,41 +174,45 @@ static int prev_open(const char *path, struct prev *p)
     int e = vp_mapfile_open(path, &p->file, why, sizeof(why));
     if (e == -ENOENT)
         return 0;
-    if (e == -EPERM || (e == 0 && p->file.size < sizeof(struct hdr))) {
+    if (e == 0 && discard) {
         vp_mapfile_close(&p->file);
-        vlog(VLOG_WARNING, "state file %s: not a state file of this user; "
-             "ignored", path);
-        return 0;
+        char to[4200];
+        snprintf(to, sizeof(to), "%s.discarded", path);
+        vlog(VLOG_WARNING, "state file %s discarded as asked (--discard-state), "
+             "kept as %s: memory that engines of the previous vramd still map "
+             "may be granted to others", path, to);
+        return vp_file_rename(path, to);
     }
-    if (e < 0)
+    if (e == -EPERM || e == -ELOOP) {
+        vlog(VLOG_ERR, "state file %s: %s; vramd will not start over it (see "
+             "--discard-state)", path,
+             e == -ELOOP ? "is a symbolic link" : why);
+        return -EBADMSG;
+    }
+    if (e < 0) {
+        vlog(VLOG_ERR, "state file %s: %s", path, why);
         return e;
-    const struct hdr *h = p->file.map;
-    size_t size = p->file.size;
+    }
+    struct vd_state_view v;
+    if (vd_state_check(p->file.map, p->file.size, &v, why, sizeof(why)) < 0) {
+        vp_mapfile_close(&p->file);
+        vlog(VLOG_ERR, "state file %s: %s. vramd will not start over it: it "
+             "may record memory that live engines map. Once no engine of the "
+             "previous vramd runs, start with --discard-state (or remove the "
+             "file)", path, why);
+        return -EBADMSG;
+    }
     char boot[40];
     vp_boot_id(boot);
-    const char *bad = NULL;
-    if (memcmp(h->magic, STATE_MAGIC, 8) || h->version != STATE_VERSION)
-        bad = "unknown format";
-    else if (h->size != (uint64_t)size || h->ndev > VL_MAX_DEVICES ||
-             h->off_holders + (uint64_t)h->nholders * sizeof(struct holder) >
-                 h->size ||
-             h->off_stages + VL_MAX_STAGES * sizeof(uint32_t) > h->size ||
-             h->off_ranges + (uint64_t)h->nranges * sizeof(struct range) > h->size)
-        bad = "truncated";
-    for (uint32_t i = 0; !bad && i < h->ndev; i++)
-        if (h->off_chunks[i] + (uint64_t)h->dev[i].nchunks * 8 > h->size)
-            bad = "truncated";
-    /* From an earlier boot: every process it knew is gone. */
-    bool old_boot = !bad && strncmp(boot, h->boot_id, 40) != 0;
-    if (bad || old_boot) {
-        if (bad)
-            vlog(VLOG_WARNING, "state file %s: %s; ignored", path, bad);
+    if (strncmp(boot, v.h->boot_id, 40) != 0) {
+        vlog(VLOG_INFO, "state file %s is from an earlier boot; no process it "
+             "knew runs", path);
         vp_mapfile_close(&p->file);
         return 0;
     }
     p->map = p->file.map;
-    p->size = size;
-    p->h = h;
+    p->size = p->file.size;
+    p->h = v.h;
     return 0;
 }
 
@@ -292,8 +271,8 @@ static int state_create(const struct vd_state_params *prm, const char *path,
         st->free_ranges[i] = (uint32_t)nranges - 1 - i;
     st->nfree_ranges = (uint32_t)nranges;
     struct hdr *h = st->h = (struct hdr *)st->map;
-    memcpy(h->magic, STATE_MAGIC, 8);
-    h->version = STATE_VERSION;
+    memcpy(h->magic, VD_STATE_MAGIC, 8);
+    h->version = VD_STATE_VERSION;
     h->ndev = ndev;
     vp_boot_id(h->boot_id);
     h->nholders = nholders;
@@ -357,11 +336,9 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     struct vl_ledger *L = prm->ledger;
     uint32_t ndev = vl_device_count(L);
     struct prev p;
-    int e = prev_open(path, &p);
-    if (e < 0) {
-        vlog(VLOG_ERR, "state file %s: %s", path, strerror(-e));
+    int e = prev_open(path, prm->discard, &p);
+    if (e < 0)
         return e;
-    }
     struct vd_orphan *orph = NULL;
     size_t norph = 0;
     uint32_t *ids = NULL;
@@ -397,7 +374,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
             orph[norph++] = (struct vd_orphan){
                 .client = hd.client, .pid = hd.pid, .pin = pin,
                 .starttime = hd.starttime,
-                .resumable = !(hd.flags & HOLDER_EVICTED)};
+                .resumable = !(hd.flags & VD_HOLDER_EVICTED)};
         }
         /* The same devices, in the same places, cut the same way: a chunk
          * id means the same memory. */
@@ -455,7 +432,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
                  "(devices, chunk sizes or capacities changed); stop those "
                  "processes, or restore the old configuration",
                  path, nrc, (int)orph[0].pid);
-            e = -ESTALE;
+            e = -EBADMSG;
             goto out;
         }
         /* A process that holds nothing has nothing to come back for. */
@@ -500,9 +477,10 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     if (norph) {
         e = vl_restore(L, ids, norph, rc, nrc, va, nva, stage_holder);
         if (e < 0) {
-            vlog(VLOG_ERR, "state file %s is inconsistent: %s; move it away "
-                 "only once the processes that used vramd are gone", path,
-                 vl_why(L));
+            vlog(VLOG_ERR, "state file %s is inconsistent: %s. vramd will not "
+                 "start over it; once no engine of the previous vramd runs, "
+                 "start with --discard-state", path, vl_why(L));
+            e = -EBADMSG;
             goto out;
         }
         vlog(VLOG_NOTICE, "restart: %zu processes still hold %zu chunks; they "

@@ -23,6 +23,7 @@ struct vd_state_params {
     struct vl_ledger *ledger;
     uint32_t max_clients, max_regions_per_client; /* sizes its tables */
     const char *uuid[64]; /* per device index: the backend's, or NULL */
+    bool discard; /* the operator said to start without the old file */
 };
 
 /* The holders a restarted daemon found alive, for the caller to watch. */
@@ -37,9 +38,10 @@ struct vd_orphan {
 /* Reads what a previous vramd left at path (if anything), rebuilds the
  * gone clients of live processes into prm->ledger, and starts a new file
  * there with the observer installed. *orphans (caller frees) lists them.
- * Fails, saying why in the log, when the file records live holders under a
+ * Fails with -EBADMSG, saying why in the log, when the file is not ours,
+ * fails its check, is inconsistent, or records live holders under a
  * different device layout: granting anything then could hand out memory
- * they map. */
+ * they map. With prm->discard the old file is set aside unread. */
 int vd_state_open(const struct vd_state_params *prm, const char *path,
                   struct vd_orphan **orphans, size_t *norphans,
                   struct vd_state **out);

@@ -27,18 +27,34 @@ int vp_listen_check_dir(const char *path, char *why, size_t whylen)
         }
         return 1;
     }
-    if (S_ISLNK(st.st_mode) && strcmp(dir, "/run") && strcmp(dir, "/var/run")) {
-        snprintf(why, whylen, "socket directory %s is a symbolic link; refusing",
-                 dir);
-        return -ELOOP;
+    if (S_ISLNK(st.st_mode)) {
+        /* /var/run is a link to /run on most systems: the one link taken. */
+        if (strcmp(dir, "/var/run") != 0 || stat(dir, &st) < 0) {
+            snprintf(why, whylen, "socket directory %s is a symbolic link; "
+                     "refusing", dir);
+            return -ELOOP;
+        }
     }
-    if (!S_ISLNK(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    if (!S_ISDIR(st.st_mode)) {
         snprintf(why, whylen, "socket directory %s is not a directory", dir);
         return -ENOTDIR;
     }
-    if (!S_ISLNK(st.st_mode) && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-        snprintf(why, whylen, "socket directory %s is writable by everyone "
-                 "without the sticky bit; refusing", dir);
+    /* Whoever may write into the directory could replace the socket or the
+     * state file, or take the directory's name for a daemon of their own:
+     * only this user (and root) may. A sticky bit does not help: it stops
+     * deletions, not someone making the names first. */
+    uid_t me = geteuid();
+    if (st.st_uid != me && st.st_uid != 0) {
+        snprintf(why, whylen, "socket directory %s belongs to uid %u, not to "
+                 "vramd's user (uid %u) or root; refusing", dir,
+                 (unsigned)st.st_uid, (unsigned)me);
+        return -EPERM;
+    }
+    if ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != getegid())) {
+        snprintf(why, whylen, "socket directory %s can be written by other "
+                 "users (mode %04o); refusing: use a directory only vramd's "
+                 "user can write, such as /run/vramd", dir,
+                 (unsigned)(st.st_mode & 07777));
         return -EPERM;
     }
     return 0;

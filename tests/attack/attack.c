@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,4 +158,56 @@ int raw_connect_many(const struct daemon *d, int *fds, int n)
         }
     }
     return k;
+}
+
+int vramd_run(const char *const *args, char *out, size_t len, int ms)
+{
+    const char *bin = getenv("VRAMD_BIN") ? getenv("VRAMD_BIN") : "vramd";
+    int p[2];
+    REQUIRE(pipe(p) == 0, "pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        const char *argv[32] = {bin};
+        int n = 1;
+        for (int i = 0; args[i] && n < 31; i++)
+            argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t got = 0;
+    int status = -1;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+            break;
+        struct pollfd pf = {.fd = p[0], .events = POLLIN};
+        ssize_t r = 0;
+        if (poll(&pf, 1, 20) > 0 && got + 1 < len &&
+            (r = read(p[0], out + got, len - 1 - got)) > 0)
+            got += (size_t)r;
+        if (r <= 0)
+            sleep_ms(10); /* at the pipe's end poll returns at once */
+        int ws;
+        if (waitpid(pid, &ws, WNOHANG) == pid) {
+            status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+            break;
+        }
+    }
+    if (status < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    ssize_t r;
+    while (got + 1 < len && (r = read(p[0], out + got, len - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(p[0]);
+    return status;
 }

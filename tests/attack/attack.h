@@ -27,6 +27,11 @@ void attack_baseline(const struct daemon *d, struct attack_base *b);
 void attack_after(const struct daemon *d, const struct attack_base *b,
                   const char *what, long rss_slack_kib);
 
+/* Runs vramd with args (after the binary's name, NULL-terminated) and waits
+ * up to ms for it to exit: its exit status (128 + signal when killed), or
+ * -1 when it was still running (then killed). Its output goes to out. */
+int vramd_run(const char *const *args, char *out, size_t len, int ms);
+
 /* Raw sockets that stay open: n connections (fds returned in fds). */
 int raw_connect_many(const struct daemon *d, int *fds, int n);
 

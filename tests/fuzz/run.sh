@@ -1,19 +1,33 @@
 #!/bin/sh
-# Builds the libFuzzer harness with clang (ASan + UBSan) and runs it for a
-# bounded time (default 60 s) from the seed corpus. Usage: run.sh [SECONDS]
+# Builds the libFuzzer harnesses with clang (ASan + UBSan) and runs each for
+# a bounded time from its seed corpus: the wire (frames, codec, JSON,
+# catalogue; default 60 s) and the state file reader (default 30 s).
+# Usage: run.sh [WIRE_SECONDS [STATE_SECONDS]]
 set -eu
 cd "$(dirname "$0")/../.."
-secs=${1:-60}
+wire_secs=${1:-60}
+state_secs=${2:-30}
 CC=clang cmake -S . -B build-fuzz -DVRAM_FUZZ=ON -DVRAM_BUILD_TESTS=OFF \
     -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_wire >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_wire fuzz_state >/dev/null
+passed=0 failed=0
+run() { # NAME SECONDS CORPUS MAX_LEN
+    log=$(mktemp /tmp/vram-fuzz-log-XXXXXX)
+    rc=0
+    "./build-fuzz/$1" -max_total_time="$2" -max_len="$4" -print_final_stats=1 \
+        "$3" >"$log" 2>&1 || rc=$?
+    echo "== $1"
+    tail -n 8 "$log"
+    rm -f "$log"
+    if [ $rc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
 corpus=$(mktemp -d /tmp/vram-fuzz-XXXXXX)
 cp tests/fuzz/corpus/* "$corpus/"
-rc=0
-./build-fuzz/fuzz_wire -max_total_time="$secs" -max_len=70000 -print_final_stats=1 \
-    "$corpus" >"$corpus.log" 2>&1 || rc=$?
-tail -n 8 "$corpus.log"
-rm -f "$corpus.log"
+run fuzz_wire "$wire_secs" "$corpus" 70000
 rm -rf "$corpus"
-[ $rc -eq 0 ] && echo "fuzz: 1 passed, 0 failed" || echo "fuzz: 0 passed, 1 failed"
-exit $rc
+corpus=$(mktemp -d /tmp/vram-fuzz-XXXXXX)
+VRAM_FUZZ_STATE_SEED="$corpus" ./build-fuzz/fuzz_state
+run fuzz_state "$state_secs" "$corpus" 300000
+rm -rf "$corpus" /tmp/vram-fuzz-state-*
+echo "fuzz: $passed passed, $failed failed"
+[ $failed -eq 0 ]

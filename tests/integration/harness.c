@@ -90,6 +90,7 @@ static int daemon_spawn(struct daemon *d, const char *config,
     for (int i = 0; i < 500; i++) {
         int ws;
         if (waitpid(d->pid, &ws, WNOHANG) == d->pid) {
+            d->exit_status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
             if (WIFSIGNALED(ws))
                 fprintf(stderr, "vramd was killed by signal %d during start; "
                         "its log:\n", WTERMSIG(ws));

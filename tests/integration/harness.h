@@ -19,13 +19,16 @@ struct daemon {
     char log[160];
     char config[160];
     int base_fds; /* fds of the daemon when idle, chunks excluded */
+    int exit_status; /* when it exited during start: its status (signals
+                        as 128 + the number) */
 };
 
 /* Starts vramd with config (JSON text, or NULL for the built-in default)
  * and extra arguments. Waits until it accepts connections. */
 int daemon_start(struct daemon *d, const char *config, const char *const *args);
 /* Starts vramd again in the same directory, on the same socket (after
- * daemon_kill or daemon_stop); its log is appended. */
+ * daemon_kill or daemon_stop); its log is appended. -ECHILD, with
+ * d->exit_status, when it exits instead. */
 int daemon_restart(struct daemon *d, const char *config, const char *const *args);
 /* SIGTERM, wait, and check a clean exit (0). Returns its exit status. */
 int daemon_stop(struct daemon *d);

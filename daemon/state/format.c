@@ -1,0 +1,83 @@
+#include "format.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Whether count items of elem bytes at off fit in size bytes, aligned to
+ * align, after the header: written so that no sum or product can wrap. */
+static bool table_ok(uint64_t off, uint64_t count, uint64_t elem,
+                     uint64_t align, uint64_t size)
+{
+    if (off < sizeof(struct vd_state_hdr) || off > size || off % align)
+        return false;
+    return count <= (size - off) / elem;
+}
+
+int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
+                   char *why, size_t whylen)
+{
+    const uint8_t *p = map;
+    const struct vd_state_hdr *h = map;
+    if (size < sizeof(*h)) {
+        snprintf(why, whylen, "%zu bytes, shorter than its header (%zu)", size,
+                 sizeof(*h));
+        return -EBADMSG;
+    }
+    if (memcmp(h->magic, VD_STATE_MAGIC, 8) != 0) {
+        snprintf(why, whylen, "not a vramd state file (no magic)");
+        return -EBADMSG;
+    }
+    if (h->version != VD_STATE_VERSION) {
+        snprintf(why, whylen, "format version %u, this vramd reads %u",
+                 h->version, VD_STATE_VERSION);
+        return -EBADMSG;
+    }
+    if (h->size != (uint64_t)size) {
+        snprintf(why, whylen, "truncated or extended: %zu bytes, its header "
+                 "says %llu", size, (unsigned long long)h->size);
+        return -EBADMSG;
+    }
+    if (h->ndev > VL_MAX_DEVICES) {
+        snprintf(why, whylen, "%u devices, at most %d", h->ndev, VL_MAX_DEVICES);
+        return -EBADMSG;
+    }
+    if (!table_ok(h->off_holders, h->nholders, sizeof(struct vd_state_holder), 8,
+                  size)) {
+        snprintf(why, whylen, "the holder table (%u at offset %llu) is not "
+                 "inside the file", h->nholders,
+                 (unsigned long long)h->off_holders);
+        return -EBADMSG;
+    }
+    if (!table_ok(h->off_stages, VL_MAX_STAGES, sizeof(uint32_t), 4, size)) {
+        snprintf(why, whylen, "the stage table (offset %llu) is not inside the "
+                 "file", (unsigned long long)h->off_stages);
+        return -EBADMSG;
+    }
+    if (!table_ok(h->off_ranges, h->nranges, sizeof(struct vd_state_range), 8,
+                  size)) {
+        snprintf(why, whylen, "the range table (%u at offset %llu) is not "
+                 "inside the file", h->nranges, (unsigned long long)h->off_ranges);
+        return -EBADMSG;
+    }
+    for (uint32_t i = 0; i < h->ndev; i++) {
+        if (!table_ok(h->off_chunks[i], h->dev[i].nchunks, sizeof(uint64_t), 8,
+                      size)) {
+            snprintf(why, whylen, "device %u's chunk table (%u at offset %llu) "
+                     "is not inside the file", i, h->dev[i].nchunks,
+                     (unsigned long long)h->off_chunks[i]);
+            return -EBADMSG;
+        }
+        if (h->dev[i].chunk_bytes == 0) {
+            snprintf(why, whylen, "device %u has chunks of 0 bytes", i);
+            return -EBADMSG;
+        }
+    }
+    v->h = h;
+    v->holders = (const void *)(p + h->off_holders);
+    v->stages = (const void *)(p + h->off_stages);
+    v->ranges = (const void *)(p + h->off_ranges);
+    for (uint32_t i = 0; i < VL_MAX_DEVICES; i++)
+        v->chunks[i] = i < h->ndev ? (const void *)(p + h->off_chunks[i]) : NULL;
+    return 0;
+}

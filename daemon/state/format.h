@@ -1,0 +1,65 @@
+/* The state file's layout, and the check a file must pass before anything
+ * of it is read. Pure: no I/O, so the fuzzer (tests/fuzz/fuzz_state.c)
+ * runs the same check on any bytes.
+ *
+ * Layout, all little-endian host order: a header, then the holder table,
+ * the ad-hoc stage table, the range table and one 64-bit record per chunk
+ * of each device. */
+#ifndef VRAMD_STATE_FORMAT_H
+#define VRAMD_STATE_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger.h"
+
+#define VD_STATE_MAGIC "VRMDSTA1"
+#define VD_STATE_VERSION 2u
+#define VD_HOLDER_EVICTED 1u
+
+struct vd_state_hdr {
+    char magic[8];
+    uint32_t version, ndev;
+    char boot_id[40];
+    uint32_t next_client;
+    uint32_t nholders, nranges, pad;
+    uint64_t off_holders, off_stages, off_ranges, size;
+    uint64_t off_chunks[VL_MAX_DEVICES];
+    struct {
+        uint64_t chunk_bytes;
+        uint32_t nchunks, id;
+        char uuid[48]; /* the backend's, "" for host pools */
+    } dev[VL_MAX_DEVICES];
+};
+
+struct vd_state_holder {
+    uint32_t client; /* 0: free entry */
+    int32_t pid;
+    uint64_t starttime;
+    uint32_t flags, pad;
+};
+
+struct vd_state_range {
+    uint32_t client; /* 0: free entry */
+    uint32_t region;
+    uint64_t base, size;
+};
+
+/* The tables of a file that passed vd_state_check. */
+struct vd_state_view {
+    const struct vd_state_hdr *h;
+    const struct vd_state_holder *holders;
+    const uint32_t *stages; /* VL_MAX_STAGES */
+    const struct vd_state_range *ranges;
+    const uint64_t *chunks[VL_MAX_DEVICES];
+};
+
+/* Checks that map (size bytes, 8-byte aligned) is a whole state file of
+ * this version: every table inside the file, aligned and not overlapping
+ * the header, counts within bounds, computed without overflow. 0 with *v
+ * filled, or -EBADMSG with why naming what is wrong. */
+int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
+                   char *why, size_t whylen);
+
+#endif
