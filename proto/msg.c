@@ -276,6 +276,102 @@ void vram_close_handles(const struct vram_tdesc *t, void *obj)
     }
 }
 
+/* ---- merging ------------------------------------------------------------ */
+
+static void arr_get(const void *obj, const struct vram_fdesc *f, void **v,
+                    size_t *n)
+{
+    const char *p = (const char *)obj + f->off;
+    memcpy(v, p, sizeof(*v));
+    memcpy(n, p + sizeof(void *), sizeof(*n));
+}
+
+static void arr_set(void *obj, const struct vram_fdesc *f, void *v, size_t n)
+{
+    char *p = (char *)obj + f->off;
+    memcpy(p, &v, sizeof(v));
+    memcpy(p + sizeof(void *), &n, sizeof(n));
+}
+
+/* The id of an item that can be continued, or -1. */
+static int64_t item_id(const struct vram_tdesc *t, const void *item)
+{
+    if (!t || !t->nfields || t->tuple || t->fields[0].kind != VRAM_K_U32 ||
+        strcmp(t->fields[0].name, "id") != 0)
+        return -1;
+    uint32_t id;
+    memcpy(&id, (const char *)item + t->fields[0].off, sizeof(id));
+    return id;
+}
+
+static int concat(const struct vram_fdesc *f, void *acc, const void *part,
+                  struct vram_arena *a)
+{
+    void *av, *pv;
+    size_t an, pn;
+    arr_get(acc, f, &av, &an);
+    arr_get(part, f, &pv, &pn);
+    if (!pn)
+        return 0;
+    size_t isz = kind_size(f->item, f->type);
+    size_t skip = 0;
+    if (an && f->item == VRAM_K_OBJECT) {
+        void *last = (char *)av + (an - 1) * isz;
+        int64_t id = item_id(f->type, last);
+        if (id >= 0 && id == item_id(f->type, pv)) {
+            /* The first item continues the last: its arrays join. */
+            for (uint32_t i = 0; i < f->type->nfields; i++)
+                if (f->type->fields[i].kind == VRAM_K_ARRAY) {
+                    int e = concat(&f->type->fields[i], last, pv, a);
+                    if (e < 0)
+                        return e;
+                }
+            skip = 1;
+        }
+    }
+    if (pn == skip)
+        return 0;
+    void *nv = vram_arena_alloc(a, (an + pn - skip) * isz);
+    if (!nv)
+        return -ENOMEM;
+    if (an)
+        memcpy(nv, av, an * isz);
+    memcpy((char *)nv + an * isz, (const char *)pv + skip * isz,
+           (pn - skip) * isz);
+    arr_set(acc, f, nv, an + pn - skip);
+    return 0;
+}
+
+int vram_merge(const struct vram_tdesc *t, void *acc, const void *part,
+               const char *skip, struct vram_arena *a)
+{
+    for (uint32_t i = 0; i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        char *dst = (char *)acc + f->off;
+        const char *src = (const char *)part + f->off;
+        if (f->kind == VRAM_K_ARRAY && !(skip && strcmp(skip, f->name) == 0)) {
+            int e = concat(f, acc, part, a);
+            if (e < 0)
+                return e;
+            continue;
+        }
+        if (f->kind == VRAM_K_ARRAY) {
+            memcpy(dst, src, sizeof(void *) + sizeof(size_t));
+            continue;
+        }
+        bool present = f->has_off == NO_HAS
+                           ? (f->kind != VRAM_K_STRING ||
+                              *(const char *const *)src != NULL)
+                           : *(const bool *)((const char *)part + f->has_off);
+        if (!present)
+            continue;
+        memcpy(dst, src, kind_size(f->kind, f->type));
+        if (f->has_off != NO_HAS)
+            *(bool *)((char *)acc + f->has_off) = true;
+    }
+    return 0;
+}
+
 /* ---- encoding ----------------------------------------------------------- */
 
 static int enc_value(struct vram_enc *e, int kind, const struct vram_tdesc *type,

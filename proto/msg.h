@@ -100,6 +100,17 @@ int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
 /* Closes the handles a decoded value holds (of t), e.g. when refusing it. */
 void vram_close_handles(const struct vram_tdesc *t, void *obj);
 
+/* A reply in several frames (more: true), each decoded into part: merged
+ * into acc (zeroed before the first). Arrays concatenate, except the one
+ * named skip (NULL: none), which acc takes from part; an item of an array
+ * of objects whose first field is a u32 "id" equal to the previous item's
+ * continues that item (its arrays concatenate): one stage's regions may
+ * come over several frames. Other fields are part's where present. Arrays
+ * are made in a (part's strings and nested arrays are shared, so part's
+ * arena must live as long). -ENOMEM, acc then incomplete. */
+int vram_merge(const struct vram_tdesc *t, void *acc, const void *part,
+               const char *skip, struct vram_arena *a);
+
 /* ---- encoding ---- */
 
 struct vram_enc {

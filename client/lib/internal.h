@@ -116,6 +116,7 @@ struct vram_client {
     void *await_rep;               /* its reply, decoded here */
     struct vram_arena *await_arena;
     bool await_done;
+    uint32_t await_parts;          /* its frames so far that said more */
     int await_err;                 /* the daemon refused it */
     struct pending_map *pend;      /* its map entries, not applied yet */
     size_t npend, cappend;

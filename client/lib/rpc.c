@@ -94,12 +94,25 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
     const struct vram_tdesc *rep = vram_requests[c->await_type].rep;
     const struct vram_fdesc *mapf = vram_field(rep, "map");
     union vram_rep_any part;
-    void *into = env->more || !env->ok ? &part : c->await_rep;
+    /* A reply of one frame is decoded where the caller reads it; one of
+     * several is merged frame by frame (vram_merge: arrays concatenate). */
+    bool several = env->ok && (env->more || c->await_parts);
+    void *into = env->more || !env->ok || several ? &part : c->await_rep;
     struct vram_arena scratch = {0};
-    struct vram_dec d = {.arena = into == &part ? &scratch : c->await_arena,
+    struct vram_dec d = {.arena = several ? c->await_arena
+                                  : into == &part ? &scratch : c->await_arena,
                          .frame = f,
                          .partial = env->more || !env->ok};
+    if (several && !c->await_parts)
+        memset(c->await_rep, 0, rep->size);
     int r = vram_decode(rep, msg, into, &d);
+    if (r == 0 && several &&
+        vram_merge(rep, c->await_rep, into, "map", c->await_arena) < 0) {
+        r = -ENOMEM;
+        snprintf(d.why, sizeof(d.why), "out of memory");
+    }
+    if (env->more)
+        c->await_parts++;
     if (r < 0) {
         x->err = vc_set_error(c, -EPROTO, "the daemon's reply does not match "
                               "the catalogue: %s", d.why);
@@ -176,6 +189,7 @@ static int pump(vram_client *c, uint64_t id, int *events)
     int64_t deadline = vp_now_ms() + c->timeout_ms;
     c->await_id = id;
     c->await_done = false;
+    c->await_parts = 0;
     /* Waiting for a reply on a blocking connection, receives simply wait
      * (up to the receive timeout): no poll before each. */
     c->wire.rx_block = id && c->blocking;
@@ -227,6 +241,7 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
     c->await_rep = rep ? rep : &ignored;
     c->await_arena = a ? a : &own;
     c->await_err = 0;
+    c->await_parts = 0;
     int e = send_request(c, type, req, &id);
     if (e == 0)
         e = pump(c, id, NULL);

@@ -1,8 +1,10 @@
 #include "reply.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "effects.h"
+#include "log.h"
 #include "send.h"
 #include "vram_msg.h"
 
@@ -16,6 +18,152 @@ static void set_array(void *fields, const struct vram_fdesc *f, void *v,
     char *p = (char *)fields + f->off;
     memcpy(p, &v, sizeof(v));
     memcpy(p + sizeof(void *), &n, sizeof(n));
+}
+
+/* ---- a reply larger than a frame --------------------------------------- */
+
+/* What one frame of a split reply carries at most: well inside the payload
+ * limit, and small enough not to hold a peer's other replies up long. */
+#define SPLIT_BUDGET (256u << 10)
+
+static size_t encoded_len(const struct vram_tdesc *t, const void *obj)
+{
+    struct vram_jw w = {0};
+    struct vram_enc e = {.w = &w};
+    size_t n = vram_encode_object(&e, t, obj) == 0 && !w.oom ? w.len : SIZE_MAX;
+    vram_jw_free(&w);
+    return n;
+}
+
+struct split {
+    struct vd_request *rq;
+    const struct vram_tdesc *t;
+    const void *rep;   /* the whole reply */
+    char frame[sizeof(union vram_rep_any)]; /* the frame being filled */
+    struct vram_arena a; /* its arrays */
+    size_t *cap;       /* per field of t: room of the frame's array */
+    size_t bytes;
+    int err;
+};
+
+static int split_flush(struct split *sp, bool more)
+{
+    int r = vd_send_reply(sp->rq->core, sp->rq->client, sp->rq->type,
+                          sp->rq->id, 0, NULL, more, sp->frame, NULL, NULL);
+    const struct vram_fdesc *fs = sp->t->fields;
+    for (uint32_t i = 0; i < sp->t->nfields; i++)
+        if (fs[i].kind == VRAM_K_ARRAY) {
+            set_array(sp->frame, &fs[i], NULL, 0);
+            sp->cap[i] = 0;
+        }
+    vram_arena_free(&sp->a);
+    sp->bytes = 0;
+    return r;
+}
+
+/* Appends item (of field f's type) to the frame, sending the frame first
+ * when the item would not fit. */
+static int split_add(struct split *sp, uint32_t fi, const void *item, size_t len)
+{
+    const struct vram_fdesc *f = &sp->t->fields[fi];
+    if (sp->bytes && sp->bytes + len > SPLIT_BUDGET) {
+        int r = split_flush(sp, true);
+        if (r < 0)
+            return r;
+    }
+    size_t isz = f->type ? f->type->size : sizeof(uint64_t);
+    char *p = sp->frame + f->off;
+    void *v;
+    size_t n;
+    memcpy(&v, p, sizeof(v));
+    memcpy(&n, p + sizeof(void *), sizeof(n));
+    if (vram_arena_grow(&sp->a, &v, n, &sp->cap[fi], isz, 64) < 0)
+        return -ENOMEM;
+    memcpy((char *)v + n * isz, item, isz);
+    set_array(sp->frame, f, v, n + 1);
+    sp->bytes += len;
+    return 0;
+}
+
+/* An item too large for a frame: copies of it, each with a slice of its
+ * array of objects, which the library joins again (vram_merge). */
+static int split_item(struct split *sp, uint32_t fi, const void *item)
+{
+    const struct vram_tdesc *it = sp->t->fields[fi].type;
+    const struct vram_fdesc *g = NULL;
+    for (uint32_t k = 0; it && k < it->nfields; k++)
+        if (it->fields[k].kind == VRAM_K_ARRAY && it->fields[k].item == VRAM_K_OBJECT)
+            g = &it->fields[k];
+    if (!g || it->fields[0].kind != VRAM_K_U32)
+        return -EMSGSIZE;
+    char copy[4096];
+    if (it->size > sizeof(copy))
+        return -EMSGSIZE;
+    memcpy(copy, item, it->size);
+    char *v;
+    size_t n;
+    memcpy(&v, copy + g->off, sizeof(v));
+    memcpy(&n, copy + g->off + sizeof(void *), sizeof(n));
+    set_array(copy, g, NULL, 0);
+    size_t base = encoded_len(it, copy), from = 0, bytes = base;
+    for (size_t k = 0; k <= n; k++) {
+        size_t len = k < n ? encoded_len(g->type, v + k * g->type->size) + 1 : 0;
+        if (k < n && len > SPLIT_BUDGET / 2)
+            return -EMSGSIZE;
+        if (k == n || (bytes + len > SPLIT_BUDGET / 2 && k > from)) {
+            set_array(copy, g, v + from * g->type->size, k - from);
+            int r = split_add(sp, fi, copy, bytes);
+            if (r < 0)
+                return r;
+            from = k;
+            bytes = base;
+        }
+        bytes += len;
+    }
+    return 0;
+}
+
+/* A reply larger than a frame, in frames of at most SPLIT_BUDGET bytes
+ * (more: true on all but the last): its arrays are cut between items, and
+ * an item larger than a frame between the items of its own array. Every
+ * frame carries the other fields. */
+static int send_split(struct vd_request *rq, const void *rep)
+{
+    const struct vram_tdesc *t = vram_requests[rq->type].rep;
+    struct split sp = {.rq = rq, .t = t, .rep = rep};
+    size_t caps[64] = {0};
+    if (t->nfields > 64 || t->size > sizeof(sp.frame))
+        return -EMSGSIZE;
+    sp.cap = caps;
+    memcpy(sp.frame, rep, t->size);
+    for (uint32_t i = 0; i < t->nfields; i++)
+        if (t->fields[i].kind == VRAM_K_ARRAY)
+            set_array(sp.frame, &t->fields[i], NULL, 0);
+    int r = 0;
+    for (uint32_t i = 0; r == 0 && i < t->nfields; i++) {
+        const struct vram_fdesc *f = &t->fields[i];
+        if (f->kind != VRAM_K_ARRAY || f->item != VRAM_K_OBJECT)
+            continue;
+        char *v;
+        size_t n;
+        memcpy(&v, (const char *)rep + f->off, sizeof(v));
+        memcpy(&n, (const char *)rep + f->off + sizeof(void *), sizeof(n));
+        for (size_t k = 0; r == 0 && k < n; k++) {
+            const void *item = v + k * f->type->size;
+            size_t len = encoded_len(f->type, item) + 1;
+            r = len > SPLIT_BUDGET / 2 ? split_item(&sp, i, item)
+                                       : split_add(&sp, i, item, len);
+        }
+    }
+    /* Arrays of numbers and strings go whole, in the last frame. */
+    for (uint32_t i = 0; i < t->nfields; i++)
+        if (t->fields[i].kind == VRAM_K_ARRAY && t->fields[i].item != VRAM_K_OBJECT)
+            memcpy(sp.frame + t->fields[i].off, (const char *)rep + t->fields[i].off,
+                   sizeof(void *) + sizeof(size_t));
+    if (r == 0)
+        r = split_flush(&sp, false);
+    vram_arena_free(&sp.a);
+    return r;
 }
 
 void vd_reply(struct vd_request *rq, int err, void *rep)
@@ -57,6 +205,17 @@ void vd_reply(struct vd_request *rq, int err, void *rep)
                               !last, fields,
                               !last || (err && mapf) ? "map" : err ? "" : NULL,
                               &taken);
+        if (r == -EMSGSIZE && !mapf && fields && !err) {
+            /* status at the scale of hundreds of clients and regions */
+            r = send_split(rq, fields);
+            if (r == -EMSGSIZE || r == -ENOMEM) {
+                vlog(VLOG_ERR, "client %u: a %s reply could not be split into "
+                     "frames: %s", rq->client->id, m->name, strerror(-r));
+                vd_send_reply(core, rq->client, rq->type, rq->id, r,
+                              "the reply is too large for the protocol's frames",
+                              false, NULL, "", NULL);
+            }
+        }
         /* The frame took the first handles of its entries. */
         for (size_t j = i; j < k && taken; j++)
             if (out.map[j].has_fd) {

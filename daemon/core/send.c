@@ -43,7 +43,12 @@ static int send_text(struct vd_core *core, struct vd_client *c,
         return -ENOMEM;
     }
     int r;
-    if (!c->conn || c->closing) {
+    if (len > VRAM_MAX_PAYLOAD) {
+        /* Not queued: the caller splits it (reply.c), nothing is closed. */
+        for (int i = 0; i < nh; i++)
+            vp_close(&hs[i]);
+        r = -EMSGSIZE;
+    } else if (!c->conn || c->closing) {
         for (int i = 0; i < nh; i++)
             vp_close(&hs[i]);
         r = -ECONNABORTED;
