@@ -46,6 +46,7 @@ void vd_config_default(struct vd_config *c)
     c->connections_per_user = 64;
     c->hello_timeout_ms = 5000;
     c->frame_timeout_ms = 10000;
+    c->queued_bytes = 256ull << 20;
     c->socket_mode = 0660;
 }
 
@@ -468,7 +469,7 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
                                        "stages_per_client", "admin_connections",
                                        "connections_per_user",
                                        "hello_timeout_ms", "frame_timeout_ms",
-                                       NULL};
+                                       "queued_bytes", NULL};
     if (!cJSON_IsObject(o)) {
         err(x, "limits: expected an object");
         return;
@@ -494,6 +495,11 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
         if (v < 100)
             err(x, "limits.hello_timeout_ms: at least 100");
         c->hello_timeout_ms = (uint32_t)v;
+    }
+    if (get_size(x, o, "queued_bytes", "limits", &v)) {
+        if (v < (1u << 20))
+            err(x, "limits.queued_bytes: at least 1 MiB");
+        c->queued_bytes = v;
     }
     if (get_uint(x, o, "frame_timeout_ms", "limits", 600000, &v)) {
         if (v < 100)

@@ -37,6 +37,7 @@ struct vd_config {
     uint32_t connections_per_user; /* of one uid at once (admins: no bound) */
     uint32_t hello_timeout_ms;     /* to say hello after connecting */
     uint32_t frame_timeout_ms;     /* to finish a frame once begun */
+    uint64_t queued_bytes;         /* output queued towards all peers */
     /* Who may connect, and who may administer (root always may both). */
     struct vd_access_list {
         uint32_t uids[32], gids[32];

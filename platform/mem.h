@@ -15,6 +15,10 @@ int vp_mem_create(uint64_t bytes, const char *name, vp_handle *out);
  * 0 when unknown. */
 uint64_t vp_mem_id(vp_handle h);
 
+/* Gives the heap's free memory back to the system (after a peer whose
+ * queues held megabytes is gone). */
+void vp_heap_trim(void);
+
 /* The system's page size. */
 uint64_t vp_page_size(void);
 

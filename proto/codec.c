@@ -64,6 +64,20 @@ void vram_codec_fini(struct vram_codec *c)
     memset(c, 0, sizeof(*c));
 }
 
+void vram_codec_tx_drop(struct vram_codec *c)
+{
+    if (!c->inline_handles)
+        for (size_t i = c->att_first; i < c->natt; i++)
+            close_all(c->att[i].h, c->att[i].n);
+    free(c->att);
+    free(c->tx);
+    c->att = NULL;
+    c->att_first = c->natt = c->att_cap = 0;
+    c->tx = NULL;
+    c->tx_start = c->tx_end = c->tx_cap = 0;
+    c->tx_handles = 0;
+}
+
 /* ---- receiving ---------------------------------------------------------- */
 
 uint8_t *vram_codec_rx_space(struct vram_codec *c, size_t want, size_t *room)

@@ -128,6 +128,9 @@ int vram_codec_tx_peek(const struct vram_codec *c, const uint8_t **p,
 /* n > 0 bytes of what tx_peek offered were sent; the handles it offered
  * went with them, and the codec closes its copies. */
 void vram_codec_tx_sent(struct vram_codec *c, size_t n);
+/* Throws away everything queued (its handles closed) and its memory: for a
+ * peer dropped for not reading, whose queue would never go out. */
+void vram_codec_tx_drop(struct vram_codec *c);
 static inline bool vram_codec_tx_pending(const struct vram_codec *c)
 {
     return c->tx_end > c->tx_start;

@@ -266,6 +266,7 @@ void vd_core_reload(struct vd_core *core)
     core->cfg.connections_per_user = next.connections_per_user;
     core->cfg.hello_timeout_ms = next.hello_timeout_ms;
     core->cfg.frame_timeout_ms = next.frame_timeout_ms;
+    core->cfg.queued_bytes = next.queued_bytes;
     set_limits(core);
     /* New connections are judged by the new lists; connected clients keep
      * what they were granted at connect. */

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "msg.h"
 #include "clock.h"
+#include "mem.h"
 #include "peer.h"
 
 struct vd_session {
@@ -24,6 +25,8 @@ struct vd_session {
     bool listed;  /* on the closing list */
     int64_t accepted_ms;     /* hello is due within limits.hello_timeout_ms */
     int64_t partial_since_ms; /* a frame begun and not finished, or 0 */
+    size_t queued;            /* its bytes counted in ss->queued */
+    size_t queued_peak;
     char why[160];
 };
 
@@ -69,9 +72,48 @@ static const char *conn_error(int err)
     }
 }
 
+/* Keeps the sum of every peer's queued bytes (limits.queued_bytes). */
+static void account(struct vd_session *s)
+{
+    size_t now = vram_codec_tx_bytes(&s->wire.codec);
+    s->ss->queued = s->ss->queued - s->queued + now;
+    s->queued = now;
+    if (now > s->queued_peak)
+        s->queued_peak = now;
+}
+
+/* Over the cap on all peers' queued output: the peer with the most queued
+ * (one that does not read) is dropped, so memory stays bounded whatever
+ * the number of such peers. */
+static void enforce_queue_cap(struct vd_sessions *ss)
+{
+    size_t cap = ss->core->cfg.queued_bytes;
+    while (ss->queued > cap) {
+        struct vd_session *big = NULL;
+        for (struct vd_session *x = ss->list; x; x = x->next)
+            if (!x->closing && (!big || x->queued > big->queued))
+                big = x;
+        if (!big || !big->queued)
+            return;
+        char why[192];
+        snprintf(why, sizeof(why), "the peers' queued output passed "
+                 "limits.queued_bytes (%zu MiB); this one did not read %zu "
+                 "KiB", cap >> 20, big->queued >> 10);
+        big->drain = false;
+        vd_session_close(big, why, false);
+        /* Its queue will never go out: freed now, not at the end of the
+         * loop turn (one turn may drop many such peers). */
+        vram_codec_tx_drop(&big->wire.codec);
+        ss->queued -= big->queued;
+        big->queued = 0;
+    }
+}
+
 static int flush(struct vd_session *s)
 {
     int r = vram_wire_flush(&s->wire);
+    if (!s->closing || s->drain)
+        account(s);
     if (r < 0 && r != -EAGAIN) {
         s->drain = false;
         vd_session_close(s, conn_error(r), false);
@@ -100,14 +142,22 @@ int vd_session_send(void *session, const char *payload, size_t len,
     }
     int r = vram_wire_queue(&s->wire, payload, len, hs, n);
     if (r < 0) {
-        char why[128];
-        snprintf(why, sizeof(why), "cannot queue a message: %s (the peer does "
-                 "not read its socket)", strerror(-r));
+        char why[160];
+        if (r == -ENOBUFS)
+            snprintf(why, sizeof(why), "the peer does not read its socket "
+                     "(%zu KiB queued, at most %u MiB or %u fds)",
+                     vram_codec_tx_bytes(&s->wire.codec) >> 10,
+                     VRAM_CODEC_MAX_TX_BYTES >> 20, VRAM_CODEC_MAX_TX_HANDLES);
+        else
+            snprintf(why, sizeof(why), "cannot queue a message: %s",
+                     strerror(-r));
         vd_session_close(s, why, false);
         return r;
     }
+    account(s);
     flush(s);
-    return 0;
+    enforce_queue_cap(s->ss);
+    return s->closing && !s->drain ? -ECONNABORTED : 0;
 }
 
 static int on_frame(void *ud, struct vram_codec_frame *f)
@@ -151,8 +201,11 @@ static void on_ready(struct vp_watch *w, int status, int events)
 static void session_freed(uv_handle_t *h)
 {
     struct vd_session *s = ((struct vp_watch *)h->data)->data;
+    bool heavy = s->queued_peak > (1u << 20);
     vram_wire_fini(&s->wire);
     free(s);
+    if (heavy)
+        vp_heap_trim(); /* what its queue held goes back to the system */
 }
 
 /* The end of the loop turn: sessions asked to close are closed, and the
@@ -170,6 +223,8 @@ static void on_closer(uv_idle_t *idle)
             *pp = s->next;
         vp_watch_set(&s->watch, 0, on_ready);
         vp_close(&s->h);
+        ss->queued -= s->queued;
+        s->queued = 0;
         /* Closes, even of sessions the core's reaction asks for, wait for
          * the next turn. */
         vd_core_client_closed(ss->core, s->client, s->why);

@@ -21,6 +21,7 @@ struct vd_sessions {
     struct vd_session *closing; /* to be closed at the end of this turn */
     uv_idle_t closer;
     uv_timer_t deadlines;      /* silent peers and half-sent frames */
+    size_t queued;             /* bytes queued towards all peers */
     bool stopping;             /* stop the loop once every session is gone */
 };
 

@@ -4,6 +4,9 @@
 #include "mem.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,4 +94,11 @@ int vp_vm_unmap(uint64_t addr, uint64_t bytes)
     void *p = mmap((void *)(uintptr_t)addr, bytes, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     return p == MAP_FAILED ? -errno : 0;
+}
+
+void vp_heap_trim(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }

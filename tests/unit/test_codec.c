@@ -304,6 +304,20 @@ static void test_send_side(void)
     CHECK(vram_codec_tx(&c, "x", 1, r2, 2) == -ENOBUFS, "handle limit");
     CHECK(count_fds() == base, "refused frame's handles left open");
     vram_codec_fini(&c);
+
+    /* Dropped on purpose (a peer that does not read): its handles closed,
+     * nothing queued, and the codec queues again afterwards. */
+    vram_codec_init(&c, false);
+    vp_handle q[3] = {fresh(), fresh(), fresh()};
+    CHECK(vram_codec_tx(&c, "q", 1, q, 3) == 0 && vram_codec_tx(&c, "r", 1, NULL, 0) == 0,
+          "queue");
+    vram_codec_tx_drop(&c);
+    CHECK(count_fds() == base, "dropped handles left open");
+    CHECK(vram_codec_tx_bytes(&c) == 0 && !vram_codec_tx_pending(&c), "still queued");
+    CHECK(vram_codec_tx(&c, "s", 1, NULL, 0) == 0 &&
+          vram_codec_tx_peek(&c, &p, &len, &ah, &nh) == 1 &&
+          len == VRAM_FRAME_HEADER_SIZE + 1, "queueing after a drop");
+    vram_codec_fini(&c);
 }
 
 int main(void)
