@@ -47,6 +47,10 @@ void vd_config_default(struct vd_config *c)
     c->hello_timeout_ms = 5000;
     c->frame_timeout_ms = 10000;
     c->queued_bytes = 256ull << 20;
+    c->va_bytes_per_client = 2ull << 40;
+    c->va_bytes_per_user = 4ull << 40;
+    c->stages_per_user = 64;
+    c->gone_per_user = 64;
     c->socket_mode = 0660;
 }
 
@@ -469,7 +473,10 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
                                        "stages_per_client", "admin_connections",
                                        "connections_per_user",
                                        "hello_timeout_ms", "frame_timeout_ms",
-                                       "queued_bytes", NULL};
+                                       "queued_bytes", "address_space_per_client",
+                                       "address_space_per_user",
+                                       "stages_per_user",
+                                       "gone_clients_per_user", NULL};
     if (!cJSON_IsObject(o)) {
         err(x, "limits: expected an object");
         return;
@@ -496,6 +503,14 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
             err(x, "limits.hello_timeout_ms: at least 100");
         c->hello_timeout_ms = (uint32_t)v;
     }
+    if (get_size(x, o, "address_space_per_client", "limits", &v))
+        c->va_bytes_per_client = v;
+    if (get_size(x, o, "address_space_per_user", "limits", &v))
+        c->va_bytes_per_user = v;
+    if (get_uint(x, o, "stages_per_user", "limits", 65536, &v))
+        c->stages_per_user = (uint32_t)v;
+    if (get_uint(x, o, "gone_clients_per_user", "limits", 65536, &v))
+        c->gone_per_user = (uint32_t)v;
     if (get_size(x, o, "queued_bytes", "limits", &v)) {
         if (v < (1u << 20))
             err(x, "limits.queued_bytes: at least 1 MiB");

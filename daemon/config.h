@@ -38,6 +38,8 @@ struct vd_config {
     uint32_t hello_timeout_ms;     /* to say hello after connecting */
     uint32_t frame_timeout_ms;     /* to finish a frame once begun */
     uint64_t queued_bytes;         /* output queued towards all peers */
+    uint64_t va_bytes_per_client, va_bytes_per_user; /* address space (R16) */
+    uint32_t stages_per_user, gone_per_user;         /* (R16) */
     /* Who may connect, and who may administer (root always may both). */
     struct vd_access_list {
         uint32_t uids[32], gids[32];

@@ -122,14 +122,18 @@ int vd_core_client_open(struct vd_core *core, void *conn,
     snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)peer->pid);
     vd_state_next_client(core->state, core->clients.next_id + 1);
     /* Recorded before it can hold anything: a restarted vramd must know. */
-    int e = vd_state_holder_add(core->state, c->id, peer->pid, peer->start_time);
+    int e = vd_state_holder_add(core->state, c->id, peer->pid, peer->start_time,
+                                peer->uid);
     if (e < 0) {
         vlog(VLOG_WARNING, "refusing pid %lld: the state file's holder table "
              "is full", (long long)peer->pid);
         snprintf(ref->message, sizeof(ref->message),
                  "too many clients and gone clients");
         ref->err = -E2BIG;
-    } else if ((e = vl_client_add(core->ledger, c->id)) < 0) {
+    } else if ((e = vl_client_add_tenant(core->ledger, c->id, peer->uid,
+                                         admin)) < 0) { /* R16 */
+        vlog_limited(&core->admission_limit, VLOG_WARNING, "refusing pid "
+                     "%lld: %s", (long long)peer->pid, vl_why(core->ledger));
         vd_state_holder_drop(core->state, c->id);
         snprintf(ref->message, sizeof(ref->message), "%s", vl_why(core->ledger));
         ref->err = e;

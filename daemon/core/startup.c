@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "declaration.h"
 #include "lifecycle.h"
 #include "reapers.h"
@@ -33,6 +34,10 @@ static void set_limits(struct vd_core *core)
         .chunks_per_client = core->cfg.max_chunks_per_client,
         .regions_per_client = core->cfg.max_regions_per_client,
         .stages_per_client = core->cfg.max_stages_per_client,
+        .va_bytes_per_client = core->cfg.va_bytes_per_client,
+        .va_bytes_per_tenant = core->cfg.va_bytes_per_user,
+        .stages_per_tenant = core->cfg.stages_per_user,
+        .gone_per_tenant = core->cfg.gone_per_user,
     };
     vl_set_limits(core->ledger, &lim); /* R14 */
 }
@@ -138,6 +143,9 @@ static int open_state(struct vd_core *core)
              (long long)orph[i].pid);
         if (orph[i].client >= core->clients.next_id)
             core->clients.next_id = orph[i].client;
+        struct vp_peer who = {.uid = orph[i].uid, .gid = (uint32_t)-1};
+        vl_client_set_tenant(core->ledger, orph[i].client, orph[i].uid,
+                             vd_access_admin(&core->cfg, &who)); /* R16 */
         if (vd_lifecycle_watch(core, orph[i].client, orph[i].pid, orph[i].pin,
                                orph[i].starttime, orph[i].resumable) < 0)
             vp_close(&orph[i].pin); /* then only a reap would free it */
@@ -267,6 +275,10 @@ void vd_core_reload(struct vd_core *core)
     core->cfg.hello_timeout_ms = next.hello_timeout_ms;
     core->cfg.frame_timeout_ms = next.frame_timeout_ms;
     core->cfg.queued_bytes = next.queued_bytes;
+    core->cfg.va_bytes_per_client = next.va_bytes_per_client;
+    core->cfg.va_bytes_per_user = next.va_bytes_per_user;
+    core->cfg.stages_per_user = next.stages_per_user;
+    core->cfg.gone_per_user = next.gone_per_user;
     set_limits(core);
     /* New connections are judged by the new lists; connected clients keep
      * what they were granted at connect. */

@@ -12,7 +12,7 @@
 /* What each client holds, recounted; indexed as L->client. */
 struct tally {
     uint32_t chunks, regions, stages;
-    uint64_t held_bytes, quarantined_bytes;
+    uint64_t held_bytes, quarantined_bytes, va_bytes;
 };
 
 /* The index of client id in L->client, or L->nclient. */
@@ -159,6 +159,7 @@ static int check_regions(struct vl_ledger *L, struct tally *t)
             return vli_fail(L, -EFAULT, "region %u: client %u or its stage %u "
                             "is gone", r->id, r->client, r->stage);
         t[ci].regions += !s->configured;
+        t[ci].va_bytes += r->va_bytes;
         for (uint32_t k = 0; k < r->lanes * r->stride_slots; k++) {
             if (r->slot_chunk[k] == VL_CHUNK_NONE)
                 continue;
@@ -211,7 +212,7 @@ static int check_regions(struct vl_ledger *L, struct tally *t)
 }
 
 /* Address ranges held for gone clients' processes (R13). */
-static int check_holds(struct vl_ledger *L)
+static int check_holds(struct vl_ledger *L, struct tally *t)
 {
     for (size_t i = 0; i < L->nva_hold; i++) {
         struct vl_va_hold *h = &L->va_hold[i];
@@ -220,6 +221,7 @@ static int check_holds(struct vl_ledger *L)
             return vli_fail(L, -EFAULT, "address range %#llx held for client "
                             "%u, which is not gone",
                             (unsigned long long)h->base, h->client);
+        t[client_index(L, h->client)].va_bytes += h->size;
         uint64_t a0 = h->base, a1 = h->base + h->size;
         if (a0 < L->va_base || a1 > L->va_base + L->va_size || a1 <= a0)
             return vli_fail(L, -EFAULT, "held range %#llx: outside the address "
@@ -371,6 +373,11 @@ static int check_clients(struct vl_ledger *L, const struct tally *t)
         if (t[ci].stages != c->stages)
             return vli_fail(L, -EFAULT, "client %u owns %u stages, counted %u",
                             c->id, t[ci].stages, c->stages);
+        if (t[ci].va_bytes != c->va_bytes) /* R16 */
+            return vli_fail(L, -EFAULT, "client %u reserves %llu bytes of "
+                            "address space, counted %llu", c->id,
+                            (unsigned long long)t[ci].va_bytes,
+                            (unsigned long long)c->va_bytes);
     }
     return 0;
 }
@@ -385,7 +392,7 @@ int vl_check(struct vl_ledger *L)
     if (e == 0)
         e = check_regions(L, t);
     if (e == 0)
-        e = check_holds(L);
+        e = check_holds(L, t);
     if (e == 0)
         e = check_stages(L, qstage, t);
     if (e == 0)

@@ -65,6 +65,112 @@ void vli_qstage_clear(struct vl_ledger *L, struct vl_chunk *c)
     c->qcat = VL_CAT_NONE;
 }
 
+/* R16: what one tenant's clients hold together, counted when a quota asks
+ * (only for tenants that are not exempt). */
+struct vli_tenant_use {
+    uint32_t gone, stages;
+    uint64_t va_bytes;
+};
+
+static void tenant_use(const struct vl_ledger *L, uint32_t tenant,
+                       struct vli_tenant_use *u)
+{
+    *u = (struct vli_tenant_use){0};
+    for (size_t i = 0; i < L->nclient; i++) {
+        const struct vl_client *c = &L->client[i];
+        if (c->tenant != tenant || c->exempt)
+            continue;
+        u->gone += c->gone;
+        u->va_bytes += c->va_bytes;
+    }
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        const struct vl_stage *s = &L->stage[i];
+        if (!s->used || s->configured)
+            continue;
+        const struct vl_client *c =
+            vli_client_find(L, s->owner ? s->owner : s->held_by);
+        u->stages += c && c->tenant == tenant && !c->exempt;
+    }
+}
+
+int vli_quota_va(struct vl_ledger *L, uint32_t client, uint64_t more)
+{
+    const struct vl_client *cl = vli_client_find(L, client);
+    if (!cl)
+        return 0;
+    uint64_t per = L->limits.va_bytes_per_client;
+    if (per && cl->va_bytes + more > per)
+        return vli_fail(L, -EDQUOT, "client %u would reserve %llu MiB of "
+                        "address space, over its limit of %llu MiB "
+                        "(limits.address_space_per_client)", client,
+                        (unsigned long long)((cl->va_bytes + more) >> 20),
+                        (unsigned long long)(per >> 20));
+    uint64_t pt = L->limits.va_bytes_per_tenant;
+    if (pt && !cl->exempt) {
+        struct vli_tenant_use u;
+        tenant_use(L, cl->tenant, &u);
+        if (u.va_bytes + more > pt)
+            return vli_fail(L, -EDQUOT, "uid %u's clients would reserve %llu "
+                            "MiB of address space, over their limit of %llu "
+                            "MiB (limits.address_space_per_user)", cl->tenant,
+                            (unsigned long long)((u.va_bytes + more) >> 20),
+                            (unsigned long long)(pt >> 20));
+    }
+    return 0;
+}
+
+int vli_quota_stage(struct vl_ledger *L, uint32_t client)
+{
+    const struct vl_client *cl = vli_client_find(L, client);
+    uint32_t pt = L->limits.stages_per_tenant;
+    if (!cl || !pt || cl->exempt)
+        return 0;
+    struct vli_tenant_use u;
+    tenant_use(L, cl->tenant, &u);
+    if (u.stages >= pt)
+        return vli_fail(L, -EDQUOT, "uid %u's clients hold %u ad-hoc stages, "
+                        "their limit (limits.stages_per_user)", cl->tenant,
+                        u.stages);
+    return 0;
+}
+
+void vli_client_va(struct vl_ledger *L, uint32_t client, int64_t delta)
+{
+    struct vl_client *cl = vli_client_find(L, client);
+    if (cl)
+        cl->va_bytes += (uint64_t)delta;
+}
+
+int vl_client_add_tenant(struct vl_ledger *L, uint32_t id, uint32_t tenant,
+                         bool exempt)
+{
+    if (!exempt && L->limits.gone_per_tenant) {
+        struct vli_tenant_use u;
+        tenant_use(L, tenant, &u);
+        if (u.gone >= L->limits.gone_per_tenant)
+            return vli_fail(L, -EDQUOT, "uid %u has %u gone clients whose "
+                            "processes still hold memory, its limit "
+                            "(limits.gone_clients_per_user)", tenant, u.gone);
+    }
+    int e = vl_client_add(L, id);
+    if (e < 0)
+        return e;
+    struct vl_client *cl = &L->client[L->nclient - 1];
+    cl->tenant = tenant;
+    cl->exempt = exempt;
+    return 0;
+}
+
+void vl_client_set_tenant(struct vl_ledger *L, uint32_t client, uint32_t tenant,
+                          bool exempt)
+{
+    struct vl_client *cl = vli_client_find(L, client);
+    if (cl) {
+        cl->tenant = tenant;
+        cl->exempt = exempt;
+    }
+}
+
 int vl_client_add(struct vl_ledger *L, uint32_t id)
 {
     if (!id)
@@ -79,7 +185,7 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
         L->client = v;
         L->client_cap = cap;
     }
-    L->client[L->nclient++] = (struct vl_client){.id = id};
+    L->client[L->nclient++] = (struct vl_client){.id = id, .exempt = true};
     return 0;
 }
 
@@ -155,6 +261,7 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         }
         vli_va_release(L, h->base, h->size);
         vli_note_va_give(L, h->tag);
+        vli_client_va(L, h->client, -(int64_t)h->size);
         *h = L->va_hold[--L->nva_hold];
     }
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++)

@@ -108,6 +108,9 @@ struct vl_client {
     uint64_t quarantined_bytes;
     uint32_t regions;           /* regions of ad-hoc stages */
     uint32_t stages;            /* stages it owns */
+    uint64_t va_bytes;          /* its regions' and held ranges' (R16) */
+    uint32_t tenant;            /* R16 */
+    bool exempt;
 };
 
 struct vl_ledger {
@@ -246,6 +249,11 @@ void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s);
 /* client.c: clients, what they hold (R14), and quarantine that stands for
  * a stage's promise (R11) */
 struct vl_client *vli_client_find(const struct vl_ledger *L, uint32_t id);
+/* R16: address space and ad-hoc stages against the client's and its
+ * tenant's quotas (-EDQUOT with why); the client's address space kept. */
+int vli_quota_va(struct vl_ledger *L, uint32_t client, uint64_t more);
+int vli_quota_stage(struct vl_ledger *L, uint32_t client);
+void vli_client_va(struct vl_ledger *L, uint32_t client, int64_t delta);
 void vli_client_gain(struct vl_client *cl, const struct vl_device *d,
                      int state);
 void vli_client_lose(struct vl_client *cl, const struct vl_device *d,

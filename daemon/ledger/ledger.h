@@ -143,6 +143,14 @@ struct vl_limits {
     uint32_t chunks_per_client; /* a quota: grows and loans */
     uint32_t regions_per_client; /* ad-hoc regions */
     uint32_t stages_per_client;
+    /* R16, 0 meaning none: address space a client's regions (and a gone
+     * client's held ranges) take; and for all clients of one tenant (the
+     * daemon's peer uid) together, bar exempt tenants: address space,
+     * ad-hoc stage ids (owned or held for a gone client), gone clients. */
+    uint64_t va_bytes_per_client;
+    uint64_t va_bytes_per_tenant;
+    uint32_t stages_per_tenant;
+    uint32_t gone_per_tenant;
 };
 
 /* Chunk ids are stable for the daemon's life: device index << 32 | index. */
@@ -170,6 +178,14 @@ int vl_kind_parse(const char *s);
 int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg);
 
 int vl_client_add(struct vl_ledger *L, uint32_t client);
+/* A client of tenant (R16; exempt: no tenant quota applies). -EDQUOT when
+ * the tenant has its limit of gone clients. vl_client_add is tenant 0,
+ * exempt. */
+int vl_client_add_tenant(struct vl_ledger *L, uint32_t client, uint32_t tenant,
+                         bool exempt);
+/* A restored (gone) client's tenant, known once the state file is read. */
+void vl_client_set_tenant(struct vl_ledger *L, uint32_t client, uint32_t tenant,
+                          bool exempt);
 /* The connection closed: chunks are quarantined, stages and regions dropped. */
 int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
                          struct vl_fxlist *fx);
@@ -321,6 +337,8 @@ struct vl_client_view {
     uint32_t regions;           /* ad-hoc regions (R14) */
     uint32_t stages;            /* stages it owns */
     uint64_t missed_recalls;
+    uint32_t tenant;
+    uint64_t va_bytes;          /* address space of its regions and ranges */
 };
 bool vl_client_view(const struct vl_ledger *L, uint32_t client,
                     struct vl_client_view *out);

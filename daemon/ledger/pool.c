@@ -200,7 +200,9 @@ int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev
     if (ndev == 0 || ndev > VL_MAX_DEVICES)
         return vli_fail(L, -EINVAL, "between 1 and %d devices", VL_MAX_DEVICES);
     L->next_region_id = 1;
-    L->limits = (struct vl_limits){UINT32_MAX, UINT32_MAX, UINT32_MAX};
+    L->limits = (struct vl_limits){.chunks_per_client = UINT32_MAX,
+                                   .regions_per_client = UINT32_MAX,
+                                   .stages_per_client = UINT32_MAX};
     for (uint32_t i = 0; i < ndev; i++) {
         struct vl_device *d = &L->dev[i];
         d->cfg = devs[i];

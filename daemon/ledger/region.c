@@ -93,6 +93,11 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
         return ge;
     uint64_t lane_stride = g.lane_stride, total = g.total, va_bytes = g.va_bytes,
              unit = g.unit;
+    /* R16: new address space counts against the client's and its tenant's
+     * quotas; a range taken back on a resume was counted already. */
+    int qe = base ? 0 : vli_quota_va(L, client, va_bytes);
+    if (qe < 0)
+        return qe;
 
     struct vl_region *r = calloc(1, sizeof(*r));
     if (!r)
@@ -147,6 +152,7 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
     r->tag = vli_note_va_take(L, r->id, client, r->base, r->va_bytes);
     L->region[L->nregion++] = r;
     vli_region_count(L, r, true);
+    vli_client_va(L, client, (int64_t)va_bytes);
     *out = r;
     return 0;
 }
@@ -227,6 +233,7 @@ static void region_drop(struct vl_ledger *L, struct vl_region *r, bool hold)
     if (!hold || vli_hold_add(L, &h) < 0) {
         vli_va_release(L, r->base, r->va_bytes);
         vli_note_va_give(L, r->tag);
+        vli_client_va(L, r->client, -(int64_t)r->va_bytes);
     }
     vli_region_count(L, r, false);
     for (size_t i = 0; i < L->nregion; i++)

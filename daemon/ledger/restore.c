@@ -76,6 +76,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         h.tag = vli_note_va_take(L, h.region, h.client, h.base, h.size);
         if (vli_hold_add(L, &h) < 0)
             return vli_fail(L, -ENOMEM, "out of memory");
+        vli_client_va(L, h.client, (int64_t)h.size);
         if (h.region >= L->next_region_id && h.region < UINT32_MAX)
             L->next_region_id = h.region + 1;
     }

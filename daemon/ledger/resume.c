@@ -444,6 +444,7 @@ static struct vl_region *region_adopt(struct vl_ledger *L, uint32_t client,
         r->tag = h->tag;
         if (L->obs.va_move)
             L->obs.va_move(L->obs.ctx, h->tag, rr->id, client);
+        vli_client_va(L, h->client, -(int64_t)h->size); /* R16 */
         *h = L->va_hold[--L->nva_hold];
     } else {
         /* judged free, room made */
@@ -465,6 +466,7 @@ static struct vl_region *region_adopt(struct vl_ledger *L, uint32_t client,
     r->fixed_index = VL_NONE;
     L->region[L->nregion++] = r;
     vli_region_count(L, r, true);
+    vli_client_va(L, client, (int64_t)r->va_bytes);
     return r;
 }
 

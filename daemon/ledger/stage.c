@@ -89,6 +89,8 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
     struct vl_client *cl = vli_client_find(L, client);
     if (!cl || cl->gone)
         return vli_fail(L, -ENOENT, "no connected client %u", client);
+    if ((e = vli_quota_stage(L, client)) < 0) /* R16 */
+        return e;
     if (!vli_dev_get(L, device))
         return vli_fail(L, -ENODEV, "no device %u", device);
     if (last < first || last >= VLI_SLOT_LAYER_NONE)

@@ -148,6 +148,8 @@ static void client_view(const struct vl_client *c, struct vl_client_view *out)
         .regions = c->regions,
         .stages = c->stages,
         .missed_recalls = c->missed_recalls,
+        .tenant = c->tenant,
+        .va_bytes = c->va_bytes,
     };
 }
 

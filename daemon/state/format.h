@@ -37,7 +37,8 @@ struct vd_state_holder {
     uint32_t client; /* 0: free entry */
     int32_t pid;
     uint64_t starttime;
-    uint32_t flags, pad;
+    uint32_t flags;
+    uint32_t uid; /* the peer's, for its quotas; 0 in older files */
 };
 
 struct vd_state_range {

@@ -102,7 +102,7 @@ static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
 }
 
 int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
-                        uint64_t starttime)
+                        uint64_t starttime, uint32_t uid)
 {
     if (!st)
         return 0;
@@ -113,6 +113,7 @@ int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
         h->pid = (int32_t)pid;
         h->starttime = starttime;
         h->flags = 0;
+        h->uid = uid;
         __atomic_store_n(&h->client, client, __ATOMIC_RELEASE);
         return 0;
     }
@@ -373,7 +374,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
                 continue;
             orph[norph++] = (struct vd_orphan){
                 .client = hd.client, .pid = hd.pid, .pin = pin,
-                .starttime = hd.starttime,
+                .starttime = hd.starttime, .uid = hd.uid,
                 .resumable = !(hd.flags & VD_HOLDER_EVICTED)};
         }
         /* The same devices, in the same places, cut the same way: a chunk
@@ -467,7 +468,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     for (size_t o = 0; o < norph; o++) {
         /* The table has room for every orphan (state_create). */
         if (vd_state_holder_add(st, orph[o].client, orph[o].pid,
-                                orph[o].starttime) < 0) {
+                                orph[o].starttime, orph[o].uid) < 0) {
             e = -ENOSPC;
             goto out;
         }

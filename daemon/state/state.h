@@ -32,6 +32,7 @@ struct vd_orphan {
     int64_t pid;
     vp_handle pin;
     uint64_t starttime;
+    uint32_t uid;
     bool resumable;
 };
 
@@ -50,7 +51,7 @@ void vd_state_close(struct vd_state *st);
 /* A connected client's process, recorded before it can hold anything.
  * -ENOSPC when the holder table is full. */
 int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
-                        uint64_t starttime);
+                        uint64_t starttime, uint32_t uid);
 /* The client is reaped: nothing of it is left. */
 void vd_state_holder_drop(struct vd_state *st, uint32_t client);
 /* An evicted client's process may not take its memory back. */

@@ -1920,6 +1920,83 @@ static void test_r14_quotas(void)
 
 /* ---- R15: missed recalls (also R6: the hold bound) ------------------------- */
 
+/* ---- R16: tenants' quotas --------------------------------------------------- */
+
+static void test_r16_tenant_quotas(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    vl_set_limits(&L, &(struct vl_limits){.chunks_per_client = UINT32_MAX,
+                                          .regions_per_client = UINT32_MAX,
+                                          .stages_per_client = UINT32_MAX,
+                                          .va_bytes_per_client = 3 * GiB,
+                                          .va_bytes_per_tenant = 4 * GiB,
+                                          .stages_per_tenant = 2,
+                                          .gone_per_tenant = 1});
+    /* Clients 1 and 2 of uid 1000, 3 of uid 2000, 4 exempt (an admin). */
+    OP(&L, 0, vl_client_add_tenant(&L, 1, 1000, false));
+    OP(&L, 0, vl_client_add_tenant(&L, 2, 1000, false));
+    OP(&L, 0, vl_client_add_tenant(&L, 3, 2000, false));
+    OP(&L, 0, vl_client_add_tenant(&L, 4, 1000, true));
+    uint32_t s1, s2, s3, s4, r;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 1, &s1));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 0, 1, &s2));
+    /* Address space: a client's regions of a GiB each. */
+    uint32_t r1;
+    OP(&L, 0, vl_region_create(&L, 1, s1, VL_FIXED, GiB, 1, &r1));
+    OP(&L, 0, vl_region_create(&L, 1, s1, VL_FIXED, GiB, 1, &r));
+    OP(&L, 0, vl_region_create(&L, 1, s1, VL_FIXED, GiB, 1, &r));
+    struct vl_client_view cv;
+    REQUIRE(vl_client_view(&L, 1, &cv), "client 1");
+    CHECK_EQ_U(cv.va_bytes, 3 * GiB);
+    CHECK_EQ_U(cv.tenant, 1000);
+    REFUSED(&L, 1, -EDQUOT, "client 1 would reserve 4096 MiB of address space, "
+            "over its limit of 3072 MiB (limits.address_space_per_client)",
+            vl_region_create(&L, 1, s1, VL_FIXED, GiB, 1, &r));
+    /* ... and its tenant's: uid 1000 holds 3 GiB, one more is its limit. */
+    OP(&L, 0, vl_region_create(&L, 2, s2, VL_FIXED, GiB, 1, &r));
+    REFUSED(&L, 2, -EDQUOT, "uid 1000's clients would reserve 5120 MiB of "
+            "address space, over their limit of 4096 MiB "
+            "(limits.address_space_per_user)",
+            vl_region_create(&L, 2, s2, VL_FIXED, GiB, 1, &r));
+    /* Another tenant and an exempt client are not held back by uid 1000. */
+    OP(&L, 0, vl_stage_register_adhoc(&L, 3, 0, 0, 1, &s3));
+    OP(&L, 0, vl_region_create(&L, 3, s3, VL_FIXED, GiB, 1, &r));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 4, 0, 0, 1, &s4));
+    OP(&L, 0, vl_region_create(&L, 4, s4, VL_FIXED, GiB, 1, &r));
+    /* Ad-hoc stages: uid 1000 has two, its limit. */
+    uint32_t x = 777;
+    REFUSED(&L, 2, -EDQUOT, "uid 1000's clients hold 2 ad-hoc stages, their "
+            "limit (limits.stages_per_user)",
+            vl_stage_register_adhoc(&L, 2, 0, 2, 3, &x));
+    CHECK_EQ_U(x, 777);
+    /* A gone client keeps its address space and stage id, and counts: uid
+     * 1000 may have one gone client, so no new client until it is reaped. */
+    OP(&L, 0, vl_region_grow(&L, 1, r1, 1, &fx)); /* it holds a chunk */
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    REQUIRE(vl_client_view(&L, 1, &cv), "client 1");
+    CHECK_EQ_U(cv.va_bytes, 3 * GiB);
+    REFUSED(&L, 2, -EDQUOT, "uid 1000's clients hold 2 ad-hoc stages, their "
+            "limit (limits.stages_per_user)",
+            vl_stage_register_adhoc(&L, 2, 0, 2, 3, &x));
+    CHECK(vl_client_add_tenant(&L, 5, 1000, false) == -EDQUOT &&
+              strcmp(vl_why(&L), "uid 1000 has 1 gone clients whose processes "
+                                 "still hold memory, its limit "
+                                 "(limits.gone_clients_per_user)") == 0,
+          "a gone client's tenant got a new client: %s", vl_why(&L));
+    OP(&L, 0, vl_client_add_tenant(&L, 5, 2000, false));
+    OP(&L, 0, vl_client_add_tenant(&L, 6, 1000, true));
+    /* Reaped: everything of it is back. */
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    OP(&L, 0, vl_client_add_tenant(&L, 7, 1000, false));
+    OP(&L, 0, vl_stage_register_adhoc(&L, 7, 0, 2, 3, &x));
+    OP(&L, 0, vl_region_create(&L, 7, x, VL_FIXED, GiB, 1, &r));
+    OP(&L, 0, vl_region_create(&L, 7, x, VL_FIXED, GiB, 1, &r));
+    vl_fx_clear(&fx);
+    vl_fini(&L);
+}
+
 static void test_r15_missed_recall(void)
 {
     struct vl_ledger L;
@@ -2281,6 +2358,7 @@ int main(void)
     test_r13_resume_unseen_moves();
     test_r14_quotas();
     test_r15_missed_recall();
+    test_r16_tenant_quotas();
     test_r01_views();
     vl_fx_free(&fx);
     return check_report("test_ledger");

@@ -1,0 +1,201 @@
+/* One user taking a shared resource from the others: the address window
+ * (per client and per user), ad-hoc stage ids and gone clients per user.
+ * Each is refused with EDQUOT naming its limit, changes nothing, and other
+ * users and root go on. Needs root (to become other users). */
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "attack.h"
+
+static const char *config =
+    "{\"devices\": [{\"id\": 0, \"capacity\": \"1GiB\"}],"
+    " \"limits\": {\"address_space_per_client\": \"4GiB\","
+    "              \"address_space_per_user\": \"6GiB\", \"stages_per_user\": 3,"
+    "              \"gone_clients_per_user\": 2},"
+    " \"access\": {\"allow\": {\"gids\": [65534]}, \"socket_group\": \"nogroup\","
+    "            \"socket_mode\": \"0660\"}}";
+
+static void become(uid_t uid)
+{
+    REQUIRE(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(uid) == 0,
+            "become uid %u", (unsigned)uid);
+}
+
+/* A request and the error of its reply ("" when it succeeded). */
+static const char *ask(int fd, const char *json, char *msg, size_t len,
+                       uint64_t *stage)
+{
+    static char err[32];
+    raw_send(fd, json);
+    cJSON *r = raw_recv(fd, 3000);
+    REQUIRE(r, "no reply to %s", json);
+    const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(r, "error"));
+    const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(r, "message"));
+    snprintf(err, sizeof(err), "%s", e ? e : "");
+    if (msg)
+        snprintf(msg, len, "%s", m ? m : "");
+    if (stage)
+        *stage = json_u64(cJSON_GetObjectItem(r, "stage"), "id");
+    cJSON_Delete(r);
+    return err;
+}
+
+static int hello(const struct daemon *d, const char *name)
+{
+    int fd = raw_connect(d);
+    char m[128];
+    snprintf(m, sizeof(m), "{\"type\":\"hello\",\"id\":1,\"version\":1,\"name\":"
+             "\"%s\"}", name);
+    char why[256];
+    const char *e = ask(fd, m, why, sizeof(why), NULL);
+    if (*e) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static uint64_t adhoc(int fd, const char **err, char *why, size_t len)
+{
+    uint64_t st = 0;
+    *err = ask(fd, "{\"type\":\"stage_register\",\"id\":2,\"device\":0,"
+                   "\"first_layer\":0,\"last_layer\":1}", why, len, &st);
+    return st;
+}
+
+static const char *region(int fd, uint64_t stage, uint64_t bytes, char *why,
+                          size_t len)
+{
+    char m[160];
+    snprintf(m, sizeof(m), "{\"type\":\"region_create\",\"id\":3,\"stage\":%llu,"
+             "\"kind\":\"fixed\",\"bytes\":%llu}", (unsigned long long)stage,
+             (unsigned long long)bytes);
+    return ask(fd, m, why, len, NULL);
+}
+
+static int window_and_stages(const struct daemon *d, void *p)
+{
+    (void)p;
+    become(20001);
+    char why[256];
+    const char *e;
+    int a = hello(d, "a"), b = hello(d, "b");
+    REQUIRE(a >= 0 && b >= 0, "hello");
+    uint64_t sa = adhoc(a, &e, why, sizeof(why));
+    CHECK(!*e, "a's stage: %s %s", e, why);
+    for (int i = 0; i < 4; i++)
+        CHECK(!*region(a, sa, GIB, why, sizeof(why)), "a's region %d: %s", i, why);
+    e = region(a, sa, GIB, why, sizeof(why));
+    CHECK(strcmp(e, "EDQUOT") == 0 && strstr(why, "address_space_per_client"),
+          "a fifth GiB for one client: %s %s", e, why);
+    uint64_t sb = adhoc(b, &e, why, sizeof(why));
+    CHECK(!*e, "b's stage: %s", why);
+    for (int i = 0; i < 2; i++)
+        CHECK(!*region(b, sb, GIB, why, sizeof(why)), "b's region %d: %s", i, why);
+    e = region(b, sb, GIB, why, sizeof(why));
+    CHECK(strcmp(e, "EDQUOT") == 0 && strstr(why, "address_space_per_user"),
+          "a seventh GiB for one user: %s %s", e, why);
+    adhoc(b, &e, why, sizeof(why));
+    CHECK(!*e, "the user's third stage: %s", why);
+    adhoc(b, &e, why, sizeof(why));
+    CHECK(strcmp(e, "EDQUOT") == 0 && strstr(why, "stages_per_user"),
+          "a fourth stage for one user: %s %s", e, why);
+    close(a);
+    close(b);
+    return check_failures ? 1 : 0;
+}
+
+static int other_user(const struct daemon *d, void *p)
+{
+    (void)p;
+    become(20002);
+    char why[256];
+    const char *e;
+    int c = hello(d, "c");
+    REQUIRE(c >= 0, "hello");
+    uint64_t s = adhoc(c, &e, why, sizeof(why));
+    CHECK(!*e, "another user's stage: %s", why);
+    for (int i = 0; i < 2; i++)
+        CHECK(!*region(c, s, GIB, why, sizeof(why)), "another user's region: %s",
+              why);
+    close(c);
+    return check_failures ? 1 : 0;
+}
+
+/* Leaves gone clients (connections closed while the process lives and
+ * holds their memory) until it is turned away. */
+static int leaves_gone(const struct daemon *d, void *p)
+{
+    struct rendezvous *rv = p;
+    become(20003);
+    char why[256];
+    const char *e;
+    int n = 0;
+    for (; n < 5; n++) {
+        int fd = hello(d, "leaver");
+        if (fd < 0)
+            break;
+        uint64_t s = adhoc(fd, &e, why, sizeof(why));
+        REQUIRE(!*e, "stage: %s", why);
+        REQUIRE(!*region(fd, s, 8 * MIB, why, sizeof(why)), "region: %s", why);
+        char m[128];
+        raw_send(fd, "{\"type\":\"status\",\"id\":9}");
+        cJSON *st = raw_recv(fd, 3000);
+        uint64_t rid = 0;
+        const cJSON *sg;
+        cJSON_ArrayForEach(sg, cJSON_GetObjectItem(st, "stages"))
+            if (json_u64(sg, "id") == s)
+                rid = json_u64(cJSON_GetArrayItem(cJSON_GetObjectItem(sg, "regions"), 0),
+                               "id");
+        cJSON_Delete(st);
+        snprintf(m, sizeof(m), "{\"type\":\"region_grow\",\"id\":4,\"region\":"
+                 "%llu,\"chunks\":1}", (unsigned long long)rid);
+        REQUIRE(!*ask(fd, m, why, sizeof(why), NULL), "grow: %s", why);
+        close(fd);
+        usleep(200000); /* the daemon sees it gone */
+    }
+    rv_send(rv->to_parent[1], (uint64_t)n);
+    rv_recv(rv->to_child[0]);
+    return 0;
+}
+
+int main(void)
+{
+    REQUIRE(geteuid() == 0, "this test needs root to become other users");
+    struct daemon d;
+    REQUIRE(daemon_start(&d, config, NULL) == 0, "start vramd");
+    chmod(d.dir, 0755);
+    struct attack_base b;
+    attack_baseline(&d, &b);
+    CHECK(wait_child(spawn(window_and_stages, &d, NULL)) == 0, "one user's limits");
+    CHECK(wait_child(spawn(other_user, &d, NULL)) == 0, "another user held back");
+    /* Root is not held back by any user's limits. */
+    vram_client *root = connect_client(&d, "root");
+    uint32_t st, r;
+    CHECK(vram_stage_register_adhoc(root, 0, 0, 1, &st) == 0, "root's stage: %s",
+          vram_client_last_error(root));
+    CHECK(vram_region_create(root, st, VRAM_REGION_FIXED, 4 * MIB, 1, &r) == 0,
+          "root's region: %s", vram_client_last_error(root));
+    vram_client_close(root);
+    struct rendezvous rv;
+    rv_init(&rv);
+    pid_t leaver = spawn(leaves_gone, &d, &rv);
+    uint64_t n = rv_recv(rv.to_parent[0]);
+    CHECK_EQ_U(n, 2);
+    CHECK(daemon_log_contains(&d, "limits.gone_clients_per_user"),
+          "the refusal is not logged");
+    rv_send(rv.to_child[1], 1);
+    wait_child(leaver);
+    /* Its process gone, its clients are reaped and the user may come back. */
+    CHECK(wait_dev_value(&d, 0, "quarantined_bytes", 0, 3000),
+          "the gone clients were not reaped");
+    attack_after(&d, &b, "one user taking the window, stage ids and gone "
+                 "clients", 4096);
+    daemon_stop(&d);
+    return check_report("test_attack_limits");
+}
