@@ -29,6 +29,9 @@ void vp_proc_kill_self(void) __attribute__((noreturn));
 /* How many mappings of process pid show one of the memory objects ids
  * (vp_mem_id), or a negative errno when that cannot be seen. */
 int vp_proc_count_mapped(int64_t pid, const uint64_t *ids, size_t n);
+/* The same, and when none is mapped, how many of process pid's open
+ * handles are one of them. */
+int vp_proc_count_held(int64_t pid, const uint64_t *ids, size_t n);
 
 /* Starts path with argv (argv[0] included) as a child process. */
 int vp_spawn(const char *path, char *const argv[], int64_t *pid_out);

@@ -79,21 +79,6 @@ void vd_effects_flush_budget(struct vd_core *core)
         }
 }
 
-/* A client that releases chunks must have unmapped them; one that keeps a
- * mapping (and so the memory) is found among its process's mappings by the
- * chunks' memory ids, and reported. Only host chunks can be seen this way. */
-static void check_kept(struct vd_core *core, struct vd_client *c,
-                       const uint64_t *ids, size_t n)
-{
-    int kept = vp_proc_count_mapped(c->peer.pid, ids, n);
-    if (kept > 0) {
-        core->counters.kept_after_release += (uint64_t)kept;
-        vlog(VLOG_WARNING, "client %u (%s, pid %lld) released chunks it still "
-             "maps (%d mapping(s)): that memory stays in use by it",
-             c->id, c->name, (long long)c->peer.pid, kept);
-    }
-}
-
 /* Recalls grouped by (holder, stage): one event each. */
 struct recall_group {
     uint32_t client, stage;
@@ -125,8 +110,6 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
     uint64_t *failed = NULL;
     size_t nfailed = 0, capfailed = 0;
     bool granted = false;
-    uint64_t ids[64];
-    size_t nids = 0;
     struct recall_group *rec = NULL;
     size_t nrec = 0;
     int map_error = 0;
@@ -178,14 +161,6 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
             }
             break;
         case VL_FX_DROP:
-            /* Released by the requester: remember what its memory was, to
-             * look for it among the requester's mappings below. */
-            if (mine && core->backend->ops->chunk_mem_id && nids < 64) {
-                uint64_t id = core->backend->ops->chunk_mem_id(core->backend,
-                                                               dev, idx);
-                if (id)
-                    ids[nids++] = id;
-            }
             core->backend->ops->chunk_drop(core->backend, dev, idx);
             core->counters.releases++;
             break;
@@ -198,8 +173,6 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
         }
     }
     vl_fx_free(&fx);
-    if (nids)
-        check_kept(core, requester, ids, nids);
     if (granted) /* the pool refill keeps out of the client's imports */
         core->last_grant_ns = vp_now_ns();
     if (nfailed) {

@@ -48,7 +48,6 @@ struct vl_region {
     uint32_t tag;                      /* the observer's record of its range */
 };
 
-#define VL_CHUNK_NONE UINT64_MAX
 
 struct vl_stage {
     bool used;

@@ -47,6 +47,7 @@ enum vl_region_kind { VL_KV, VL_EXPERT, VL_FIXED, VL_DRAFT_KV, VL_NKINDS };
 enum vl_category { VL_CAT_NONE, VL_CAT_FIXED, VL_CAT_KV, VL_CAT_LOAN };
 
 #define VL_QSTAGE_NONE 0xffffu
+#define VL_CHUNK_NONE UINT64_MAX /* an empty slot */
 
 struct vl_device_cfg {
     uint32_t id;
@@ -320,6 +321,8 @@ struct vl_region_view {
     uint64_t base, lane_stride, va_bytes, chunk_bytes;
     uint32_t lanes, stride_slots, used;
     const uint32_t *lane_slots; /* per lane; valid until the ledger changes */
+    const uint64_t *slot_chunk; /* lanes * stride_slots: the chunk in each
+                                   slot, VL_CHUNK_NONE; valid as lane_slots */
 };
 bool vl_region_view(const struct vl_ledger *L, uint32_t id,
                     struct vl_region_view *out);

@@ -109,6 +109,7 @@ static void region_view(const struct vl_ledger *L, const struct vl_region *r,
         .stride_slots = r->stride_slots,
         .used = r->used,
         .lane_slots = r->lane_slots,
+        .slot_chunk = r->slot_chunk,
     };
 }
 

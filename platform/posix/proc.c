@@ -2,6 +2,9 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -81,6 +84,46 @@ void vp_proc_kill_self(void)
     _exit(137);
 }
 
+static bool is_one_of(uint64_t ino, const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] == ino)
+            return true;
+    return false;
+}
+
+int vp_proc_count_held(int64_t pid, const uint64_t *ids, size_t n)
+{
+    int mapped = vp_proc_count_mapped(pid, ids, n);
+    if (mapped != 0)
+        return mapped;
+    /* Not mapped: an fd of it still open keeps the memory too. */
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%lld/fd", (long long)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -errno;
+    int held = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char link[320], target[128];
+        snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+        ssize_t k = readlink(link, target, sizeof(target) - 1);
+        if (k <= 0)
+            continue;
+        target[k] = '\0';
+        struct stat st;
+        if (strncmp(target, "/memfd:", 7) != 0 || stat(link, &st) < 0)
+            continue;
+        if (is_one_of((uint64_t)st.st_ino, ids, n))
+            held++;
+    }
+    closedir(d);
+    return held;
+}
+
 int vp_proc_count_mapped(int64_t pid, const uint64_t *ids, size_t n)
 {
     char path[64], line[512];
@@ -95,11 +138,7 @@ int vp_proc_count_mapped(int64_t pid, const uint64_t *ids, size_t n)
         if (!strstr(line, "/memfd:") ||
             sscanf(line, "%*s %*s %*s %*s %llu", &ino) != 1 || !ino)
             continue;
-        for (size_t i = 0; i < n; i++)
-            if (ids[i] == ino) {
-                kept++;
-                break;
-            }
+        kept += is_one_of(ino, ids, n);
     }
     fclose(f);
     return kept;

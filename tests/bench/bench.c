@@ -1570,6 +1570,9 @@ static void daemon_startup(enum be b)
     free(t);
     unlink(cfg);
     unlink(sock);
+    char state[sizeof(sock) + 8];
+    snprintf(state, sizeof(state), "%s.state", sock);
+    unlink(state); /* what the daemon leaves for the next one */
     rmdir(dir);
 }
 

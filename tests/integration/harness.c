@@ -26,11 +26,41 @@ static void sleep_ms(int ms)
 static int daemon_spawn(struct daemon *d, const char *config,
                         const char *const *args, bool again);
 
+/* The directories of the daemons a test started: removed when the test
+ * process ends without a failed check (a failure keeps them, logs and
+ * all), never by the processes it forks. */
+static char made[64][128];
+static int nmade;
+static pid_t maker;
+
+static void cleanup(void)
+{
+    if (getpid() != maker || check_failures)
+        return;
+    for (int i = 0; i < nmade; i++) {
+        char cmd[200];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", made[i]);
+        if (system(cmd)) {}
+    }
+}
+
+static void keep_for_cleanup(const char *dir)
+{
+    if (nmade == 0) {
+        maker = getpid();
+        atexit(cleanup);
+    }
+    if (nmade < 64 && !strchr(dir, '\''))
+        snprintf(made[nmade++], sizeof(made[0]), "%s", dir);
+}
+
 int daemon_start(struct daemon *d, const char *config, const char *const *args)
 {
     memset(d, 0, sizeof(*d));
     snprintf(d->dir, sizeof(d->dir), "/tmp/vramd-test-XXXXXX");
-    if (!mkdtemp(d->dir))
+    if (mkdtemp(d->dir))
+        keep_for_cleanup(d->dir);
+    else
         return -errno;
     snprintf(d->sock, sizeof(d->sock), "%s/vramd.sock", d->dir);
     snprintf(d->log, sizeof(d->log), "%s/vramd.log", d->dir);

@@ -1,5 +1,6 @@
 /* Regions of ad-hoc stages and their chunks: region_create, region_grow,
  * region_release, chunk_release, chunk_move. */
+#include "kept.h"
 #include "request.h"
 #include "status.h"
 #include "vd_dispatch.h"
@@ -35,8 +36,10 @@ int vd_handle_region_release(struct vd_request *rq,
                              struct vram_rep_region_release *rep)
 {
     (void)rep;
-    int e = vl_region_release(rq->core->ledger, rq->client->id, m->region,
-                              &rq->fx);
+    int e = vd_kept_refuse_region(rq, m->region);
+    if (e < 0)
+        return e;
+    e = vl_region_release(rq->core->ledger, rq->client->id, m->region, &rq->fx);
     if (e < 0)
         return vd_fail_ledger(rq, e);
     rq->freed_memory = true;
@@ -47,8 +50,11 @@ int vd_handle_chunk_release(struct vd_request *rq,
                             const struct vram_req_chunk_release *m,
                             struct vram_rep_chunk_release *rep)
 {
-    int e = vl_chunks_release(rq->core->ledger, rq->client->id, m->chunks.v,
-                              m->chunks.n, &rq->fx);
+    int e = vd_kept_refuse(rq, m->chunks.v, m->chunks.n);
+    if (e < 0)
+        return e;
+    e = vl_chunks_release(rq->core->ledger, rq->client->id, m->chunks.v,
+                          m->chunks.n, &rq->fx);
     if (e < 0)
         return vd_fail_ledger(rq, e);
     rep->released = (uint32_t)m->chunks.n;

@@ -1,5 +1,6 @@
 /* stage_register and stage_release. */
 #include "log.h"
+#include "kept.h"
 #include "request.h"
 #include "status.h"
 #include "vd_dispatch.h"
@@ -35,7 +36,10 @@ int vd_handle_stage_release(struct vd_request *rq,
                             struct vram_rep_stage_release *rep)
 {
     (void)rep;
-    int e = vl_stage_release(rq->core->ledger, rq->client->id, m->stage, &rq->fx);
+    int e = vd_kept_refuse_stage(rq, m->stage);
+    if (e < 0)
+        return e;
+    e = vl_stage_release(rq->core->ledger, rq->client->id, m->stage, &rq->fx);
     if (e < 0)
         return vd_fail_ledger(rq, e);
     rq->freed_memory = true;
