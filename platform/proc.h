@@ -32,6 +32,8 @@ int vp_proc_count_mapped(int64_t pid, const uint64_t *ids, size_t n);
 /* The same, and when none is mapped, how many of process pid's open
  * handles are one of them. */
 int vp_proc_count_held(int64_t pid, const uint64_t *ids, size_t n);
+/* How many processes (this one aside) map or hold open one of ids. */
+int vp_procs_holding(const uint64_t *ids, size_t n);
 
 /* Starts path with argv (argv[0] included) as a child process. */
 int vp_spawn(const char *path, char *const argv[], int64_t *pid_out);

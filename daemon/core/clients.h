@@ -22,6 +22,7 @@ struct vd_client {
     vp_handle pin;       /* the peer's process, pinned */
     bool admin, ctl, hello;
     bool evicted;        /* its process may not resume it */
+    bool handed_off;     /* its process exited, its connection lives on */
     bool closing;        /* its connection is being closed */
     char name[64];
     uint32_t resumed_from;        /* the gone client it took back, 0 */

@@ -49,6 +49,8 @@ struct vd_counters {
 };
 
 struct vd_reaper;
+struct vd_handoff;
+struct vd_orphan_list;
 struct vd_held;
 struct vd_recall;
 
@@ -63,6 +65,9 @@ struct vd_core {
     struct vd_port port;
     struct vd_clients clients;
     struct vd_reaper *reapers;   /* gone clients whose process lives */
+    struct vd_handoff *handoffs; /* connected clients' processes, watched */
+    struct vd_orphan_list *orphans; /* gone clients of handed-off
+                                       connections */
     struct vd_held *held;        /* KV grows waiting for recalls (FIFO) */
     struct vd_recall *recalls;   /* recall deadlines */
     struct vd_counters counters;

@@ -8,6 +8,7 @@
 #include "access.h"
 #include "declaration.h"
 #include "effects.h"
+#include "handoff.h"
 #include "log.h"
 #include "platform.h"
 #include "reapers.h"
@@ -31,6 +32,35 @@ static void reap(struct vd_core *core, uint32_t client)
         vd_waits_retry(core);
     }
     vl_fx_free(&fx);
+}
+
+/* ---- handed-off connections --------------------------------------------- */
+
+/* Its process exited and its connection lives on in another: closed, and
+ * its memory kept as an orphan's (handoff.h). */
+static void handed_off(struct vd_core *core, uint32_t client)
+{
+    struct vd_client *c = vd_clients_find(&core->clients, client);
+    if (!c || !c->conn || c->closing)
+        return;
+    c->handed_off = true;
+    vlog(VLOG_WARNING, "client %u (%s, pid %lld): its process exited but its "
+         "connection lives on in another process; a connection cannot be "
+         "handed over: closing it", c->id, c->name, (long long)c->peer.pid);
+    c->closing = true;
+    core->port.close(core->port.ctx, c->conn, "handed over to another process",
+                     false);
+}
+
+static void orphan_free(struct vd_core *core, uint32_t client)
+{
+    reap(core, client);
+}
+
+void vd_lifecycle_reap_orphan(struct vd_core *core, uint32_t client)
+{
+    vd_handoff_forget(core, client);
+    reap(core, client);
 }
 
 void vd_lifecycle_reap_now(struct vd_core *core, struct vd_reaper *rp)
@@ -143,6 +173,8 @@ int vd_core_client_open(struct vd_core *core, void *conn,
         vd_clients_remove(&core->clients, c);
         return ref->err;
     }
+    if (vp_ok(c->pin))
+        vd_handoff_watch(core, c->id, c->pin, handed_off);
     vlog(VLOG_DEBUG, "client %u connected (pid %lld, uid %u, gid %u%s)", c->id,
          (long long)peer->pid, (unsigned)peer->uid, (unsigned)peer->gid,
          c->admin ? ", admin" : "");
@@ -173,6 +205,7 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
          "client %u (%s, pid %lld): %s", c->id, c->name, (long long)c->peer.pid,
          why);
     c->conn = NULL;
+    vd_handoff_unwatch(core, id);
     vd_waits_drop_client(core, c); /* its held requests end with it */
     struct vl_client_view cv;
     uint32_t held = vl_client_view(core->ledger, id, &cv) ? cv.chunks : 0;
@@ -185,6 +218,12 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
      * client holding no memory goes at once (its ranges and stage ids with
      * it: a process that reconnects usually finds them free). */
     bool wait = core->stopping;
+    if (!wait && held && c->handed_off &&
+        vd_handoff_orphan(core, id, orphan_free) == 0) {
+        wait = true;
+        vlog(VLOG_WARNING, "client %u: %u chunks quarantined until no process "
+             "holds them (or an admin evicts it)", id, held);
+    }
     if (!wait && held && vp_ok(c->pin) &&
         vd_lifecycle_watch(core, id, c->peer.pid, c->pin, c->peer.start_time,
                            !c->evicted) == 0) {

@@ -43,5 +43,7 @@ int vd_lifecycle_watch(struct vd_core *core, uint32_t client, int64_t pid,
 /* Stops watching and reaps the client now (it has nothing left to wait
  * for: a resume took everything back, or its process exited). */
 void vd_lifecycle_reap_now(struct vd_core *core, struct vd_reaper *rp);
+/* An admin's word: a handed-off client's memory goes back now. */
+void vd_lifecycle_reap_orphan(struct vd_core *core, uint32_t client);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "access.h"
 #include "declaration.h"
+#include "handoff.h"
 #include "lifecycle.h"
 #include "reapers.h"
 #include "lock.h"
@@ -308,13 +309,11 @@ void vd_core_fini(struct vd_core *core)
     if (!core)
         return;
     vd_reapers_fini(core);
+    vd_handoff_fini(core);
     vd_recalls_fini(core);
     vd_waits_fini(core);
     vd_clients_each(&core->clients, client_fini, NULL);
     vd_clients_fini(&core->clients);
-    /* The lock file stays: unlinking it while held would let a daemon
-     * starting now lock a new file while another still holds the old one,
-     * and both use one state file. */
     vp_close(&core->lock);
     if (core->ledger)
         vl_set_observer(core->ledger, NULL);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "handoff.h"
 #include "reapers.h"
 #include "platform.h"
 
@@ -199,7 +200,9 @@ static void add_client(void *ud, const struct vl_client_view *cv)
         o->uid = c->peer.uid;
     }
     o->role = c && c->ctl ? "ctl" : "engine";
-    o->state = cv->gone ? "quarantined" : "connected";
+    o->state = vd_handoff_is_orphan(l->core, cv->id) ? "handed-off"
+               : cv->gone                             ? "quarantined"
+                                                      : "connected";
     o->held_bytes = cv->held_bytes;
     o->quarantined_bytes = cv->quarantined_bytes;
     o->delinquent = cv->delinquent;

@@ -353,6 +353,10 @@ void vl_each_client(const struct vl_ledger *L,
 uint32_t vl_client_stages(const struct vl_ledger *L, uint32_t client,
                           uint32_t *ids, uint32_t max);
 
+/* The chunks client holds (any state), at most max; their count. */
+size_t vl_client_chunk_ids(const struct vl_ledger *L, uint32_t client,
+                           uint64_t *ids, size_t max);
+
 struct vl_chunk_view {
     int state; /* enum vl_chunk_state */
     uint32_t holder, region, slot;

@@ -199,3 +199,19 @@ bool vl_chunk_view(const struct vl_ledger *L, uint64_t chunk,
                                   .region = c->region, .slot = c->slot};
     return true;
 }
+
+size_t vl_client_chunk_ids(const struct vl_ledger *L, uint32_t client,
+                           uint64_t *ids, size_t max)
+{
+    size_t n = 0;
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        const struct vl_device *d = &L->dev[di];
+        for (uint32_t k = 0; k < d->nchunks; k++)
+            if (d->chunks[k].holder == client && d->chunks[k].state != VL_FREE) {
+                if (n < max)
+                    ids[n] = vl_chunk_id(di, k);
+                n++;
+            }
+    }
+    return n;
+}

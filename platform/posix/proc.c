@@ -214,3 +214,22 @@ int vp_wait_child(int64_t pid, int *status)
     *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return 0;
 }
+
+int vp_procs_holding(const uint64_t *ids, size_t n)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -errno;
+    int holders = 0;
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == self)
+            continue;
+        holders += vp_proc_count_held(pid, ids, n) > 0;
+    }
+    closedir(d);
+    return holders;
+}

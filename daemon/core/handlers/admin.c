@@ -2,6 +2,7 @@
  * (access.admin) device_set_capacity and client_evict. */
 #include <stdio.h>
 
+#include "handoff.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "request.h"
@@ -54,6 +55,15 @@ int vd_handle_client_evict(struct vd_request *rq,
         return vd_fail(rq, -EPERM, "evicting a client is for administrators "
                        "(uid %u is not in access.admin)", (unsigned)c->peer.uid);
     struct vd_client *t = vd_clients_find(&rq->core->clients, m->client);
+    if (!t && vd_handoff_is_orphan(rq->core, m->client)) {
+        /* No process to wait for: the admin says its memory may go. */
+        vlog(VLOG_NOTICE, "client %u (%s, uid %u) evicted handed-off client %u: "
+             "its quarantined memory returns to the pool", c->id, c->name,
+             (unsigned)c->peer.uid, m->client);
+        vd_lifecycle_reap_orphan(rq->core, m->client);
+        rq->freed_memory = true;
+        return 0;
+    }
     if (!t || t->closing)
         return vd_fail(rq, -ENOENT, "no connected client %u", m->client);
     if (t == c)
