@@ -27,8 +27,8 @@ int main(void)
 {
     const char *config =
         "{\"devices\": [{\"id\": 0, \"capacity\": \"1GiB\"}],"
-        " \"address_window\": {\"base\": \"0x100000000000\","
-        "                      \"size\": \"0x600000000000\"},"
+        " \"address_window\": {\"base\": \"0x200000000000\","
+        "                      \"size\": \"0x500000000000\"},"
         " \"limits\": {\"clients\": 260}}";
     struct daemon d;
     REQUIRE(daemon_start(&d, config, NULL) == 0, "start vramd");
