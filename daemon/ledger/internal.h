@@ -46,6 +46,7 @@ struct vl_region {
     uint32_t lane_hi[VL_MAX_LANES];
     uint32_t fixed_index;              /* for fixed regions of a stage */
     uint32_t tag;                      /* the observer's record of its range */
+    size_t index;                      /* in L->region */
 };
 
 
@@ -118,6 +119,10 @@ struct vl_ledger {
     struct vl_stage stage[VL_MAX_STAGES];
     struct vl_region **region;
     size_t nregion, region_cap;
+    /* id -> index + 1 in region[] (0 empty, UINT32_MAX removed): a lookup
+     * costs the same with 10 regions or 100,000 */
+    uint32_t *rh;
+    size_t rh_cap, rh_used;
     uint32_t next_region_id;
     struct vl_client *client;
     size_t nclient, client_cap;
@@ -219,6 +224,11 @@ int vli_region_geometry(struct vl_ledger *L, const struct vl_device *d,
                         uint32_t lanes, const uint32_t *lane_slots,
                         struct vli_geometry *g);
 struct vl_region *vli_region_find(const struct vl_ledger *L, uint32_t id);
+/* Every region joins and leaves region[] through these two. */
+int vli_region_add(struct vl_ledger *L, struct vl_region *r);
+/* Room for n more regions: the next n adds cannot fail. */
+int vli_region_reserve(struct vl_ledger *L, size_t n);
+void vli_region_remove(struct vl_ledger *L, struct vl_region *r);
 int vli_region_new(struct vl_ledger *L, uint32_t client, struct vl_stage *s,
                    int kind, uint32_t lanes, const uint32_t *lane_slots,
                    struct vl_region **out);

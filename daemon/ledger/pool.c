@@ -266,6 +266,7 @@ void vl_fini(struct vl_ledger *L)
     for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
         free(L->stage[i].slot_layer);
     free(L->region);
+    free(L->rh);
     free(L->client);
     free(L->va_free);
     free(L->va_hold);

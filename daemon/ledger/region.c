@@ -26,12 +26,103 @@ int vl_kind_parse(const char *s)
     return -EINVAL;
 }
 
+#define RH_GONE UINT32_MAX
+
+static size_t rh_home(uint32_t id, size_t cap)
+{
+    return (size_t)((id * 2654435761u) & (uint32_t)(cap - 1));
+}
+
 struct vl_region *vli_region_find(const struct vl_ledger *L, uint32_t id)
 {
-    for (size_t i = 0; i < L->nregion; i++)
-        if (L->region[i]->id == id)
-            return L->region[i];
-    return NULL;
+    if (!L->rh_cap)
+        return NULL;
+    for (size_t i = rh_home(id, L->rh_cap);; i = (i + 1) & (L->rh_cap - 1)) {
+        uint32_t v = L->rh[i];
+        if (v == 0)
+            return NULL;
+        if (v != RH_GONE && L->region[v - 1]->id == id)
+            return L->region[v - 1];
+    }
+}
+
+static size_t *rh_slot_of(struct vl_ledger *L, const struct vl_region *r,
+                          size_t *slot)
+{
+    for (size_t i = rh_home(r->id, L->rh_cap);; i = (i + 1) & (L->rh_cap - 1))
+        if (L->rh[i] != RH_GONE && L->rh[i] && L->region[L->rh[i] - 1] == r) {
+            *slot = i;
+            return slot;
+        }
+}
+
+/* Builds the table again, with room for twice what is there. */
+static int rh_rebuild(struct vl_ledger *L, size_t want)
+{
+    size_t cap = 64;
+    while (cap < 2 * want)
+        cap *= 2;
+    uint32_t *t = calloc(cap, sizeof(*t));
+    if (!t)
+        return -ENOMEM;
+    free(L->rh);
+    L->rh = t;
+    L->rh_cap = cap;
+    L->rh_used = L->nregion;
+    for (size_t k = 0; k < L->nregion; k++) {
+        size_t i = rh_home(L->region[k]->id, cap);
+        while (t[i])
+            i = (i + 1) & (cap - 1);
+        t[i] = (uint32_t)k + 1;
+    }
+    return 0;
+}
+
+int vli_region_reserve(struct vl_ledger *L, size_t n)
+{
+    if (L->nregion + n > L->region_cap) {
+        size_t cap = L->region_cap ? L->region_cap : 16;
+        while (cap < L->nregion + n)
+            cap *= 2;
+        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        L->region = v;
+        L->region_cap = cap;
+    }
+    if (2 * (L->rh_used + n) > L->rh_cap)
+        return rh_rebuild(L, L->nregion + n);
+    return 0;
+}
+
+int vli_region_add(struct vl_ledger *L, struct vl_region *r)
+{
+    if (vli_region_reserve(L, 1) < 0)
+        return -ENOMEM;
+    r->index = L->nregion;
+    L->region[L->nregion++] = r;
+    size_t i = rh_home(r->id, L->rh_cap);
+    while (L->rh[i] && L->rh[i] != RH_GONE)
+        i = (i + 1) & (L->rh_cap - 1);
+    L->rh_used += L->rh[i] == 0;
+    L->rh[i] = (uint32_t)r->index + 1;
+    return 0;
+}
+
+void vli_region_remove(struct vl_ledger *L, struct vl_region *r)
+{
+    size_t slot;
+    rh_slot_of(L, r, &slot);
+    L->rh[slot] = RH_GONE;
+    size_t last = L->nregion - 1;
+    if (r->index != last) {
+        struct vl_region *m = L->region[last];
+        rh_slot_of(L, m, &slot);
+        L->region[r->index] = m;
+        m->index = r->index;
+        L->rh[slot] = (uint32_t)m->index + 1;
+    }
+    L->nregion--;
 }
 
 /* R14: a client's count of ad-hoc regions, kept as regions come (in) and
@@ -108,16 +199,6 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
         free(r);
         return vli_fail(L, -ENOMEM, "out of memory");
     }
-    if (L->nregion == L->region_cap) {
-        size_t cap = L->region_cap ? L->region_cap * 2 : 16;
-        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
-        if (!v) {
-            vli_region_free(r);
-            return vli_fail(L, -ENOMEM, "out of memory");
-        }
-        L->region = v;
-        L->region_cap = cap;
-    }
     int e = base ? vli_va_take_exact(L, base, va_bytes)
                  : vli_va_alloc(L, va_bytes, unit, &r->base);
     if (e < 0) {
@@ -149,8 +230,12 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
     r->lanes = lanes;
     memcpy(r->lane_slots, lane_slots, lanes * sizeof(uint32_t));
     r->fixed_index = VL_NONE;
+    if (vli_region_add(L, r) < 0) {
+        vli_va_release(L, r->base, r->va_bytes);
+        vli_region_free(r);
+        return vli_fail(L, -ENOMEM, "out of memory");
+    }
     r->tag = vli_note_va_take(L, r->id, client, r->base, r->va_bytes);
-    L->region[L->nregion++] = r;
     vli_region_count(L, r, true);
     vli_client_va(L, client, (int64_t)va_bytes);
     *out = r;
@@ -236,11 +321,7 @@ static void region_drop(struct vl_ledger *L, struct vl_region *r, bool hold)
         vli_client_va(L, r->client, -(int64_t)r->va_bytes);
     }
     vli_region_count(L, r, false);
-    for (size_t i = 0; i < L->nregion; i++)
-        if (L->region[i] == r) {
-            L->region[i] = L->region[--L->nregion];
-            break;
-        }
+    vli_region_remove(L, r);
     vli_region_free(r);
 }
 

@@ -414,14 +414,8 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
     size_t nreg = 0;
     for (size_t i = 0; i < rs->nregions; i++)
         nreg += w->pre[i] != NULL;
-    if (L->nregion + nreg > L->region_cap) {
-        size_t cap = L->nregion + nreg + 16;
-        struct vl_region **v = realloc(L->region, cap * sizeof(*v));
-        if (!v)
-            return vli_fail(L, -ENOMEM, "out of memory");
-        L->region = v;
-        L->region_cap = cap;
-    }
+    if (vli_region_reserve(L, nreg) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
     struct vl_va_range *v = realloc(L->va_free, (L->nva_free + nreg + 1) *
                                                     sizeof(*v));
     if (!v)
@@ -464,7 +458,7 @@ static struct vl_region *region_adopt(struct vl_ledger *L, uint32_t client,
     r->lanes = rr->lanes;
     memcpy(r->lane_slots, rr->lane_slots, rr->lanes * sizeof(uint32_t));
     r->fixed_index = VL_NONE;
-    L->region[L->nregion++] = r;
+    vli_region_add(L, r); /* room made in the first phase */
     vli_region_count(L, r, true);
     vli_client_va(L, client, (int64_t)r->va_bytes);
     return r;

@@ -91,7 +91,7 @@ void attack_after(const struct daemon *d, const struct attack_base *b,
     char err[256] = "";
     struct vram_client_options o = {.name = "after-attack", .error = err,
                                     .error_len = sizeof(err),
-                                    .timeout_ms = 5000};
+                                    .timeout_ms = ATTACK_ASAN ? 60000 : 10000};
     vram_client *c = NULL;
     int e;
     /* The attacker's connections may still be closing: a few tries. */
