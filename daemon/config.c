@@ -85,10 +85,11 @@ static bool get_size(struct ctx *x, const cJSON *obj, const char *key,
         return false;
     if (vram_json_uint(v, VRAM_JSON_MAX_UINT, out))
         return true;
-    if (cJSON_IsString(v) && vram_size_parse(v->valuestring, out) == 0)
+    int e = cJSON_IsString(v) ? vram_size_parse(v->valuestring, out) : -EINVAL;
+    if (e == 0)
         return true;
-    err(x, "%s.%s: expected a size (bytes, or a string such as \"2MiB\")",
-        path, key);
+    err(x, "%s.%s: expected a size (bytes, or a string such as \"2MiB\")%s%s",
+        path, key, e == -EDOM ? ": " : "", e == -EDOM ? vram_size_why(e) : "");
     return false;
 }
 

@@ -34,10 +34,13 @@ int vram_size_parse(const char *s, uint64_t *out)
     static const struct {
         const char *suffix;
         int shift;
-    } units[] = {{"", 0},     {"b", 0},    {"k", 10},   {"kib", 10},
-                 {"kb", 10},  {"m", 20},   {"mib", 20}, {"mb", 20},
-                 {"g", 30},   {"gib", 30}, {"gb", 30},  {"t", 40},
-                 {"tib", 40}, {"tb", 40}};
+    } units[] = {{"", 0},     {"b", 0},    {"kib", 10}, {"mib", 20},
+                 {"gib", 30}, {"tib", 40}};
+    static const char *const ambiguous[] = {"k", "kb", "m", "mb", "g", "gb",
+                                            "t", "tb"};
+    for (size_t i = 0; i < sizeof(ambiguous) / sizeof(ambiguous[0]); i++)
+        if (same_word(end, ambiguous[i]))
+            return -EDOM;
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (!same_word(end, units[i].suffix))
             continue;
@@ -50,6 +53,20 @@ int vram_size_parse(const char *s, uint64_t *out)
         return 0;
     }
     return -EINVAL;
+}
+
+const char *vram_size_why(int err)
+{
+    switch (err) {
+    case -EDOM:
+        return "decimal and bare units are refused (is 16GB 16 * 10^9 bytes "
+               "or 16 GiB?): did you mean GiB, MiB or KiB?";
+    case -ERANGE:
+        return "too large (at most 8192 TiB)";
+    default:
+        return "not a size: a number of bytes, or one with KiB, MiB, GiB or "
+               "TiB (such as 512MiB or 1.5GiB), in whole bytes";
+    }
 }
 
 char *vram_size_format(uint64_t bytes, char *buf, size_t len)

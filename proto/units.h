@@ -5,9 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* "2MiB", "1.5 MiB", "16GiB", "512KiB", "4096", "1TiB" (also K/M/G/T and KB/MB/GB
- * as binary units). Returns 0 or -EINVAL, -ERANGE; *out written on success. */
+/* "2MiB", "1.5 MiB", "16GiB", "512KiB", "4096", "4096B", "1TiB": binary
+ * units only. Returns 0, -EINVAL, -ERANGE, or -EDOM for a decimal or bare
+ * unit (KB, MB, GB, TB, K, M, G, T): "16GB" is 16 * 10^9 bytes to some and
+ * 16 GiB to others, so it is refused rather than guessed. *out is written
+ * on success only. */
 int vram_size_parse(const char *s, uint64_t *out);
+/* What is wrong with a size vram_size_parse refused with err, in words. */
+const char *vram_size_why(int err);
 /* Formats bytes as "16 GiB", "1.5 MiB", "512 B"; returns buf. */
 char *vram_size_format(uint64_t bytes, char *buf, size_t len);
 

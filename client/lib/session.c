@@ -128,7 +128,25 @@ int vram_client_connect(const char *path, const struct vram_client_options *opt,
         path = DEFAULT_SOCKET;
     vp_handle h;
     int e = vp_dial(path, &h);
-    return e < 0 ? e : vram_client_connect_fd(h.v, opt, out);
+    if (e < 0) {
+        /* The caller's error text says what failed, and where. */
+        if (opt && opt->error && opt->error_len)
+            snprintf(opt->error, opt->error_len, "cannot connect to vramd at "
+                     "%s: %s%s", path, vram_strerror(e),
+                     e == -ENOENT || e == -ECONNREFUSED
+                         ? " (is vramd running? $VRAM_SOCKET names another "
+                           "socket)"
+                         : e == -EACCES ? " (not in the socket's group?)" : "");
+        return e;
+    }
+    e = vram_client_connect_fd(h.v, opt, out);
+    if (e < 0 && opt && opt->error && opt->error_len) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", opt->error);
+        snprintf(opt->error, opt->error_len, "vramd at %s: %s", path,
+                 why[0] ? why : vram_strerror(e));
+    }
+    return e;
 }
 
 /* ---- again, after the connection broke ---------------------------------- */

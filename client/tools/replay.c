@@ -132,10 +132,7 @@ static int load(const char *path, struct scenario *sc)
             sc->stages[sc->nstages++] = (uint32_t)id;
         }
     }
-    if (sc->nstages == 0) {
-        fprintf(stderr, "vram-replay: %s: no stages\n", path);
-        goto out;
-    }
+    /* No stages named: the daemon's configured ones (main asks it). */
     int i = 0;
     cJSON_ArrayForEach(st, steps) {
         if (sc->nsteps == MAX_STEPS ||
@@ -164,6 +161,50 @@ static void fail(vram_client *c, const char *what, int e)
     fprintf(stderr, "vram-replay: %s: %s (%s)\n", what,
             c ? vram_client_last_error(c) : "", vram_strerror(e));
     exit(1);
+}
+
+/* Connects as name, or says where it could not and why, and exits. */
+static vram_client *connect_or_die(const char *name, int ctl)
+{
+    char err[512] = "";
+    struct vram_client_options o = {.name = name, .ctl = ctl, .error = err,
+                                    .error_len = sizeof(err)};
+    vram_client *c;
+    int e = vram_client_connect(socket_path, &o, &c);
+    if (e < 0) {
+        fprintf(stderr, "vram-replay: %s\n", err[0] ? err : vram_strerror(e));
+        exit(1);
+    }
+    return c;
+}
+
+/* The stages of the daemon's configuration, when the scenario names none. */
+static int daemon_stages(struct scenario *sc)
+{
+    vram_client *c = connect_or_die("replay-stages", 1);
+    char *text = NULL;
+    int e = vram_status_json(c, &text);
+    vram_client_close(c);
+    if (e < 0)
+        fail(NULL, "status", e);
+    cJSON *st = cJSON_Parse(text);
+    free(text);
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(st, "stages")) {
+        bool configured = false;
+        uint64_t id;
+        vram_json_bool(s, "configured", &configured);
+        if (configured && sc->nstages < MAX_STAGES &&
+            vram_json_u64(s, "id", &id) == 0)
+            sc->stages[sc->nstages++] = (uint32_t)id;
+    }
+    cJSON_Delete(st);
+    if (!sc->nstages) {
+        fprintf(stderr, "vram-replay: the scenario names no stages and vramd "
+                "has none configured\n");
+        return -1;
+    }
+    return 0;
 }
 
 static int budget_events;
@@ -251,11 +292,7 @@ static int worker_main(uint32_t stage, const struct scenario *sc)
     FILE *in = stdin, *out = stdout;
     char name[32];
     snprintf(name, sizeof(name), "replay-stage-%u", stage);
-    struct vram_client_options o = {.name = name};
-    vram_client *c;
-    int e = vram_client_connect(socket_path, &o, &c);
-    if (e < 0)
-        fail(NULL, "connect", e);
+    vram_client *c = connect_or_die(name, 0);
     vram_client_set_event_callback(c, on_event, NULL);
     prepare(c, stage, sc);
     fprintf(out, "ready\n");
@@ -386,11 +423,7 @@ static int run_processes(const struct scenario *sc, const char *scenario_path,
 
 static int run_one_client(const struct scenario *sc, bool hold)
 {
-    struct vram_client_options o = {.name = "replay"};
-    vram_client *c;
-    int e = vram_client_connect(socket_path, &o, &c);
-    if (e < 0)
-        fail(NULL, "connect", e);
+    vram_client *c = connect_or_die("replay", 0);
     vram_client_set_event_callback(c, on_event, NULL);
     for (size_t i = 0; i < sc->nstages; i++)
         prepare(c, sc->stages[i], sc);
@@ -423,13 +456,15 @@ int main(int argc, char **argv)
         {"table", no_argument, 0, 't'},
         {"worker", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     bool one = false, hold = false;
     long worker = -1;
     int c;
-    while ((c = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:hV", opts, NULL)) != -1) {
         switch (c) {
+        case 'V': printf("vram-replay %s\n", VRAM_VERSION); return 0;
         case 's': socket_path = optarg; break;
         case '1': one = true; break;
         case 'H': hold = true; break;
@@ -443,7 +478,9 @@ int main(int argc, char **argv)
                    "--one-client) and prints one JSON line per step.\n"
                    "--hold keeps the clients and their memory after the last "
                    "step until SIGTERM/SIGINT.\n"
-                   "--table prints a table for people instead of JSON lines.\n");
+                   "--table prints a table for people instead of JSON lines.\n"
+                   "Without stages in the scenario, the daemon's configured "
+                   "stages are used.\n--version prints the version.\n");
             return 0;
         default: return 2;
         }
@@ -454,7 +491,7 @@ int main(int argc, char **argv)
         return 2;
     }
     static struct scenario sc;
-    if (load(argv[optind], &sc) < 0)
+    if (load(argv[optind], &sc) < 0 || (!sc.nstages && daemon_stages(&sc) < 0))
         return 1;
     if (worker >= 0)
         return worker_main((uint32_t)worker, &sc);

@@ -413,7 +413,8 @@ static void usage(FILE *f)
     fprintf(f, "\nOptions:\n"
             "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
             "/run/vramd/vramd.sock)\n"
-            "  -h, --help          this text; COMMAND --help for a command's\n\n"
+            "  -h, --help          this text; COMMAND --help for a command's\n"
+            "  -V, --version       the version\n\n"
             "Sizes are shown in binary units (MiB, GiB).\n"
             "Exit status: 0 success, 1 request failed, 2 usage, 3 no daemon.\n");
 }
@@ -423,12 +424,15 @@ int main(int argc, char **argv)
     static const struct option gopts[] = {
         {"socket", required_argument, 0, 's'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *path = NULL;
     int ch;
-    while ((ch = getopt_long(argc, argv, "+s:h", gopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+s:hV", gopts, NULL)) != -1) {
         switch (ch) {
+        case 'V': printf("vramctl %s (protocol %d)\n", VRAM_VERSION,
+                         VRAM_PROTOCOL_VERSION); return 0;
         case 's': path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -448,6 +452,7 @@ int main(int argc, char **argv)
     }
     struct opts o = {.legend = true, .interval_ms = 1000};
     long evict = -1, device = -1;
+    int e;
     uint64_t capacity = 0;
     bool have_capacity = false;
     for (int i = optind + 1; i < argc; i++) {
@@ -461,9 +466,9 @@ int main(int argc, char **argv)
                             "id\n", a);
                     return 2;
                 }
-            } else if (vram_size_parse(a, &capacity) < 0) {
-                fprintf(stderr, "vramctl set-capacity: '%s' is not a size (such "
-                        "as 12GiB or 512MiB)\n", a);
+            } else if ((e = vram_size_parse(a, &capacity)) < 0) {
+                fprintf(stderr, "vramctl set-capacity: '%s': %s\n", a,
+                        vram_size_why(e));
                 return 2;
             } else {
                 have_capacity = true;
@@ -522,14 +527,16 @@ int main(int argc, char **argv)
                                      .timeout_ms = 10000, .error = err,
                                      .error_len = sizeof(err)};
     vram_client *cl;
-    int e = vram_client_connect(shown, &co, &cl);
+    e = vram_client_connect(shown, &co, &cl);
     if (e < 0) {
         if (e == -ENOENT || e == -ECONNREFUSED)
             fprintf(stderr, "vramctl: no vramd is listening on %s (%s)\n", shown,
                     vram_strerror(e));
+        else if (err[0])
+            fprintf(stderr, "vramctl: %s\n", err); /* names the socket */
         else
             fprintf(stderr, "vramctl: cannot talk to vramd on %s: %s\n", shown,
-                    err[0] ? err : vram_strerror(e));
+                    vram_strerror(e));
         return e == -ENOENT || e == -ECONNREFUSED || e == -EACCES ? 3 : 1;
     }
     int rc;

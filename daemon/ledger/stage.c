@@ -126,6 +126,9 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     struct vl_client *cl = vli_client_find(L, client);
     if (!cl || cl->gone)
         return vli_fail(L, -ENOENT, "no connected client %u", client);
+    if (s->owner == client)
+        return vli_fail(L, -EEXIST, "stage %u is already yours (registered "
+                        "on this connection)", stage);
     if (s->owner)
         return vli_fail(L, -EEXIST, "stage %u is owned by client %u", stage,
                         s->owner);

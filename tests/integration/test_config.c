@@ -60,6 +60,8 @@ int main(void)
      * of an out-of-range double). */
     bad("{\"devices\": [{\"id\": 0, \"capacity\": 1e300}]}",
         (const char *[]){"devices[0].capacity", NULL});
+    bad("{\"devices\": [{\"id\": 0, \"capacity\": \"16GB\"}]}",
+        (const char *[]){"devices[0].capacity", "did you mean GiB", NULL});
     bad("{\"devices\": [{\"id\": 0, \"capacity\": -5}]}",
         (const char *[]){"devices[0].capacity", NULL});
     bad("{\"limits\": {\"clients\": 1e300}}",

@@ -114,6 +114,10 @@ int main(void)
           "under what is in use: %s", out);
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 lots", d.sock);
     CHECK(run(args, out, sizeof(out)) == 2, "bad size accepted");
+    /* A decimal unit is refused, never read as GiB. */
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 8GB", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 2 && strstr(out, "did you mean GiB"),
+          "8GB: %s", out);
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 16GiB", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "back to 16 GiB: %s", out);
     /* Every command has --help; unknown options are refused. */
