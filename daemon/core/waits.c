@@ -13,8 +13,10 @@ struct vd_held {
     struct vd_core *core;
     uint32_t client;
     uint64_t id;
+    int type;         /* VRAM_REQ_KV_RESERVE or VRAM_REQ_STAGE_REGISTER */
     uint32_t stage;
     uint64_t prompt, output;
+    bool keep_window; /* stage_register */
     uint32_t bound_ms;
     bool gone; /* unlinked; its memory lives until its timer is closed */
     uv_timer_t timer;
@@ -53,7 +55,22 @@ static void held_remove(struct vd_held *h)
     uv_close((uv_handle_t *)&h->timer, held_closed);
 }
 
-/* One try of a held grow: answered (and removed) unless it must wait on. */
+/* The reply of a stage_register that succeeded. */
+static void reply_register(struct vd_request *rq, uint32_t stage)
+{
+    struct vram_rep_stage_register rep = {0};
+    int e = vd_status_stage(rq->core, stage, &rep.stage, &rq->arena);
+    vd_reply(rq, e < 0 ? vd_fail(rq, e, "out of memory") : 0, e < 0 ? NULL : &rep);
+}
+
+/* What a held request is, in the log and its timeout's message. */
+static const char *what(const struct vd_held *h)
+{
+    return h->type == VRAM_REQ_STAGE_REGISTER ? "registration" : "KV reserve";
+}
+
+/* One try of a held request: answered (and removed) unless it must wait
+ * on. */
 static bool try_held(struct vd_held *h, bool last)
 {
     struct vd_core *core = h->core;
@@ -61,15 +78,21 @@ static bool try_held(struct vd_held *h, bool last)
     if (!c)
         return false;
     struct vd_request rq;
-    vd_request_init(&rq, core, c, h->id, VRAM_REQ_KV_RESERVE);
+    vd_request_init(&rq, core, c, h->id, h->type);
     uint32_t recalled = 0;
-    int e = vl_kv_reserve(core->ledger, h->client, h->stage, h->prompt,
-                          h->output, &recalled, &rq.fx);
+    int e = h->type == VRAM_REQ_STAGE_REGISTER
+                ? vl_stage_register(core->ledger, h->client, h->stage,
+                                    h->keep_window, &rq.fx)
+                : vl_kv_reserve(core->ledger, h->client, h->stage, h->prompt,
+                                h->output, &recalled, &rq.fx);
     bool done = true;
     if (e == 0) {
-        vlog(VLOG_INFO, "client %u: held KV reserve of stage %u granted",
-             h->client, h->stage);
-        vd_waits_reply_kv(&rq, h->stage, recalled);
+        vlog(VLOG_INFO, "client %u: held %s of stage %u granted", h->client,
+             what(h), h->stage);
+        if (h->type == VRAM_REQ_STAGE_REGISTER)
+            reply_register(&rq, h->stage);
+        else
+            vd_waits_reply_kv(&rq, h->stage, recalled);
     } else if (e == VL_PENDING && !last) {
         vd_effects_apply(core, &rq.fx, NULL, NULL); /* further recalls */
         done = false;
@@ -77,9 +100,10 @@ static bool try_held(struct vd_held *h, bool last)
         char why[256];
         snprintf(why, sizeof(why), "%s", vl_why(core->ledger));
         vd_effects_apply(core, &rq.fx, NULL, NULL);
-        vd_reply(&rq, vd_fail(&rq, -ETIMEDOUT, "stage %u: hold of %u ms "
-                              "expired before recalls completed (%s)",
-                              h->stage, h->bound_ms, why), NULL);
+        vd_reply(&rq, vd_fail(&rq, -ETIMEDOUT, "stage %u: %s held %u ms (the "
+                              "stage's hold bound) and recalls did not "
+                              "complete (%s)", h->stage, what(h), h->bound_ms,
+                              why), NULL);
     } else {
         vd_reply(&rq, vd_fail_ledger(&rq, e), NULL);
     }
@@ -108,8 +132,7 @@ void vd_waits_retry(struct vd_core *core)
     }
 }
 
-int vd_waits_hold(struct vd_request *rq, uint32_t stage, uint64_t prompt,
-                  uint64_t output)
+static int hold(struct vd_request *rq, struct vd_held *proto)
 {
     struct vd_core *core = rq->core;
     if (rq->client->held >= VRAM_MAX_REQUESTS_IN_FLIGHT)
@@ -118,13 +141,12 @@ int vd_waits_hold(struct vd_request *rq, uint32_t stage, uint64_t prompt,
     struct vd_held *h = calloc(1, sizeof(*h));
     if (!h)
         return vd_fail(rq, -ENOMEM, "out of memory");
+    *h = *proto;
     h->core = core;
     h->client = rq->client->id;
     h->id = rq->id;
-    h->stage = stage;
-    h->prompt = prompt;
-    h->output = output;
-    h->bound_ms = vl_hold_ms(core->ledger, stage); /* R6 */
+    h->type = rq->type;
+    h->bound_ms = vl_hold_ms(core->ledger, h->stage); /* R6 */
     uv_timer_init(core->loop, &h->timer);
     h->timer.data = h;
     uv_timer_start(&h->timer, held_expired, h->bound_ms, 0);
@@ -133,11 +155,25 @@ int vd_waits_hold(struct vd_request *rq, uint32_t stage, uint64_t prompt,
         pp = &(*pp)->next;
     *pp = h;
     rq->client->held++;
-    vlog(VLOG_INFO, "client %u: KV reserve of stage %u held up to %u ms: %s",
-         h->client, stage, h->bound_ms, rq->why);
+    vlog(VLOG_INFO, "client %u: %s of stage %u held up to %u ms: %s",
+         h->client, what(h), h->stage, h->bound_ms, rq->why);
     /* The recalls it needs go out now. */
     vd_effects_apply(core, &rq->fx, NULL, NULL);
     return VD_HELD;
+}
+
+int vd_waits_hold(struct vd_request *rq, uint32_t stage, uint64_t prompt,
+                  uint64_t output)
+{
+    struct vd_held h = {.stage = stage, .prompt = prompt, .output = output};
+    return hold(rq, &h);
+}
+
+int vd_waits_hold_register(struct vd_request *rq, uint32_t stage,
+                           bool keep_window)
+{
+    struct vd_held h = {.stage = stage, .keep_window = keep_window};
+    return hold(rq, &h);
 }
 
 void vd_waits_drop_client(struct vd_core *core, struct vd_client *c)

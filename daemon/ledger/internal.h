@@ -206,6 +206,7 @@ struct vli_promises {
 uint32_t vli_window_free(const struct vl_stage *s);
 uint32_t vli_fixed_free(const struct vl_stage *s);
 uint32_t vli_pool_loans(const struct vl_stage *s);
+uint32_t vli_dev_pool_loans(struct vl_ledger *L, const struct vl_device *d);
 uint32_t vli_stage_full(const struct vl_stage *s);
 struct vli_promises vli_dev_promises(struct vl_ledger *L,
                                      const struct vl_device *d);

@@ -205,12 +205,14 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
     if (vli_fx_reserve(fx, total + 1) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
     struct vl_client *cl = vli_client_find(L, client);
-    /* R5: lending is judged after the surplus leaves KV; R15: a client
-     * that missed a recall deadline borrows no more. */
+    /* R5: lending is judged after the surplus leaves KV, against the
+     * stage's own loans only: pool loans (beyond its window) stay what they
+     * are and take none of the window's room. R15: a client that missed a
+     * recall deadline borrows no more. */
     uint32_t lend = 0;
     if (s->cfg.lend && !(cl && cl->delinquent)) {
-        uint32_t used = (s->kv_chunks - total) + s->loan_chunks +
-                        s->headroom_chunks;
+        uint32_t own = s->loan_chunks - vli_pool_loans(s);
+        uint32_t used = (s->kv_chunks - total) + own + s->headroom_chunks;
         lend = used < s->window_chunks ? s->window_chunks - used : 0;
         uint32_t room = vli_expert_room(L, s);
         if (lend > room)

@@ -36,6 +36,18 @@ uint32_t vli_pool_loans(const struct vl_stage *s)
     return s->loan_chunks > room ? s->loan_chunks - room : 0;
 }
 
+/* Pool loans of every stage on device d. */
+uint32_t vli_dev_pool_loans(struct vl_ledger *L, const struct vl_device *d)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        const struct vl_stage *s = &L->stage[i];
+        if (s->used && s->configured && s->cfg.device == d->cfg.id)
+            n += vli_pool_loans(s);
+    }
+    return n;
+}
+
 /* R2: what a configured stage reserved and was not granted yet: its
  * promise. */
 uint32_t vli_stage_full(const struct vl_stage *s)

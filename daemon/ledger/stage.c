@@ -141,9 +141,11 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     /* R7: no-loan safety (decided at configuration): how much KV to map
      * now. A no-loan window is a hard promise, always free (but for
      * quarantine elsewhere). R5: the initial window of a lending stage may
-     * have been lent as pool loans while it had no owner: then what is free
-     * now is mapped, the rest comes with the first KV reserve (recalled,
-     * with hold). */
+     * have been lent as pool loans while it had no owner: then they are
+     * recalled and the registration waits (R6: VL_PENDING, nothing
+     * changed), as it does for chunks on their way back (recalled, or
+     * quarantined until a reap), so a stage always starts with its initial
+     * window. */
     uint64_t tokens = s->no_loan ? s->cfg.native_context
                                  : s->cfg.initial_tokens;
     uint32_t need = 0, per_lane[VL_MAX_LANES];
@@ -151,10 +153,12 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     for (uint32_t l = 0; l < s->cfg.lanes; l++) {
         per_lane[l] = vl_lane_chunks(&s->cfg, l,
                                      vl_kv_target_tokens(&s->cfg, tokens), cb);
-        if (!s->no_loan && per_lane[l] > avail - need)
-            per_lane[l] = avail - need;
         need += per_lane[l];
     }
+    if (need > avail && !s->no_loan &&
+        (vli_dev_pool_loans(L, d) || d->count[VL_RECALLING] ||
+         d->count[VL_QUARANTINED]))
+        return vli_recall_pool_loans(L, s, d, need - avail, fx);
     if (need > avail)
         return vli_fail(L, -EAGAIN, "stage %u: %u chunks needed for its KV "
                         "window, %u free (the rest is quarantined)", stage,

@@ -119,23 +119,24 @@ int main(void)
     cJSON_Delete(st);
 
     /* ---- 1. A ignores the recall ---- */
+    /* B's initial window is lent to A as pool loans: the registration
+     * recalls it and waits up to the stage's hold bound. */
     vram_client *b = connect_client(&d, "B");
     struct vram_stage_info bin;
-    REQUIRE(vram_stage_register(b, 1, 0, &bin) == 0, "B register: %s",
-            vram_client_last_error(b));
-    struct vram_kv_result r;
-    int e = vram_kv_reserve(b, 1, 100000, 1000, VRAM_KV_HOLD, &r);
-    CHECK(e == -ETIMEDOUT, "B's hold: %d %s", e, vram_client_last_error(b));
-    CHECK(strstr(vram_client_last_error(b), "hold of 1500 ms expired") != NULL,
+    int e = vram_stage_register(b, 1, 0, &bin);
+    CHECK(e == -ETIMEDOUT, "B's registration: %d %s", e,
+          vram_client_last_error(b));
+    CHECK(strstr(vram_client_last_error(b), "registration held 1500 ms") != NULL,
           "unclear hold error: %s", vram_client_last_error(b));
     CHECK(daemon_log_wait(&d, "missed the 400 ms recall deadline", 2000),
           "missed deadline not logged");
     st = daemon_status(&d);
     /* Nothing A still holds went to B: the device is still full, A's
-     * recalled chunks are recalling, B's KV is what was free (nothing). */
+     * recalled chunks are recalling, stage 1 has no owner. */
     CHECK_EQ_U(status_dev(st, 0, "free_bytes"), 0);
     CHECK(status_dev(st, 0, "recalling_bytes") > 0, "no recall pending");
     CHECK_EQ_U(json_u64(status_stage(st, 1), "kv_mapped_bytes"), 0);
+    CHECK_EQ_U(json_u64(status_stage(st, 1), "owner"), 0);
     const cJSON *cl;
     cJSON_ArrayForEach(cl, cJSON_GetObjectItem(st, "clients"))
         if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cl, "name")), "A") == 0)
@@ -143,8 +144,14 @@ int main(void)
                   "A not marked delinquent");
     cJSON_Delete(st);
 
-    /* ---- 2. A answers: B's reserve completes ---- */
+    /* ---- 2. A answers: B registers with its initial window, and its
+     * reserve completes ---- */
     rv_send(x.rv.to_child[1], 'd');
+    e = vram_stage_register(b, 1, 0, &bin);
+    CHECK(e == 0, "B's registration after A answered: %s",
+          vram_client_last_error(b));
+    CHECK_EQ_U(bin.kv_mapped_bytes, 2 * 2 * MIB);
+    struct vram_kv_result r;
     e = vram_kv_reserve(b, 1, 100000, 1000, VRAM_KV_HOLD, &r);
     CHECK(e == 0, "B's reserve after A answered: %s", vram_client_last_error(b));
     /* 101,000 tokens → 106,496-token window → 13 chunks. */

@@ -44,7 +44,8 @@ int main(void)
     cJSON_Delete(st);
 
     vram_client *b = connect_client(&d, "waiter");
-    REQUIRE(vram_stage_register(b, 1, 0, NULL) == 0, "register B");
+    REQUIRE(vram_stage_register(b, 1, 0, NULL) == 0, "register B: %s",
+            vram_client_last_error(b));
     struct vram_kv_result r;
     int e = vram_kv_reserve(b, 1, 100000, 1000, VRAM_KV_HOLD, &r);
     CHECK(e == 0, "B's reserve: %s", vram_client_last_error(b));

@@ -982,32 +982,49 @@ static void test_r06_two_clients_recall(void)
     CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 507);
     CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
 
-    /* B registers: nothing is free, its initial KV comes with its first
-     * reserve. Registration itself never waits. */
+    /* B registers: nothing is free, so the pool loans in its initial
+     * window (20 chunks) are recalled from A and the registration waits
+     * (VL_PENDING), changing nothing else. */
+    vl_fx_clear(&fx);
+    OP(&L, VL_PENDING, vl_stage_register(&L, 2, 1, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 20);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
+    CHECK_EQ_U(L.stage[1].owner, 0);
+    CHECK_EQ_U(L.stage[1].kv_chunks, 0);
+    size_t nreg;
+    uint64_t *reg = fx_chunks(VL_FX_UNMAP, &nreg);
+    /* Asked again before A answers: no second round. */
+    vl_fx_clear(&fx);
+    OP(&L, VL_PENDING, vl_stage_register(&L, 2, 1, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
+    /* A gives them back: B registers with its initial window mapped. */
+    OP(&L, 0, vl_chunks_release(&L, 1, reg, nreg, &fx));
+    free(reg);
     vl_fx_clear(&fx);
     OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
-    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 0);
-    CHECK_EQ_U(L.stage[1].kv_chunks, 0);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 20);
+    CHECK_EQ_U(L.stage[1].kv_chunks, 20);
     CHECK_EQ_U(L.stage[1].owner, 2);
     /* Nothing more for A now that stage 1 is owned. */
     vl_fx_clear(&fx);
     OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
     CHECK_EQ_U(fx.n, 0);
 
-    /* B's KV must grow to 65536 + 1024 tokens: 19 chunks per lane, 76.
-     * Recalls go to A (UNMAP), B hears VL_PENDING, nothing is granted. */
+    /* B's KV must grow to 65536 + 1024 tokens: 19 chunks per lane, 76, 56
+     * more. Recalls go to A (UNMAP), B hears VL_PENDING, nothing is
+     * granted. */
     vl_fx_clear(&fx);
     uint32_t recalled = 77;
     OP(&L, VL_PENDING, vl_kv_reserve(&L, 2, 1, 65536, 1024, &recalled, &fx));
     CHECK_EQ_U(recalled, 77); /* out-parameters untouched on failure */
-    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 76);
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 56);
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, 2), 0);
     CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
     CHECK_EQ_U(fx_count(VL_FX_MOVE, VL_NONE), 0);
     CHECK_EQ_U(fx_count(VL_FX_BUDGET, 1), 1);
-    CHECK_EQ_U(L.stage[1].kv_chunks, 0);
-    CHECK_EQ_U(L.stage[0].recalling, 76);
-    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 76);
+    CHECK_EQ_U(L.stage[1].kv_chunks, 20);
+    CHECK_EQ_U(L.stage[0].recalling, 56);
+    CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 56);
     /* The highest-numbered loans go first: A keeps a backed prefix. */
     CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 574); /* 431 x 2 / 1.5 */
     size_t nrec;
@@ -1027,11 +1044,11 @@ static void test_r06_two_clients_recall(void)
     /* B can't release what it doesn't hold. */
     OP(&L, -ENOENT, vl_chunks_release(&L, 2, rec, nrec, &fx));
 
-    /* A releases half: still not enough, and those 38 stay free for B
+    /* A releases half: still not enough, and those 28 stay free for B
      * (A can't borrow them back). */
     vl_fx_clear(&fx);
     OP(&L, 0, vl_chunks_release(&L, 1, rec, nrec / 2, &fx));
-    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 38);
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), 28);
     vl_fx_clear(&fx);
     OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
     CHECK_EQ_U(fx.n, 0);
@@ -1044,7 +1061,7 @@ static void test_r06_two_clients_recall(void)
     OP(&L, 0, vl_chunks_release(&L, 1, rec + nrec / 2, nrec - nrec / 2, &fx));
     vl_fx_clear(&fx);
     OP(&L, 0, vl_kv_reserve(&L, 2, 1, 65536, 1024, &recalled, &fx));
-    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 76);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 56);
     CHECK_EQ_U(recalled, 0); /* none of B's own loans moved */
     CHECK_EQ_U(L.stage[1].kv_chunks, 76);
     CHECK_EQ_U(L.stage[0].loan_chunks, 507 - 76);
@@ -1136,6 +1153,40 @@ static void test_r06_two_clients_recall(void)
     OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
     OP(&L, 0, vl_kv_reserve(&L, 2, 1, 261000, 1024, NULL, &fx));
     CHECK_EQ_U(L.stage[1].kv_chunks, 264);
+    vl_fini(&L);
+}
+
+/* ---- R8: a trim keeps pool loans (also R5) --------------------------------- */
+
+static void test_r08_trim_keeps_pool_loans(void)
+{
+    /* Stage 0 (client 1) borrows its own window (61) and, under
+     * lend_unreserved, the pool: unreserved memory (182) and stage 1's idle
+     * window (264): 446 pool loans. */
+    struct vl_ledger L;
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 4);
+    two_stages(&L, true, &a, &b, 1);
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 507);
+    CHECK_EQ_U(vli_pool_loans(&L.stage[0]), 446);
+    /* A long prompt: 19 chunks of KV, 14 moved out of its own loans. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 65536, 1024, NULL, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 14);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 493);
+    /* The trim gives the 14 back to loans (its own window has room for
+     * them), and the pool loans stay: nothing is unmapped or freed. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 14);
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
+    CHECK_EQ_U(L.stage[0].kv_chunks, 5);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 507);
+    CHECK_EQ_U(vli_pool_loans(&L.stage[0]), 446);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    check_conservation(&L);
     vl_fini(&L);
 }
 
@@ -2351,6 +2402,7 @@ int main(void)
     test_r11_quarantine();
     test_r06_two_clients_recall();
     test_r08_pending_unmaps();
+    test_r08_trim_keeps_pool_loans();
     test_r01_address_window();
     test_r01_check_catches_corruption();
     test_r13_restart();

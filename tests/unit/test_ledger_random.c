@@ -259,6 +259,14 @@ static uint32_t stages_of(uint32_t client)
     return vl_client_view(&W.L, client, &cv) ? cv.stages : 0;
 }
 
+static size_t fx_kind_count(int kind)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < W.fx.n; i++)
+        n += W.fx.v[i].kind == kind;
+    return n;
+}
+
 static void op_register(void)
 {
     uint32_t st, c = pick_live();
@@ -266,6 +274,9 @@ static void op_register(void)
         return;
     int r;
     bool at_limit = stages_of(c) >= W.L.limits.stages_per_client;
+    uint32_t recalling_before = 0;
+    for (uint32_t i = 0; i < W.L.ndev; i++)
+        recalling_before += W.L.dev[i].count[VL_RECALLING];
     RUN("stage_register", r, false,
         vl_stage_register(&W.L, c, st, chance(15), &W.fx));
     struct vl_stage *s = &W.L.stage[st];
@@ -275,19 +286,27 @@ static void op_register(void)
             d = &W.L.dev[i];
     if (r == 0) {
         FAIL_IF(s->owner != c, "registered but not owned");
-        FAIL_IF(s->kv_chunks > s->register_chunks, "registration mapped %u "
-                "chunks, at most %u expected", s->kv_chunks,
-                s->register_chunks);
-        /* Less only when pool loans hold part of its window. */
-        if (!d->cfg.lend_unreserved)
-            FAIL_IF(s->kv_chunks != s->register_chunks, "registration mapped "
-                    "%u chunks, %u expected", s->kv_chunks, s->register_chunks);
+        /* R5: the initial window, always (pool loans in it are recalled
+         * first). */
+        FAIL_IF(s->kv_chunks != s->register_chunks, "registration mapped "
+                "%u chunks, %u expected", s->kv_chunks, s->register_chunks);
         if (s->no_loan)
             FAIL_IF(s->kv_chunks != s->window_chunks, "no-loan stage with a "
                     "partial window");
     } else if (at_limit) {
         FAIL_IF(r != -E2BIG, "register at the limit: %d (%s)", r,
                 vl_why(&W.L));
+    } else if (r == VL_PENDING) {
+        /* R5, R6: pool loans sit in its initial window: recalled (or on
+         * their way already), nothing else changed. */
+        FAIL_IF(s->owner != 0, "a waiting registration took the stage");
+        FAIL_IF(s->no_loan, "a no-loan stage's registration waits");
+        FAIL_IF(recalling_before == 0 && fx_kind_count(VL_FX_UNMAP) == 0 &&
+                    d->count[VL_QUARANTINED] == 0,
+                "registration waits for nothing: %s", vl_why(&W.L));
+        for (size_t i = 0; i < W.fx.n; i++)
+            FAIL_IF(W.fx.v[i].kind == VL_FX_MAP || W.fx.v[i].kind == VL_FX_MOVE,
+                    "a waiting registration mapped memory");
     } else {
         FAIL_IF(r != -EAGAIN, "register: %d (%s)", r, vl_why(&W.L));
         FAIL_IF(d->count[VL_QUARANTINED] == 0,

@@ -4,6 +4,7 @@
 #include "request.h"
 #include "status.h"
 #include "vd_dispatch.h"
+#include "waits.h"
 
 int vd_handle_stage_register(struct vd_request *rq,
                              const struct vram_req_stage_register *m,
@@ -15,6 +16,13 @@ int vd_handle_stage_register(struct vd_request *rq,
     if (m->has_stage) {
         e = vl_stage_register(core->ledger, rq->client->id, stage,
                               m->has_keep_window && m->keep_window, &rq->fx);
+        if (e == VL_PENDING) {
+            /* R5: its initial window is lent as pool loans: recalled, and
+             * the registration waits for them up to the hold bound. */
+            vd_fail_ledger(rq, 0);
+            return vd_waits_hold_register(rq, stage,
+                                          m->has_keep_window && m->keep_window);
+        }
     } else {
         if (!m->has_device || !m->has_first_layer || !m->has_last_layer)
             return vd_fail(rq, -EINVAL, "stage_register: a configured stage "
