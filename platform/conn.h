@@ -56,6 +56,10 @@ int vp_conn_peer_path(vp_handle c, char *buf, size_t len);
 enum { VP_READABLE = 1, VP_WRITABLE = 2 };
 /* The error pending on c (-ECONNRESET, -EPIPE, ...), cleared; 0 if none. */
 int vp_conn_error(vp_handle c);
+/* Ends c's receiving side: a vp_conn_wait for readability on another
+ * thread returns at once, and every receive after reads the end of the
+ * stream. Sends still work. */
+int vp_conn_shut_receive(vp_handle c);
 /* Waits up to timeout_ms (-1: for ever) until c is ready for events.
  * Returns the ready events (0 on timeout) or a negative errno. */
 int vp_conn_wait(vp_handle c, int events, int timeout_ms);

@@ -15,5 +15,6 @@
 #include "peer.h"
 #include "proc.h"
 #include "service.h"
+#include "thread.h"
 
 #endif

@@ -53,16 +53,33 @@ enum vram_region_kind {
     VRAM_REGION_DRAFT_KV = 3,
 };
 
+/* Events. The callback runs on the thread that called into the library (a
+ * blocking call or vram_client_dispatch), or on the library's event thread
+ * (vram_client_start_event_thread). Before it runs, the library's state is
+ * already the state after the change: vram_expert_residency and
+ * vram_stage_info return the figures the event announces.
+ *
+ * Order: RECALL and EXPERT_SHRINK come first, while the memory is still
+ * mapped; BUDGET_CHANGED follows, once the change is applied, at most once
+ * per change. A change made by one of this client's own calls
+ * (vram_kv_reserve, vram_kv_trim, vram_expert_request, ...) is announced
+ * before that call returns, after its reply was applied; a change made by
+ * someone else (another client's reserve recalled loans) is announced when
+ * the library next reads the connection (any call, or dispatch). */
 enum vram_event_type {
-    /* The daemon asks for chunks back. Called before the library unmaps
-     * them: stop using the listed expert slots (evict), then return. The
-     * library unmaps, closes the handles and answers with a release. */
+    /* The daemon asks for chunks of the stage's expert region back (another
+     * stage's KV needs them). The expert slots [slot_first, slot_end) lose
+     * their memory when the callback returns: stop using them (evict those
+     * experts) before returning. The library then unmaps, closes the
+     * handles and answers with a release, before deadline_ms passes. */
     VRAM_EVENT_RECALL = 1,
-    /* A stage's expert residency changed: slots at or beyond
-     * expert_slots_backed are no longer backed (refresh the residency table). */
+    /* A stage's expert residency changed (more or fewer slots backed):
+     * slots below expert_slots_backed are backed, those at or beyond it
+     * are not. residency_version counts the changes. */
     VRAM_EVENT_BUDGET_CHANGED = 2,
-    /* Chunks of an expert region are about to move into KV (a KV grow that
-     * took back the stage's own loans). Same contract as RECALL. */
+    /* Chunks of the stage's expert region are about to move into its KV (a
+     * vram_kv_reserve that took back the stage's own loans). Same contract
+     * as RECALL: slots [slot_first, slot_end) lose their memory. */
     VRAM_EVENT_EXPERT_SHRINK = 3,
     /* The connection to vramd broke (the daemon restarted, or the socket
      * failed) and the library connected again and took back what it holds:
@@ -80,12 +97,19 @@ enum vram_event_type {
 struct vram_event {
     enum vram_event_type type;
     uint32_t stage;
-    uint64_t residency_version;    /* BUDGET_CHANGED */
-    uint32_t expert_slots_backed;  /* BUDGET_CHANGED, EXPERT_SHRINK: after */
-    uint64_t expert_loaned_bytes;  /* BUDGET_CHANGED */
+    uint64_t residency_version;    /* the stage's, as of this event */
+    uint32_t expert_slots_backed;  /* RECALL, EXPERT_SHRINK, BUDGET_CHANGED:
+                                      after the change */
+    uint64_t expert_loaned_bytes;  /* the same: after the change */
     uint32_t nchunks;              /* RECALL, EXPERT_SHRINK, RECONNECTED */
-    uint32_t deadline_ms;          /* RECALL */
+    uint32_t deadline_ms;          /* RECALL: from now */
     uint32_t lost_chunks;          /* RECONNECTED */
+    /* RECALL, EXPERT_SHRINK: the expert slots that lose their memory,
+     * slot_first (== expert_slots_backed) up to slot_end (the count
+     * backed before), and the nchunks chunk ids leaving (valid during the
+     * callback). */
+    uint32_t slot_first, slot_end;
+    const uint64_t *chunks;
 };
 
 typedef void (*vram_event_fn)(void *user, const struct vram_event *ev);
@@ -104,6 +128,20 @@ struct vram_client_options {
                             never (control clients); -1 = never */
 };
 
+/* A device of the daemon (vram_devices). */
+struct vram_device_info {
+    uint32_t id;              /* the GPU ordinal for cuda */
+    char backend[16];         /* "host" or "cuda" */
+    char name[96];
+    char uuid[48];            /* cuda: the GPU's UUID; "" otherwise */
+    uint64_t chunk_bytes;
+    uint64_t capacity_bytes;  /* what vramd may hand out */
+    uint64_t free_bytes;
+    uint64_t granted_bytes;   /* fixed and KV */
+    uint64_t loaned_bytes;    /* expert loans */
+    uint64_t total_bytes;     /* the device's own size */
+};
+
 struct vram_region_info {
     uint32_t id;
     uint32_t stage;
@@ -112,7 +150,8 @@ struct vram_region_info {
     void *base;               /* never changes */
     uint64_t lane_stride;     /* bytes between lanes */
     uint32_t lanes;
-    uint32_t lane_slots;      /* usable slots of lane 0 */
+    uint32_t lane_slots;      /* usable slots of lane 0; other lanes may
+                                 have fewer: vram_region_lane_slots */
     uint64_t chunk_bytes;
     uint32_t mapped;          /* chunks mapped now, all lanes */
 };
@@ -147,7 +186,34 @@ struct vram_residency {
 #define VRAM_KV_HOLD 1u          /* wait for recalls up to the stage's bound */
 #define VRAM_STAGE_KEEP_WINDOW 1u /* trim never shrinks this stage's KV */
 
-/* Connection. path NULL: $VRAM_SOCKET, else /run/vramd/vramd.sock. */
+/* Errors. Every call returns 0 (or a count) on success and a negative
+ * errno on failure, with the daemon's own words in vram_client_last_error.
+ * Any call that talks to the daemon may also fail with:
+ *   -ETIMEDOUT   no reply within the client's timeout_ms (30 s by default)
+ *   -ECONNRESET, -ENOTCONN  the connection broke and could not be made
+ *                again within reconnect_ms (what the client held stays
+ *                mapped; close it)
+ *   -EPROTO      the daemon sent something that is not the protocol
+ *   -ENOMEM      out of memory, here or in the daemon
+ * and, where it moves memory, with -EIO (the backend failed) or -EXDEV
+ * (foreign chunk: a chunk of another device; a daemon defect). The codes
+ * of each call are listed with it. vram_strerror gives vramd's meaning of
+ * a code ("over a limit (a count, or the stage's native context)" for
+ * -E2BIG, not the C library's "Argument list too long"). */
+
+/* ---- connection -------------------------------------------------------- */
+
+/* Connects, says hello, maps nothing yet. path NULL: $VRAM_SOCKET, else
+ * /run/vramd/vramd.sock. opt may be NULL. When opt->error is set it is
+ * filled on every failure, naming the socket.
+ *   -ENOENT, -ECONNREFUSED  no vramd listens there
+ *   -EACCES      not allowed: the socket's permissions, or vramd's access
+ *                rules (access.users / access.groups / access.admin)
+ *   -E2BIG       vramd's connection limits (limits.clients,
+ *                limits.connections_per_user)
+ *   -EPROTONOSUPPORT  the daemon speaks another protocol version
+ *   -ENODEV      the daemon's backend cannot be used here ("cuda" without
+ *                a CUDA driver in this process) */
 VRAM_API int vram_client_connect(const char *path,
                                  const struct vram_client_options *opt,
                                  vram_client **out);
@@ -155,46 +221,124 @@ VRAM_API int vram_client_connect(const char *path,
 VRAM_API int vram_client_connect_fd(vram_handle fd,
                                     const struct vram_client_options *opt,
                                     vram_client **out);
-/* Unmaps everything and disconnects. NULL-tolerant. */
+/* Releases the client's stages (their memory goes back to vramd's pool at
+ * once: everything is unmapped here first), then disconnects and frees the
+ * client. Memory still mapped when the connection is gone (a broken
+ * connection) is quarantined by vramd until this process exits, as after a
+ * crash. NULL-tolerant. Not from an event callback. */
 VRAM_API void vram_client_close(vram_client *c);
 /* What an engine's event loop waits on: on POSIX the connection's socket
  * (poll it for readability, then call vram_client_dispatch); its number
  * stays the same across a reconnect. */
 VRAM_API vram_handle vram_client_fd(const vram_client *c);
-/* Handles whatever arrived, without blocking. Returns events handled. */
+/* Handles whatever arrived, without blocking: events are delivered and
+ * recalls answered. Returns the events handled. */
 VRAM_API int vram_client_dispatch(vram_client *c);
 VRAM_API void vram_client_set_event_callback(vram_client *c, vram_event_fn fn,
                                              void *user);
+/* Threads. A vram_client is used by one thread at a time, and its events
+ * come only while the library reads its connection: inside a blocking call
+ * or vram_client_dispatch. A process with several clients (one per stage,
+ * say) whose threads block in calls, or that does not poll each client's
+ * fd, starts an event thread for each: the library then reads the
+ * connection on a thread of its own, answers recalls at once and runs the
+ * callback there, and every call on this client takes the client's lock
+ * (calls from several threads are serialised; a callback may call into
+ * its own client, not into another one, and must not close its client).
+ * Call it once, after vram_client_set_event_callback; it lasts until
+ * vram_client_close. The thread ends by itself when the connection is lost
+ * for good. -EALREADY when started already. */
+VRAM_API int vram_client_start_event_thread(vram_client *c);
 VRAM_API uint32_t vram_client_id(const vram_client *c);
 /* "host" or "cuda": what the daemon's chunks are. */
 VRAM_API const char *vram_client_backend(const vram_client *c);
+/* The daemon's message for the last failed call on this client. */
 VRAM_API const char *vram_client_last_error(const vram_client *c);
+/* vramd's meaning of an error code (negative or not). */
 VRAM_API const char *vram_strerror(int err);
 
-/* Stages. */
+/* The daemon's devices: up to max written to out (out may be NULL with max
+ * 0); returns how many there are. */
+VRAM_API int vram_devices(vram_client *c, struct vram_device_info *out,
+                          size_t max);
+
+/* ---- stages ------------------------------------------------------------ */
+
+/* Takes a stage of vramd's configuration: its kv, expert and fixed regions
+ * are created (their addresses never change) and its initial KV window is
+ * mapped before this returns. When other stages' pool loans sit in that
+ * window they are recalled and the call waits for them up to the stage's
+ * hold_ms. out (may be NULL) is the stage's info.
+ *   -ENOENT      no such stage in the configuration
+ *   -EEXIST      already registered: by this client ("already yours"), or
+ *                by another ("owned by client N")
+ *   -EAGAIN      its previous owner's memory is still quarantined (that
+ *                process has not exited yet)
+ *   -ETIMEDOUT   the initial window's recalls did not complete in hold_ms
+ *   -E2BIG       limits.stages_per_client or stages_per_user
+ *   -EADDRINUSE  the stage's addresses are taken in this process */
 VRAM_API int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
                                  struct vram_stage_info *out);
+/* A stage outside the configuration, for regions made by hand (layers
+ * first..last of device). -ENODEV no such device, -EINVAL bad layers,
+ * -E2BIG a stage limit or no stage id left. */
 VRAM_API int vram_stage_register_adhoc(vram_client *c, uint32_t device,
                                        uint32_t first_layer, uint32_t last_layer,
                                        uint32_t *stage_out);
+/* Unmaps and gives back everything of the stage. -ENOENT not this
+ * client's; -EBUSY a chunk is still mapped or open elsewhere in this
+ * process (host chunks: a copy of its handle, a mapping of its own), and
+ * nothing was released. */
 VRAM_API int vram_stage_release(vram_client *c, uint32_t stage);
+/* The stage's figures as this process maps them, current after every call
+ * and inside every event callback (no round trip). -ENOENT not
+ * registered by this client. */
 VRAM_API int vram_stage_info(vram_client *c, uint32_t stage,
                              struct vram_stage_info *out);
+/* The stage's regions (kv, expert, fixed and draft_kv ones, and an ad-hoc
+ * stage's): up to max ids into ids; returns how many there are, or
+ * -ENOENT. */
+VRAM_API int vram_stage_regions(const vram_client *c, uint32_t stage,
+                                uint32_t *ids, size_t max);
 
-/* Regions (ad-hoc stages; configured stages get theirs at registration). */
+/* ---- regions ------------------------------------------------------------ */
+
+/* A region of an ad-hoc stage (configured stages get theirs at
+ * registration): lanes of lane_bytes each, rounded up to whole chunks,
+ * nothing mapped yet. -ENOENT not your stage; -EINVAL bad kind or size;
+ * -EPERM a configured stage; -ENOSPC the address window is full; -E2BIG
+ * limits.regions_per_client, more lanes than 256 or too large a lane;
+ * -EDQUOT limits.address_space_per_client or _per_user. */
 VRAM_API int vram_region_create(vram_client *c, uint32_t stage,
                                 enum vram_region_kind kind, uint64_t lane_bytes,
                                 uint32_t lanes, uint32_t *region_out);
+/* No round trip. -ENOENT not a region of this client. */
 VRAM_API int vram_region_info(const vram_client *c, uint32_t region,
                               struct vram_region_info *out);
-/* Backs the next chunks slots of every lane. */
+/* A fixed or draft_kv region's name in the configuration ("weights");
+ * its kind's name ("kv", "expert") for others; NULL when not this
+ * client's region. */
+VRAM_API const char *vram_region_name(const vram_client *c, uint32_t region);
+/* Usable slots of one lane (lanes of different bytes per token have
+ * different lengths); -ENOENT no such region or lane. */
+VRAM_API int vram_region_lane_slots(const vram_client *c, uint32_t region,
+                                    uint32_t lane);
+/* Backs the next chunks slots of every lane (ad-hoc stages and fixed
+ * regions). -ENOSPC not enough free memory; -EDQUOT over
+ * limits.chunks_per_client or a fixed region's reservation; -E2BIG past the
+ * region's end; -EPERM the kv or expert region of a configured stage
+ * (vram_kv_reserve and vram_expert_request move those). */
 VRAM_API int vram_region_grow(vram_client *c, uint32_t region, uint32_t chunks);
-/* Unmaps and releases the last chunks of every lane. */
+/* Unmaps and releases the last chunks of every lane. -ENOENT;
+ * -EBUSY as for vram_stage_release. */
 VRAM_API int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks);
+/* -ENOENT; -EBUSY as for vram_stage_release. */
 VRAM_API int vram_region_release(vram_client *c, uint32_t region);
 /* Moves the chunk at (src lane, slot) to an empty (dst lane, slot) of another
  * region of this client (ad-hoc stages): no handle travels, the memory keeps
- * its bytes. A chunk of another device is refused (-EXDEV, foreign chunk). */
+ * its bytes. -EXDEV a chunk of another device (foreign chunk); -ENOENT no
+ * chunk there; -EINVAL lane or slot out of range; -EBUSY the slot is
+ * taken. */
 VRAM_API int vram_region_move_chunk(vram_client *c, uint32_t src_region,
                                     uint32_t src_lane, uint32_t src_slot,
                                     uint32_t dst_region, uint32_t dst_lane,
@@ -203,28 +347,73 @@ VRAM_API int vram_region_move_chunk(vram_client *c, uint32_t src_region,
  * slot holds no memory now (touching it would fault). */
 VRAM_API int vram_region_chunk(const vram_client *c, uint32_t region,
                                uint32_t lane, uint32_t slot, uint64_t *chunk_out);
-/* Address of slot i of lane l (mapped or not). */
+/* Address of chunk slot i of lane l, mapped or not: base + l * lane_stride
+ * + i * chunk_bytes. NULL out of range. */
 VRAM_API void *vram_region_slot(const vram_client *c, uint32_t region,
                                 uint32_t lane, uint32_t slot);
 
-/* KV budget and expert loans of a configured stage. */
+/* ---- KV budget and expert loans of a configured stage ------------------- */
+
+/* Before decode: maps KV for prompt + output tokens (rounded up to the
+ * growth step from the initial window, each lane to whole chunks) and
+ * returns when all of it is mapped. The stage's own expert loans are moved
+ * into KV first (EXPERT_SHRINK tells the engine before, no handle
+ * travels); other stages' pool loans are recalled. out may be NULL.
+ *   -E2BIG       prompt + output exceed the stage's native context (the
+ *                message names it); nothing is clamped
+ *   -EAGAIN      it must wait for recalls and VRAM_KV_HOLD was not given;
+ *                the recalls were sent, so asking again soon may succeed
+ *   -ETIMEDOUT   with VRAM_KV_HOLD: the stage's hold_ms passed first
+ *   -ENOENT      not a stage of this client; -EPERM an ad-hoc stage
+ *   -EBUSY       too many held requests on this connection */
 VRAM_API int vram_kv_reserve(vram_client *c, uint32_t stage,
                              uint64_t prompt_tokens, uint64_t output_tokens,
                              unsigned flags, struct vram_kv_result *out);
+/* After a request: KV back to the initial window (tokens 0) or to tokens.
+ * The surplus becomes the stage's own expert loans as far as its window
+ * has room beside its loans and headroom (BUDGET_CHANGED says so before
+ * this returns); the rest is unmapped and given back. Pool loans are kept.
+ * Nothing is trimmed for a stage registered with VRAM_STAGE_KEEP_WINDOW or
+ * one that may not lend. -ENOENT, -EPERM as for vram_kv_reserve. */
 VRAM_API int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens);
+/* Asks for expert loans out of the stage's unused KV window (less its
+ * headroom) and, where the device lends unreserved memory, the pool; at
+ * most max_bytes, or all there is when max_bytes is 0. Getting less, or
+ * nothing, is not an error: read vram_expert_residency after.
+ *   -EPERM   this client missed a recall deadline (no new loans)
+ *   -EDQUOT  limits.chunks_per_client reached
+ *   -ENOENT  not a stage of this client */
 VRAM_API int vram_expert_request(vram_client *c, uint32_t stage,
                                  uint64_t max_bytes);
+/* Claims backed expert slots for one layer (so that a resume after a
+ * reconnect keeps them). All or none:
+ *   -EINVAL  a slot not backed (at or beyond expert_slots_backed)
+ *   -EBUSY   a slot claimed by another layer
+ *   -EPERM   the layer is outside the stage's layers */
 VRAM_API int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
                                const uint32_t *slots, size_t n);
+/* The stage's residency, current (no round trip). -ENOENT. */
 VRAM_API int vram_expert_residency(const vram_client *c, uint32_t stage,
                                    struct vram_residency *out);
+/* Expert slots of the stage's expert region (backed or not), or -ENOENT. */
+VRAM_API int vram_expert_slots(const vram_client *c, uint32_t stage);
+/* Address of expert slot j: the expert region's base + j *
+ * expert_slot_bytes (slots are expert-sized, chunks need not be). It has
+ * memory while j < expert_slots_backed: the backed slots are always a
+ * prefix. NULL past the region. */
+VRAM_API void *vram_expert_slot(const vram_client *c, uint32_t stage,
+                                uint32_t slot);
+
+/* ---- administration and health ------------------------------------------ */
 
 /* Admin only: disconnect another client (its chunks are quarantined until
- * its process is gone). -EPERM unless this peer is in access.admin. */
+ * its process is gone). -EPERM unless this peer is in access.admin;
+ * -ENOENT no such client. */
 VRAM_API int vram_admin_evict(vram_client *c, uint32_t client);
 
 /* Admin only: a device's capacity at run time, down to what is in use and
- * reserved, up to its size when vramd started (-EBUSY says which). */
+ * reserved, up to its size when vramd started (-EBUSY says which). -EPERM,
+ * -ENODEV. */
 VRAM_API int vram_admin_set_capacity(vram_client *c, uint32_t device,
                                      uint64_t bytes);
 

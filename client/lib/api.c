@@ -26,7 +26,7 @@ vram_handle vram_client_fd(const vram_client *c)
     return c->h.v;
 }
 
-void vram_client_set_event_callback(vram_client *c, vram_event_fn fn, void *user)
+static void do_client_set_event_callback(vram_client *c, vram_event_fn fn, void *user)
 {
     c->cb = fn;
     c->cb_user = user;
@@ -47,6 +47,7 @@ void vram_client_close(vram_client *c)
     while (c->nstages > 0 && !c->broken)
         if (vram_stage_release(c, c->stages[0].id) < 0)
             break;
+    vc_thread_stop(c); /* nothing is received after */
     while (c->nregions)
         vc_region_forget(c, c->regions[0]);
     /* Anything still held (e.g. after a broken connection). */
@@ -65,6 +66,7 @@ void vram_client_close(vram_client *c)
     free(c->stages);
     vram_wire_fini(&c->wire);
     vp_close(&c->h);
+    vp_mutex_free(c->lock);
     free(c);
 }
 
@@ -94,7 +96,7 @@ static int register_common(vram_client *c, const struct vram_req_stage_register 
     return 0;
 }
 
-int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
+static int do_stage_register(vram_client *c, uint32_t stage, unsigned flags,
                         struct vram_stage_info *out)
 {
     struct vram_req_stage_register m = {
@@ -110,7 +112,7 @@ int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
     return e;
 }
 
-int vram_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
+static int do_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
                               uint32_t last, uint32_t *stage_out)
 {
     struct vram_req_stage_register m = {
@@ -119,7 +121,7 @@ int vram_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
     return register_common(c, &m, stage_out, NULL);
 }
 
-int vram_stage_release(vram_client *c, uint32_t stage)
+static int do_stage_release(vram_client *c, uint32_t stage)
 {
     struct vc_stage *st = vc_stage_get(c, stage);
     if (!st)
@@ -138,7 +140,7 @@ int vram_stage_release(vram_client *c, uint32_t stage)
     return vc_call(c, VRAM_REQ_STAGE_RELEASE, &m, NULL, NULL);
 }
 
-int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
+static int do_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
 {
     struct vc_stage *st = vc_stage_get(c, stage);
     if (!st)
@@ -150,7 +152,7 @@ int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
 
 /* ---- regions ------------------------------------------------------------ */
 
-int vram_region_create(vram_client *c, uint32_t stage, enum vram_region_kind kind,
+static int do_region_create(vram_client *c, uint32_t stage, enum vram_region_kind kind,
                        uint64_t lane_bytes, uint32_t lanes, uint32_t *region_out)
 {
     if ((unsigned)kind > 3)
@@ -181,7 +183,7 @@ int vram_region_create(vram_client *c, uint32_t stage, enum vram_region_kind kin
     return 0;
 }
 
-int vram_region_info(const vram_client *c, uint32_t region,
+static int do_region_info(const vram_client *c, uint32_t region,
                      struct vram_region_info *out)
 {
     struct vc_region *r = vc_region_get(c, region);
@@ -196,7 +198,7 @@ int vram_region_info(const vram_client *c, uint32_t region,
     return 0;
 }
 
-int vram_region_chunk(const vram_client *c, uint32_t region, uint32_t lane,
+static int do_region_chunk(const vram_client *c, uint32_t region, uint32_t lane,
                       uint32_t slot, uint64_t *chunk_out)
 {
     struct vc_region *r = vc_region_get(c, region);
@@ -210,7 +212,7 @@ int vram_region_chunk(const vram_client *c, uint32_t region, uint32_t lane,
     return 0;
 }
 
-void *vram_region_slot(const vram_client *c, uint32_t region, uint32_t lane,
+static void *do_region_slot(const vram_client *c, uint32_t region, uint32_t lane,
                        uint32_t slot)
 {
     struct vc_region *r = vc_region_get(c, region);
@@ -229,11 +231,16 @@ static int release(vram_client *c, uint64_t *ids, size_t n)
 /* A request whose reply maps chunks: its map applied, and the chunks the
  * daemon wants back (a trim's surplus, unmap) unmapped, then released. */
 static int map_request(vram_client *c, int type, const void *m, void *rep,
-                       struct vram_arena *a, const struct vram_u64s *unmap)
+                       struct vram_arena *a, const struct vram_u64s *unmap,
+                       const struct vram_t_stage *stage)
 {
     int e = vc_call(c, type, m, rep, a);
     if (e < 0)
         return e;
+    /* The stage's figures first: an EXPERT_SHRINK callback below sees the
+     * state after. */
+    if (stage)
+        vc_stage_update(c, stage);
     e = vc_apply_pending(c);
     if (unmap && unmap->n) {
         uint64_t *ids = malloc(unmap->n * sizeof(*ids));
@@ -251,19 +258,19 @@ static int map_request(vram_client *c, int type, const void *m, void *rep,
     return e;
 }
 
-int vram_region_grow(vram_client *c, uint32_t region, uint32_t chunks)
+static int do_region_grow(vram_client *c, uint32_t region, uint32_t chunks)
 {
     if (!vc_region_get(c, region))
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
     struct vram_req_region_grow m = {.region = region, .chunks = chunks};
     struct vram_arena a = {0};
     struct vram_rep_region_grow rep;
-    int e = map_request(c, VRAM_REQ_REGION_GROW, &m, &rep, &a, NULL);
+    int e = map_request(c, VRAM_REQ_REGION_GROW, &m, &rep, &a, NULL, NULL);
     vram_arena_free(&a);
     return e;
 }
 
-int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
+static int do_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
 {
     struct vc_region *r = vc_region_get(c, region);
     if (!r)
@@ -288,7 +295,7 @@ int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
     return e;
 }
 
-int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lane,
+static int do_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lane,
                            uint32_t src_slot, uint32_t dst_region,
                            uint32_t dst_lane, uint32_t dst_slot)
 {
@@ -308,12 +315,12 @@ int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lan
         .slot = dst_lane * b->stride_slots + dst_slot};
     struct vram_arena ar = {0};
     struct vram_rep_chunk_move rep;
-    int e = map_request(c, VRAM_REQ_CHUNK_MOVE, &m, &rep, &ar, NULL);
+    int e = map_request(c, VRAM_REQ_CHUNK_MOVE, &m, &rep, &ar, NULL, NULL);
     vram_arena_free(&ar);
     return e;
 }
 
-int vram_region_release(vram_client *c, uint32_t region)
+static int do_region_release(vram_client *c, uint32_t region)
 {
     struct vc_region *r = vc_region_get(c, region);
     if (!r)
@@ -339,23 +346,24 @@ int vram_region_release(vram_client *c, uint32_t region)
                 .recalled_chunks = (rep).recalled_chunks};                     \
     } while (0)
 
-int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
+static int do_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
                     uint64_t output, unsigned flags, struct vram_kv_result *out)
 {
     struct vram_req_kv_reserve m = {
         .stage = stage, .prompt_tokens = prompt, .output_tokens = output,
         .has_hold = (flags & VRAM_KV_HOLD) != 0,
         .hold = (flags & VRAM_KV_HOLD) != 0};
-    struct vram_rep_kv_reserve rep;
+    struct vram_rep_kv_reserve rep = {0};
     struct vram_arena a = {0};
-    int e = map_request(c, VRAM_REQ_KV_RESERVE, &m, &rep, &a, NULL);
+    int e = map_request(c, VRAM_REQ_KV_RESERVE, &m, &rep, &a, NULL,
+                        &rep.stage);
     if (e == 0)
         KV_RESULT(c, rep, out);
     vram_arena_free(&a);
     return e;
 }
 
-int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
+static int do_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
 {
     struct vram_req_kv_trim m = {.stage = stage, .has_tokens = tokens != 0,
                                  .tokens = tokens};
@@ -364,6 +372,7 @@ int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
     memset(&rep, 0, sizeof(rep));
     int e = vc_call(c, VRAM_REQ_KV_TRIM, &m, &rep, &a);
     if (e == 0) {
+        vc_stage_update(c, &rep.stage);
         e = vc_apply_pending(c);
         struct vram_u64s unmap = rep.unmap;
         /* Unmapping and releasing happens on its own request below. */
@@ -380,27 +389,27 @@ int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
             if (e2 < 0 && !e)
                 e = e2;
         }
-        KV_RESULT(c, rep, (struct vram_kv_result *)NULL);
     }
     vram_arena_free(&a);
     return e;
 }
 
-int vram_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
+static int do_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
 {
     struct vram_req_expert_request m = {.stage = stage,
                                         .has_bytes = max_bytes != 0,
                                         .bytes = max_bytes};
-    struct vram_rep_expert_request rep;
+    struct vram_rep_expert_request rep = {0};
     struct vram_arena a = {0};
-    int e = map_request(c, VRAM_REQ_EXPERT_REQUEST, &m, &rep, &a, NULL);
+    int e = map_request(c, VRAM_REQ_EXPERT_REQUEST, &m, &rep, &a, NULL,
+                        &rep.stage);
     if (e == 0)
         KV_RESULT(c, rep, (struct vram_kv_result *)NULL);
     vram_arena_free(&a);
     return e;
 }
 
-int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
+static int do_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
                       const uint32_t *slots, size_t n)
 {
     struct vram_req_expert_claim m = {
@@ -412,7 +421,7 @@ int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
     return e;
 }
 
-int vram_expert_residency(const vram_client *c, uint32_t stage,
+static int do_expert_residency(const vram_client *c, uint32_t stage,
                           struct vram_residency *out)
 {
     struct vc_stage *st = vc_stage_get(c, stage);
@@ -424,25 +433,25 @@ int vram_expert_residency(const vram_client *c, uint32_t stage,
 
 /* ---- administration and health ------------------------------------------ */
 
-int vram_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
+static int do_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
 {
     struct vram_req_device_set_capacity m = {.device = device, .bytes = bytes};
     return vc_call(c, VRAM_REQ_DEVICE_SET_CAPACITY, &m, NULL, NULL);
 }
 
-int vram_admin_evict(vram_client *c, uint32_t client)
+static int do_admin_evict(vram_client *c, uint32_t client)
 {
     struct vram_req_client_evict m = {.client = client};
     return vc_call(c, VRAM_REQ_CLIENT_EVICT, &m, NULL, NULL);
 }
 
-int vram_client_ping(vram_client *c)
+static int do_client_ping(vram_client *c)
 {
     struct vram_req_ping m = {0};
     return vc_call(c, VRAM_REQ_PING, &m, NULL, NULL);
 }
 
-int vram_status_json(vram_client *c, char **json_out)
+static int do_status_json(vram_client *c, char **json_out)
 {
     struct vram_req_status m = {0};
     struct vram_rep_status rep;
@@ -468,4 +477,274 @@ int vram_status_json(vram_client *c, char **json_out)
         return -ENOMEM;
     *json_out = copy;
     return 0;
+}
+
+/* ---- discovery ---------------------------------------------------------- */
+
+static int do_devices(vram_client *c, struct vram_device_info *out, size_t max)
+{
+    struct vram_req_status m = {0};
+    struct vram_rep_status rep;
+    struct vram_arena a = {0};
+    int e = vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a);
+    if (e < 0) {
+        vram_arena_free(&a);
+        return e;
+    }
+    for (size_t i = 0; out && i < rep.devices.n && i < max; i++) {
+        const struct vram_t_device *d = &rep.devices.v[i];
+        struct vram_device_info *o = &out[i];
+        memset(o, 0, sizeof(*o));
+        o->id = d->id;
+        snprintf(o->backend, sizeof(o->backend), "%s", d->backend);
+        snprintf(o->name, sizeof(o->name), "%s", d->name);
+        snprintf(o->uuid, sizeof(o->uuid), "%s", d->uuid ? d->uuid : "");
+        o->chunk_bytes = d->chunk_bytes;
+        o->capacity_bytes = d->capacity_bytes;
+        o->free_bytes = d->free_bytes;
+        o->granted_bytes = d->granted_bytes;
+        o->loaned_bytes = d->loaned_bytes;
+        o->total_bytes = d->total_bytes;
+    }
+    int n = (int)rep.devices.n;
+    vram_arena_free(&a);
+    return n;
+}
+
+static int do_stage_regions(const vram_client *c, uint32_t stage, uint32_t *ids,
+                            size_t max)
+{
+    if (!vc_stage_get(c, stage))
+        return -ENOENT;
+    int n = 0;
+    for (size_t i = 0; i < c->nregions; i++)
+        if (c->regions[i]->stage == stage) {
+            if ((size_t)n < max && ids)
+                ids[n] = c->regions[i]->id;
+            n++;
+        }
+    return n;
+}
+
+static const char *do_region_name(const vram_client *c, uint32_t region)
+{
+    struct vc_region *r = vc_region_get(c, region);
+    if (!r)
+        return NULL;
+    return r->name[0] ? r->name : vc_kind_name(r->kind);
+}
+
+static int do_region_lane_slots(const vram_client *c, uint32_t region,
+                                uint32_t lane)
+{
+    struct vc_region *r = vc_region_get(c, region);
+    if (!r || lane >= r->lanes)
+        return -ENOENT;
+    return (int)r->lane_counts[lane];
+}
+
+static int do_expert_slots(const vram_client *c, uint32_t stage)
+{
+    struct vc_stage *st = vc_stage_get(c, stage);
+    return st ? (int)st->expert_slots : -ENOENT;
+}
+
+static void *do_expert_slot(const vram_client *c, uint32_t stage, uint32_t slot)
+{
+    struct vc_stage *st = vc_stage_get(c, stage);
+    struct vc_region *r = st && st->info.expert_region
+                              ? vc_region_get(c, st->info.expert_region) : NULL;
+    if (!r || slot >= st->expert_slots)
+        return NULL;
+    return (void *)(uintptr_t)(r->base + (uint64_t)slot *
+                               st->info.expert_slot_bytes);
+}
+
+/* ---- the public calls: each framed by the lock (lock.c) ----------------- */
+
+void vram_client_set_event_callback(vram_client *c, vram_event_fn fn, void *user)
+{
+    vc_enter(c);
+    do_client_set_event_callback(c, fn, user);
+    vc_leave(c, 0);
+}
+
+int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
+                        struct vram_stage_info *out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_stage_register(c, stage, flags, out));
+}
+
+int vram_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
+                              uint32_t last, uint32_t *stage_out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_stage_register_adhoc(c, device, first, last, stage_out));
+}
+
+int vram_stage_release(vram_client *c, uint32_t stage)
+{
+    vc_enter(c);
+    return vc_leave(c, do_stage_release(c, stage));
+}
+
+int vram_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_stage_info(c, stage, out));
+}
+
+int vram_region_create(vram_client *c, uint32_t stage, enum vram_region_kind kind,
+                       uint64_t lane_bytes, uint32_t lanes, uint32_t *region_out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_create(c, stage, kind, lane_bytes, lanes, region_out));
+}
+
+int vram_region_info(const vram_client *c, uint32_t region,
+                     struct vram_region_info *out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_info(c, region, out));
+}
+
+int vram_region_chunk(const vram_client *c, uint32_t region, uint32_t lane,
+                      uint32_t slot, uint64_t *chunk_out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_chunk(c, region, lane, slot, chunk_out));
+}
+
+void *vram_region_slot(const vram_client *c, uint32_t region, uint32_t lane,
+                       uint32_t slot)
+{
+    vc_enter(c);
+    void * r = do_region_slot(c, region, lane, slot);
+    vc_leave(c, 0);
+    return r;
+}
+
+int vram_region_grow(vram_client *c, uint32_t region, uint32_t chunks)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_grow(c, region, chunks));
+}
+
+int vram_region_shrink(vram_client *c, uint32_t region, uint32_t chunks)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_shrink(c, region, chunks));
+}
+
+int vram_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t src_lane,
+                           uint32_t src_slot, uint32_t dst_region,
+                           uint32_t dst_lane, uint32_t dst_slot)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_move_chunk(c, src_region, src_lane, src_slot, dst_region, dst_lane, dst_slot));
+}
+
+int vram_region_release(vram_client *c, uint32_t region)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_release(c, region));
+}
+
+int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
+                    uint64_t output, unsigned flags, struct vram_kv_result *out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_kv_reserve(c, stage, prompt, output, flags, out));
+}
+
+int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
+{
+    vc_enter(c);
+    return vc_leave(c, do_kv_trim(c, stage, tokens));
+}
+
+int vram_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
+{
+    vc_enter(c);
+    return vc_leave(c, do_expert_request(c, stage, max_bytes));
+}
+
+int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
+                      const uint32_t *slots, size_t n)
+{
+    vc_enter(c);
+    return vc_leave(c, do_expert_claim(c, stage, layer, slots, n));
+}
+
+int vram_expert_residency(const vram_client *c, uint32_t stage,
+                          struct vram_residency *out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_expert_residency(c, stage, out));
+}
+
+int vram_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
+{
+    vc_enter(c);
+    return vc_leave(c, do_admin_set_capacity(c, device, bytes));
+}
+
+int vram_admin_evict(vram_client *c, uint32_t client)
+{
+    vc_enter(c);
+    return vc_leave(c, do_admin_evict(c, client));
+}
+
+int vram_client_ping(vram_client *c)
+{
+    vc_enter(c);
+    return vc_leave(c, do_client_ping(c));
+}
+
+int vram_status_json(vram_client *c, char **json_out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_status_json(c, json_out));
+}
+
+int vram_devices(vram_client *c, struct vram_device_info *out, size_t max)
+{
+    vc_enter(c);
+    return vc_leave(c, do_devices(c, out, max));
+}
+
+int vram_stage_regions(const vram_client *c, uint32_t stage, uint32_t *ids,
+                       size_t max)
+{
+    vc_enter(c);
+    return vc_leave(c, do_stage_regions(c, stage, ids, max));
+}
+
+const char *vram_region_name(const vram_client *c, uint32_t region)
+{
+    vc_enter(c);
+    const char *r = do_region_name(c, region);
+    vc_leave(c, 0);
+    return r;
+}
+
+int vram_region_lane_slots(const vram_client *c, uint32_t region, uint32_t lane)
+{
+    vc_enter(c);
+    return vc_leave(c, do_region_lane_slots(c, region, lane));
+}
+
+int vram_expert_slots(const vram_client *c, uint32_t stage)
+{
+    vc_enter(c);
+    return vc_leave(c, do_expert_slots(c, stage));
+}
+
+void *vram_expert_slot(const vram_client *c, uint32_t stage, uint32_t slot)
+{
+    vc_enter(c);
+    void *r = do_expert_slot(c, stage, slot);
+    vc_leave(c, 0);
+    return r;
 }

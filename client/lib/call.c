@@ -48,7 +48,7 @@ int vc_call(vram_client *c, int type, const void *req, void *rep,
     return e;
 }
 
-int vram_client_dispatch(vram_client *c)
+static int dispatch(vram_client *c)
 {
     int events = 0;
     int e = c->broken ? -ENOTCONN : vc_rpc_poll(c, &events);
@@ -59,4 +59,10 @@ int vram_client_dispatch(vram_client *c)
         e = vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
     }
     return e < 0 ? e : events;
+}
+
+int vram_client_dispatch(vram_client *c)
+{
+    vc_enter(c);
+    return vc_leave(c, dispatch(c));
 }

@@ -22,20 +22,18 @@ static void queue_release(vram_client *c, uint64_t id)
 void vc_event(vram_client *c, int evt, const void *fields)
 {
     if (evt == VRAM_EVT_BUDGET_CHANGED) {
+        /* Told when the call (or dispatch) that read it returns, after
+         * whatever reply came with it was applied (lock.c). */
         const struct vram_evt_budget_changed *e = fields;
         struct vc_stage *st = vc_stage_get(c, e->stage);
-        if (st && e->residency_version >= st->res.version) {
+        if (st && e->residency_version > st->res.version) {
             st->res.version = e->residency_version;
-            st->res.expert_slots_backed = e->expert_slots_backed;
-            st->res.expert_loaned_bytes = e->expert_loaned_bytes;
-            st->info.expert_slots_backed = e->expert_slots_backed;
-            st->info.expert_loaned_bytes = e->expert_loaned_bytes;
+            c->tables_changed = true;
         }
-        vc_emit(c, VRAM_EVENT_BUDGET_CHANGED, e->stage, 0, 0);
     } else if (evt == VRAM_EVT_RECALL) {
         const struct vram_evt_recall *e = fields;
-        vc_emit(c, VRAM_EVENT_RECALL, e->stage, (uint32_t)e->chunks.n,
-                e->deadline_ms);
+        vc_expert_leaving(c, VRAM_EVENT_RECALL, e->stage, e->chunks.v,
+                          e->chunks.n, e->deadline_ms);
         for (size_t i = 0; i < e->chunks.n; i++)
             if (vc_table_get(&c->chunks, e->chunks.v[i])) {
                 vc_drop_chunk(c, e->chunks.v[i]);

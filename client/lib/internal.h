@@ -8,6 +8,7 @@
 
 #include "arena.h"
 #include "handle.h"
+#include "thread.h"
 #include "vram.h"
 #include "vram_msg.h"
 #include "wire.h"
@@ -39,6 +40,7 @@ void vc_table_free(struct vc_chunk_table *t);
 struct vc_region {
     uint32_t id, stage, device;
     int kind;
+    char name[32];           /* fixed and draft_kv regions: from the config */
     uint64_t base, lane_stride, chunk_bytes, va_bytes;
     uint32_t lanes, lane_slots, stride_slots;
     uint32_t *lane_counts;   /* usable slots per lane */
@@ -52,6 +54,8 @@ struct vc_stage {
     bool keep_window;
     struct vram_stage_info info;
     struct vram_residency res;
+    uint64_t told_version; /* the residency version BUDGET_CHANGED told */
+    uint32_t expert_slots; /* of its expert region */
     uint16_t *slot_layer; /* expert slot claims, for a resume; 0xffff none */
     uint32_t nslots;
 };
@@ -123,6 +127,14 @@ struct vram_client {
     /* chunks a recall took, to release without waiting (events.c) */
     uint64_t *release_q;
     size_t nrelease, caprelease;
+    /* calls in progress on this thread (lock.c): state is brought up to
+     * date and BUDGET_CHANGED told when the outermost one returns */
+    int depth;
+    bool tables_changed;  /* a chunk was mapped or unmapped since */
+    /* the event thread (thread.c) */
+    vp_mutex *lock;
+    vp_thread *thread;
+    bool thread_stop;
     /* fire-and-forget requests (releases answering recalls) */
     uint64_t async_ids[64];
     size_t nasync;
@@ -156,6 +168,18 @@ void vc_event(vram_client *c, int evt, const void *fields);
 /* Sends the releases recalls asked for (fire and forget). */
 void vc_send_releases(vram_client *c);
 
+/* lock.c: every public call is framed by these */
+/* Takes the client's lock (with an event thread) and counts the call. */
+void vc_enter(const vram_client *c);
+/* Counts the call out; the outermost brings every stage's figures up to
+ * date with what is mapped and tells BUDGET_CHANGED for the residency
+ * changes not told yet, then lets the lock go. Returns ret. */
+int vc_leave(const vram_client *c, int ret);
+
+/* thread.c: the event thread */
+/* Ends it (the connection receives no more after). */
+void vc_thread_stop(vram_client *c);
+
 /* session.c: connecting, hello, and again after the connection broke */
 int vc_hello(vram_client *c, char *error, size_t error_len);
 bool vc_can_reconnect(const vram_client *c);
@@ -179,8 +203,16 @@ struct vc_region *vc_region_get(const vram_client *c, uint32_t id);
 struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id);
 uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot);
 void vc_drop_chunk(vram_client *c, uint64_t id);
-void vc_emit(vram_client *c, enum vram_event_type type, uint32_t stage,
-             uint32_t n, uint32_t deadline);
+void vc_emit(vram_client *c, const struct vram_event *ev);
+/* The stage's figures from what this process maps (kv and expert regions
+ * of a configured stage). */
+void vc_stage_refresh(vram_client *c, struct vc_stage *st);
+/* Expert chunks ids[0..n) of stage are about to go (a recall, or moves
+ * into KV): the residency after is set, the engine told (type RECALL or
+ * EXPERT_SHRINK), before anything is unmapped. */
+void vc_expert_leaving(vram_client *c, enum vram_event_type type,
+                       uint32_t stage, const uint64_t *ids, size_t n,
+                       uint32_t deadline_ms);
 /* Takes the map entries of one reply frame (their handles move). */
 int vc_gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n);
 int vc_apply_pending(vram_client *c);

@@ -59,6 +59,7 @@ static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force)
             return e;
         r->slot_chunk[ch->slot] = UINT64_MAX;
         r->mapped--;
+        c->tables_changed = true;
     }
     ch->region = 0;
     ch->slot = 0;
@@ -84,6 +85,7 @@ static int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r
     ch->slot = slot;
     r->slot_chunk[slot] = ch->id;
     r->mapped++;
+    c->tables_changed = true;
     return 0;
 }
 
@@ -98,40 +100,112 @@ void vc_drop_chunk(vram_client *c, uint64_t id)
     vc_table_del(&c->chunks, id);
 }
 
-void vc_emit(vram_client *c, enum vram_event_type type, uint32_t stage,
-                 uint32_t n, uint32_t deadline)
+void vc_emit(vram_client *c, const struct vram_event *ev)
 {
-    if (!c->cb)
-        return;
+    if (c->cb)
+        c->cb(c->cb_user, ev);
+}
+
+/* Chunks mapped from slot 0 of a one-lane region, up to (not at) limit. */
+static uint32_t prefix(const struct vc_region *r, uint32_t limit)
+{
+    uint32_t k = 0;
+    while (k < r->lane_slots && k < limit && r->slot_chunk[k] != UINT64_MAX)
+        k++;
+    return k;
+}
+
+/* Expert slots wholly inside the first k chunks (as the daemon counts). */
+static uint32_t slots_in(const struct vc_stage *st, const struct vc_region *r,
+                         uint32_t k)
+{
+    if (!st->info.expert_slot_bytes)
+        return 0;
+    uint64_t n = (uint64_t)k * r->chunk_bytes / st->info.expert_slot_bytes;
+    return n < st->expert_slots ? (uint32_t)n : st->expert_slots;
+}
+
+void vc_stage_refresh(vram_client *c, struct vc_stage *st)
+{
+    struct vc_region *kv = st->info.kv_region
+                               ? vc_region_get(c, st->info.kv_region) : NULL;
+    struct vc_region *ex = st->info.expert_region
+                               ? vc_region_get(c, st->info.expert_region) : NULL;
+    if (kv)
+        st->info.kv_mapped_bytes = (uint64_t)kv->mapped * kv->chunk_bytes;
+    if (ex) {
+        st->info.expert_loaned_bytes = (uint64_t)ex->mapped * ex->chunk_bytes;
+        st->info.expert_slots_backed = slots_in(st, ex, prefix(ex, UINT32_MAX));
+        st->res.expert_loaned_bytes = st->info.expert_loaned_bytes;
+        st->res.expert_slots_backed = st->info.expert_slots_backed;
+    }
+}
+
+void vc_expert_leaving(vram_client *c, enum vram_event_type type,
+                       uint32_t stage, const uint64_t *ids, size_t n,
+                       uint32_t deadline_ms)
+{
     struct vc_stage *st = vc_stage_get(c, stage);
-    struct vram_event ev = {.type = type, .stage = stage, .nchunks = n,
-                            .deadline_ms = deadline};
+    struct vc_region *ex = st && st->info.expert_region
+                               ? vc_region_get(c, st->info.expert_region) : NULL;
+    struct vram_event ev = {.type = type, .stage = stage, .nchunks = (uint32_t)n,
+                            .deadline_ms = deadline_ms, .chunks = ids};
+    if (st && ex) {
+        /* The backed prefix ends at the first chunk leaving it. */
+        uint32_t first = UINT32_MAX, leaving = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct vc_chunk *ch = vc_table_get(&c->chunks, ids[i]);
+            if (!ch || ch->region != ex->id)
+                continue;
+            leaving++;
+            if (ch->slot < first)
+                first = ch->slot;
+        }
+        uint32_t before = prefix(ex, UINT32_MAX);
+        ev.slot_end = slots_in(st, ex, before);
+        ev.slot_first = slots_in(st, ex, first < before ? first : before);
+        st->res.expert_slots_backed = st->info.expert_slots_backed = ev.slot_first;
+        st->res.expert_loaned_bytes = st->info.expert_loaned_bytes =
+            (uint64_t)(ex->mapped - leaving) * ex->chunk_bytes;
+        /* R9's rule, here too: claims above the backed prefix are gone. */
+        for (uint32_t j = ev.slot_first; st->slot_layer && j < st->nslots; j++)
+            st->slot_layer[j] = 0xffff;
+    }
     if (st) {
         ev.residency_version = st->res.version;
         ev.expert_slots_backed = st->res.expert_slots_backed;
         ev.expert_loaned_bytes = st->res.expert_loaned_bytes;
     }
-    c->cb(c->cb_user, &ev);
+    vc_emit(c, &ev);
 }
 
 /* Applies the map entries gathered from a reply: new chunks are imported and
  * mapped, known chunks are moved. Engines hear of expert slots leaving before
- * they are unmapped. */
+ * they are unmapped (one EXPERT_SHRINK per stage). */
 int vc_apply_pending(vram_client *c)
 {
     int err = 0;
-    uint32_t shrink_stage = 0, shrinking = 0;
-    for (size_t i = 0; i < c->npend; i++) {
-        struct pending_map *p = &c->pend[i];
-        struct vc_chunk *ch = !vp_ok(p->h) ? vc_table_get(&c->chunks, p->chunk) : NULL;
-        struct vc_region *from = ch && ch->region ? vc_region_get(c, ch->region) : NULL;
-        if (from && from->kind == VRAM_REGION_EXPERT) {
-            shrink_stage = from->stage;
-            shrinking++;
+    for (size_t s = 0; s < c->nstages; s++) {
+        struct vc_stage *st = &c->stages[s];
+        if (!st->info.expert_region)
+            continue;
+        uint64_t *ids = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < c->npend; i++) {
+            struct pending_map *p = &c->pend[i];
+            struct vc_chunk *ch = !vp_ok(p->h) ? vc_table_get(&c->chunks, p->chunk)
+                                               : NULL;
+            if (!ch || ch->region != st->info.expert_region ||
+                p->region == st->info.expert_region)
+                continue;
+            if (!ids && !(ids = malloc(c->npend * sizeof(*ids))))
+                break; /* told without the list */
+            ids[n++] = p->chunk;
         }
+        if (n)
+            vc_expert_leaving(c, VRAM_EVENT_EXPERT_SHRINK, st->id, ids, n, 0);
+        free(ids);
     }
-    if (shrinking)
-        vc_emit(c, VRAM_EVENT_EXPERT_SHRINK, shrink_stage, shrinking, 0);
 
     for (size_t i = 0; i < c->npend; i++) {
         struct pending_map *p = &c->pend[i];
@@ -229,6 +303,7 @@ int vc_region_add(vram_client *c, const struct vram_t_region *o)
     r->lane_slots = o->lane_slots;
     r->stride_slots = o->stride_slots;
     r->chunk_bytes = o->chunk_bytes;
+    snprintf(r->name, sizeof(r->name), "%s", o->name ? o->name : "");
     size_t n = (size_t)o->lanes * o->stride_slots;
     r->slot_chunk = malloc(n * sizeof(uint64_t));
     r->lane_counts = malloc(o->lanes * sizeof(uint32_t));
@@ -289,13 +364,16 @@ void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
     in->device = o->device;
     in->first_layer = o->first_layer;
     in->last_layer = o->last_layer;
-    in->kv_mapped_bytes = o->kv_mapped_bytes;
     in->kv_max_bytes = o->kv_max_bytes;
-    in->expert_loaned_bytes = o->expert_loaned_bytes;
     in->expert_slot_bytes = o->expert_slot_bytes;
-    in->expert_slots_backed = o->expert_slots_backed;
+    /* The daemon's residency, unless this is older news than what the
+     * library has; the figures are what this process maps once the reply
+     * is applied (vc_stage_refresh). */
     if (o->residency_version >= st->res.version) {
         st->res.version = o->residency_version;
+        in->kv_mapped_bytes = o->kv_mapped_bytes;
+        in->expert_loaned_bytes = o->expert_loaned_bytes;
+        in->expert_slots_backed = o->expert_slots_backed;
         st->res.expert_slots_backed = in->expert_slots_backed;
         st->res.expert_loaned_bytes = in->expert_loaned_bytes;
     }
@@ -305,7 +383,14 @@ void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
             in->kv_region = r->id;
         else if (strcmp(r->kind, "expert") == 0)
             in->expert_region = r->id;
+        if (strcmp(r->kind, "expert") == 0 && !o->has_expert_slots &&
+            o->expert_slot_bytes) /* a daemon that does not say */
+            st->expert_slots = (uint32_t)((uint64_t)r->lane_slots *
+                                          r->chunk_bytes / o->expert_slot_bytes);
     }
+    if (o->has_expert_slots)
+        st->expert_slots = o->expert_slots;
+    c->tables_changed = true;
 }
 
 int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o)
@@ -316,7 +401,9 @@ int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o)
             return -ENOMEM;
         c->stages = v;
         memset(&v[c->nstages], 0, sizeof(v[0]));
-        v[c->nstages++].id = o->id;
+        v[c->nstages].id = o->id;
+        /* What it is at registration is no news. */
+        v[c->nstages++].told_version = o->residency_version;
     }
     for (size_t i = 0; i < o->regions.n; i++) {
         int e = vc_region_add(c, &o->regions.v[i]);

@@ -214,7 +214,8 @@ static void forget_stage(vram_client *c, uint32_t stage)
         free(st->slot_layer);
         *st = c->stages[--c->nstages];
     }
-    vc_emit(c, VRAM_EVENT_STAGE_LOST, stage, 0, 0);
+    struct vram_event ev = {.type = VRAM_EVENT_STAGE_LOST, .stage = stage};
+    vc_emit(c, &ev);
 }
 
 /* Everything is gone for the daemon: unmap it all here too. */

@@ -50,6 +50,7 @@ int vd_status_region(struct vd_core *core, uint32_t region,
 }
 
 struct region_list {
+    const struct vl_stage_view *sv; /* the stage's, for fixed regions' names */
     struct vram_region_array *arr;
     size_t cap;
     struct vram_arena *a;
@@ -64,7 +65,11 @@ static void add_region(void *ud, const struct vl_region_view *r)
     if ((l->err = vram_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
                                   sizeof(*l->arr->v), 4)) < 0)
         return;
-    l->err = region_fill(r, &l->arr->v[l->arr->n++], l->a);
+    struct vram_t_region *o = &l->arr->v[l->arr->n++];
+    l->err = region_fill(r, o, l->a);
+    for (uint32_t f = 0; l->sv && f < l->sv->cfg->nfixed; f++)
+        if (l->sv->fixed_region[f] == r->id)
+            o->name = l->sv->cfg->fixed[f].name;
 }
 
 int vd_status_stage(struct vd_core *core, uint32_t stage,
@@ -106,7 +111,11 @@ int vd_status_stage(struct vd_core *core, uint32_t stage,
         o->hold_ms = s.cfg->hold_ms;
         o->recall_deadline_ms = s.cfg->recall_deadline_ms;
     }
-    struct region_list l = {.arr = &o->regions, .a = a};
+    if (s.configured) {
+        o->has_expert_slots = true;
+        o->expert_slots = s.expert_slots;
+    }
+    struct region_list l = {.sv = &s, .arr = &o->regions, .a = a};
     vl_each_region(core->ledger, stage, add_region, &l);
     return l.err;
 }

@@ -306,6 +306,7 @@ struct vl_stage_view {
     uint32_t fixed_chunks, fixed_reserved, headroom_chunks;
     uint64_t kv_needed_bytes, residency_version;
     uint32_t expert_slots_backed;
+    uint32_t expert_slots;             /* slots of its expert region */
     uint32_t kv_region, expert_region; /* 0 for ad-hoc stages */
     uint32_t fixed_region[VL_MAX_FIXED];
 };

@@ -76,6 +76,7 @@ bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
         .kv_needed_bytes = s->kv_needed_bytes,
         .residency_version = s->residency_version,
         .expert_slots_backed = vl_expert_slots_backed(L, id),
+        .expert_slots = s->nslots,
         .kv_region = s->kv_region,
         .expert_region = s->expert_region,
     };

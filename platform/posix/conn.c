@@ -167,6 +167,11 @@ int vp_conn_error(vp_handle c)
     return -err;
 }
 
+int vp_conn_shut_receive(vp_handle c)
+{
+    return shutdown((int)c.v, SHUT_RD) < 0 ? -errno : 0;
+}
+
 int vp_conn_wait(vp_handle c, int events, int timeout_ms)
 {
     struct pollfd p = {.fd = (int)c.v,
