@@ -88,9 +88,9 @@ enum vram_event_type {
      * was sent again and returns normally. vram_client_fd() keeps its
      * number, but epoll users must add it again (it is a new socket). */
     VRAM_EVENT_RECONNECTED = 4,
-    /* After a reconnect, a stage could not be taken back (the configuration
-     * changed, or vramd lost its state): its regions are unmapped and
-     * forgotten; register it again. */
+    /* During a reconnect (before RECONNECTED), a stage could not be taken
+     * back (the configuration changed, or vramd lost its state): its
+     * regions are unmapped and forgotten; register it again. */
     VRAM_EVENT_STAGE_LOST = 5,
 };
 
@@ -231,8 +231,10 @@ VRAM_API void vram_client_close(vram_client *c);
  * (poll it for readability, then call vram_client_dispatch); its number
  * stays the same across a reconnect. */
 VRAM_API vram_handle vram_client_fd(const vram_client *c);
-/* Handles whatever arrived, without blocking: events are delivered and
- * recalls answered. Returns the events handled. */
+/* Handles whatever arrived: events are delivered and recalls answered.
+ * It does not wait for data; only when the connection broke does it block,
+ * connecting again and resuming (up to reconnect_ms). Returns the events
+ * handled. */
 VRAM_API int vram_client_dispatch(vram_client *c);
 VRAM_API void vram_client_set_event_callback(vram_client *c, vram_event_fn fn,
                                              void *user);
@@ -324,7 +326,9 @@ VRAM_API const char *vram_region_name(const vram_client *c, uint32_t region);
 VRAM_API int vram_region_lane_slots(const vram_client *c, uint32_t region,
                                     uint32_t lane);
 /* Backs the next chunks slots of every lane (ad-hoc stages and fixed
- * regions). -ENOSPC not enough free memory; -EDQUOT over
+ * regions; a configured stage's fixed regions start empty: grow them to
+ * their reserved size). -ENOENT not this client's region; -ENOSPC not
+ * enough free memory; -EDQUOT over
  * limits.chunks_per_client or a fixed region's reservation; -E2BIG past the
  * region's end; -EPERM the kv or expert region of a configured stage
  * (vram_kv_reserve and vram_expert_request move those). */
@@ -374,22 +378,28 @@ VRAM_API int vram_kv_reserve(vram_client *c, uint32_t stage,
  * has room beside its loans and headroom (BUDGET_CHANGED says so before
  * this returns); the rest is unmapped and given back. Pool loans are kept.
  * Nothing is trimmed for a stage registered with VRAM_STAGE_KEEP_WINDOW or
- * one that may not lend. -ENOENT, -EPERM as for vram_kv_reserve. */
+ * one that may not lend; a client that missed a recall deadline lends
+ * nothing (the whole surplus is given back). -ENOENT, -EPERM as for
+ * vram_kv_reserve. */
 VRAM_API int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens);
 /* Asks for expert loans out of the stage's unused KV window (less its
  * headroom) and, where the device lends unreserved memory, the pool; at
  * most max_bytes, or all there is when max_bytes is 0. Getting less, or
  * nothing, is not an error: read vram_expert_residency after.
- *   -EPERM   this client missed a recall deadline (no new loans)
+ * max_bytes counts whole chunks, rounded down.
+ *   -EPERM   this client missed a recall deadline (no new loans), or an
+ *            ad-hoc stage
  *   -EDQUOT  limits.chunks_per_client reached
  *   -ENOENT  not a stage of this client */
 VRAM_API int vram_expert_request(vram_client *c, uint32_t stage,
                                  uint64_t max_bytes);
 /* Claims backed expert slots for one layer (so that a resume after a
  * reconnect keeps them). All or none:
+ * Slots are numbered by their place in the expert region.
  *   -EINVAL  a slot not backed (at or beyond expert_slots_backed)
  *   -EBUSY   a slot claimed by another layer
- *   -EPERM   the layer is outside the stage's layers */
+ *   -EPERM   the layer is outside the stage's layers, or an ad-hoc stage
+ *   -ENOENT  not a stage of this client */
 VRAM_API int vram_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
                                const uint32_t *slots, size_t n);
 /* The stage's residency, current (no round trip). -ENOENT. */
@@ -408,12 +418,12 @@ VRAM_API void *vram_expert_slot(const vram_client *c, uint32_t stage,
 
 /* Admin only: disconnect another client (its chunks are quarantined until
  * its process is gone). -EPERM unless this peer is in access.admin;
- * -ENOENT no such client. */
+ * -ENOENT no such client; -EINVAL oneself. */
 VRAM_API int vram_admin_evict(vram_client *c, uint32_t client);
 
 /* Admin only: a device's capacity at run time, down to what is in use and
- * reserved, up to its size when vramd started (-EBUSY says which). -EPERM,
- * -ENODEV. */
+ * reserved (-EBUSY says which), up to its size when vramd started (-E2BIG
+ * above). -EPERM, -ENODEV. */
 VRAM_API int vram_admin_set_capacity(vram_client *c, uint32_t device,
                                      uint64_t bytes);
 
