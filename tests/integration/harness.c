@@ -39,7 +39,7 @@ static void cleanup(void)
         return;
     for (int i = 0; i < nmade; i++) {
         char cmd[200];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", made[i]);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%.127s'", made[i]);
         if (system(cmd)) {}
     }
 }

@@ -139,7 +139,8 @@ int main(void)
     CHECK_EQ_U(dev[0].id, 0);
     CHECK_EQ_U(dev[0].capacity_bytes, 256 * MIB);
     CHECK_EQ_U(dev[0].chunk_bytes, 2 * MIB);
-    CHECK(strcmp(dev[0].backend, "host") == 0, "backend %s", dev[0].backend);
+    CHECK(strcmp(dev[0].backend, vram_client_backend(a)) == 0, "backend %s",
+          dev[0].backend);
     CHECK(vram_devices(a, NULL, 0) == 1, "count only");
     uint32_t ids[8];
     int nr = vram_stage_regions(a, 0, ids, 8);
