@@ -56,12 +56,17 @@ target_link_libraries(vram_cjson PRIVATE m)
 # The project's own code: the Linux build's warnings (errors with
 # VRAM_WERROR). C99 printf (%zu, %llu, the same number formatting as glibc)
 # rather than msvcrt's.
+# -fdata-sections: binutils 2.40 for PE x86-64 relocates a reference to a
+# weak variable defined in the same file (tests/check.h's check_count and
+# check_failures) to the variable's address plus its offset in its section,
+# so the counters landed on other variables (a failure could go uncounted);
+# a section of its own puts each variable at offset 0.
 set(VRAM_WARNINGS -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
     -Wno-unused-parameter)
 if(VRAM_WERROR)
   list(APPEND VRAM_WARNINGS -Werror)
 endif()
-add_compile_options(${VRAM_WARNINGS})
+add_compile_options(${VRAM_WARNINGS} -fdata-sections)
 add_compile_definitions(VRAM_VERSION="${PROJECT_VERSION}" __USE_MINGW_ANSI_STDIO=1)
 
 # The ledger. mingw's errno.h lacks EDQUOT and ESTALE, which the ledger

@@ -75,6 +75,9 @@ struct vl_stage {
     uint64_t residency_version;
     uint16_t *slot_layer;    /* per expert slot: owning layer, 0xffff none */
     uint32_t nslots;         /* expert slots in the region */
+    uint32_t claim_hi;       /* no slot at or above it is claimed: what a
+                                residency change clears is bounded by the
+                                claims, not by the region's size */
     uint64_t recalls_total, grants_total;
     uint32_t quarantined;    /* chunks of its regions waiting for a reap */
     uint32_t q_fixed;        /* of those, fixed chunks */
@@ -239,6 +242,8 @@ struct vl_region *vli_own_region(struct vl_ledger *L, uint32_t client,
                                  uint32_t region);
 uint32_t vli_lane_used(const struct vl_region *r, uint32_t lane);
 uint32_t vli_lane_first_empty(const struct vl_region *r, uint32_t lane);
+uint32_t vli_lane_last_below(struct vl_ledger *L, const struct vl_region *r,
+                             uint32_t lane, int st, uint32_t below);
 uint32_t vli_lane_last_in(struct vl_ledger *L, const struct vl_region *r,
                           uint32_t lane, int st);
 void vli_grant_lanes(struct vl_ledger *L, struct vl_region *r,

@@ -221,9 +221,11 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
             lend = total;
     }
     uint32_t lent = 0;
-    for (uint32_t l = s->cfg.lanes; l-- > 0;)
+    for (uint32_t l = s->cfg.lanes; l-- > 0;) {
+        uint32_t below = kv->lane_hi[l]; /* one walk down the lane */
         for (uint32_t n = 0; n < surplus[l]; n++) {
-            uint32_t k = vli_lane_last_in(L, kv, l, VL_GRANTED);
+            uint32_t k = vli_lane_last_below(L, kv, l, VL_GRANTED, below);
+            below = k - l * kv->stride_slots;
             struct vl_device *cd = NULL;
             uint32_t idx = 0;
             struct vl_chunk *c = vli_chunk_get(L, kv->slot_chunk[k], &cd, &idx);
@@ -248,6 +250,7 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
                                                .stage = stage});
             }
         }
+    }
     if (lent)
         vli_budget_changed(L, s, fx);
     return 0;

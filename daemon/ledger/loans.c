@@ -48,10 +48,12 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
         excess = excess > o->recalling ? excess - o->recalling : 0;
         struct vl_region *ex = vli_region_find(L, o->expert_region);
         bool changed = false;
+        uint32_t below = ex->lane_hi[0]; /* one walk down the lane */
         while (excess && ask) {
-            uint32_t k = vli_lane_last_in(L, ex, 0, VL_LOANED);
+            uint32_t k = vli_lane_last_below(L, ex, 0, VL_LOANED, below);
             if (k == VL_NONE)
                 break;
+            below = k;
             struct vl_device *cd = NULL;
             uint32_t idx = 0;
             struct vl_chunk *c = vli_chunk_get(L, ex->slot_chunk[k], &cd, &idx);

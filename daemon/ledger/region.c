@@ -276,7 +276,17 @@ uint32_t vli_lane_first_empty(const struct vl_region *r, uint32_t lane)
 uint32_t vli_lane_last_in(struct vl_ledger *L, const struct vl_region *r,
                           uint32_t lane, int st)
 {
-    for (uint32_t i = r->lane_hi[lane]; i-- > 0;) {
+    return vli_lane_last_below(L, r, lane, st, r->lane_hi[lane]);
+}
+
+/* The same, below index below of the lane: a caller taking many chunks from
+ * the top walks the lane once (below = the index it took last). */
+uint32_t vli_lane_last_below(struct vl_ledger *L, const struct vl_region *r,
+                             uint32_t lane, int st, uint32_t below)
+{
+    if (below > r->lane_hi[lane])
+        below = r->lane_hi[lane];
+    for (uint32_t i = below; i-- > 0;) {
         uint32_t k = lane * r->stride_slots + i;
         if (r->slot_chunk[k] == VL_CHUNK_NONE)
             continue;

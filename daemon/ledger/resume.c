@@ -599,6 +599,8 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             k->slot >= vl_expert_slots_backed(L, k->stage))
             continue;
         s->slot_layer[k->slot] = (uint16_t)k->layer;
+        if (k->slot >= s->claim_hi)
+            s->claim_hi = k->slot + 1;
     }
     for (size_t i = 0; i < rs->nstages; i++)
         if (!rs->stages[i].lost && rs->stages[i].configured)

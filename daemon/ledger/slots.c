@@ -34,8 +34,10 @@ void vli_budget_changed(struct vl_ledger *L, struct vl_stage *s,
 {
     s->residency_version++;
     uint32_t backed = vl_expert_slots_backed(L, (uint32_t)(s - L->stage));
-    for (uint32_t i = backed; i < s->nslots; i++)
+    for (uint32_t i = backed; i < s->claim_hi; i++)
         s->slot_layer[i] = VLI_SLOT_LAYER_NONE;
+    if (s->claim_hi > backed)
+        s->claim_hi = backed;
     vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_BUDGET, .client = s->owner,
                                    .stage = (uint32_t)(s - L->stage)});
 }
@@ -63,7 +65,10 @@ int vl_expert_claim(struct vl_ledger *L, uint32_t client, uint32_t stage,
             return vli_fail(L, -EBUSY, "slot %u belongs to layer %u", slots[i],
                             o);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         s->slot_layer[slots[i]] = (uint16_t)layer;
+        if (slots[i] >= s->claim_hi)
+            s->claim_hi = slots[i] + 1;
+    }
     return 0;
 }

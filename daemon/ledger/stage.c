@@ -64,8 +64,9 @@ void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s)
     memset(s->fixed_region, 0, sizeof(s->fixed_region));
     s->kv_needed_bytes = 0;
     s->kv_peak_tokens = 0;
-    for (uint32_t i = 0; i < s->nslots; i++)
+    for (uint32_t i = 0; i < s->claim_hi; i++)
         s->slot_layer[i] = VLI_SLOT_LAYER_NONE;
+    s->claim_hi = 0;
 }
 
 /* R14: checked before anything else of a registration, as the daemon did
