@@ -282,8 +282,8 @@ static void parse_stages(struct ctx *x, const cJSON *arr, struct vd_config *c)
                                             "recall_deadline_ms", "hold_ms",
                                             "on_missed_recall",
                                             NULL};
-    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > VL_MAX_STAGES) {
-        err(x, "stages: expected an array of at most %d stages", VL_MAX_STAGES);
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > VL_CONFIG_STAGES) {
+        err(x, "stages: expected an array of at most %d stages", VL_CONFIG_STAGES);
         return;
     }
     int n = cJSON_GetArraySize(arr);
@@ -304,7 +304,7 @@ static void parse_stages(struct ctx *x, const cJSON *arr, struct vd_config *c)
         known_keys(x, o, p, keys);
         uint64_t v;
         s->id = c->nstages - 1;
-        if (get_uint(x, o, "id", p, VL_MAX_STAGES - 1, &v))
+        if (get_uint(x, o, "id", p, VL_CONFIG_STAGES - 1, &v))
             s->id = (uint32_t)v;
         for (uint32_t i = 0; i + 1 < c->nstages; i++)
             if (c->stages[i].id == s->id)

@@ -23,12 +23,16 @@ die() {
     exit 1
 }
 
-[ "$(id -u)" = 0 ] || die "run as root (it installs packages with apt-get)"
 command -v apt-get >/dev/null || die "apt-get not found: this script is for Debian 12"
+# Root only for what must change (packages, the sources list, apt's index).
+need_root() {
+    [ "$(id -u)" = 0 ] || die "$1: run as root"
+}
 
 updated=0
 apt_update() {
     if [ "$updated" = 0 ]; then
+        need_root "apt-get update"
         say "apt-get update"
         apt-get update -qq
         updated=1
@@ -43,6 +47,7 @@ for p in $pkgs; do
         missing="$missing $p"
 done
 if [ -n "$missing" ]; then
+    need_root "installing$missing"
     apt_update
     say "installing:$missing"
     apt-get install -y -qq --no-install-recommends $missing >/dev/null
@@ -108,6 +113,7 @@ if has_src bookworm && has_src bookworm-updates; then
 else
     find_mirror || die "no 'deb' entry for bookworm in /etc/apt/sources.list{,.d}: cannot tell which mirror to fetch sources from"
     list=/etc/apt/sources.list.d/vramd-deb-src.sources
+    need_root "writing $list"
     say "adding deb-src for bookworm and bookworm-updates from $mirror_uri in $list"
     {
         echo "# Written by vramd's scripts/windows-deps.sh: the source packages of"

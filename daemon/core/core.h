@@ -72,6 +72,7 @@ struct vd_core {
     struct vd_recall *recalls;   /* recall deadlines */
     struct vd_counters counters;
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
+    uint32_t budget_ids[64];            /* which, in order (when they fit) */
     uint32_t budget_npending;           /* how many are set */
     struct vlog_limit admission_limit; /* refusals at admission, logged */
     bool discard_state; /* --discard-state: the old state file unread */

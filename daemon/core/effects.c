@@ -71,6 +71,17 @@ static void send_budget_event(struct vd_core *core, uint32_t stage)
 void vd_effects_flush_budget(struct vd_core *core)
 {
     /* Most replies change no budget: skip the walk over every stage. */
+    /* Usually a few stages, listed as they came; past the list's room,
+     * one walk over the table. */
+    uint32_t n = core->budget_npending;
+    if (n <= 64) {
+        core->budget_npending = 0;
+        for (uint32_t k = 0; k < n; k++) {
+            core->budget_pending[core->budget_ids[k]] = false;
+            send_budget_event(core, core->budget_ids[k]);
+        }
+        return;
+    }
     for (uint32_t i = 0; core->budget_npending && i < VL_MAX_STAGES; i++)
         if (core->budget_pending[i]) {
             core->budget_pending[i] = false;
@@ -166,8 +177,12 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
             break;
         case VL_FX_BUDGET:
             if (e->stage < VL_MAX_STAGES) {
-                core->budget_npending += !core->budget_pending[e->stage];
-                core->budget_pending[e->stage] = true;
+                if (!core->budget_pending[e->stage]) {
+                    if (core->budget_npending < 64)
+                        core->budget_ids[core->budget_npending] = e->stage;
+                    core->budget_npending++;
+                    core->budget_pending[e->stage] = true;
+                }
             }
             break;
         }

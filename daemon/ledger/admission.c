@@ -9,9 +9,9 @@
 
 int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
 {
-    if (cfg->id >= VL_MAX_STAGES)
+    if (cfg->id >= VL_CONFIG_STAGES)
         return vli_fail(L, -EINVAL, "stage id %u: at most %d", cfg->id,
-                        VL_MAX_STAGES - 1);
+                        VL_CONFIG_STAGES - 1);
     if (L->stage[cfg->id].used)
         return vli_fail(L, -EEXIST, "stage %u defined twice", cfg->id);
     struct vl_device *d = vli_dev_get(L, cfg->device);

@@ -72,14 +72,14 @@ static int check_chunks(struct vl_ledger *L, struct tally *t,
                                 "region", d->cfg.id, k,
                                 vl_state_name(c->state));
             if (c->qstage != VL_QSTAGE_NONE) {
-                if (c->state != VL_QUARANTINED || c->qstage >= VL_MAX_STAGES ||
+                if (c->state != VL_QUARANTINED || c->qstage >= L->nstage ||
                     !L->stage[c->qstage].configured)
                     return vli_fail(L, -EFAULT, "device %u chunk %u: %s, "
                                     "counted as quarantine of stage %u",
                                     d->cfg.id, k, vl_state_name(c->state),
                                     c->qstage);
                 qstage[c->qstage]++;
-                qstage[VL_MAX_STAGES + c->qstage] += c->qcat == VL_CAT_FIXED;
+                qstage[L->nstage + c->qstage] += c->qcat == VL_CAT_FIXED;
             } else if (c->qcat) {
                 return vli_fail(L, -EFAULT, "device %u chunk %u: a quarantine "
                                 "category without a stage", d->cfg.id, k);
@@ -246,7 +246,7 @@ static int check_holds(struct vl_ledger *L, struct tally *t)
                                 (unsigned long long)a0);
         }
     }
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used || s->configured || s->owner)
             continue;
@@ -261,7 +261,7 @@ static int check_holds(struct vl_ledger *L, struct tally *t)
 static int check_stages(struct vl_ledger *L, const uint32_t *qstage,
                         struct tally *t)
 {
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used)
             continue;
@@ -293,10 +293,10 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage,
                             s->kv_chunks, loan, s->loan_chunks, fixed,
                             s->fixed_chunks, rec, s->recalling);
         if (qstage[i] != s->quarantined ||
-            qstage[VL_MAX_STAGES + i] != s->q_fixed)
+            qstage[L->nstage + i] != s->q_fixed)
             return vli_fail(L, -EFAULT, "stage %u: %u quarantined chunks (%u "
                             "fixed), counted %u (%u)", i, qstage[i],
-                            qstage[VL_MAX_STAGES + i], s->quarantined,
+                            qstage[L->nstage + i], s->quarantined,
                             s->q_fixed);
         if (!s->configured)
             continue;
@@ -330,7 +330,7 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage,
         struct vl_device *d = &L->dev[di];
         struct vli_promises p = vli_dev_promises(L, d);
         uint64_t full = 0, pool = 0;
-        for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+        for (uint32_t i = 0; i < L->nstage; i++) {
             struct vl_stage *s = &L->stage[i];
             if (s->used && s->configured && s->cfg.device == d->cfg.id) {
                 full += vli_stage_full(s);
@@ -384,10 +384,14 @@ static int check_clients(struct vl_ledger *L, const struct tally *t)
 
 int vl_check(struct vl_ledger *L)
 {
-    uint32_t qstage[2 * VL_MAX_STAGES] = {0};
+    /* Per stage: quarantined chunks, then those of them fixed. */
+    uint32_t *qstage = calloc(2 * (size_t)L->nstage, sizeof(*qstage));
     struct tally *t = calloc(L->nclient ? L->nclient : 1, sizeof(*t));
-    if (!t)
+    if (!t || !qstage) {
+        free(t);
+        free(qstage);
         return vli_fail(L, -ENOMEM, "out of memory");
+    }
     int e = check_chunks(L, t, qstage);
     if (e == 0)
         e = check_regions(L, t);
@@ -398,5 +402,6 @@ int vl_check(struct vl_ledger *L)
     if (e == 0)
         e = check_clients(L, t);
     free(t);
+    free(qstage);
     return e;
 }

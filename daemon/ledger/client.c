@@ -83,7 +83,7 @@ static void tenant_use(const struct vl_ledger *L, uint32_t tenant,
         u->gone += c->gone;
         u->va_bytes += c->va_bytes;
     }
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         const struct vl_stage *s = &L->stage[i];
         if (!s->used || s->configured)
             continue;
@@ -198,7 +198,7 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
     struct vl_client *cl = vli_client_find(L, client);
     if (!cl)
         return vli_fail(L, -ENOENT, "no client %u", client);
-    if (vli_fx_reserve(fx, VL_MAX_STAGES) < 0)
+    if (vli_fx_reserve(fx, L->nstage) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
     vli_drop_regions(L, client, VL_NONE, true, fx);
     /* R11: chunks held outside regions (recalled ones already unmapped from
@@ -214,7 +214,7 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
             }
         }
     }
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used || s->owner != client)
             continue;
@@ -264,7 +264,7 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         vli_client_va(L, h->client, -(int64_t)h->size);
         *h = L->va_hold[--L->nva_hold];
     }
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < L->nstage; i++)
         if (L->stage[i].used && !L->stage[i].configured &&
             !L->stage[i].owner && L->stage[i].held_by == client)
             vli_stage_reset(L, &L->stage[i]);

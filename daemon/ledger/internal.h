@@ -119,7 +119,8 @@ struct vl_client {
 struct vl_ledger {
     struct vl_device dev[VL_MAX_DEVICES];
     uint32_t ndev;
-    struct vl_stage stage[VL_MAX_STAGES];
+    struct vl_stage *stage; /* by id, nstage of them (grown on demand) */
+    uint32_t nstage;
     struct vl_region **region;
     size_t nregion, region_cap;
     /* id -> index + 1 in region[] (0 empty, UINT32_MAX removed): a lookup
@@ -209,6 +210,9 @@ struct vli_promises {
 uint32_t vli_window_free(const struct vl_stage *s);
 uint32_t vli_fixed_free(const struct vl_stage *s);
 uint32_t vli_pool_loans(const struct vl_stage *s);
+/* The stage table covers ids below n (new entries unused): 0, or -ENOMEM.
+ * Stage pointers taken before it may move. */
+int vli_stages_cover(struct vl_ledger *L, uint32_t n);
 uint32_t vli_dev_pool_loans(struct vl_ledger *L, const struct vl_device *d);
 uint32_t vli_stage_full(const struct vl_stage *s);
 struct vli_promises vli_dev_promises(struct vl_ledger *L,

@@ -28,7 +28,13 @@
 #include <stdint.h>
 
 #define VL_MAX_DEVICES 64
-#define VL_MAX_STAGES 256
+/* Stage ids: configured stages use 0..VL_CONFIG_STAGES-1 (the
+ * configuration's own ids); ad-hoc stages have a pool of their own above,
+ * up to VL_MAX_STAGES-1 (32,512 ids, the lowest free first). How many one
+ * user holds is bounded by its limits (R14, R16), and the ledger's table
+ * grows with the ids in use. */
+#define VL_CONFIG_STAGES 256
+#define VL_MAX_STAGES 32768
 #define VL_MAX_LANES 256
 #define VL_MAX_FIXED 8
 #define VL_NONE 0xffffffffu

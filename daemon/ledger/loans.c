@@ -37,9 +37,9 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
     uint32_t stage = (uint32_t)(s - L->stage);
     uint32_t pending = d->count[VL_RECALLING];
     uint32_t ask = short_by > pending ? short_by - pending : 0;
-    if (vli_fx_reserve(fx, ask + VL_MAX_STAGES) < 0)
+    if (vli_fx_reserve(fx, ask + L->nstage) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
-    for (uint32_t i = 0; i < VL_MAX_STAGES && ask; i++) {
+    for (uint32_t i = 0; i < L->nstage && ask; i++) {
         struct vl_stage *o = &L->stage[i];
         if (!o->used || o == s || o->cfg.device != s->cfg.device ||
             !o->expert_region)

@@ -20,7 +20,7 @@ void vli_note_chunk(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     if (c->state == VL_QUARANTINED) {
         st = c->qstage;
         cat = c->qcat;
-    } else if (r && r->stage < VL_MAX_STAGES && L->stage[r->stage].configured) {
+    } else if (r && r->stage < L->nstage && L->stage[r->stage].configured) {
         st = (uint16_t)r->stage;
     }
     L->obs.chunk(L->obs.ctx, vli_dev_index(L, d), idx, c->holder, st, cat);

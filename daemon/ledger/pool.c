@@ -193,6 +193,26 @@ void vli_to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
                                    .chunk = id});
 }
 
+int vli_stages_cover(struct vl_ledger *L, uint32_t n)
+{
+    if (n <= L->nstage)
+        return 0;
+    if (n > VL_MAX_STAGES)
+        return -E2BIG;
+    uint32_t cap = L->nstage ? L->nstage : VL_CONFIG_STAGES;
+    while (cap < n)
+        cap *= 2;
+    if (cap > VL_MAX_STAGES)
+        cap = VL_MAX_STAGES;
+    struct vl_stage *v = realloc(L->stage, (size_t)cap * sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    memset(v + L->nstage, 0, (size_t)(cap - L->nstage) * sizeof(*v));
+    L->stage = v;
+    L->nstage = cap;
+    return 0;
+}
+
 int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev,
             uint64_t va_base, uint64_t va_size)
 {
@@ -242,7 +262,7 @@ int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev
         L->ndev = i + 1;
     }
     L->va_free = malloc(sizeof(*L->va_free));
-    if (!L->va_free) {
+    if (!L->va_free || vli_stages_cover(L, VL_CONFIG_STAGES) < 0) {
         vl_fini(L);
         return vli_fail(L, -ENOMEM, "out of memory");
     }
@@ -263,8 +283,9 @@ void vl_fini(struct vl_ledger *L)
     }
     for (size_t i = 0; i < L->nregion; i++)
         vli_region_free(L->region[i]);
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < L->nstage; i++)
         free(L->stage[i].slot_layer);
+    free(L->stage);
     free(L->region);
     free(L->rh);
     free(L->client);

@@ -40,7 +40,7 @@ uint32_t vli_pool_loans(const struct vl_stage *s)
 uint32_t vli_dev_pool_loans(struct vl_ledger *L, const struct vl_device *d)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         const struct vl_stage *s = &L->stage[i];
         if (s->used && s->configured && s->cfg.device == d->cfg.id)
             n += vli_pool_loans(s);
@@ -96,7 +96,7 @@ struct vli_promises vli_dev_promises(struct vl_ledger *L,
                                      const struct vl_device *d)
 {
     struct vli_promises p = {0, 0, 0};
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used || !s->configured || s->cfg.device != d->cfg.id)
             continue;

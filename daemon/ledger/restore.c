@@ -35,7 +35,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
                             (unsigned long long)chunks[i].chunk);
         /* What the file says a chunk counted as is checked, not trusted. */
         if (chunks[i].cat > VL_CAT_LOAN ||
-            (chunks[i].stage != VL_QSTAGE_NONE && chunks[i].stage >= VL_MAX_STAGES))
+            (chunks[i].stage != VL_QSTAGE_NONE && chunks[i].stage >= VL_CONFIG_STAGES))
             return vli_fail(L, -EINVAL, "chunk %llu: category %u of stage %u "
                             "is no chunk's", (unsigned long long)chunks[i].chunk,
                             chunks[i].cat, chunks[i].stage);
@@ -46,7 +46,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
          * stage still is, on this chunk's device (the configuration may have
          * changed between the two daemons). */
         uint16_t st = chunks[i].stage;
-        if (st < VL_MAX_STAGES && L->stage[st].configured &&
+        if (st < L->nstage && L->stage[st].configured &&
             L->stage[st].cfg.device == d->cfg.id) {
             vli_qstage_set(L, c, st, chunks[i].cat);
         }
@@ -82,8 +82,12 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
     }
     for (uint32_t i = 0; adhoc_stage_holder && i < VL_MAX_STAGES; i++) {
         uint32_t who = adhoc_stage_holder[i];
+        if (!who || !vli_client_find(L, who))
+            continue;
+        if (vli_stages_cover(L, i + 1) < 0)
+            return vli_fail(L, -ENOMEM, "out of memory");
         struct vl_stage *s = &L->stage[i];
-        if (!who || !vli_client_find(L, who) || s->used)
+        if (s->used)
             continue; /* a configured stage now: its id is not ad-hoc */
         s->used = true;
         s->cfg.id = i;

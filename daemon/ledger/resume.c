@@ -36,13 +36,15 @@ static bool of_process(const struct vl_resume *rs, uint32_t client)
     return false;
 }
 
-/* Declared stages by id (resume_judge fills the index first). */
+/* Declared stages by id (resume_judge fills the index first), over the
+ * rs_nstage ids of the stage table. */
 static int32_t *rs_stage_at;
+static uint32_t rs_nstage;
 
 static struct vl_resume_stage *rs_stage(struct vl_resume *rs, uint32_t id)
 {
     if (rs_stage_at)
-        return id < VL_MAX_STAGES && rs_stage_at[id] >= 0
+        return id < rs_nstage && rs_stage_at[id] >= 0
                    ? &rs->stages[rs_stage_at[id]]
                    : NULL;
     for (size_t i = 0; i < rs->nstages; i++)
@@ -81,7 +83,11 @@ struct resume_work {
     struct vl_region **pre;
     struct vl_region **made; /* per declared region, once adopted */
     uint32_t *by_id; /* indexes of rs->regions, sorted by id */
-    int32_t stage_at[VL_MAX_STAGES]; /* index in rs->stages, or -1 */
+    /* per stage id of the table: */
+    int32_t *stage_at;     /* index in rs->stages, or -1 */
+    uint32_t *qmine;       /* quarantined chunks of the process */
+    uint32_t *fixed_taken; /* fixed regions taken back */
+    uint8_t *have_kv, *have_ex, *partial;
     uint8_t *seen[VL_MAX_DEVICES];
 };
 
@@ -121,7 +127,9 @@ static void work_free(struct vl_ledger *L, struct vl_resume *rs,
     free(w->by_id);
     for (uint32_t d = 0; d < L->ndev; d++)
         free(w->seen[d]);
+    free(w->stage_at);
     rs_stage_at = NULL;
+    rs_nstage = 0;
 }
 
 /* R13: a configured stage's chunk comes back as what it counted as, or
@@ -154,8 +162,8 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
         for (size_t j = 0; j < i; j++)
             if (rs->stages[j].id == st->id)
                 return vli_fail(L, -EINVAL, "stage %u declared twice", st->id);
-        if (st->id >= VL_MAX_STAGES) {
-            st->lost = -EINVAL;
+        if (st->id >= L->nstage) { /* no stage this process could hold */
+            st->lost = st->id >= VL_MAX_STAGES ? -EINVAL : -ENOENT;
             continue;
         }
         struct vl_stage *s = &L->stage[st->id];
@@ -174,7 +182,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
         }
     }
     /* A configured stage's quarantine must all be the process's. */
-    uint32_t qmine[VL_MAX_STAGES] = {0};
+    uint32_t *qmine = w->qmine;
     for (uint32_t di = 0; di < L->ndev; di++)
         for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
             struct vl_chunk *c = &L->dev[di].chunks[k];
@@ -188,12 +196,13 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
             st->lost = -EBUSY;
     }
 
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < L->nstage; i++)
         w->stage_at[i] = -1;
     for (size_t i = 0; i < rs->nstages; i++)
-        if (rs->stages[i].id < VL_MAX_STAGES)
+        if (rs->stages[i].id < L->nstage)
             w->stage_at[rs->stages[i].id] = (int32_t)i;
     rs_stage_at = w->stage_at;
+    rs_nstage = L->nstage;
     w->pre = calloc(rs->nregions + 1, sizeof(*w->pre));
     w->made = calloc(rs->nregions + 1, sizeof(*w->made));
     w->by_id = malloc((rs->nregions + 1) * sizeof(*w->by_id));
@@ -208,8 +217,8 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
             return vli_fail(L, -EINVAL, "region %u declared twice",
                             rs->regions[w->by_id[i]].id);
 
-    uint32_t fixed_taken[VL_MAX_STAGES] = {0};
-    uint8_t have_kv[VL_MAX_STAGES] = {0}, have_ex[VL_MAX_STAGES] = {0};
+    uint32_t *fixed_taken = w->fixed_taken;
+    uint8_t *have_kv = w->have_kv, *have_ex = w->have_ex;
     for (size_t i = 0; i < rs->nregions; i++) {
         struct vl_resume_region *rr = &rs->regions[i];
         rr->lost = 0;
@@ -377,7 +386,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
      * process declared cannot be placed, it would stay quarantined outside
      * the stage while the stage's promise counted on it. Then the stage
      * stays away, all of it quarantined, until the process exits. */
-    bool partial[VL_MAX_STAGES] = {false};
+    uint8_t *partial = w->partial;
     for (uint32_t di = 0; di < L->ndev; di++)
         for (uint32_t k = 0; k < L->dev[di].nchunks; k++) {
             struct vl_chunk *c = &L->dev[di].chunks[k];
@@ -391,7 +400,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
                 partial[c->qstage] = true;
         }
     for (size_t i = 0; i < rs->nstages; i++)
-        if (rs->stages[i].id < VL_MAX_STAGES && partial[rs->stages[i].id])
+        if (rs->stages[i].id < L->nstage && partial[rs->stages[i].id])
             rs->stages[i].lost = -EBUSY;
     for (size_t i = 0; i < rs->nregions; i++) {
         struct vl_resume_region *rr = &rs->regions[i];
@@ -487,11 +496,24 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
     if (cl->chunks)
         return vli_fail(L, -EBUSY, "resume before anything else: this client "
                         "already holds %u chunks", cl->chunks);
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < L->nstage; i++)
         if (L->stage[i].used && L->stage[i].owner == client)
             return vli_fail(L, -EBUSY, "resume before anything else: this "
                             "client already owns stage %u", i);
+    /* The per-stage work arrays cover the stage table, which holds every
+     * stage a process may take back (configured ones, and the ad-hoc ones
+     * its gone clients hold): a declaration never grows it. */
     struct resume_work w = {0};
+    size_t ns = L->nstage;
+    char *block = calloc(ns, 3 * sizeof(uint32_t) + 3);
+    if (!block)
+        return vli_fail(L, -ENOMEM, "out of memory");
+    w.stage_at = (int32_t *)(void *)block;
+    w.qmine = (uint32_t *)(void *)(block + ns * 4);
+    w.fixed_taken = (uint32_t *)(void *)(block + ns * 8);
+    w.have_kv = (uint8_t *)block + ns * 12;
+    w.have_ex = w.have_kv + ns;
+    w.partial = w.have_ex + ns;
     int e = resume_judge(L, rs, &w);
     if (e == 0 && vli_fx_reserve(fx, from->chunks) < 0)
         e = vli_fail(L, -ENOMEM, "out of memory");

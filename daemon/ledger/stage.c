@@ -13,7 +13,7 @@
 
 const struct vl_stage *vli_stage_peek(const struct vl_ledger *L, uint32_t id)
 {
-    if (id >= VL_MAX_STAGES || !L->stage[id].used)
+    if (id >= L->nstage || !L->stage[id].used)
         return NULL;
     return &L->stage[id];
 }
@@ -96,8 +96,11 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
         return vli_fail(L, -ENODEV, "no device %u", device);
     if (last < first || last >= VLI_SLOT_LAYER_NONE)
         return vli_fail(L, -EINVAL, "bad layer range %u-%u", first, last);
-    /* Ad-hoc stages take ids from the top, away from configured ones. */
-    for (uint32_t i = VL_MAX_STAGES; i-- > 0;) {
+    /* Ad-hoc stages have ids of their own, above the configured ones: the
+     * lowest free, the table growing when all it has are taken. */
+    for (uint32_t i = VL_CONFIG_STAGES; i < VL_MAX_STAGES; i++) {
+        if (i >= L->nstage && vli_stages_cover(L, i + 1) < 0)
+            return vli_fail(L, -ENOMEM, "out of memory");
         struct vl_stage *s = &L->stage[i];
         if (s->used)
             continue;
@@ -112,7 +115,8 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
         *stage_out = i;
         return 0;
     }
-    return vli_fail(L, -E2BIG, "all %d stages are in use", VL_MAX_STAGES);
+    return vli_fail(L, -E2BIG, "all %d ad-hoc stage ids are in use",
+                    VL_MAX_STAGES - VL_CONFIG_STAGES);
 }
 
 int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,

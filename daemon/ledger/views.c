@@ -87,7 +87,7 @@ bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
 
 uint32_t vl_stage_next(const struct vl_ledger *L, uint32_t from)
 {
-    for (uint32_t i = from; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = from; i < L->nstage; i++)
         if (L->stage[i].used)
             return i;
     return VL_NONE;
@@ -182,7 +182,7 @@ uint32_t vl_client_stages(const struct vl_ledger *L, uint32_t client,
                           uint32_t *ids, uint32_t max)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; client && i < VL_MAX_STAGES && n < max; i++)
+    for (uint32_t i = 0; client && i < L->nstage && n < max; i++)
         if (L->stage[i].used && L->stage[i].owner == client)
             ids[n++] = i;
     return n;

@@ -49,9 +49,14 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
                  (unsigned long long)h->off_holders);
         return -EBADMSG;
     }
-    if (!table_ok(h->off_stages, VL_MAX_STAGES, sizeof(uint32_t), 4, size)) {
-        snprintf(why, whylen, "the stage table (offset %llu) is not inside the "
-                 "file", (unsigned long long)h->off_stages);
+    uint32_t nstages = h->nstages ? h->nstages : VD_STATE_OLD_STAGES;
+    if (nstages > VL_MAX_STAGES) {
+        snprintf(why, whylen, "%u stage ids, at most %d", nstages, VL_MAX_STAGES);
+        return -EBADMSG;
+    }
+    if (!table_ok(h->off_stages, nstages, sizeof(uint32_t), 4, size)) {
+        snprintf(why, whylen, "the stage table (%u at offset %llu) is not "
+                 "inside the file", nstages, (unsigned long long)h->off_stages);
         return -EBADMSG;
     }
     if (!table_ok(h->off_ranges, h->nranges, sizeof(struct vd_state_range), 8,
@@ -76,6 +81,7 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
     v->h = h;
     v->holders = (const void *)(p + h->off_holders);
     v->stages = (const void *)(p + h->off_stages);
+    v->nstages = nstages;
     v->ranges = (const void *)(p + h->off_ranges);
     for (uint32_t i = 0; i < VL_MAX_DEVICES; i++)
         v->chunks[i] = i < h->ndev ? (const void *)(p + h->off_chunks[i]) : NULL;

@@ -3,7 +3,7 @@
  * runs the same check on any bytes.
  *
  * Layout, all little-endian host order: a header, then the holder table,
- * the ad-hoc stage table, the range table and one 64-bit record per chunk
+ * the ad-hoc stage table (by stage id: who holds it), the range table and one 64-bit record per chunk
  * of each device. */
 #ifndef VRAMD_STATE_FORMAT_H
 #define VRAMD_STATE_FORMAT_H
@@ -17,13 +17,16 @@
 #define VD_STATE_MAGIC "VRMDSTA1"
 #define VD_STATE_VERSION 2u
 #define VD_HOLDER_EVICTED 1u
+#define VD_STATE_OLD_STAGES 256u
 
 struct vd_state_hdr {
     char magic[8];
     uint32_t version, ndev;
     char boot_id[40];
     uint32_t next_client;
-    uint32_t nholders, nranges, pad;
+    uint32_t nholders, nranges;
+    uint32_t nstages; /* entries of the ad-hoc stage table; 0 in files made
+                         before it was sized: VD_STATE_OLD_STAGES */
     uint64_t off_holders, off_stages, off_ranges, size;
     uint64_t off_chunks[VL_MAX_DEVICES];
     struct {
@@ -51,7 +54,8 @@ struct vd_state_range {
 struct vd_state_view {
     const struct vd_state_hdr *h;
     const struct vd_state_holder *holders;
-    const uint32_t *stages; /* VL_MAX_STAGES */
+    const uint32_t *stages; /* nstages: the holder of each ad-hoc stage id */
+    uint32_t nstages;
     const struct vd_state_range *ranges;
     const uint64_t *chunks[VL_MAX_DEVICES];
 };

@@ -280,6 +280,7 @@ static int state_create(const struct vd_state_params *prm, const char *path,
     h->nranges = (uint32_t)nranges;
     h->off_holders = off_holders;
     h->off_stages = off_stages;
+    h->nstages = VL_MAX_STAGES;
     h->off_ranges = off_ranges;
     h->size = st->size;
     for (uint32_t i = 0; i < ndev; i++) {
@@ -346,8 +347,12 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     struct vl_restore_chunk *rc = NULL;
     struct vl_va_hold *va = NULL;
     size_t nrc = 0, nva = 0;
-    uint32_t stage_holder[VL_MAX_STAGES] = {0};
+    uint32_t *stage_holder = calloc(VL_MAX_STAGES, sizeof(*stage_holder));
     struct vd_state *st = NULL;
+    if (!stage_holder) {
+        vp_mapfile_close(&p.file);
+        return -ENOMEM;
+    }
     uint32_t next_client = 0;
 
     if (p.h) {
@@ -355,6 +360,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
         const struct holder *hs = (const void *)(p.map + h->off_holders);
         const struct range *rs = (const void *)(p.map + h->off_ranges);
         const uint32_t *ss = (const void *)(p.map + h->off_stages);
+        uint32_t nss = h->nstages ? h->nstages : VD_STATE_OLD_STAGES;
         next_client = h->next_client;
         orph = calloc(h->nholders + 1, sizeof(*orph));
         ids = calloc(h->nholders + 1, sizeof(*ids));
@@ -423,7 +429,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
                     break;
                 }
         }
-        for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+        for (uint32_t i = 0; i < nss; i++)
             for (size_t o = 0; ss[i] && o < norph; o++)
                 if (orph[o].client == ss[i])
                     stage_holder[i] = ss[i];
@@ -513,6 +519,7 @@ out:
     free(ids);
     free(rc);
     free(va);
+    free(stage_holder);
     vp_mapfile_close(&p.file);
     return e;
 }

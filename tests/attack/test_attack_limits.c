@@ -1,5 +1,6 @@
 /* One user taking a shared resource from the others: the address window
- * (per client and per user), ad-hoc stage ids and gone clients per user.
+ * (per client and per user), ad-hoc stage ids (their own pool, far larger
+ * than any user's share) and gone clients per user.
  * Each is refused with EDQUOT naming its limit, changes nothing, and other
  * users and root go on. Needs root (to become other users). */
 #include <errno.h>
@@ -182,6 +183,26 @@ int main(void)
     CHECK(vram_region_create(root, st, VRAM_REGION_FIXED, 4 * MIB, 1, &r) == 0,
           "root's region: %s", vram_client_last_error(root));
     vram_client_close(root);
+    /* Stage ids are not a small shared pool: 640 ad-hoc stages live at once
+     * (there were 256 ids in all, configured ones included), on 40
+     * connections of 16 stages each (limits.stages_per_client). */
+    vram_client *many[40];
+    uint32_t got = 0, top = 0;
+    for (int i = 0; i < 40; i++) {
+        many[i] = connect_client(&d, "many-stages");
+        for (int k = 0; k < 16; k++) {
+            uint32_t s;
+            if (vram_stage_register_adhoc(many[i], 0, 0, 1, &s) == 0) {
+                got++;
+                top = s > top ? s : top;
+            }
+        }
+    }
+    CHECK_EQ_U(got, 640);
+    CHECK(top >= 256 + 639, "the highest ad-hoc id is %u", top);
+    CHECK(vram_client_ping(many[0]) == 0, "the daemon serves");
+    for (int i = 0; i < 40; i++)
+        vram_client_close(many[i]);
     struct rendezvous rv;
     rv_init(&rv);
     pid_t leaver = spawn(leaves_gone, &d, &rv);

@@ -367,7 +367,7 @@ static void test_r02_admission(void)
     bad = stage_cfg(3, 1, 0, 3, 1);
     bad.lane_bytes_per_token[0] = UINT64_MAX / 1000; /* overflows */
     OP(&L, -EINVAL, vl_stage_configure(&L, &bad));
-    bad = stage_cfg(VL_MAX_STAGES, 1, 0, 3, 1);
+    bad = stage_cfg(VL_CONFIG_STAGES, 1, 0, 3, 1);
     OP(&L, -EINVAL, vl_stage_configure(&L, &bad));
     CHECK_EQ_U(L.dev[1].reserved, 1056);
 
@@ -694,9 +694,11 @@ static void test_r01_adhoc(void)
     OP(&L, -EEXIST, vl_client_add(&L, 1)); /* duplicate client id */
     uint32_t st, st2;
     OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 3, &st));
-    CHECK_EQ_U(st, VL_MAX_STAGES - 1); /* ad-hoc ids come from the top */
+    /* Ad-hoc ids are a pool of their own above the configured ones, the
+     * lowest free first. */
+    CHECK_EQ_U(st, VL_CONFIG_STAGES);
     OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 4, 7, &st2));
-    CHECK_EQ_U(st2, VL_MAX_STAGES - 2);
+    CHECK_EQ_U(st2, VL_CONFIG_STAGES + 1);
     OP(&L, -EINVAL, vl_stage_register_adhoc(&L, 1, 0, 5, 4, &st2));
 
     uint32_t ra, rb, rc, rx;
@@ -1500,7 +1502,7 @@ struct declared {
 static void declare_all(struct vl_ledger *L, uint32_t client, struct declared *d)
 {
     memset(d, 0, sizeof(*d));
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < L->nstage; i++) {
         struct vl_stage *s = &L->stage[i];
         if (s->used && s->owner == client)
             d->st[d->rs.nstages++] = (struct vl_resume_stage){
@@ -2172,7 +2174,7 @@ static void walk_client(void *ud, const struct vl_client_view *v)
     for (size_t i = 0; i < L->nregion; i++)
         regions += L->region[i]->client == v->id &&
                    !L->stage[L->region[i]->stage].configured;
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < L->nstage; i++)
         stages += L->stage[i].used && L->stage[i].owner == v->id;
     CHECK_EQ_U(v->gone, c->gone);
     CHECK_EQ_U(v->resumed, c->resumed);
@@ -2220,7 +2222,7 @@ static void check_views(struct vl_ledger *L)
     CHECK(vl_device_index(L, 777) == -ENODEV, "device 777");
 
     uint32_t nused = 0, seen = 0;
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < L->nstage; i++)
         nused += L->stage[i].used;
     for (uint32_t id = vl_stage_next(L, 0); id != VL_NONE;
          id = vl_stage_next(L, id + 1)) {

@@ -205,9 +205,9 @@ static uint32_t pick_live(void)
 /* A random used stage; configured or not as asked; owned or not. */
 static int pick_stage(bool configured, bool owned, uint32_t *out)
 {
-    uint32_t start = below(VL_MAX_STAGES);
-    for (uint32_t k = 0; k < VL_MAX_STAGES; k++) {
-        uint32_t i = (start + k) % VL_MAX_STAGES;
+    uint32_t start = below(W.L.nstage);
+    for (uint32_t k = 0; k < W.L.nstage; k++) {
+        uint32_t i = (start + k) % W.L.nstage;
         struct vl_stage *s = &W.L.stage[i];
         if (s->used && s->configured == configured && (s->owner != 0) == owned) {
             *out = i;
@@ -633,7 +633,8 @@ static void op_answer_unmaps(bool all)
 struct decl {
     uint32_t client;
     bool stale; /* taken before a reserve or trim whose reply never came */
-    struct vl_resume_stage st[VL_MAX_STAGES];
+#define DECL_STAGES 1024
+    struct vl_resume_stage st[DECL_STAGES]; /* more is a failure below */
     size_t nst;
     struct vl_resume_region *rg;
     size_t nrg;
@@ -647,10 +648,12 @@ static void decl_build(struct decl *d, uint32_t c)
 {
     memset(d, 0, sizeof(*d));
     d->client = c;
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++) {
+    for (uint32_t i = 0; i < W.L.nstage; i++) {
         struct vl_stage *s = &W.L.stage[i];
         if (!s->used || s->owner != c)
             continue;
+        FAIL_IF(d->nst == DECL_STAGES, "client %u owns over %d stages", c,
+                DECL_STAGES);
         d->st[d->nst++] = (struct vl_resume_stage){
             .id = i, .configured = s->configured, .keep_window = s->keep_window,
             .device = s->cfg.device, .first_layer = s->cfg.first_layer,
@@ -718,7 +721,7 @@ static void disconnect(uint32_t k, struct decl *pre)
             FAIL_IF(ch->holder == c && ch->state != VL_QUARANTINED,
                     "chunk of a gone client is %s", vl_state_name(ch->state));
         }
-    for (uint32_t i = 0; i < VL_MAX_STAGES; i++)
+    for (uint32_t i = 0; i < W.L.nstage; i++)
         FAIL_IF(W.L.stage[i].used && W.L.stage[i].owner == c,
                 "stage %u still owned by a gone client", i);
 }
@@ -1024,7 +1027,7 @@ static void settle_round(void)
     op_answer_unmaps(true);
     while (W.ngone)
         op_reap();
-    for (uint32_t st = 0; st < VL_MAX_STAGES; st++) {
+    for (uint32_t st = 0; st < W.L.nstage; st++) {
         struct vl_stage *s = &W.L.stage[st];
         if (!s->used || !s->configured || !s->owner)
             continue;

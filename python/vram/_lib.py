@@ -1,0 +1,337 @@
+"""The ctypes declarations of libvram: every struct and function of vram.h.
+
+Each ``Structure`` below mirrors its C struct field for field, in the same
+order and with the same types, so that ctypes lays it out exactly as the C
+compiler does (natural alignment, padding included).  C enums are
+``unsigned int`` here: GCC and Clang give an enum whose values are all
+non-negative that type, and it has the size of ``int`` everywhere libvram
+builds.  ``vram_handle`` (``intptr_t``) is ``c_ssize_t``, which has the size
+of a pointer on every platform CPython supports.
+
+Nothing here is public API: use :mod:`vram`.  ``PROTOTYPES`` lists every
+function with its restype and argtypes; :func:`load` applies them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_int,
+    c_size_t,
+    c_ssize_t,
+    c_uint,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+__all__ = [
+    "VRAM_KV_HOLD",
+    "VRAM_STAGE_KEEP_WINDOW",
+    "PROTOTYPES",
+    "STRUCTS",
+    "load",
+    "libc_free",
+    "library_path",
+    "vram_client",
+    "vram_client_p",
+    "vram_event",
+    "vram_event_fn",
+    "vram_client_options",
+    "vram_device_info",
+    "vram_region_info",
+    "vram_stage_info",
+    "vram_kv_result",
+    "vram_residency",
+]
+
+# ---- constants of vram.h -------------------------------------------------
+
+VRAM_KV_HOLD = 1
+VRAM_STAGE_KEEP_WINDOW = 1
+
+# enum vram_region_kind, enum vram_event_type: see vram.types for the enums.
+c_enum = c_uint
+vram_handle = c_ssize_t
+
+
+# ---- structs ---------------------------------------------------------------
+
+
+class vram_client(Structure):
+    """The opaque ``vram_client``; only pointers to it are used."""
+
+
+vram_client_p = POINTER(vram_client)
+
+
+class vram_event(Structure):
+    """``struct vram_event``."""
+
+    _fields_ = [
+        ("type", c_enum),  # enum vram_event_type
+        ("stage", c_uint32),
+        ("residency_version", c_uint64),
+        ("expert_slots_backed", c_uint32),
+        ("expert_loaned_bytes", c_uint64),
+        ("nchunks", c_uint32),
+        ("deadline_ms", c_uint32),
+        ("lost_chunks", c_uint32),
+        ("slot_first", c_uint32),
+        ("slot_end", c_uint32),
+        ("chunks", POINTER(c_uint64)),  # const uint64_t *
+    ]
+
+
+# typedef void (*vram_event_fn)(void *user, const struct vram_event *ev);
+vram_event_fn = CFUNCTYPE(None, c_void_p, POINTER(vram_event))
+
+
+class vram_client_options(Structure):
+    """``struct vram_client_options``."""
+
+    _fields_ = [
+        ("name", c_char_p),  # const char *
+        ("ctl", c_int),
+        ("timeout_ms", c_int),
+        ("peer_access", c_int),
+        ("error", c_char_p),  # char *, a buffer of error_len bytes
+        ("error_len", c_size_t),
+        ("reconnect_ms", c_int),
+    ]
+
+
+class vram_device_info(Structure):
+    """``struct vram_device_info``."""
+
+    _fields_ = [
+        ("id", c_uint32),
+        ("backend", c_char * 16),
+        ("name", c_char * 96),
+        ("uuid", c_char * 48),
+        ("chunk_bytes", c_uint64),
+        ("capacity_bytes", c_uint64),
+        ("free_bytes", c_uint64),
+        ("granted_bytes", c_uint64),
+        ("loaned_bytes", c_uint64),
+        ("total_bytes", c_uint64),
+    ]
+
+
+class vram_region_info(Structure):
+    """``struct vram_region_info``."""
+
+    _fields_ = [
+        ("id", c_uint32),
+        ("stage", c_uint32),
+        ("device", c_uint32),
+        ("kind", c_enum),  # enum vram_region_kind
+        ("base", c_void_p),
+        ("lane_stride", c_uint64),
+        ("lanes", c_uint32),
+        ("lane_slots", c_uint32),
+        ("chunk_bytes", c_uint64),
+        ("mapped", c_uint32),
+    ]
+
+
+class vram_stage_info(Structure):
+    """``struct vram_stage_info``."""
+
+    _fields_ = [
+        ("stage", c_uint32),
+        ("device", c_uint32),
+        ("first_layer", c_uint32),
+        ("last_layer", c_uint32),
+        ("kv_region", c_uint32),
+        ("expert_region", c_uint32),
+        ("kv_mapped_bytes", c_uint64),
+        ("kv_max_bytes", c_uint64),
+        ("expert_loaned_bytes", c_uint64),
+        ("expert_slots_backed", c_uint32),
+        ("expert_slot_bytes", c_uint64),
+    ]
+
+
+class vram_kv_result(Structure):
+    """``struct vram_kv_result``."""
+
+    _fields_ = [
+        ("kv_needed_bytes", c_uint64),
+        ("kv_mapped_bytes", c_uint64),
+        ("expert_loaned_bytes", c_uint64),
+        ("expert_slots_backed", c_uint32),
+        ("recalled_chunks", c_uint32),
+    ]
+
+
+class vram_residency(Structure):
+    """``struct vram_residency``."""
+
+    _fields_ = [
+        ("version", c_uint64),
+        ("expert_slots_backed", c_uint32),
+        ("expert_loaned_bytes", c_uint64),
+    ]
+
+
+#: Every struct of vram.h, by its C name (the layout test compares them
+#: with the compiler's offsetof and sizeof).
+STRUCTS: Dict[str, Any] = {
+    "vram_event": vram_event,
+    "vram_client_options": vram_client_options,
+    "vram_device_info": vram_device_info,
+    "vram_region_info": vram_region_info,
+    "vram_stage_info": vram_stage_info,
+    "vram_kv_result": vram_kv_result,
+    "vram_residency": vram_residency,
+}
+
+# ---- functions -----------------------------------------------------------
+
+_C = vram_client_p
+_u32 = c_uint32
+_u64 = c_uint64
+
+#: name -> (restype, argtypes), in vram.h's order.
+PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
+    # connection
+    "vram_client_connect": (
+        c_int, [c_char_p, POINTER(vram_client_options), POINTER(_C)]),
+    "vram_client_connect_fd": (
+        c_int, [vram_handle, POINTER(vram_client_options), POINTER(_C)]),
+    "vram_client_close": (None, [_C]),
+    "vram_client_fd": (vram_handle, [_C]),
+    "vram_client_dispatch": (c_int, [_C]),
+    "vram_client_set_event_callback": (None, [_C, vram_event_fn, c_void_p]),
+    "vram_client_start_event_thread": (c_int, [_C]),
+    "vram_client_id": (c_uint32, [_C]),
+    "vram_client_backend": (c_char_p, [_C]),
+    "vram_client_last_error": (c_char_p, [_C]),
+    "vram_strerror": (c_char_p, [c_int]),
+    "vram_devices": (c_int, [_C, POINTER(vram_device_info), c_size_t]),
+    # stages
+    "vram_stage_register": (
+        c_int, [_C, _u32, c_uint, POINTER(vram_stage_info)]),
+    "vram_stage_register_adhoc": (
+        c_int, [_C, _u32, _u32, _u32, POINTER(_u32)]),
+    "vram_stage_release": (c_int, [_C, _u32]),
+    "vram_stage_info": (c_int, [_C, _u32, POINTER(vram_stage_info)]),
+    "vram_stage_regions": (c_int, [_C, _u32, POINTER(_u32), c_size_t]),
+    # regions
+    "vram_region_create": (
+        c_int, [_C, _u32, c_enum, _u64, _u32, POINTER(_u32)]),
+    "vram_region_info": (c_int, [_C, _u32, POINTER(vram_region_info)]),
+    "vram_region_name": (c_char_p, [_C, _u32]),
+    "vram_region_lane_slots": (c_int, [_C, _u32, _u32]),
+    "vram_region_grow": (c_int, [_C, _u32, _u32]),
+    "vram_region_shrink": (c_int, [_C, _u32, _u32]),
+    "vram_region_release": (c_int, [_C, _u32]),
+    "vram_region_move_chunk": (
+        c_int, [_C, _u32, _u32, _u32, _u32, _u32, _u32]),
+    "vram_region_chunk": (c_int, [_C, _u32, _u32, _u32, POINTER(_u64)]),
+    "vram_region_slot": (c_void_p, [_C, _u32, _u32, _u32]),
+    # KV budget and expert loans
+    "vram_kv_reserve": (
+        c_int, [_C, _u32, _u64, _u64, c_uint, POINTER(vram_kv_result)]),
+    "vram_kv_trim": (c_int, [_C, _u32, _u64]),
+    "vram_expert_request": (c_int, [_C, _u32, _u64]),
+    "vram_expert_claim": (c_int, [_C, _u32, _u32, POINTER(_u32), c_size_t]),
+    "vram_expert_residency": (c_int, [_C, _u32, POINTER(vram_residency)]),
+    "vram_expert_slots": (c_int, [_C, _u32]),
+    "vram_expert_slot": (c_void_p, [_C, _u32, _u32]),
+    # administration and health
+    "vram_admin_evict": (c_int, [_C, _u32]),
+    "vram_admin_set_capacity": (c_int, [_C, _u32, _u64]),
+    "vram_client_ping": (c_int, [_C]),
+    "vram_status_json": (c_int, [_C, POINTER(POINTER(c_char))]),
+    "vram_client_chunks_held": (c_size_t, [_C]),
+}
+
+# ---- loading ---------------------------------------------------------------
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_path: Optional[str] = None
+_free: Optional[Any] = None
+
+
+def _candidates() -> Sequence[str]:
+    """Where libvram is looked for, in order."""
+    env = os.environ.get("VRAM_LIB")
+    if env:
+        return [env]
+    found = ctypes.util.find_library("vram")
+    out = [found] if found else []
+    out.append("libvram.so.0")
+    return out
+
+
+def load() -> ctypes.CDLL:
+    """libvram, loaded once and with every prototype declared.
+
+    Looked for as ``$VRAM_LIB`` (a path) when set, else
+    ``ctypes.util.find_library("vram")``, else ``libvram.so.0``.  Raises
+    ``OSError`` naming what was tried.
+    """
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        lib = None
+        for name in _candidates():
+            try:
+                lib = ctypes.CDLL(name)
+                _path = name
+                break
+            except OSError as e:
+                tried.append(f"{name} ({e})")
+        if lib is None:
+            raise OSError(
+                "cannot load libvram: tried " + "; ".join(tried)
+                + " (set VRAM_LIB to the path of libvram.so)")
+        for fname, (restype, argtypes) in PROTOTYPES.items():
+            try:
+                f = getattr(lib, fname)
+            except AttributeError as e:
+                raise OSError(f"{_path} lacks {fname}: not the libvram this "
+                              "package binds") from e
+            f.restype = restype
+            f.argtypes = argtypes
+        _lib = lib
+        return lib
+
+
+def library_path() -> Optional[str]:
+    """The name libvram was loaded by, or None before :func:`load`."""
+    return _path
+
+
+def libc_free(ptr: Any) -> None:
+    """free() of the C library libvram allocates with (vram_status_json)."""
+    global _free
+    if _free is None:
+        if sys.platform == "win32":  # pragma: no cover - POSIX first
+            libc = ctypes.cdll.msvcrt
+        else:
+            # dlopen(NULL): the process's own symbols, libc's free among
+            # them, the one libvram's malloc pairs with.
+            libc = ctypes.CDLL(None)
+        f = libc.free
+        f.restype = None
+        f.argtypes = [c_void_p]
+        _free = f
+    _free(ctypes.cast(ptr, c_void_p))
