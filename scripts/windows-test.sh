@@ -51,23 +51,36 @@ fi
 t2=$(date +%s)
 echo "== built in $(elapsed "$t1")"
 
-# One prefix for the run (the emulator's default, scripts/wine-run.sh),
-# made before the tests so that they do not race to create it; wine's
-# messages while it does so are in the log.
+# One prefix for the run (the emulator's default, scripts/wine-run.sh) and
+# one persistent wineserver for it, started here with wine's helper
+# processes (services.exe and the rest) on /dev/null: started by a test,
+# they would keep its output pipe open, and ctest would wait for them (3 s
+# after each test that starts the server, or until the timeout with a
+# persistent one). A server left over for this prefix is stopped first;
+# this one is stopped at the end.
 WINEPREFIX=${WINEPREFIX:-$build/wineprefix}
 export WINEPREFIX
-if [ ! -f "$WINEPREFIX/system.reg" ]; then
-    echo "== wine prefix $WINEPREFIX"
-    sh scripts/wine-run.sh cmd /c exit </dev/null >"$build/wineprefix.log" 2>&1 || {
-        cat "$build/wineprefix.log"
-        echo "windows-test: wine could not make its prefix $WINEPREFIX" >&2
-        exit 1
-    }
-fi
+wineserver=${VRAM_WINESERVER:-/usr/lib/wine/wineserver64}
+"$wineserver" -k >/dev/null 2>&1 || true
+"$wineserver" -w >/dev/null 2>&1 || true
+trap '"$wineserver" -k >/dev/null 2>&1 || true' EXIT
+echo "== wine: prefix $WINEPREFIX, persistent wineserver"
+mkdir -p "$WINEPREFIX"
+"$wineserver" -p </dev/null >/dev/null 2>&1 || {
+    echo "windows-test: $wineserver -p failed" >&2
+    exit 1
+}
+sh scripts/wine-run.sh cmd /c exit </dev/null >"$build/wineprefix.log" 2>&1 || {
+    cat "$build/wineprefix.log"
+    echo "windows-test: wine could not start in $WINEPREFIX" >&2
+    exit 1
+}
+t3=$(date +%s)
+echo "== wine ready in $(elapsed "$t2")"
 
 echo "== ctest under wine"
 rc=0
 (cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 300) || rc=$?
-echo "== tests ran in $(elapsed "$t2"); all in $(elapsed "$t0")"
+echo "== tests ran in $(elapsed "$t3"); all in $(elapsed "$t0")"
 [ "$rc" = 0 ] || echo "windows-test: tests failed" >&2
 exit "$rc"

@@ -202,13 +202,18 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
         return vli_fail(L, -ENOMEM, "out of memory");
     vli_drop_regions(L, client, VL_NONE, true, fx);
     /* R11: chunks held outside regions (recalled ones already unmapped from
-     * the ledger's view) are quarantined too. */
-    for (uint32_t di = 0; di < L->ndev; di++) {
+     * the ledger's view) are quarantined too. The walk stops once it met
+     * every chunk the client holds: none at all for a vramctl or an engine
+     * that held nothing. */
+    uint32_t left = cl->chunks;
+    for (uint32_t di = 0; left && di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; k < d->nchunks; k++) {
+        for (uint32_t k = 0; left && k < d->nchunks; k++) {
             struct vl_chunk *c = &d->chunks[k];
-            if (c->holder == client && c->state != VL_QUARANTINED &&
-                c->state != VL_FREE) {
+            if (c->holder != client || c->state == VL_FREE)
+                continue;
+            left--;
+            if (c->state != VL_QUARANTINED) {
                 vli_set_cat(d, c, VL_CAT_NONE);
                 vli_set_state(d, c, VL_QUARANTINED);
             }
@@ -246,12 +251,17 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         q += L->dev[di].count[VL_QUARANTINED];
     if (vli_fx_reserve(fx, q) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
-    for (uint32_t di = 0; di < L->ndev; di++) {
+    /* Until every chunk it holds was met (none: no walk). */
+    uint32_t left = cl->chunks;
+    for (uint32_t di = 0; left && di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; k < d->nchunks; k++)
-            if (d->chunks[k].holder == client &&
-                d->chunks[k].state == VL_QUARANTINED)
+        for (uint32_t k = 0; left && k < d->nchunks; k++) {
+            if (d->chunks[k].holder != client || d->chunks[k].state == VL_FREE)
+                continue;
+            left--;
+            if (d->chunks[k].state == VL_QUARANTINED)
                 vli_to_free(L, d, k, fx);
+        }
     }
     for (size_t i = 0; i < L->nva_hold;) {
         struct vl_va_hold *h = &L->va_hold[i];

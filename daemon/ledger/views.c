@@ -205,10 +205,13 @@ size_t vl_client_chunk_ids(const struct vl_ledger *L, uint32_t client,
                            uint64_t *ids, size_t max)
 {
     size_t n = 0;
-    for (uint32_t di = 0; di < L->ndev; di++) {
+    const struct vl_client *cl = vli_client_find(L, client);
+    uint32_t left = cl ? cl->chunks : 0; /* the walk ends when all are met */
+    for (uint32_t di = 0; left && di < L->ndev; di++) {
         const struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; k < d->nchunks; k++)
+        for (uint32_t k = 0; left && k < d->nchunks; k++)
             if (d->chunks[k].holder == client && d->chunks[k].state != VL_FREE) {
+                left--;
                 if (n < max)
                     ids[n] = vl_chunk_id(di, k);
                 n++;

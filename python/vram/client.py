@@ -1,0 +1,715 @@
+"""vram.Client: one connection to vramd, over libvram."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import errno as _errno
+import json
+import os
+import sys
+import threading
+import weakref
+from ctypes import POINTER, byref, c_char, c_uint32, c_uint64
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+
+from . import _lib
+from .errors import VramError
+from .types import (
+    DeviceInfo,
+    Event,
+    KvResult,
+    RegionInfo,
+    RegionKind,
+    Residency,
+    StageInfo,
+)
+
+__all__ = ["Client", "EventHandler"]
+
+#: What an event handler is: it gets each :class:`Event`, returns nothing.
+EventHandler = Callable[[Event], None]
+
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+
+_ERROR_BUFFER = 1024
+
+# Per thread: the clients whose event callback runs on this thread now (a
+# stack, innermost last).  Calls a callback makes into its own client skip
+# the client's Python lock (the library holds the client's own lock around
+# the callback, or the calling thread is inside a call already), and a
+# client dropped inside a callback is closed on another thread.
+_cb_tls = threading.local()
+
+
+def _callback_stack() -> List[int]:
+    st = getattr(_cb_tls, "stack", None)
+    if st is None:
+        st = _cb_tls.stack = []
+    return st
+
+
+# Clients still open, closed at interpreter exit: an event thread must not
+# call into an interpreter that is finalising.
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    for c in list(_open_clients):
+        try:
+            c.close()
+        except Exception:  # pragma: no cover - best effort at exit
+            pass
+
+
+def _close_handle(lib: Any, handle: Any, keep: Any) -> None:
+    """vram_client_close on a thread of its own (a client dropped inside an
+    event callback); keep is the ctypes callback, alive until it is done."""
+    lib.vram_client_close(handle)
+    del keep
+
+
+def _decode(b: Optional[bytes]) -> str:
+    return b.decode("utf-8", "replace") if b else ""
+
+
+def _numpy() -> Any:
+    """numpy, imported on first use of a view."""
+    try:
+        import numpy
+    except ImportError as e:
+        raise ImportError(
+            "vram's memory views (lane_view, expert_slot_view) need numpy, "
+            "which is not installed (Debian: apt-get install python3-numpy; "
+            "otherwise pip install numpy); the rest of vram works without it"
+        ) from e
+    return numpy
+
+
+def _make_trampoline(ref: "weakref.ReferenceType[Client]") -> Callable[..., None]:
+    """The C callback: finds the client through a weak reference (no
+    cycle, so a dropped client is collected and closed) and delivers."""
+
+    def trampoline(user: Any, evp: Any) -> None:
+        try:
+            client = ref()
+            if client is None:
+                return
+            stack = _callback_stack()
+            stack.append(id(client))
+            try:
+                client._deliver(evp)
+            finally:
+                # The last reference may go here: __del__ then sees that
+                # it runs inside a callback and closes on another thread.
+                client = None
+                stack.pop()
+        except BaseException:  # nothing may unwind into C
+            try:
+                sys.unraisablehook(_unraisable(sys.exc_info()[1],
+                                               "vram event trampoline"))
+            except BaseException:
+                pass
+
+    return trampoline
+
+
+def _unraisable(exc: Optional[BaseException], where: str) -> Any:
+    """A sys.UnraisableHookArgs-like object for sys.unraisablehook."""
+
+    class _Args:
+        exc_type = type(exc)
+        exc_value = exc
+        exc_traceback = exc.__traceback__ if exc is not None else None
+        err_msg = f"Exception ignored in {where}"
+        object = None
+
+    return _Args()
+
+
+class Client:
+    """One connection to vramd (``vram_client``); a context manager.
+
+    ``Client(path)`` connects at once (``vram_client_connect``) and maps
+    nothing yet.  ``path`` None means ``$VRAM_SOCKET``, else
+    ``/run/vramd/vramd.sock``.  A failed connect raises :class:`VramError`
+    whose ``errno`` is the code (ENOENT or ECONNREFUSED: no vramd listens
+    there; EACCES; E2BIG; EPROTONOSUPPORT; ENODEV) and whose ``message`` is
+    the library's error text, which names the socket.
+
+    Options (``struct vram_client_options``): ``name`` as vramctl shows it
+    (default "pid-N"); ``timeout_ms`` per request (0: 30000);
+    ``reconnect_ms`` how long to keep connecting again after the connection
+    breaks (0: 30000 for engines, never for control clients; -1: never);
+    ``ctl`` a control client (vramctl); ``peer_access`` (cuda) map chunks
+    for peer GPUs too.
+
+    **Errors.**  Every libvram call that returns a negative errno raises
+    :class:`VramError` (``e.errno`` positive, ``e.message`` the daemon's
+    words, ``str(e)`` with vramd's meaning of the code too).  Calls on a
+    closed client raise ``ValueError``, as for a closed file.
+
+    **Events.**  ``on_event`` (an argument, or the attribute set later) is
+    called with an :class:`Event` for every event the library delivers:
+    inside the blocking call that read it, inside :meth:`dispatch`, or on
+    the library's event thread (:meth:`start_event_thread`).  The library's
+    state is already the state after the change, so :meth:`expert_residency`
+    and :meth:`stage_info` called from the handler return the figures the
+    event announces.  For RECALL and EXPERT_SHRINK the slots
+    ``[slot_first, slot_end)`` lose their memory when the handler returns:
+    stop using them (and any view over them) first.  The handler may call
+    into its own client (not into another one) and must not close it.
+
+    **Exceptions in the handler.**  An exception raised by the handler
+    never unwinds through C: it is caught and kept, the handler counts as
+    returned (for a RECALL the library then unmaps and answers as usual),
+    and the exception is re-raised from the Client method that delivered
+    the event, after the underlying C call returned -- so the call's effect
+    has taken place (read the state with :meth:`stage_info`).  If that call
+    failed too, its :class:`VramError` is the exception's ``__context__``.
+    Events delivered on the event thread have no such call: their
+    exception is raised by the next method called on this client, on any
+    thread.  When several handlers raise before it is raised, the first
+    is raised and the others go to ``sys.unraisablehook``, as do any still
+    kept when the client is closed.
+
+    **Threads.**  Like a ``vram_client`` a Client is used by one thread at a
+    time; calls from several threads are serialised here so that each
+    call's error message is its own.  Once :meth:`start_event_thread` ran,
+    the handler runs on the library's thread.
+
+    **Memory views.**  :meth:`lane_view` and :meth:`expert_slot_view` give
+    numpy arrays over mapped memory (host backend).  A view is valid only
+    while the memory under it stays mapped: after a RECALL or EXPERT_SHRINK
+    of its slots, a trim, a release, or :meth:`close`, touching it is a
+    segmentation fault.  A view keeps its Client alive (it is never closed
+    by garbage collection under a view), but not mapped.
+    """
+
+    def __init__(self, path: Optional[PathLike] = None, name: Optional[str] = None,
+                 timeout_ms: int = 0, reconnect_ms: int = 0, ctl: bool = False,
+                 *, peer_access: bool = False,
+                 on_event: Optional[EventHandler] = None) -> None:
+        """Connects to vramd (see the class documentation)."""
+        self._setup(on_event)
+        self._connect("vram_client_connect",
+                      None if path is None else os.fsencode(path),
+                      name, timeout_ms, reconnect_ms, ctl, peer_access)
+
+    @classmethod
+    def from_fd(cls, fd: int, name: Optional[str] = None, timeout_ms: int = 0,
+                reconnect_ms: int = 0, ctl: bool = False, *,
+                peer_access: bool = False,
+                on_event: Optional[EventHandler] = None) -> "Client":
+        """A Client over an already connected socket
+        (``vram_client_connect_fd``): it takes ownership of fd, which is
+        closed on failure too."""
+        self = cls.__new__(cls)
+        self._setup(on_event)
+        self._connect("vram_client_connect_fd", int(fd), name, timeout_ms,
+                      reconnect_ms, ctl, peer_access)
+        return self
+
+    # ---- set-up and teardown ----------------------------------------------
+
+    def _setup(self, on_event: Optional[EventHandler]) -> None:
+        self._handle: Any = None
+        self._lib = _lib.load()
+        self._on_event = on_event
+        self._pending: List[BaseException] = []
+        self._pending_lock = threading.Lock()
+        self._call_lock = threading.Lock()
+        self._cb: Any = None
+
+    def _connect(self, fname: str, where: Any, name: Optional[str],
+                 timeout_ms: int, reconnect_ms: int, ctl: bool,
+                 peer_access: bool) -> None:
+        err = ctypes.create_string_buffer(_ERROR_BUFFER)
+        name_b = name.encode() if name is not None else None
+        opt = _lib.vram_client_options(
+            name=name_b, ctl=1 if ctl else 0, timeout_ms=int(timeout_ms),
+            peer_access=1 if peer_access else 0,
+            error=ctypes.cast(err, ctypes.c_char_p), error_len=len(err),
+            reconnect_ms=int(reconnect_ms))
+        out = _lib.vram_client_p()
+        rc = getattr(self._lib, fname)(where, byref(opt), byref(out))
+        if rc < 0:
+            raise VramError(rc, _decode(err.value), call=fname)
+        self._handle = out
+        # The callback object lives as long as the client (self._cb): the
+        # library keeps only its address.
+        self._cb = _lib.vram_event_fn(_make_trampoline(weakref.ref(self)))
+        self._lib.vram_client_set_event_callback(out, self._cb, None)
+        _open_clients.add(self)
+
+    def close(self) -> None:
+        """Releases the client's stages (their memory goes back to vramd at
+        once; every view over it becomes invalid), disconnects and frees
+        the client (``vram_client_close``).  Idempotent.  Not from the
+        client's own event handler (``RuntimeError``)."""
+        if id(self) in _callback_stack():
+            raise RuntimeError("vram.Client.close() from its own event "
+                               "callback is not allowed (vram.h)")
+        with self._call_lock:
+            h = self._handle
+            if h is None:
+                return
+            self._handle = None
+            self._lib.vram_client_close(h)
+        _open_clients.discard(self)
+        with self._pending_lock:
+            left, self._pending = self._pending, []
+        for exc in left:
+            sys.unraisablehook(_unraisable(exc, "a vram event callback "
+                                                "(never raised: the client "
+                                                "was closed)"))
+
+    def __enter__(self) -> "Client":
+        """The client itself."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Closes the client."""
+        self.close()
+
+    def __del__(self) -> None:
+        h = getattr(self, "_handle", None)
+        if h is None:
+            return
+        self._handle = None
+        try:
+            if _callback_stack():
+                # Dropped inside an event callback: vram_client_close may not
+                # run here (it would wait for this very callback).
+                threading.Thread(target=_close_handle,
+                                 args=(self._lib, h, self._cb),
+                                 daemon=True).start()
+            else:
+                self._lib.vram_client_close(h)
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return "<vram.Client closed>"
+        return f"<vram.Client id={self.id} backend={self.backend!r}>"
+
+    # ---- calling ---------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran (or the connect failed)."""
+        return self._handle is None
+
+    def _h(self) -> Any:
+        h = self._handle
+        if h is None:
+            raise ValueError("operation on a closed vram.Client")
+        return h
+
+    def _invoke(self, fname: str, *args: Any, daemon_message: bool = True,
+                message: Optional[str] = None, check: bool = True) -> Any:
+        """Calls fname(client, *args).  With check, a negative result raises
+        VramError: message when given, else the library's last error (for
+        calls that set it: daemon_message), else vram_strerror."""
+        f = getattr(self._lib, fname)
+        own_callback = id(self) in _callback_stack()
+        if not own_callback:
+            self._call_lock.acquire()
+        try:
+            rc = f(self._h(), *args)
+            err = None
+            if check and rc < 0:
+                text = message
+                if text is None and daemon_message:
+                    text = _decode(self._lib.vram_client_last_error(self._handle))
+                err = VramError(rc, text or "", call=fname)
+        finally:
+            if not own_callback:
+                self._call_lock.release()
+        self._raise_pending(err)
+        if err is not None:
+            raise err
+        return rc
+
+    def _keep(self, exc: BaseException) -> None:
+        with self._pending_lock:
+            self._pending.append(exc)
+
+    def _raise_pending(self, err: Optional[BaseException]) -> None:
+        """Raises the first exception an event handler raised (the others go
+        to sys.unraisablehook), with err as its context."""
+        if not self._pending:
+            return
+        with self._pending_lock:
+            pending, self._pending = self._pending, []
+        if not pending:
+            return
+        first = pending[0]
+        for exc in pending[1:]:
+            sys.unraisablehook(_unraisable(exc, "a vram event callback (an "
+                                                "earlier one's exception is "
+                                                "raised)"))
+        if err is not None and first.__context__ is None:
+            first.__context__ = err
+        raise first
+
+    def _deliver(self, evp: Any) -> None:
+        """Runs the handler for one event; keeps what it raises."""
+        fn = self._on_event
+        if fn is None:
+            return
+        try:
+            fn(Event.from_c(evp.contents))
+        except BaseException as e:
+            self._keep(e)
+
+    # ---- connection ------------------------------------------------------
+
+    @property
+    def on_event(self) -> Optional[EventHandler]:
+        """The event handler, or None (events are then only applied)."""
+        return self._on_event
+
+    @on_event.setter
+    def on_event(self, fn: Optional[EventHandler]) -> None:
+        if fn is not None and not callable(fn):
+            raise TypeError("on_event must be callable or None")
+        self._on_event = fn
+
+    @property
+    def id(self) -> int:
+        """The daemon's id of this client (``vram_client_id``)."""
+        return int(self._lib.vram_client_id(self._h()))
+
+    @property
+    def backend(self) -> str:
+        """"host" or "cuda": what the daemon's chunks are."""
+        return _decode(self._lib.vram_client_backend(self._h()))
+
+    def fileno(self) -> int:
+        """The connection's socket (``vram_client_fd``), for selectors and
+        poll: when it is readable, call :meth:`dispatch`.  Its number stays
+        the same across a reconnect (epoll users must add it again)."""
+        return int(self._lib.vram_client_fd(self._h()))
+
+    def dispatch(self) -> int:
+        """Handles whatever arrived (events delivered, recalls answered)
+        without waiting for data; returns the events handled
+        (``vram_client_dispatch``)."""
+        return int(self._invoke("vram_client_dispatch"))
+
+    def start_event_thread(self) -> None:
+        """Starts the library's event thread for this client: it reads the
+        connection, answers recalls at once and runs the handler there,
+        until :meth:`close`.  VramError EALREADY when started already."""
+        self._invoke("vram_client_start_event_thread")
+
+    def ping(self) -> None:
+        """A round trip that changes nothing (``vram_client_ping``)."""
+        self._invoke("vram_client_ping")
+
+    def devices(self) -> List[DeviceInfo]:
+        """The daemon's devices (``vram_devices``)."""
+        while True:
+            n = self._invoke("vram_devices", None, 0)
+            arr = (_lib.vram_device_info * max(n, 1))()
+            m = self._invoke("vram_devices", arr, n)
+            if m <= n:
+                return [DeviceInfo.from_c(arr[i]) for i in range(m)]
+
+    def status(self) -> Dict[str, Any]:
+        """The daemon's status (``vram_status_json``), parsed."""
+        p = POINTER(c_char)()
+        self._invoke("vram_status_json", byref(p))
+        try:
+            text = ctypes.string_at(p)
+        finally:
+            _lib.libc_free(p)
+        return json.loads(text.decode("utf-8"))
+
+    def chunks_held(self) -> int:
+        """Chunks this client holds a handle for (diagnostics)."""
+        return int(self._lib.vram_client_chunks_held(self._h()))
+
+    # ---- stages ----------------------------------------------------------
+
+    def stage_register(self, stage: int, keep_window: bool = False) -> StageInfo:
+        """Takes a stage of vramd's configuration: its regions are created
+        and its initial KV window mapped before this returns
+        (``vram_stage_register``; keep_window: VRAM_STAGE_KEEP_WINDOW, trims
+        never shrink its KV).  ENOENT no such stage, EEXIST registered
+        already, EAGAIN previous owner's memory quarantined, ETIMEDOUT,
+        E2BIG, EADDRINUSE."""
+        out = _lib.vram_stage_info()
+        flags = _lib.VRAM_STAGE_KEEP_WINDOW if keep_window else 0
+        self._invoke("vram_stage_register", stage, flags, byref(out))
+        return StageInfo.from_c(out)
+
+    def stage_register_adhoc(self, device: int, first_layer: int,
+                             last_layer: int) -> int:
+        """A stage outside the configuration, for regions made by hand;
+        returns its id (``vram_stage_register_adhoc``)."""
+        out = c_uint32()
+        self._invoke("vram_stage_register_adhoc", device, first_layer,
+                     last_layer, byref(out))
+        return out.value
+
+    def stage_release(self, stage: int) -> None:
+        """Unmaps and gives back everything of the stage
+        (``vram_stage_release``).  ENOENT not this client's; EBUSY a chunk
+        is still mapped or open elsewhere in this process."""
+        self._invoke("vram_stage_release", stage)
+
+    def stage_info(self, stage: int) -> StageInfo:
+        """The stage's figures as this process maps them (no round trip;
+        ``vram_stage_info``).  ENOENT not registered by this client."""
+        out = _lib.vram_stage_info()
+        self._invoke("vram_stage_info", stage, byref(out))
+        return StageInfo.from_c(out)
+
+    def stage_regions(self, stage: int) -> List[int]:
+        """The ids of the stage's regions (``vram_stage_regions``)."""
+        size = 16
+        while True:
+            ids = (c_uint32 * size)()
+            n = self._invoke("vram_stage_regions", stage, ids, size,
+                             message=f"stage {stage} is not registered by "
+                                     "this client")
+            if n <= size:
+                return list(ids[:n])
+            size = n
+
+    # ---- regions ---------------------------------------------------------
+
+    def region_create(self, stage: int, kind: Union[RegionKind, int],
+                      lane_bytes: int, lanes: int = 1) -> int:
+        """A region of an ad-hoc stage, nothing mapped yet; returns its id
+        (``vram_region_create``)."""
+        out = c_uint32()
+        self._invoke("vram_region_create", stage, int(kind), lane_bytes,
+                     lanes, byref(out))
+        return out.value
+
+    def region_info(self, region: int) -> RegionInfo:
+        """The region's layout and mapped count (no round trip;
+        ``vram_region_info``).  ENOENT not this client's region."""
+        out = _lib.vram_region_info()
+        self._invoke("vram_region_info", region, byref(out),
+                     message=f"region {region} is not this client's")
+        return RegionInfo.from_c(out)
+
+    def region_name(self, region: int) -> str:
+        """A fixed or draft_kv region's configured name ("weights"), else its
+        kind's name ("kv", "expert") (``vram_region_name``).  VramError
+        ENOENT when the region is not this client's."""
+        name = self._invoke("vram_region_name", region, check=False)
+        if name is None:
+            raise VramError(_errno.ENOENT, f"region {region} is not this "
+                            "client's", call="vram_region_name")
+        return _decode(name)
+
+    def region_lane_slots(self, region: int, lane: int) -> int:
+        """Usable slots of one lane (``vram_region_lane_slots``).  ENOENT
+        no such region or lane."""
+        return int(self._invoke(
+            "vram_region_lane_slots", region, lane,
+            message=f"region {region} has no lane {lane} here"))
+
+    def region_grow(self, region: int, chunks: int) -> None:
+        """Backs the next chunks slots of every lane (ad-hoc stages and
+        fixed regions; ``vram_region_grow``)."""
+        self._invoke("vram_region_grow", region, chunks)
+
+    def region_shrink(self, region: int, chunks: int) -> None:
+        """Unmaps and releases the last chunks of every lane
+        (``vram_region_shrink``)."""
+        self._invoke("vram_region_shrink", region, chunks)
+
+    def region_release(self, region: int) -> None:
+        """Unmaps and releases the region (``vram_region_release``)."""
+        self._invoke("vram_region_release", region)
+
+    def region_move_chunk(self, src_region: int, src_lane: int, src_slot: int,
+                          dst_region: int, dst_lane: int, dst_slot: int) -> None:
+        """Moves a chunk to an empty slot of another region of this client
+        (``vram_region_move_chunk``); the memory keeps its bytes."""
+        self._invoke("vram_region_move_chunk", src_region, src_lane, src_slot,
+                     dst_region, dst_lane, dst_slot)
+
+    def region_chunk(self, region: int, lane: int, slot: int) -> Optional[int]:
+        """The id of the chunk mapped at slot of lane, or None when the slot
+        holds no memory now (touching it would fault;
+        ``vram_region_chunk``).  VramError ENOENT when the region is not
+        this client's."""
+        out = c_uint64()
+        rc = self._invoke("vram_region_chunk", region, lane, slot, byref(out),
+                          check=False)
+        if rc == 0:
+            return out.value
+        self.region_info(region)  # raises for a region not this client's
+        return None
+
+    def region_slot(self, region: int, lane: int, slot: int) -> Optional[int]:
+        """The address of slot of lane, mapped or not: base + lane *
+        lane_stride + slot * chunk_bytes; None out of range
+        (``vram_region_slot``)."""
+        return self._invoke("vram_region_slot", region, lane, slot, check=False)
+
+    # ---- KV budget and expert loans ------------------------------------------
+
+    def kv_reserve(self, stage: int, prompt: int, output: int,
+                   hold: bool = True) -> KvResult:
+        """Maps KV for prompt + output tokens before decode and returns when
+        all of it is mapped (``vram_kv_reserve``; hold: VRAM_KV_HOLD, wait
+        for recalls up to the stage's hold_ms).  E2BIG over the native
+        context (the message names it); EAGAIN must wait and hold was
+        False; ETIMEDOUT hold_ms passed; ENOENT; EPERM; EBUSY."""
+        out = _lib.vram_kv_result()
+        flags = _lib.VRAM_KV_HOLD if hold else 0
+        self._invoke("vram_kv_reserve", stage, prompt, output, flags, byref(out))
+        return KvResult.from_c(out)
+
+    def kv_trim(self, stage: int, tokens: int = 0) -> None:
+        """After a request: KV back to the initial window (tokens 0) or to
+        tokens; the surplus becomes expert loans as far as there is room
+        (``vram_kv_trim``)."""
+        self._invoke("vram_kv_trim", stage, tokens)
+
+    def expert_request(self, stage: int, max_bytes: int = 0) -> Residency:
+        """Asks for expert loans (at most max_bytes, whole chunks; 0: all
+        there is) and returns the residency after
+        (``vram_expert_request``).  Getting less, or nothing, is not an
+        error.  EPERM missed a recall deadline or ad-hoc stage; EDQUOT;
+        ENOENT."""
+        self._invoke("vram_expert_request", stage, max_bytes)
+        return self.expert_residency(stage)
+
+    def expert_claim(self, stage: int, layer: int, slots: Iterable[int]) -> None:
+        """Claims backed expert slots for one layer, all or none
+        (``vram_expert_claim``).  EINVAL a slot not backed; EBUSY claimed
+        by another layer; EPERM layer outside the stage."""
+        s = list(slots)
+        arr = (c_uint32 * max(len(s), 1))(*s)
+        self._invoke("vram_expert_claim", stage, layer, arr, len(s))
+
+    def expert_residency(self, stage: int) -> Residency:
+        """The stage's residency, current (no round trip;
+        ``vram_expert_residency``)."""
+        out = _lib.vram_residency()
+        self._invoke("vram_expert_residency", stage, byref(out),
+                     message=f"stage {stage} is not registered by this client")
+        return Residency.from_c(out)
+
+    def expert_slots(self, stage: int) -> int:
+        """Expert slots of the stage's expert region, backed or not
+        (``vram_expert_slots``)."""
+        return int(self._invoke(
+            "vram_expert_slots", stage,
+            message=f"stage {stage} is not registered by this client"))
+
+    def expert_slot(self, stage: int, slot: int) -> Optional[int]:
+        """The address of expert slot (expert region base + slot *
+        expert_slot_bytes), None past the region (``vram_expert_slot``).
+        It has memory while slot < expert_slots_backed."""
+        return self._invoke("vram_expert_slot", stage, slot, check=False)
+
+    # ---- administration --------------------------------------------------
+
+    def admin_evict(self, client: int) -> None:
+        """Admin only: disconnects another client (``vram_admin_evict``)."""
+        self._invoke("vram_admin_evict", client)
+
+    def admin_set_capacity(self, device: int, nbytes: int) -> None:
+        """Admin only: a device's capacity at run time
+        (``vram_admin_set_capacity``)."""
+        self._invoke("vram_admin_set_capacity", device, nbytes)
+
+    # ---- zero-copy views (host backend) ----------------------------------
+
+    def _require_host(self, what: str) -> None:
+        backend = self.backend
+        if backend != "host":
+            raise NotImplementedError(
+                f"vram.Client.{what}: the {backend} backend's addresses are "
+                "device memory, not readable by the CPU; torch views "
+                "(__cuda_array_interface__) come later")
+
+    @staticmethod
+    def _array(np: Any, addr: int, nbytes: int, dtype: Any, owner: "Client") -> Any:
+        dt = np.dtype(dtype)
+        if nbytes % dt.itemsize:
+            raise ValueError(f"{nbytes} bytes are not a whole number of "
+                             f"{dt} items")
+        buf = (ctypes.c_ubyte * nbytes).from_address(addr)
+        buf._vram_owner = owner  # the client stays alive under a view
+        return np.frombuffer(buf, dtype=dt)
+
+    def lane_view(self, region: int, lane: int, first_slot: int = 0,
+                  nslots: Optional[int] = None, dtype: Any = "uint8") -> Any:
+        """A writable numpy array over chunk slots [first_slot, first_slot +
+        nslots) of one lane of a region, zero-copy (host backend).
+
+        nslots None means as many slots from first_slot as are mapped in a
+        row (a KV budget is always the first slots of each lane).  Every
+        slot covered must hold memory now (``vram_region_chunk``), or
+        VramError EFAULT is raised and no view made; a region or lane that
+        is not this client's raises ENOENT.  The length is nslots *
+        chunk_bytes bytes, as dtype items.  The view is valid only while
+        those slots stay mapped (see the class documentation).  Raises
+        NotImplementedError on the cuda backend, ImportError without numpy.
+        """
+        self._require_host("lane_view")
+        np = _numpy()
+        info = self.region_info(region)
+        usable = self.region_lane_slots(region, lane)
+        if first_slot < 0 or (nslots is not None and nslots < 1):
+            raise ValueError("first_slot must be >= 0 and nslots >= 1")
+
+        def unmapped(slot: int) -> VramError:
+            return VramError(_errno.EFAULT,
+                             f"lane {lane} slot {slot} of region {region} "
+                             "holds no memory now (or is past the lane's "
+                             f"{usable} slots): no view over it",
+                             call="lane_view")
+
+        if nslots is None:
+            n = 0
+            while (first_slot + n < usable and
+                   self.region_chunk(region, lane, first_slot + n) is not None):
+                n += 1
+            if n == 0:
+                raise unmapped(first_slot)
+            nslots = n
+        else:
+            for s in range(first_slot, first_slot + nslots):
+                if s >= usable or self.region_chunk(region, lane, s) is None:
+                    raise unmapped(s)
+        addr = self.region_slot(region, lane, first_slot)
+        if not addr:  # cannot happen for a mapped slot
+            raise unmapped(first_slot)
+        return self._array(np, addr, nslots * info.chunk_bytes, dtype, self)
+
+    def expert_slot_view(self, stage: int, slot: int, dtype: Any = "uint8") -> Any:
+        """A writable numpy array over expert slot of the stage
+        (expert_slot_bytes long), zero-copy (host backend).
+
+        The slot must be backed (slot < expert_slots_backed), or VramError
+        EFAULT is raised.  The view is valid only while the slot stays
+        backed: a RECALL or EXPERT_SHRINK covering it unmaps it (see the
+        class documentation).  Raises NotImplementedError on the cuda
+        backend, ImportError without numpy.
+        """
+        self._require_host("expert_slot_view")
+        np = _numpy()
+        res = self.expert_residency(stage)
+        info = self.stage_info(stage)
+        addr = (self.expert_slot(stage, slot)
+                if 0 <= slot < res.expert_slots_backed else None)
+        if not addr:
+            raise VramError(_errno.EFAULT,
+                            f"expert slot {slot} of stage {stage} is not "
+                            f"backed ({res.expert_slots_backed} slots are): "
+                            "no view over it", call="expert_slot_view")
+        return self._array(np, addr, info.expert_slot_bytes, dtype, self)

@@ -1,0 +1,720 @@
+"""Tests of the vram Python package against the real daemon.
+
+Run from the repository root, after ``cmake --build build -j2``::
+
+    python3 -m unittest discover -s tests/python -v
+
+The module starts vramd itself ($VRAMD_BIN, default build/vramd) on a socket
+in a fresh private directory, with the configuration of
+tests/integration/test_engine_contract.c (so the figures below are that
+test's), and stops it at the end.  libvram is $VRAM_LIB, default
+build/libvram.so.  $VRAM_TEST_BACKEND picks the daemon's backend (host by
+default, as for the C suite); $VRAM_TEST_KEEP=1 keeps the directory (the
+daemon's log) instead of removing it.  The numpy parts are skipped when numpy is not
+importable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import pickle
+import re
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from pathlib import Path
+from typing import Any, List, Optional
+from unittest import mock
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+os.environ["VRAM_LIB"] = os.environ.get("VRAM_LIB") or str(REPO / "build" / "libvram.so")
+
+import vram  # noqa: E402
+from vram import _lib  # noqa: E402
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+NO_NUMPY = "numpy is not installed (apt-get install python3-numpy)"
+MIB = 1 << 20
+HEADER = REPO / "client" / "include" / "vram.h"
+
+# The configuration of tests/integration/test_engine_contract.c: 128 chunks
+# of 2 MiB. Stage 0: lanes of 256 and 128 bytes per token (windows 32 + 16
+# chunks, initial 2 + 1), 3 MiB expert slots, 8 MiB of weights. Stage 1: one
+# lane (32 chunks, initial 2), 56 MiB of headroom kept unlent. Reserved 84,
+# unreserved 44.
+CONFIG = (
+    "{\"devices\": [{\"id\": 0, \"capacity\": \"256MiB\", \"chunk\": \"2MiB\","
+    "                \"lend_unreserved\": true}],"
+    " \"pool\": {\"prefill_chunks\": 0},"
+    " \"stages\": ["
+    "  {\"id\": 0, \"device\": 0, \"first_layer\": 0, \"last_layer\": 15,"
+    "   \"kv_lanes\": [256, 128], \"expert_slot\": \"3MiB\","
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"8MiB\"}],"
+    "   \"loan\": {\"recall_deadline_ms\": 2000, \"hold_ms\": 3000}},"
+    "  {\"id\": 1, \"device\": 0, \"first_layer\": 16, \"last_layer\": 31,"
+    "   \"kv_lanes\": [256], \"expert_slot\": \"2MiB\","
+    "   \"loan\": {\"headroom\": \"56MiB\", \"recall_deadline_ms\": 2000,"
+    "             \"hold_ms\": 3000}}]}"
+)
+
+
+class Daemon:
+    """vramd on a socket in a private temporary directory."""
+
+    def __init__(self) -> None:
+        self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
+        self.backend = os.environ.get("VRAM_TEST_BACKEND") or "host"
+        self.dir = tempfile.mkdtemp(prefix="vramd-py-")
+        os.chmod(self.dir, 0o700)
+        self.sock = os.path.join(self.dir, "vramd.sock")
+        self.config = os.path.join(self.dir, "vramd.json")
+        self.log = os.path.join(self.dir, "vramd.log")
+        self.proc: Optional[subprocess.Popen] = None
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log, encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start(self) -> None:
+        if not os.access(self.bin, os.X_OK):
+            raise RuntimeError(f"no vramd at {self.bin}: build it first "
+                               "(cmake --build build -j2) or set VRAMD_BIN")
+        with open(self.config, "w", encoding="utf-8") as f:
+            f.write(CONFIG)
+        env = dict(os.environ, VRAMD_CHECK_INVARIANTS="1")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [self.bin, "--config", self.config, "--socket", self.sock,
+                 "--backend", self.backend, "--log-level", "debug"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env)
+        deadline = time.monotonic() + 10
+        last: Optional[BaseException] = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vramd exited with {self.proc.returncode} "
+                                   f"during start; its log:\n{self.log_text()}")
+            if os.path.exists(self.sock):
+                try:
+                    vram.Client(self.sock, name="py-harness", ctl=True).close()
+                    return
+                except vram.VramError as e:
+                    last = e
+            time.sleep(0.02)
+        self.stop(check=False)
+        raise RuntimeError(f"vramd did not listen on {self.sock} within 10 s "
+                           f"({last}); its log:\n{self.log_text()}")
+
+    def stop(self, check: bool = True) -> None:
+        """SIGTERM, wait (10 s), remove the directory; with check, vramd
+        must have exited with 0 and removed its socket."""
+        problems: List[str] = []
+        try:
+            if self.proc and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+                    problems.append("vramd did not stop within 10 s of SIGTERM")
+            if self.proc and self.proc.returncode != 0:
+                problems.append(f"vramd exited with {self.proc.returncode}")
+            if os.path.exists(self.sock):
+                problems.append(f"socket {self.sock} left behind")
+            if problems:
+                problems.append("its log ends:\n" + self.log_text()[-8000:])
+        finally:
+            if os.environ.get("VRAM_TEST_KEEP"):
+                print(f"\nvramd's directory kept: {self.dir}", file=sys.stderr)
+            else:
+                shutil.rmtree(self.dir, ignore_errors=True)
+        if check and problems:
+            raise AssertionError("; ".join(problems))
+
+
+daemon: Optional[Daemon] = None
+
+
+def setUpModule() -> None:
+    global daemon
+    daemon = Daemon()
+    daemon.start()
+
+
+def tearDownModule() -> None:
+    if daemon:
+        daemon.stop()
+
+
+def host_backend() -> bool:
+    return (os.environ.get("VRAM_TEST_BACKEND") or "host") == "host"
+
+
+class Seen:
+    """What a callback saw: the event, and the library's state inside it."""
+
+    def __init__(self, ev: vram.Event, res: vram.Residency,
+                 info: vram.StageInfo, returned: bool, main: bool) -> None:
+        self.ev, self.res, self.info = ev, res, info
+        self.returned, self.main_thread = returned, main
+
+
+class EngineTest(unittest.TestCase):
+    """A client with stage 0 registered and a recording event handler."""
+
+    def setUp(self) -> None:
+        self.seen: List[Seen] = []
+        self.lock = threading.Lock()
+        self.returned = False
+        self.c = self.connect("py-" + self._testMethodName)
+        self.addCleanup(self.c.close)
+        self.info = self.c.stage_register(0)
+
+    def connect(self, name: str) -> vram.Client:
+        assert daemon
+        c = vram.Client(daemon.sock, name=name)
+        c.on_event = lambda ev, c=c: self.record(c, ev)
+        return c
+
+    def record(self, c: vram.Client, ev: vram.Event) -> None:
+        s = Seen(ev, c.expert_residency(ev.stage), c.stage_info(ev.stage),
+                 self.returned, threading.current_thread() is threading.main_thread())
+        with self.lock:
+            self.seen.append(s)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.seen.clear()
+            self.returned = False
+
+    def nth(self, type_: vram.EventType, stage: int, i: int = 0) -> Optional[Seen]:
+        with self.lock:
+            m = [s for s in self.seen if s.ev.type == type_ and s.ev.stage == stage]
+        return m[i] if i < len(m) else None
+
+    def count(self, type_: vram.EventType, stage: int) -> int:
+        with self.lock:
+            return sum(1 for s in self.seen
+                       if s.ev.type == type_ and s.ev.stage == stage)
+
+    def agree(self, c: vram.Client, stage: int) -> None:
+        """The library's figures agree with the daemon's."""
+        info = c.stage_info(stage)
+        res = c.expert_residency(stage)
+        st = next(s for s in c.status()["stages"] if s["id"] == stage)
+        self.assertEqual(info.kv_mapped_bytes, st["kv_mapped_bytes"])
+        self.assertEqual(info.expert_loaned_bytes, st["expert_loaned_bytes"])
+        self.assertEqual(res.expert_slots_backed, st["expert_slots_backed"])
+        self.assertEqual(info.expert_slots_backed, res.expert_slots_backed)
+
+    def loans(self) -> None:
+        """All the loans there are: 80 slots, BUDGET_CHANGED told."""
+        self.reset()
+        res = self.c.expert_request(0)
+        self.returned = True
+        self.assertEqual(res.expert_slots_backed, 80)
+
+    def kv_region(self) -> int:
+        return self.info.kv_region
+
+
+class TestConnect(unittest.TestCase):
+    def test_connect_failure_names_the_socket(self) -> None:
+        assert daemon
+        path = os.path.join(daemon.dir, "nobody.sock")
+        with self.assertRaises(vram.VramError) as cm:
+            vram.Client(path, name="nobody")
+        e = cm.exception
+        self.assertEqual(e.errno, errno.ENOENT)
+        self.assertIn(path, e.message)
+        self.assertIn(path, str(e))
+        self.assertEqual(e.call, "vram_client_connect")
+        self.assertIsInstance(e, OSError)
+
+    def test_socket_from_environment(self) -> None:
+        assert daemon
+        with mock.patch.dict(os.environ, {"VRAM_SOCKET": daemon.sock}):
+            with vram.Client(name="py-env") as c:
+                self.assertGreater(c.id, 0)
+
+    def test_control_client_and_context_manager(self) -> None:
+        assert daemon
+        with vram.Client(daemon.sock, name="py-ctl", ctl=True) as c:
+            self.assertFalse(c.closed)
+            self.assertIn(c.backend, ("host", "cuda"))
+            self.assertEqual(len(c.devices()), 1)
+            c.ping()
+        self.assertTrue(c.closed)
+        with self.assertRaises(ValueError):
+            c.ping()
+        c.close()  # idempotent
+        self.assertIn("closed", repr(c))
+
+    def test_dropped_client_is_closed(self) -> None:
+        import gc
+        assert daemon
+        c = vram.Client(daemon.sock, name="py-dropped")
+        c.stage_register(1)
+        c.on_event = lambda ev: None
+        del c
+        gc.collect()
+        # Its stage was released: another client can take it.
+        with vram.Client(daemon.sock, name="py-after") as d:
+            self.assertEqual(d.stage_register(1).stage, 1)
+            with self.assertRaises(TypeError):
+                d.on_event = 42  # type: ignore[assignment]
+
+    def test_from_fd(self) -> None:
+        import socket
+        assert daemon
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(daemon.sock)
+        with vram.Client.from_fd(s.detach(), name="py-fd") as c:
+            c.ping()
+            self.assertGreaterEqual(c.fileno(), 0)
+
+
+class TestErrors(unittest.TestCase):
+    def test_fields_and_text(self) -> None:
+        e = vram.VramError(-errno.E2BIG, "stage 0: too many tokens", call="f")
+        self.assertEqual(e.errno, errno.E2BIG)
+        self.assertIn("native context", e.strerror)
+        self.assertNotIn("Argument list", str(e))
+        self.assertIn("native context", str(e))
+        self.assertIn("stage 0: too many tokens", str(e))
+        self.assertIn("f:", str(e))
+        back = pickle.loads(pickle.dumps(e))
+        self.assertEqual((back.errno, back.message, back.call),
+                         (e.errno, e.message, e.call))
+        # No daemon message: the message is vramd's meaning of the code.
+        e = vram.VramError(errno.EAGAIN)
+        self.assertEqual(e.message, e.strerror)
+        self.assertIn("hold", vram.strerror(-errno.EAGAIN))
+
+
+class TestBinding(unittest.TestCase):
+    """vram._lib against vram.h: every function, every struct's layout."""
+
+    def header(self) -> str:
+        if not HEADER.exists():
+            self.skipTest(f"no {HEADER}")
+        return HEADER.read_text()
+
+    def test_every_function_declared(self) -> None:
+        text = re.sub(r"/\*.*?\*/", "", self.header(), flags=re.S)
+        decls = re.findall(r"VRAM_API\s+([^;]*?)\b(vram_\w+)\s*\(([^)]*)\)\s*;",
+                           text, flags=re.S)
+        names = {name for _, name, _ in decls}
+        self.assertGreater(len(names), 30)
+        self.assertEqual(names, set(_lib.PROTOTYPES))
+        for ret, name, args in decls:
+            restype, argtypes = _lib.PROTOTYPES[name]
+            nargs = 0 if args.strip() in ("", "void") else args.count(",") + 1
+            self.assertEqual(len(argtypes), nargs, name)
+            self.assertEqual(restype is None, ret.strip() == "void", name)
+        lib = _lib.load()
+        for name, (restype, argtypes) in _lib.PROTOTYPES.items():
+            self.assertEqual(getattr(lib, name).argtypes, argtypes, name)
+
+    def test_struct_layout_matches_the_compiler(self) -> None:
+        self.header()
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler to compare the layouts with")
+        lines = ["#include <stddef.h>", "#include <stdio.h>", "#include \"vram.h\"",
+                 "int main(void) {"]
+        for sname, s in _lib.STRUCTS.items():
+            lines.append(f'printf("{sname} - %zu %zu\\n", (size_t)0, sizeof(struct {sname}));')
+            for fname, _ in s._fields_:
+                lines.append(
+                    f'printf("{sname} {fname} %zu %zu\\n", offsetof(struct {sname}, {fname}),'
+                    f' sizeof(((struct {sname} *)0)->{fname}));')
+        lines.append('printf("enum - %zu %zu\\n", sizeof(enum vram_event_type),'
+                     ' sizeof(enum vram_region_kind));')
+        lines.append("return 0; }")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            subprocess.run([cc, "-I", str(HEADER.parent), "-o", exe, src],
+                           check=True, capture_output=True)
+            out = subprocess.run([exe], check=True, capture_output=True,
+                                 text=True).stdout
+        for line in out.splitlines():
+            sname, fname, a, b = line.split()
+            if sname == "enum":
+                self.assertEqual(int(a), ctypes.sizeof(_lib.c_enum))
+                self.assertEqual(int(b), ctypes.sizeof(_lib.c_enum))
+                continue
+            s = _lib.STRUCTS[sname]
+            if fname == "-":
+                self.assertEqual(ctypes.sizeof(s), int(b), f"sizeof {sname}")
+            else:
+                field = getattr(s, fname)
+                self.assertEqual((field.offset, field.size), (int(a), int(b)),
+                                 f"{sname}.{fname}")
+
+
+class TestEngine(EngineTest):
+    """The engine contract (test_engine_contract.c) through Python."""
+
+    def test_register(self) -> None:
+        self.assertIsInstance(self.info, vram.StageInfo)
+        self.assertEqual(self.info.stage, 0)
+        self.assertEqual(self.info.kv_mapped_bytes, 6 * MIB)
+        self.assertEqual(self.info.expert_slot_bytes, 3 * MIB)
+        self.assertNotEqual(self.info.kv_region, 0)
+        self.assertNotEqual(self.info.expert_region, 0)
+        self.assertEqual(self.c.stage_info(0), self.info)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.stage_register(0)
+        self.assertEqual(cm.exception.errno, errno.EEXIST)
+        self.assertIn("already yours", cm.exception.message)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.stage_register(9)
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        self.agree(self.c, 0)
+
+    def test_discovery(self) -> None:
+        devs = self.c.devices()
+        self.assertEqual(len(devs), 1)
+        d = devs[0]
+        self.assertIsInstance(d, vram.DeviceInfo)
+        self.assertEqual((d.id, d.capacity_bytes, d.chunk_bytes),
+                         (0, 256 * MIB, 2 * MIB))
+        self.assertEqual(d.backend, self.c.backend)
+        ids = self.c.stage_regions(0)
+        self.assertEqual(len(ids), 3)
+        names = {}
+        for r in ids:
+            ri = self.c.region_info(r)
+            self.assertIsInstance(ri, vram.RegionInfo)
+            self.assertEqual(ri.id, r)
+            names[ri.kind] = self.c.region_name(r)
+            if ri.kind == vram.RegionKind.KV:
+                self.assertEqual(r, self.info.kv_region)
+                self.assertEqual(self.c.region_lane_slots(r, 0), 32)
+                self.assertEqual(self.c.region_lane_slots(r, 1), 16)
+                with self.assertRaises(vram.VramError) as cm:
+                    self.c.region_lane_slots(r, 2)
+                self.assertEqual(cm.exception.errno, errno.ENOENT)
+                self.assertEqual(ri.lane_slots, 32)
+                self.assertEqual(ri.lanes, 2)
+                self.assertEqual(ri.mapped, 3)
+                # Lane 0: 2 chunks mapped, lane 1: 1.
+                self.assertIsNotNone(self.c.region_chunk(r, 0, 1))
+                self.assertIsNone(self.c.region_chunk(r, 0, 2))
+                self.assertIsNone(self.c.region_chunk(r, 1, 1))
+                self.assertEqual(self.c.region_slot(r, 1, 3),
+                                 ri.base + ri.lane_stride + 3 * ri.chunk_bytes)
+                self.assertIsNone(self.c.region_slot(r, 2, 0))
+        self.assertEqual(names, {vram.RegionKind.KV: "kv",
+                                 vram.RegionKind.EXPERT: "expert",
+                                 vram.RegionKind.FIXED: "weights"})
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.stage_regions(7)
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        self.assertIn("stage 7", cm.exception.message)
+        for call in (lambda: self.c.region_info(999),
+                     lambda: self.c.region_name(999),
+                     lambda: self.c.region_chunk(999, 0, 0)):
+            with self.assertRaises(vram.VramError) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.ENOENT)
+            self.assertIn("region 999", cm.exception.message)
+        # Expert slots: 256 MiB of region / 3 MiB; slot j at base + j x 3 MiB.
+        self.assertEqual(self.c.expert_slots(0), 85)
+        ex = self.c.region_info(self.info.expert_region)
+        self.assertEqual(self.c.expert_slot(0, 7), ex.base + 7 * 3 * MIB)
+        self.assertIsNone(self.c.expert_slot(0, 85))
+        self.assertEqual(self.c.chunks_held(), 3)
+
+    def test_expert_request_budget_changed(self) -> None:
+        self.loans()
+        res = self.c.expert_residency(0)
+        self.assertIsInstance(res, vram.Residency)
+        self.assertEqual(res.expert_slots_backed, 80)
+        self.assertEqual(res.expert_loaned_bytes, 121 * 2 * MIB)
+        s = self.nth(vram.EventType.BUDGET_CHANGED, 0)
+        self.assertIsNotNone(s, "no BUDGET_CHANGED")
+        assert s
+        self.assertFalse(s.returned, "BUDGET_CHANGED told after the call returned")
+        self.assertTrue(s.main_thread)
+        self.assertIsInstance(s.ev, vram.Event)
+        self.assertIs(type(s.ev.type), vram.EventType)
+        self.assertEqual(s.ev.expert_slots_backed, 80)
+        self.assertEqual(s.res.expert_slots_backed, 80)  # the state after, inside
+        self.assertEqual(s.ev.residency_version, res.version)
+        self.c.ping()
+        self.assertEqual(self.count(vram.EventType.BUDGET_CHANGED, 0), 1)
+        self.agree(self.c, 0)
+        # Claims: backed slots only, EINVAL beyond.
+        self.c.expert_claim(0, 3, [79])
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.expert_claim(0, 3, [80])
+        self.assertEqual(cm.exception.errno, errno.EINVAL)
+
+    def test_kv_reserve_expert_shrink(self) -> None:
+        self.loans()
+        self.reset()
+        kr = self.c.kv_reserve(0, 65536, 1024, hold=False)
+        self.returned = True
+        self.assertIsInstance(kr, vram.KvResult)
+        # 73,728 tokens: 9 + 5 chunks, 11 more, moved from the top loans.
+        self.assertEqual(kr.recalled_chunks, 11)
+        self.assertEqual(kr.kv_mapped_bytes, 14 * 2 * MIB)
+        s = self.nth(vram.EventType.EXPERT_SHRINK, 0)
+        self.assertIsNotNone(s, "no EXPERT_SHRINK")
+        assert s
+        self.assertFalse(s.returned)
+        self.assertEqual(s.ev.nchunks, 11)
+        self.assertEqual(len(s.ev.chunks), 11)
+        self.assertTrue(all(isinstance(x, int) for x in s.ev.chunks))
+        self.assertEqual(s.ev.slot_first, 73)  # 110 chunks x 2 / 3
+        self.assertEqual(s.ev.slot_end, 80)
+        self.assertEqual(s.ev.expert_slots_backed, 73)
+        self.assertEqual(s.res.expert_slots_backed, 73)
+        self.assertEqual(s.info.expert_slots_backed, 73)
+        self.assertEqual(s.info.kv_mapped_bytes, 14 * 2 * MIB)
+        self.assertEqual(s.res.expert_loaned_bytes, 110 * 2 * MIB)
+        b = self.nth(vram.EventType.BUDGET_CHANGED, 0)
+        self.assertTrue(b and not b.returned and b.ev.expert_slots_backed == 73)
+        self.agree(self.c, 0)
+
+    def test_trim_keeps_pool_loans(self) -> None:
+        self.loans()
+        self.c.kv_reserve(0, 65536, 1024)
+        self.c.kv_trim(0)
+        res = self.c.expert_residency(0)
+        self.assertEqual(res.expert_loaned_bytes, 121 * 2 * MIB)
+        self.assertEqual(self.c.stage_info(0).kv_mapped_bytes, 6 * MIB)
+        dev = self.c.status()["devices"][0]
+        self.assertEqual(dev["free_bytes"], 4 * 2 * MIB)
+        self.agree(self.c, 0)
+
+    def test_over_the_native_context(self) -> None:
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.kv_reserve(0, 262144, 1)
+        e = cm.exception
+        self.assertEqual(e.errno, errno.E2BIG)
+        self.assertIn("native context", e.message)
+        self.assertIn("native context", str(e))
+        self.assertNotIn("Argument list", str(e))
+        self.assertEqual(e.call, "vram_kv_reserve")
+        self.assertEqual(self.c.stage_info(0).kv_mapped_bytes, 6 * MIB)
+
+    def test_exception_in_callback_is_raised_by_the_call(self) -> None:
+        class Boom(Exception):
+            pass
+
+        def handler(ev: vram.Event) -> None:
+            if ev.type == vram.EventType.BUDGET_CHANGED:
+                raise Boom(f"slots {ev.expert_slots_backed}")
+
+        self.c.on_event = handler
+        try:
+            self.c.expert_request(0)
+        except Boom as e:
+            caught = e
+        else:
+            self.fail("the handler's exception was not raised by the call")
+        self.assertEqual(str(caught), "slots 80")
+        # Raised where the handler raised it (the traceback says so).
+        tb = caught.__traceback__
+        frames = []
+        while tb:
+            frames.append(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        self.assertIn("handler", frames)
+        # The call did what it does; the next one does not raise again.
+        self.assertEqual(self.c.expert_residency(0).expert_slots_backed, 80)
+        self.c.ping()
+        self.agree(self.c, 0)
+
+    def test_close_inside_the_callback_is_refused(self) -> None:
+        self.c.on_event = lambda ev: self.c.close()
+        with self.assertRaises(RuntimeError):
+            self.c.expert_request(0)
+        self.assertFalse(self.c.closed)
+        self.c.ping()
+
+    def test_dispatch_and_fileno(self) -> None:
+        fd = self.c.fileno()
+        self.assertGreaterEqual(fd, 0)
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.c, selectors.EVENT_READ)  # uses fileno()
+            sel.select(timeout=0)
+        self.assertEqual(self.c.dispatch(), 0)  # nothing came: no wait
+
+    def test_status(self) -> None:
+        st = self.c.status()
+        self.assertIsInstance(st, dict)
+        self.assertIn("devices", st)
+        self.assertEqual(len(st["devices"]), 1)
+        self.assertIn(0, [s["id"] for s in st["stages"]])
+
+    def test_event_thread_answers_recalls(self) -> None:
+        self.loans()
+        self.c.start_event_thread()
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.start_event_thread()
+        self.assertEqual(cm.exception.errno, errno.EALREADY)
+        # B's registration needs A's pool loans back while this thread
+        # blocks in it; A's event thread answers the recall.
+        b = self.connect("py-engine-b")
+        self.addCleanup(b.close)
+        self.reset()
+        bi = b.stage_register(1)
+        self.assertEqual(bi.kv_mapped_bytes, 2 * 2 * MIB)
+        s = self.nth(vram.EventType.RECALL, 0)
+        self.assertIsNotNone(s, "A saw no recall")
+        assert s
+        self.assertFalse(s.main_thread, "A's recall was handled on the test's thread")
+        self.assertEqual(s.ev.nchunks, 2)
+        self.assertEqual(len(s.ev.chunks), 2)
+        self.assertEqual((s.ev.slot_first, s.ev.slot_end), (79, 80))
+        self.assertEqual(s.res.expert_slots_backed, 79)
+        self.assertTrue(0 < s.ev.deadline_ms <= 2000)
+        self.c.ping()
+        self.agree(self.c, 0)
+
+    def test_event_thread_exception_is_raised_by_the_next_call(self) -> None:
+        self.loans()
+
+        def handler(ev: vram.Event) -> None:
+            if ev.type == vram.EventType.RECALL:
+                raise KeyError("recall on the event thread")
+
+        self.c.on_event = handler
+        self.c.start_event_thread()
+        b = self.connect("py-engine-b")
+        self.addCleanup(b.close)
+        b.stage_register(1)  # returns once A released: A's handler ran
+        with self.assertRaises(KeyError):
+            self.c.ping()
+        self.c.ping()
+        self.assertEqual(self.c.expert_residency(0).expert_slots_backed, 79)
+
+
+class TestViews(EngineTest):
+    """Zero-copy numpy views over mapped memory (host backend)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        if not host_backend():
+            self.skipTest("views need the host backend")
+
+    def test_views_without_numpy(self) -> None:
+        with mock.patch.dict(sys.modules, {"numpy": None}):
+            with self.assertRaises(ImportError) as cm:
+                self.c.lane_view(self.kv_region(), 0)
+            self.assertIn("numpy", str(cm.exception))
+            with self.assertRaises(ImportError):
+                self.c.expert_slot_view(0, 0)
+
+    def test_cuda_views_not_implemented(self) -> None:
+        with mock.patch.object(vram.Client, "backend", new_callable=mock.PropertyMock,
+                               return_value="cuda"):
+            with self.assertRaises(NotImplementedError) as cm:
+                self.c.lane_view(self.kv_region(), 0)
+            self.assertIn("torch", str(cm.exception))
+            with self.assertRaises(NotImplementedError):
+                self.c.expert_slot_view(0, 0)
+
+    @unittest.skipIf(numpy is None, NO_NUMPY)
+    def test_lane_view_write_and_read_back(self) -> None:
+        kv = self.kv_region()
+        ri = self.c.region_info(kv)
+        v = self.c.lane_view(kv, 0)  # the mapped prefix: 2 slots
+        self.assertEqual(v.nbytes, 2 * ri.chunk_bytes)
+        self.assertEqual(v.ctypes.data, ri.base)
+        self.assertTrue(v.flags.writeable)
+        words = self.c.lane_view(kv, 0, dtype="uint32")
+        words[:] = numpy.arange(words.size, dtype=numpy.uint32)
+        # A second view over slot 1 alone sees the same memory.
+        w = self.c.lane_view(kv, 0, first_slot=1, nslots=1, dtype=numpy.uint32)
+        self.assertEqual(w.size, ri.chunk_bytes // 4)
+        first = ri.chunk_bytes // 4
+        self.assertTrue(numpy.array_equal(
+            w, numpy.arange(first, first + w.size, dtype=numpy.uint32)))
+        # And so does a plain read of the address.
+        raw = ctypes.string_at(ri.base + ri.chunk_bytes, 8)
+        self.assertEqual(numpy.frombuffer(raw, dtype=numpy.uint32).tolist(),
+                         [first, first + 1])
+        # Lane 1 is another lane: its one mapped slot.
+        l1 = self.c.lane_view(kv, 1)
+        self.assertEqual(l1.nbytes, ri.chunk_bytes)
+        self.assertEqual(l1.ctypes.data, ri.base + ri.lane_stride)
+        l1[:] = 0xAB
+        self.assertEqual(int(self.c.lane_view(kv, 1, 0, 1)[-1]), 0xAB)
+        # The view keeps the client alive, not its memory mapped.
+        self.assertIs(v.base._vram_owner, self.c)
+
+    @unittest.skipIf(numpy is None, NO_NUMPY)
+    def test_lane_view_never_covers_unmapped_memory(self) -> None:
+        kv = self.kv_region()
+        for args in ((0, 0, 3), (0, 2, None), (0, 2, 1), (1, 1, None),
+                     (1, 0, 2), (0, 31, 2), (0, 40, 1)):
+            lane, first, n = args
+            with self.subTest(lane=lane, first_slot=first, nslots=n):
+                with self.assertRaises(vram.VramError) as cm:
+                    self.c.lane_view(kv, lane, first, n)
+                self.assertEqual(cm.exception.errno, errno.EFAULT)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.lane_view(kv, 5)
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.lane_view(999, 0)
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        with self.assertRaises(ValueError):
+            self.c.lane_view(kv, 0, 0, 0)
+        # After a reserve more is mapped, and viewable.
+        self.c.kv_reserve(0, 65536, 1024)
+        self.assertEqual(self.c.lane_view(kv, 0).nbytes, 9 * 2 * MIB)
+        self.assertEqual(self.c.lane_view(kv, 1).nbytes, 5 * 2 * MIB)
+
+    @unittest.skipIf(numpy is None, NO_NUMPY)
+    def test_expert_slot_view(self) -> None:
+        # Nothing backed yet.
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.expert_slot_view(0, 0)
+        self.assertEqual(cm.exception.errno, errno.EFAULT)
+        # 3 chunks of 2 MiB: 2 slots of 3 MiB.
+        res = self.c.expert_request(0, max_bytes=6 * MIB)
+        self.assertEqual(res.expert_slots_backed, 2)
+        v = self.c.expert_slot_view(0, 1, dtype="float32")
+        self.assertEqual(v.nbytes, 3 * MIB)
+        self.assertEqual(v.ctypes.data, self.c.expert_slot(0, 1))
+        v[:] = numpy.linspace(0, 1, v.size, dtype=numpy.float32)
+        again = self.c.expert_slot_view(0, 1, dtype=numpy.float32)
+        self.assertTrue(numpy.array_equal(v, again))
+        self.c.expert_slot_view(0, 0)[:] = 7
+        self.assertEqual(int(self.c.expert_slot_view(0, 0)[-1]), 7)
+        for slot in (2, 84, 85, -1):
+            with self.subTest(slot=slot):
+                with self.assertRaises(vram.VramError) as cm:
+                    self.c.expert_slot_view(0, slot)
+                self.assertEqual(cm.exception.errno, errno.EFAULT)
+                self.assertIn("not backed", cm.exception.message)
+
+
+if __name__ == "__main__":
+    unittest.main()
