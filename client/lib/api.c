@@ -188,7 +188,8 @@ static int do_region_info(const vram_client *c, uint32_t region,
 {
     struct vc_region *r = vc_region_get(c, region);
     if (!r)
-        return -ENOENT;
+        return vc_set_error((vram_client *)c, -ENOENT, "region %u is not "
+                            "this client's", region);
     *out = (struct vram_region_info){
         .id = r->id, .stage = r->stage, .device = r->device,
         .kind = (enum vram_region_kind)r->kind,
@@ -203,10 +204,13 @@ static int do_region_chunk(const vram_client *c, uint32_t region, uint32_t lane,
 {
     struct vc_region *r = vc_region_get(c, region);
     if (!r || lane >= r->lanes || slot >= r->stride_slots)
-        return -ENOENT;
+        return vc_set_error((vram_client *)c, -ENOENT, "region %u lane %u slot "
+                            "%u: no such region of this client, lane or slot",
+                            region, lane, slot);
     uint64_t id = r->slot_chunk[lane * r->stride_slots + slot];
     if (id == UINT64_MAX)
-        return -ENOENT;
+        return vc_set_error((vram_client *)c, -ENOENT, "region %u lane %u slot "
+                            "%u holds no memory now", region, lane, slot);
     if (chunk_out)
         *chunk_out = id;
     return 0;
@@ -426,7 +430,8 @@ static int do_expert_residency(const vram_client *c, uint32_t stage,
 {
     struct vc_stage *st = vc_stage_get(c, stage);
     if (!st)
-        return -ENOENT;
+        return vc_set_error((vram_client *)c, -ENOENT, "stage %u is not "
+                            "registered by this client", stage);
     *out = st->res;
     return 0;
 }
@@ -515,7 +520,8 @@ static int do_stage_regions(const vram_client *c, uint32_t stage, uint32_t *ids,
                             size_t max)
 {
     if (!vc_stage_get(c, stage))
-        return -ENOENT;
+        return vc_set_error((vram_client *)c, -ENOENT, "stage %u is not "
+                            "registered by this client", stage);
     int n = 0;
     for (size_t i = 0; i < c->nregions; i++)
         if (c->regions[i]->stage == stage) {
@@ -539,14 +545,17 @@ static int do_region_lane_slots(const vram_client *c, uint32_t region,
 {
     struct vc_region *r = vc_region_get(c, region);
     if (!r || lane >= r->lanes)
-        return -ENOENT;
+        return vc_set_error((vram_client *)c, -ENOENT, "region %u lane %u: no "
+                            "such region of this client, or lane", region, lane);
     return (int)r->lane_counts[lane];
 }
 
 static int do_expert_slots(const vram_client *c, uint32_t stage)
 {
     struct vc_stage *st = vc_stage_get(c, stage);
-    return st ? (int)st->expert_slots : -ENOENT;
+    return st ? (int)st->expert_slots
+              : vc_set_error((vram_client *)c, -ENOENT, "stage %u is not "
+                             "registered by this client", stage);
 }
 
 static void *do_expert_slot(const vram_client *c, uint32_t stage, uint32_t slot)

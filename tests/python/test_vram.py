@@ -24,7 +24,6 @@ import re
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import threading
 import time
 import unittest
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 from unittest import mock
 
 REPO = Path(__file__).resolve().parents[2]
