@@ -373,6 +373,23 @@ static int check_clients(struct vl_ledger *L, const struct tally *t)
         if (t[ci].stages != c->stages)
             return vli_fail(L, -EFAULT, "client %u owns %u stages, counted %u",
                             c->id, t[ci].stages, c->stages);
+        /* Its chunk lists hold exactly its chunks, linked both ways. */
+        uint32_t listed = 0;
+        for (uint32_t di = 0; di < L->ndev; di++) {
+            const struct vl_device *d = &L->dev[di];
+            uint32_t prev = VL_NONE;
+            for (uint32_t k = c->hfirst[di]; k != VL_NONE;
+                 prev = k, k = d->chunks[k].hnext) {
+                if (k >= d->nchunks || d->chunks[k].holder != c->id ||
+                    d->chunks[k].hprev != prev || ++listed > c->chunks)
+                    return vli_fail(L, -EFAULT, "client %u: its list of device "
+                                    "%u's chunks is broken at chunk %u", c->id,
+                                    d->cfg.id, k);
+            }
+        }
+        if (listed != c->chunks)
+            return vli_fail(L, -EFAULT, "client %u holds %u chunks, %u listed",
+                            c->id, c->chunks, listed);
         if (t[ci].va_bytes != c->va_bytes) /* R16 */
             return vli_fail(L, -EFAULT, "client %u reserves %llu bytes of "
                             "address space, counted %llu", c->id,

@@ -185,7 +185,10 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
         L->client = v;
         L->client_cap = cap;
     }
-    L->client[L->nclient++] = (struct vl_client){.id = id, .exempt = true};
+    struct vl_client *cl = &L->client[L->nclient++];
+    *cl = (struct vl_client){.id = id, .exempt = true};
+    for (uint32_t di = 0; di < VL_MAX_DEVICES; di++)
+        cl->hfirst[di] = VL_NONE;
     return 0;
 }
 
@@ -202,17 +205,12 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
         return vli_fail(L, -ENOMEM, "out of memory");
     vli_drop_regions(L, client, VL_NONE, true, fx);
     /* R11: chunks held outside regions (recalled ones already unmapped from
-     * the ledger's view) are quarantined too. The walk stops once it met
-     * every chunk the client holds: none at all for a vramctl or an engine
-     * that held nothing. */
-    uint32_t left = cl->chunks;
-    for (uint32_t di = 0; left && di < L->ndev; di++) {
+     * the ledger's view) are quarantined too: the client's own list, so
+     * the cost is what it holds, not the device. */
+    for (uint32_t di = 0; di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; left && k < d->nchunks; k++) {
+        for (uint32_t k = cl->hfirst[di]; k != VL_NONE; k = d->chunks[k].hnext) {
             struct vl_chunk *c = &d->chunks[k];
-            if (c->holder != client || c->state == VL_FREE)
-                continue;
-            left--;
             if (c->state != VL_QUARANTINED) {
                 vli_set_cat(d, c, VL_CAT_NONE);
                 vli_set_state(d, c, VL_QUARANTINED);
@@ -251,14 +249,12 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         q += L->dev[di].count[VL_QUARANTINED];
     if (vli_fx_reserve(fx, q) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
-    /* Until every chunk it holds was met (none: no walk). */
-    uint32_t left = cl->chunks;
-    for (uint32_t di = 0; left && di < L->ndev; di++) {
+    /* Its own list (freeing a chunk takes it off: the next is read
+     * first). */
+    for (uint32_t di = 0; di < L->ndev; di++) {
         struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; left && k < d->nchunks; k++) {
-            if (d->chunks[k].holder != client || d->chunks[k].state == VL_FREE)
-                continue;
-            left--;
+        for (uint32_t k = cl->hfirst[di], next; k != VL_NONE; k = next) {
+            next = d->chunks[k].hnext;
             if (d->chunks[k].state == VL_QUARANTINED)
                 vli_to_free(L, d, k, fx);
         }

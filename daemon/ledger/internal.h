@@ -22,6 +22,10 @@ struct vl_chunk {
     uint16_t qstage; /* quarantined: the configured stage it came from, or
                         VL_QSTAGE_NONE */
     uint8_t qcat;    /* ... and what it counted as there (enum vl_category) */
+    /* The holder's chunks of this device, a list through the chunks (indexes,
+     * VL_NONE at the ends), so what a client holds is found without walking
+     * the device. */
+    uint32_t hnext, hprev;
 };
 
 struct vl_region {
@@ -114,6 +118,7 @@ struct vl_client {
     uint64_t va_bytes;          /* its regions' and held ranges' (R16) */
     uint32_t tenant;            /* R16 */
     bool exempt;
+    uint32_t hfirst[VL_MAX_DEVICES]; /* its chunks' list per device */
 };
 
 struct vl_ledger {
@@ -210,6 +215,9 @@ struct vli_promises {
 uint32_t vli_window_free(const struct vl_stage *s);
 uint32_t vli_fixed_free(const struct vl_stage *s);
 uint32_t vli_pool_loans(const struct vl_stage *s);
+/* The chunk's holder becomes holder (0: none), its list entry following. */
+void vli_holder_set(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
+                    uint32_t holder);
 /* The stage table covers ids below n (new entries unused): 0, or -ENOMEM.
  * Stage pointers taken before it may move. */
 int vli_stages_cover(struct vl_ledger *L, uint32_t n);

@@ -133,6 +133,33 @@ void vli_unplace(struct vl_ledger *L, struct vl_chunk *c)
     c->slot = 0;
 }
 
+void vli_holder_set(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
+                    uint32_t holder)
+{
+    struct vl_chunk *c = &d->chunks[idx];
+    if (c->holder == holder)
+        return;
+    uint32_t di = vli_dev_index(L, d);
+    struct vl_client *old = c->holder ? vli_client_find(L, c->holder) : NULL;
+    if (old) {
+        if (c->hprev != VL_NONE)
+            d->chunks[c->hprev].hnext = c->hnext;
+        else
+            old->hfirst[di] = c->hnext;
+        if (c->hnext != VL_NONE)
+            d->chunks[c->hnext].hprev = c->hprev;
+    }
+    c->hnext = c->hprev = VL_NONE;
+    c->holder = holder;
+    struct vl_client *cl = holder ? vli_client_find(L, holder) : NULL;
+    if (cl) {
+        c->hnext = cl->hfirst[di];
+        if (c->hnext != VL_NONE)
+            d->chunks[c->hnext].hprev = idx;
+        cl->hfirst[di] = idx;
+    }
+}
+
 /* R1: a held chunk has one holder, the region's client, and one (region,
  * slot); it leaves the old slot before it takes the new one. */
 void vli_place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
@@ -142,7 +169,7 @@ void vli_place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     vli_unplace(L, c);
     vli_set_state(d, c, state);
     vli_set_cat(d, c, vli_cat_of_kind(r));
-    c->holder = r->client;
+    vli_holder_set(L, d, idx, r->client);
     c->region = r->id;
     c->slot = slot;
     r->slot_chunk[slot] = vl_chunk_id(vli_dev_index(L, d), idx);
@@ -185,7 +212,7 @@ void vli_to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     vli_qstage_clear(L, c);
     vli_set_cat(d, c, VL_CAT_NONE);
     vli_set_state(d, c, VL_FREE);
-    c->holder = 0;
+    vli_holder_set(L, d, idx, 0);
     d->free_stack[d->nfree++] = idx;
     vli_note_chunk(L, d, idx, NULL);
     uint64_t id = vl_chunk_id(vli_dev_index(L, d), idx);
@@ -256,6 +283,7 @@ int vl_init(struct vl_ledger *L, const struct vl_device_cfg *devs, uint32_t ndev
         for (uint32_t k = 0; k < d->nchunks; k++) {
             d->free_stack[k] = d->nchunks - 1 - k; /* low indexes first */
             d->chunks[k].qstage = VL_QSTAGE_NONE;
+            d->chunks[k].hnext = d->chunks[k].hprev = VL_NONE;
         }
         d->nfree = d->nchunks;
         d->count[VL_FREE] = d->nchunks;

@@ -40,7 +40,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
                             "is no chunk's", (unsigned long long)chunks[i].chunk,
                             chunks[i].cat, chunks[i].stage);
         vli_set_state(d, c, VL_QUARANTINED);
-        c->holder = cl->id;
+        vli_holder_set(L, d, idx, cl->id);
         vli_client_gain(cl, d, VL_QUARANTINED);
         /* R11: it stands for a configured stage's promise only where that
          * stage still is, on this chunk's device (the configuration may have

@@ -206,12 +206,10 @@ size_t vl_client_chunk_ids(const struct vl_ledger *L, uint32_t client,
 {
     size_t n = 0;
     const struct vl_client *cl = vli_client_find(L, client);
-    uint32_t left = cl ? cl->chunks : 0; /* the walk ends when all are met */
-    for (uint32_t di = 0; left && di < L->ndev; di++) {
+    for (uint32_t di = 0; cl && di < L->ndev; di++) {
         const struct vl_device *d = &L->dev[di];
-        for (uint32_t k = 0; left && k < d->nchunks; k++)
-            if (d->chunks[k].holder == client && d->chunks[k].state != VL_FREE) {
-                left--;
+        for (uint32_t k = cl->hfirst[di]; k != VL_NONE; k = d->chunks[k].hnext)
+            if (d->chunks[k].state != VL_FREE) {
                 if (n < max)
                     ids[n] = vl_chunk_id(di, k);
                 n++;

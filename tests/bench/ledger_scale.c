@@ -4,7 +4,7 @@
  * then stage 1's KV reserve of its whole window recalls them (16K chunks at
  * the default) and stage 0's release answers the recall; last, clients
  * holding nothing come and go (issue 17's empty connect, the ledger's
- * part). Each line gives the
+ * part), and one holding 16 chunks goes. Each line gives the
  * CPU time of one operation against its target; --quick uses 8 GiB (the
  * ctest smoke run checks only that it runs and prints its lines). */
 #include <stdio.h>
@@ -108,13 +108,38 @@ int main(int argc, char **argv)
         e = vl_client_add(&L, 1);
     if (!e)
         e = vl_client_add(&L, 2);
+    /* A small client on the big device: 16 chunks of an ad-hoc region,
+     * then gone and reaped; the cost is what it holds, not the device. */
+    uint32_t st_small = 0, reg = 0;
+    double t0, t1;
+    int ce = vl_client_add(&L, 500);
+    if (!ce)
+        ce = vl_stage_register_adhoc(&L, 500, 0, 0, 1, &st_small);
+    if (!ce)
+        ce = vl_region_create(&L, 500, st_small, VL_FIXED, 32 * MiB, 1, &reg);
+    if (!ce)
+        ce = vl_region_grow(&L, 500, reg, 16, &fx);
+    vl_fx_clear(&fx);
+    t0 = cpu_ms();
+    if (!ce)
+        ce = vl_client_disconnect(&L, 500, &fx);
+    if (!ce)
+        ce = vl_client_reap(&L, 500, &fx);
+    t1 = cpu_ms();
+    if (ce) {
+        printf("{\"bench\":\"setup\",\"backend\":\"ledger\",\"error\":"
+               "\"small client: %s\"}\n", vl_why(&L));
+        return 1;
+    }
+    line("ledger_small_client_gone", "disconnect and reap of a client "
+         "holding 16 chunks", 16, t1 - t0, 0.05);
     if (!e)
         e = vl_stage_register(&L, 1, 0, false, &fx);
     vl_fx_clear(&fx);
-    double t0 = cpu_ms();
+    t0 = cpu_ms();
     if (!e)
         e = vl_expert_request(&L, 1, 0, 0, &fx);
-    double t1 = cpu_ms();
+    t1 = cpu_ms();
     if (e) {
         printf("{\"bench\":\"setup\",\"backend\":\"ledger\",\"error\":\"%s\"}\n",
                vl_why(&L));
@@ -165,7 +190,7 @@ int main(int argc, char **argv)
     /* An empty client (vramctl, an engine before it asks for memory):
      * added, disconnected and reaped, 100 times. */
     vl_fx_clear(&fx);
-    int ce = 0;
+    ce = 0;
     t0 = cpu_ms();
     for (uint32_t k = 0; k < 100 && !ce; k++) {
         ce = vl_client_add(&L, 100 + k);

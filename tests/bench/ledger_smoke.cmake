@@ -1,4 +1,4 @@
-# bench_ledger_smoke: vram-bench-ledger --quick exits 0 and prints six JSON
+# bench_ledger_smoke: vram-bench-ledger --quick exits 0 and prints seven JSON
 # objects with "bench" and "cpu_ms". Timings are not judged here.
 if(NOT BENCH)
   message(FATAL_ERROR "pass -DBENCH=path/to/vram-bench-ledger")
@@ -22,6 +22,6 @@ foreach(line IN LISTS lines)
   endforeach()
   math(EXPR n "${n} + 1")
 endforeach()
-if(NOT n EQUAL 6)
-  message(FATAL_ERROR "${n} lines, 6 expected:\n${out}")
+if(NOT n EQUAL 7)
+  message(FATAL_ERROR "${n} lines, 7 expected:\n${out}")
 endif()

@@ -1379,6 +1379,17 @@ static void client_quarantine(struct vl_ledger *L)
 }
 static void client_regions(struct vl_ledger *L) { L->client[0].regions++; }
 static void client_stages(struct vl_ledger *L) { L->client[0].stages--; }
+/* A chunk dropped from its holder's list (the device holding its chunks). */
+static void client_list(struct vl_ledger *L)
+{
+    for (uint32_t di = 0; di < L->ndev; di++) {
+        uint32_t k = L->client[0].hfirst[di];
+        if (k != VL_NONE) {
+            L->client[0].hfirst[di] = L->dev[di].chunks[k].hnext;
+            return;
+        }
+    }
+}
 
 static void test_r01_check_catches_corruption(void)
 {
@@ -1399,6 +1410,7 @@ static void test_r01_check_catches_corruption(void)
     corrupt_and_check("client bytes quarantined", client_quarantine);
     corrupt_and_check("client ad-hoc regions", client_regions);
     corrupt_and_check("client stages", client_stages);
+    corrupt_and_check("client chunk list", client_list);
 }
 
 
