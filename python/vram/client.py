@@ -128,6 +128,17 @@ def _unraisable(exc: Optional[BaseException], where: str) -> Any:
     return _Args()
 
 
+class _CudaSpan:
+    """Device memory handed to torch through __cuda_array_interface__ (a
+    flat byte array); it keeps the client alive while a tensor uses it."""
+
+    def __init__(self, addr: int, nbytes: int, owner: "Client") -> None:
+        self._owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,), "typestr": "|u1", "data": (addr, False),
+            "version": 3, "strides": None}
+
+
 class Client:
     """One connection to vramd (``vram_client``); a context manager.
 
@@ -633,8 +644,8 @@ class Client:
         if backend != "host":
             raise NotImplementedError(
                 f"vram.Client.{what}: the {backend} backend's addresses are "
-                "device memory, not readable by the CPU; torch views "
-                "(__cuda_array_interface__) come later")
+                "device memory, not readable by the CPU: use the torch "
+                "tensors (lane_tensor, expert_slot_tensor)")
 
     @staticmethod
     def _array(np: Any, addr: int, nbytes: int, dtype: Any, owner: "Client") -> Any:
@@ -646,22 +657,9 @@ class Client:
         buf._vram_owner = owner  # the client stays alive under a view
         return np.frombuffer(buf, dtype=dt)
 
-    def lane_view(self, region: int, lane: int, first_slot: int = 0,
-                  nslots: Optional[int] = None, dtype: Any = "uint8") -> Any:
-        """A writable numpy array over chunk slots [first_slot, first_slot +
-        nslots) of one lane of a region, zero-copy (host backend).
-
-        nslots None means as many slots from first_slot as are mapped in a
-        row (a KV budget is always the first slots of each lane).  Every
-        slot covered must hold memory now (``vram_region_chunk``), or
-        VramError EFAULT is raised and no view made; a region or lane that
-        is not this client's raises ENOENT.  The length is nslots *
-        chunk_bytes bytes, as dtype items.  The view is valid only while
-        those slots stay mapped (see the class documentation).  Raises
-        NotImplementedError on the cuda backend, ImportError without numpy.
-        """
-        self._require_host("lane_view")
-        np = _numpy()
+    def _lane_span(self, region: int, lane: int, first_slot: int,
+                   nslots: Optional[int], what: str) -> "tuple[int, int]":
+        """(address, bytes) of mapped chunk slots of a lane, or raises."""
         info = self.region_info(region)
         usable = self.region_lane_slots(region, lane)
         if first_slot < 0 or (nslots is not None and nslots < 1):
@@ -671,8 +669,7 @@ class Client:
             return VramError(_errno.EFAULT,
                              f"lane {lane} slot {slot} of region {region} "
                              "holds no memory now (or is past the lane's "
-                             f"{usable} slots): no view over it",
-                             call="lane_view")
+                             f"{usable} slots): no view over it", call=what)
 
         if nslots is None:
             n = 0
@@ -689,7 +686,41 @@ class Client:
         addr = self.region_slot(region, lane, first_slot)
         if not addr:  # cannot happen for a mapped slot
             raise unmapped(first_slot)
-        return self._array(np, addr, nslots * info.chunk_bytes, dtype, self)
+        return addr, nslots * info.chunk_bytes
+
+    def _expert_span(self, stage: int, slot: int, what: str) -> "tuple[int, int]":
+        """(address, bytes) of a backed expert slot, or raises."""
+        res = self.expert_residency(stage)
+        info = self.stage_info(stage)
+        addr = (self.expert_slot(stage, slot)
+                if 0 <= slot < res.expert_slots_backed else None)
+        if not addr:
+            raise VramError(_errno.EFAULT,
+                            f"expert slot {slot} of stage {stage} is not "
+                            f"backed ({res.expert_slots_backed} slots are): "
+                            "no view over it", call=what)
+        return addr, info.expert_slot_bytes
+
+    def lane_view(self, region: int, lane: int, first_slot: int = 0,
+                  nslots: Optional[int] = None, dtype: Any = "uint8") -> Any:
+        """A writable numpy array over chunk slots [first_slot, first_slot +
+        nslots) of one lane of a region, zero-copy (host backend).
+
+        nslots None means as many slots from first_slot as are mapped in a
+        row (a KV budget is always the first slots of each lane).  Every
+        slot covered must hold memory now (``vram_region_chunk``), or
+        VramError EFAULT is raised and no view made; a region or lane that
+        is not this client's raises ENOENT.  The length is nslots *
+        chunk_bytes bytes, as dtype items.  The view is valid only while
+        those slots stay mapped (see the class documentation).  Raises
+        NotImplementedError on the cuda backend (use lane_tensor),
+        ImportError without numpy.
+        """
+        self._require_host("lane_view")
+        np = _numpy()
+        addr, nbytes = self._lane_span(region, lane, first_slot, nslots,
+                                       "lane_view")
+        return self._array(np, addr, nbytes, dtype, self)
 
     def expert_slot_view(self, stage: int, slot: int, dtype: Any = "uint8") -> Any:
         """A writable numpy array over expert slot of the stage
@@ -699,17 +730,53 @@ class Client:
         EFAULT is raised.  The view is valid only while the slot stays
         backed: a RECALL or EXPERT_SHRINK covering it unmaps it (see the
         class documentation).  Raises NotImplementedError on the cuda
-        backend, ImportError without numpy.
+        backend (use expert_slot_tensor), ImportError without numpy.
         """
         self._require_host("expert_slot_view")
         np = _numpy()
-        res = self.expert_residency(stage)
-        info = self.stage_info(stage)
-        addr = (self.expert_slot(stage, slot)
-                if 0 <= slot < res.expert_slots_backed else None)
-        if not addr:
-            raise VramError(_errno.EFAULT,
-                            f"expert slot {slot} of stage {stage} is not "
-                            f"backed ({res.expert_slots_backed} slots are): "
-                            "no view over it", call="expert_slot_view")
-        return self._array(np, addr, info.expert_slot_bytes, dtype, self)
+        addr, nbytes = self._expert_span(stage, slot, "expert_slot_view")
+        return self._array(np, addr, nbytes, dtype, self)
+
+    # ---- zero-copy torch tensors (cuda: device memory; host: CPU) --------
+
+    def _tensor(self, addr: int, nbytes: int, dtype: Any) -> Any:
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("vram tensors need PyTorch (pip install torch, "
+                              "or Debian's python3-torch)") from e
+        dtype = dtype if dtype is not None else torch.uint8
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if nbytes % itemsize:
+            raise ValueError(f"{nbytes} bytes are not a whole number of "
+                             f"{dtype} items")
+        if self.backend == "host":
+            np = _numpy()
+            return torch.from_numpy(self._array(np, addr, nbytes, "uint8",
+                                                self)).view(dtype)
+        # CUDA: the memory is the daemon's chunks, mapped at a fixed address
+        # in this process's device address space; torch takes it through
+        # __cuda_array_interface__ (no copy, no ownership: the tensor keeps
+        # the span object, which keeps the client).
+        span = _CudaSpan(addr, nbytes, self)
+        return torch.as_tensor(span, device="cuda").view(dtype)
+
+    def lane_tensor(self, region: int, lane: int, first_slot: int = 0,
+                    nslots: Optional[int] = None, dtype: Any = None) -> Any:
+        """A torch tensor over mapped chunk slots of a lane, zero-copy: on
+        the cuda backend a CUDA tensor over the chunks' device memory (its
+        address never changes, so CUDA graphs captured over it replay after
+        every budget change), on the host backend a CPU tensor.  The same
+        checks as lane_view: every slot covered must hold memory now, else
+        VramError EFAULT.  dtype defaults to torch.uint8.  Valid only while
+        those slots stay mapped."""
+        addr, nbytes = self._lane_span(region, lane, first_slot, nslots,
+                                       "lane_tensor")
+        return self._tensor(addr, nbytes, dtype)
+
+    def expert_slot_tensor(self, stage: int, slot: int, dtype: Any = None) -> Any:
+        """A torch tensor over a backed expert slot (expert_slot_bytes),
+        zero-copy, as lane_tensor; VramError EFAULT when the slot is not
+        backed.  Valid until a RECALL or EXPERT_SHRINK covering it."""
+        addr, nbytes = self._expert_span(stage, slot, "expert_slot_tensor")
+        return self._tensor(addr, nbytes, dtype)

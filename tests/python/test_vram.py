@@ -717,3 +717,91 @@ class TestViews(EngineTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def torch_usable() -> Optional[str]:
+    """Why torch tensors cannot be tested here, or None."""
+    if torch is None:
+        return "PyTorch is not installed"
+    if not host_backend() and not torch.cuda.is_available():
+        return "the cuda backend without a CUDA device for torch"
+    if host_backend() and numpy is None:
+        return NO_NUMPY
+    return None
+
+
+class TestTorch(EngineTest):
+    """Zero-copy torch tensors: CUDA tensors over the chunks on the cuda
+    backend (a CUDA graph captured over the KV replays after every budget
+    change), CPU tensors on the host backend."""
+
+    def setUp(self) -> None:
+        why = torch_usable()
+        if why:
+            self.skipTest(why)
+        super().setUp()
+        self.cuda = not host_backend()
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def test_kv_tensor_survives_budget_changes(self) -> None:
+        kv = self.kv_region()
+        t = self.c.lane_tensor(kv, 0)  # the initial window: 2 chunks
+        self.assertEqual(t.numel(), 2 * 2 * MIB)
+        self.assertEqual(t.device.type, "cuda" if self.cuda else "cpu")
+        t.fill_(7)
+        self.sync()
+        graph = None
+        if self.cuda:
+            # Captured once over the KV's fixed address.
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                t.add_(1)
+            graph.replay()
+        else:
+            t.add_(1)
+        self.sync()
+        self.assertTrue(bool((t == 8).all()))
+        # Loans, a long prompt that moves them into KV, a trim: the initial
+        # window's memory and address stay.
+        self.loans()
+        self.c.kv_reserve(0, 65536, 1024)
+        big = self.c.lane_tensor(kv, 0)
+        self.assertEqual(big.numel(), 9 * 2 * MIB)
+        self.assertEqual(big.data_ptr(), t.data_ptr())
+        big[t.numel():].fill_(3)
+        self.sync()
+        self.assertTrue(bool((big[:t.numel()] == 8).all()))
+        self.c.kv_trim(0)
+        if graph is not None:
+            graph.replay()
+        else:
+            t.add_(1)
+        self.sync()
+        self.assertTrue(bool((t == 9).all()))
+        # Past the trimmed window there is no memory: no tensor over it.
+        with self.assertRaises(vram.VramError) as e:
+            self.c.lane_tensor(kv, 0, first_slot=2, nslots=1)
+        self.assertEqual(e.exception.errno, errno.EFAULT)
+
+    def test_expert_slot_tensor(self) -> None:
+        self.loans()
+        e0 = self.c.expert_slot_tensor(0, 0, dtype=torch.int32)
+        self.assertEqual(e0.numel() * 4, 3 * MIB)
+        e0.fill_(12345)
+        self.sync()
+        # A long prompt takes the top loans; slot 0 keeps its data.
+        self.c.kv_reserve(0, 65536, 1024)
+        self.assertEqual(self.c.expert_residency(0).expert_slots_backed, 73)
+        self.assertTrue(bool((e0 == 12345).all()))
+        with self.assertRaises(vram.VramError) as e:
+            self.c.expert_slot_tensor(0, 73)
+        self.assertEqual(e.exception.errno, errno.EFAULT)
