@@ -524,6 +524,41 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
     }
 }
 
+/* A JSON syntax error, at the line and column (1-based, columns counted in
+ * characters) of where cJSON stopped (at, a pointer into text), with the
+ * text found there. Every caller prefixes the file's name. */
+static void json_syntax_error(struct ctx *x, const char *text, size_t len,
+                              const char *at)
+{
+    if (!at || at < text || at > text + len)
+        at = text + len; /* not known: the end */
+    unsigned line = 1, col = 1;
+    for (const char *p = text; p < at; p++) {
+        if (*p == '\n') {
+            line++;
+            col = 1;
+        } else if (((unsigned char)*p & 0xC0) != 0x80) {
+            col++; /* not a UTF-8 continuation byte: a character */
+        }
+    }
+    char near[24];
+    size_t n = 0;
+    while (n < 20 && at + n < text + len && (unsigned char)at[n] >= 0x20 &&
+           at[n] != 0x7f)
+        n++;
+    if (at + n < text + len && (unsigned char)at[n] >= 0x20)
+        while (n > 0 && ((unsigned char)at[n] & 0xC0) == 0x80)
+            n--; /* not in the middle of a character */
+    memcpy(near, at, n);
+    near[n] = '\0';
+    if (at >= text + len)
+        err(x, "line %u, column %u: not valid JSON (the text ends there)", line, col);
+    else if (n == 0)
+        err(x, "line %u, column %u: not valid JSON", line, col);
+    else
+        err(x, "line %u, column %u: not valid JSON (at '%s')", line, col, near);
+}
+
 int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
                    int *nerrs)
 {
@@ -531,9 +566,10 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     vd_config_default(c);
     FILE *f = fopen(path, "re");
     if (!f) {
-        err(&x, "%s: %s", path, strerror(errno));
+        int e = errno;
+        err(&x, "%s", strerror(e));
         *nerrs = x.n;
-        return -errno;
+        return -e;
     }
     char *buf = NULL;
     size_t len = 0, cap = 0;
@@ -544,7 +580,7 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
             if (!nb || cap > (16u << 20)) {
                 free(nb ? nb : buf);
                 fclose(f);
-                err(&x, "%s: larger than 16 MiB", path);
+                err(&x, "larger than 16 MiB");
                 *nerrs = x.n;
                 return -EFBIG;
             }
@@ -557,13 +593,12 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     }
     fclose(f);
     buf[len] = '\0';
+    /* On a syntax error, where is cJSON_GetErrorPtr()'s pointer into buf
+     * (this way without cJSON's global, which another thread may change). */
     const char *where = NULL;
     cJSON *root = cJSON_ParseWithOpts(buf, &where, 1);
     if (!root) {
-        int line = 1;
-        for (const char *p = buf; where && p < where; p++)
-            line += *p == '\n';
-        err(&x, "%s:%d: not valid JSON", path, line);
+        json_syntax_error(&x, buf, len, where);
         free(buf);
         *nerrs = x.n;
         return -EINVAL;

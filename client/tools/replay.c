@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,25 @@ static uint64_t get(const cJSON *o, const char *k)
     return v;
 }
 
-/* One step: a JSON line, or rows of a table for people. */
+/* One table row, printed without the spaces that pad its last column. */
+static void row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void row(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+    while (len && line[len - 1] == ' ')
+        len--;
+    printf("%.*s\n", (int)len, line);
+}
+
+/* One step: a JSON line, or rows of a table for people (counts name what
+ * they count: tokens, slots, chunks). */
 static void emit(cJSON *step)
 {
     if (!table) {
@@ -56,9 +75,10 @@ static void emit(cJSON *step)
         return;
     }
     if (get(step, "step") == 1)
-        printf("%-5s %-8s %-7s %-6s %-6s %-10s %-10s %-12s %-6s %-9s %s\n",
-               "STEP", "PROMPT", "OUTPUT", "STAGE", "DEVICE", "KV-NEEDED",
-               "KV-MAPPED", "EXPERT-LOANS", "SLOTS", "RECALLED", "TIME");
+        row("%-5s %-13s %-13s %-6s %-6s %-10s %-10s %-12s %-12s %-15s %s",
+            "STEP", "PROMPT-TOKENS", "OUTPUT-TOKENS", "STAGE", "DEVICE",
+            "KV-NEEDED", "KV-MAPPED", "EXPERT-LOANS", "BACKED-SLOTS",
+            "RECALLED-CHUNKS", "TIME");
     const cJSON *st;
     cJSON_ArrayForEach(st, cJSON_GetObjectItem(step, "stages")) {
         char need[24], mapped[24], loans[24], us[24];
@@ -68,14 +88,14 @@ static void emit(cJSON *step)
         snprintf(loans, sizeof(loans), "%llu MiB",
                  (unsigned long long)(get(st, "expert_loaned_bytes") >> 20));
         snprintf(us, sizeof(us), "%.1f ms", get(st, "step_us") / 1000.0);
-        printf("%-5llu %-8llu %-7llu %-6llu %-6llu %-10s %-10s %-12s %-6llu %-9llu %s\n",
-               (unsigned long long)get(step, "step"),
-               (unsigned long long)get(st, "prompt_tokens"),
-               (unsigned long long)get(st, "output_tokens"),
-               (unsigned long long)get(st, "stage"),
-               (unsigned long long)get(st, "device"), need, mapped, loans,
-               (unsigned long long)get(st, "expert_slots_backed"),
-               (unsigned long long)get(st, "recalled_chunks"), us);
+        row("%-5llu %-13llu %-13llu %-6llu %-6llu %-10s %-10s %-12s %-12llu %-15llu %s",
+            (unsigned long long)get(step, "step"),
+            (unsigned long long)get(st, "prompt_tokens"),
+            (unsigned long long)get(st, "output_tokens"),
+            (unsigned long long)get(st, "stage"),
+            (unsigned long long)get(st, "device"), need, mapped, loans,
+            (unsigned long long)get(st, "expert_slots_backed"),
+            (unsigned long long)get(st, "recalled_chunks"), us);
     }
     fflush(stdout);
 }
@@ -447,6 +467,32 @@ static int run_one_client(const struct scenario *sc, bool hold)
     return 0;
 }
 
+static void usage(FILE *f, bool full)
+{
+    fprintf(f, "Usage: vram-replay [--socket PATH] [--one-client] [--hold] "
+            "[--table] SCENARIO.json\n"
+            "       vram-replay --version | --help\n");
+    if (!full)
+        return;
+    fprintf(f,
+            "Drives the scenario's steps against a running vramd (one client "
+            "process per\nstage, or one client for all with --one-client) and "
+            "prints one JSON line per\nstep. Without stages in the scenario, "
+            "the daemon's configured stages are used.\n\n"
+            "Options:\n"
+            "  -s, --socket PATH  vramd's socket (default $VRAM_SOCKET, else "
+            "/run/vramd/vramd.sock)\n"
+            "      --one-client   one client, in this process, for every stage\n"
+            "      --hold         keep the clients and their memory after the "
+            "last step,\n"
+            "                     until SIGTERM or SIGINT\n"
+            "      --table        a table for people instead of JSON lines\n"
+            "  -V, --version      the version\n"
+            "  -h, --help         this text\n\n"
+            "Exit status: 0 every step done, 1 a step or the connection failed, "
+            "2 usage.\n");
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -470,24 +516,12 @@ int main(int argc, char **argv)
         case 'H': hold = true; break;
         case 't': table = true; break;
         case 'W': worker = strtol(optarg, NULL, 10); break;
-        case 'h':
-            printf("Usage: vram-replay [--socket PATH] [--one-client] [--hold] "
-                   "SCENARIO.json\n"
-                   "Drives the scenario's steps against a running vramd (one "
-                   "client process per stage,\nor one client for all with "
-                   "--one-client) and prints one JSON line per step.\n"
-                   "--hold keeps the clients and their memory after the last "
-                   "step until SIGTERM/SIGINT.\n"
-                   "--table prints a table for people instead of JSON lines.\n"
-                   "Without stages in the scenario, the daemon's configured "
-                   "stages are used.\n--version prints the version.\n");
-            return 0;
-        default: return 2;
+        case 'h': usage(stdout, true); return 0;
+        default: usage(stderr, false); return 2;
         }
     }
     if (optind + 1 != argc) {
-        fprintf(stderr, "Usage: vram-replay [--socket PATH] [--one-client] "
-                "[--hold] [--table] SCENARIO.json\n");
+        usage(stderr, false);
         return 2;
     }
     static struct scenario sc;

@@ -1,6 +1,8 @@
 /* vramctl: inspect vramd's budgets.
  * Exit codes: 0 success, 1 the daemon refused or failed the request,
- * 2 usage error, 3 no daemon reachable on the socket.
+ * 2 usage error, 3 no daemon reachable on the socket, 4 not allowed (the
+ * socket's permissions or the daemon refused the connection, or an admin
+ * command from someone who is no admin).
  *
  * The status reply is decoded into the catalogue's typed structs (checked
  * field by field against proto/messages.json), so every column below names
@@ -8,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +26,31 @@
 #include "vram_msg.h"
 
 static void usage(FILE *f);
+
+/* Exit statuses (usage() and the man page say the same). */
+enum {
+    EXIT_FAILED = 1,
+    EXIT_USAGE = 2,
+    EXIT_NO_DAEMON = 3,
+    EXIT_NOT_ALLOWED = 4,
+};
+
+/* One table row, printed without the spaces that pad its last column. */
+static void row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void row(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
+    while (len && line[len - 1] == ' ')
+        len--;
+    printf("%.*s\n", (int)len, line);
+}
 
 static const char *sz(uint64_t b, char *buf)
 {
@@ -45,34 +73,35 @@ static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
 
 static void print_devices(const struct vram_rep_status *st, bool legend)
 {
-    char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
     if (legend)
-        printf("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-11s\n", "DEVICE",
-               "BACKEND", "CHUNK", "CAPACITY", "FREE", "GRANTED", "LOANED",
-               "RECALLING", "QUARANTINED");
+        row("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", "DEVICE",
+            "BACKEND", "CHUNK", "CAPACITY", "RESERVED", "FREE", "GRANTED",
+            "LOANED", "RECALLING", "QUARANTINED");
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
-        printf("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-11s\n", it->id,
-               str(it->backend, "?"), sz(it->chunk_bytes, a),
-               sz(it->capacity_bytes, b), sz(it->free_bytes, c),
-               sz(it->granted_bytes, d), sz(it->loaned_bytes, e),
-               sz(it->recalling_bytes, f), sz(it->quarantined_bytes, g));
+        row("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", it->id,
+            str(it->backend, "?"), sz(it->chunk_bytes, a),
+            sz(it->capacity_bytes, b), sz(it->reserved_bytes, h),
+            sz(it->free_bytes, c), sz(it->granted_bytes, d),
+            sz(it->loaned_bytes, e), sz(it->recalling_bytes, f),
+            sz(it->quarantined_bytes, g));
     }
     printf("\n");
     if (legend)
-        printf("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s\n", "DEVICE", "NAME",
-               "TOTAL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
+        row("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s", "DEVICE", "NAME",
+            "TOTAL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
         char peers[64];
         join_u32(peers, sizeof(peers), &it->peer_access);
-        printf("%-6u %-22.22s %-10s %-11s %-5s %-8s %-6s %s\n", it->id,
-               str(it->name, ""), sz(it->total_bytes, a),
-               it->has_granularity_bytes ? sz(it->granularity_bytes, b) : "-",
-               it->has_vmm ? (it->vmm ? "yes" : "no") : "-",
-               it->has_posix_fd ? (it->posix_fd ? "yes" : "no") : "-",
-               peers[0] ? peers : "-", str(it->uuid, "-"));
+        row("%-6u %-22.22s %-10s %-11s %-5s %-8s %-6s %s", it->id,
+            it->name && it->name[0] ? it->name : "-", sz(it->total_bytes, a),
+            it->has_granularity_bytes ? sz(it->granularity_bytes, b) : "-",
+            it->has_vmm ? (it->vmm ? "yes" : "no") : "-",
+            it->has_posix_fd ? (it->posix_fd ? "yes" : "no") : "-",
+            peers[0] ? peers : "-", str(it->uuid, "-"));
     }
 }
 
@@ -80,37 +109,41 @@ static void print_stages(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32];
     if (legend)
-        printf("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-6s %-7s\n",
-               "STAGE", "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED",
-               "KV-MAX", "EXPERT-LOANS", "SLOTS", "RECALLS");
+        row("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-12s %s", "STAGE",
+            "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED", "KV-MAX",
+            "EXPERT-LOANS", "BACKED-SLOTS", "RECALLING-CHUNKS");
     for (size_t i = 0; i < st->stages.n; i++) {
         const struct vram_t_stage *it = &st->stages.v[i];
         char layers[24], owner[16] = "-";
         snprintf(layers, sizeof(layers), "%u-%u", it->first_layer, it->last_layer);
         if (it->has_owner)
             snprintf(owner, sizeof(owner), "%u", it->owner);
-        printf("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-6u %-7u\n", it->id,
-               it->device, layers, owner, sz(it->kv_mapped_bytes, a),
-               sz(it->kv_needed_bytes, b), sz(it->kv_max_bytes, c),
-               sz(it->expert_loaned_bytes, d), it->expert_slots_backed,
-               it->recalls_pending);
+        row("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-12u %u", it->id,
+            it->device, layers, owner, sz(it->kv_mapped_bytes, a),
+            sz(it->kv_needed_bytes, b), sz(it->kv_max_bytes, c),
+            sz(it->expert_loaned_bytes, d), it->expert_slots_backed,
+            it->recalls_pending);
     }
 }
 
+/* Clients: a gone one (quarantined, maybe awaiting its process's resume)
+ * has no name in the status: "-" then. QUARANTINED is what it holds that
+ * waits for its process. */
 static void print_clients(const struct vram_rep_status *st, bool legend)
 {
-    char a[32];
+    char a[32], b[32];
     if (legend)
-        printf("%-6s %-20s %-8s %-6s %-12s %-10s %s\n", "CLIENT", "NAME", "PID",
-               "ROLE", "STATE", "HELD", "STAGES");
+        row("%-6s %-20s %-8s %-6s %-12s %-10s %-11s %s", "CLIENT", "NAME", "PID",
+            "ROLE", "STATE", "HELD", "QUARANTINED", "STAGES");
     for (size_t i = 0; i < st->clients.n; i++) {
         const struct vram_t_client *it = &st->clients.v[i];
         char stages[64];
         join_u32(stages, sizeof(stages), &it->stages);
-        printf("%-6u %-20.20s %-8lld %-6s %-12s %-10s %s\n", it->id,
-               str(it->name, ""), (long long)it->pid, str(it->role, ""),
-               str(it->state, ""), sz(it->held_bytes, a),
-               stages[0] ? stages : "-");
+        row("%-6u %-20.20s %-8lld %-6s %-12s %-10s %-11s %s", it->id,
+            it->name && it->name[0] ? it->name : "-", (long long)it->pid,
+            str(it->role, "-"), it->state && it->state[0] ? it->state : "-",
+            sz(it->held_bytes, a), sz(it->quarantined_bytes, b),
+            stages[0] ? stages : "-");
     }
 }
 
@@ -127,9 +160,9 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32];
     if (legend)
-        printf("%-5s %-6s %-5s %-12s %-12s %-9s %-6s %-8s %-10s %s\n", "STAGE",
-               "DEVICE", "LEND", "EXPERT-LOANS", "KV-HEADROOM", "SLOT", "SLOTS",
-               "RECALLS", "RESIDENCY", "HOLD/DEADLINE");
+        row("%-5s %-6s %-5s %-12s %-12s %-9s %-12s %-16s %-10s %s", "STAGE",
+            "DEVICE", "LEND", "EXPERT-LOANS", "KV-HEADROOM", "SLOT-SIZE",
+            "BACKED-SLOTS", "RECALLING-CHUNKS", "RESIDENCY", "HOLD/DEADLINE");
     for (size_t i = 0; i < st->stages.n; i++) {
         const struct vram_t_stage *it = &st->stages.v[i];
         if (!it->configured)
@@ -138,12 +171,12 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
         char hold[48];
         snprintf(hold, sizeof(hold), "%u/%u ms", it->has_hold_ms ? it->hold_ms : 0,
                  it->has_recall_deadline_ms ? it->recall_deadline_ms : 0);
-        printf("%-5u %-6u %-5s %-12s %-12s %-9s %-6u %-8u %-10llu %s\n", it->id,
-               it->device, it->has_lend && it->lend ? "yes" : "no",
-               sz(it->expert_loaned_bytes, a), sz(max > kv ? max - kv : 0, b),
-               sz(it->expert_slot_bytes, c), it->expert_slots_backed,
-               it->recalls_pending, (unsigned long long)it->residency_version,
-               hold);
+        row("%-5u %-6u %-5s %-12s %-12s %-9s %-12u %-16u %-10llu %s", it->id,
+            it->device, it->has_lend && it->lend ? "yes" : "no",
+            sz(it->expert_loaned_bytes, a), sz(max > kv ? max - kv : 0, b),
+            sz(it->expert_slot_bytes, c), it->expert_slots_backed,
+            it->recalls_pending, (unsigned long long)it->residency_version,
+            hold);
     }
 }
 
@@ -386,14 +419,18 @@ static const struct {
     const char *name, *args, *help;
 } commands[] = {
     {"status", "[--json] [--no-legend]",
-     "devices (capacity, free, granted, loaned, recalling, quarantined; names,\n"
-     "UUIDs, granularity, peers), stages (KV mapped, needed and maximum,\n"
-     "expert loans, backed slots, pending recalls) and clients"},
-    {"clients", "[--json] [--no-legend]", "connected and quarantined clients"},
+     "devices (capacity, reserved by stages, free, granted, loaned, recalling,\n"
+     "quarantined; names, UUIDs, granularity, peers), stages (KV mapped, needed\n"
+     "and maximum, expert loans, backed slots, chunks being recalled) and\n"
+     "clients (held and quarantined bytes)"},
+    {"clients", "[--json] [--no-legend]",
+     "connected and quarantined clients: held and quarantined bytes (a gone\n"
+     "client awaiting its process's resume has no name: -)"},
     {"stages", "[--json] [--no-legend]", "stages and their KV and expert budgets"},
     {"loans", "[--json] [--no-legend]",
-     "per configured stage: loan policy, expert loans, KV headroom, backed\n"
-     "slots, pending recalls, residency version, hold bound and recall deadline"},
+     "per configured stage: loan policy, expert loans, KV headroom, slot size,\n"
+     "backed slots, chunks being recalled, residency version, hold bound and\n"
+     "recall deadline"},
     {"watch", "[--interval MS] [--count N] [--no-legend]",
      "status, refreshed every MS milliseconds (default 1000) until ^C"},
     {"metrics", "", "Prometheus text exposition of the devices, stages and counters"},
@@ -405,18 +442,67 @@ static const struct {
      "vramctl clients); its chunks return once its process is gone"},
 };
 
+/* The options a command's arguments name, explained. */
+static const struct {
+    const char *opt, *help;
+} command_opts[] = {
+    {"--json", "the same data as JSON, with stable keys"},
+    {"--no-legend", "tables without their header lines (for scripts)"},
+    {"--interval", "milliseconds between refreshes (default 1000)"},
+    {"--count", "stop after N refreshes"},
+};
+
+/* Each option of a command's arguments ("[--interval MS] [--count N]"), in
+ * their order, as they spell it, with what it does. */
+static void command_options(FILE *f, const char *args)
+{
+    bool any = false;
+    for (const char *at = strstr(args, "--"); at; at = strstr(at + 2, "--")) {
+        size_t name = strcspn(at, " ]"), n = strcspn(at, "]");
+        for (size_t i = 0; i < sizeof(command_opts) / sizeof(command_opts[0]); i++) {
+            if (strlen(command_opts[i].opt) != name ||
+                strncmp(at, command_opts[i].opt, name) != 0)
+                continue;
+            if (!any)
+                fprintf(f, "\nOptions:\n");
+            any = true;
+            fprintf(f, "  %-15.*s %s\n", (int)n, at, command_opts[i].help);
+        }
+    }
+}
+
+static const char exit_text[] =
+    "Exit status: 0 success, 1 request failed, 2 usage, 3 no daemon on the\n"
+    "socket, 4 not allowed (the socket's permissions or access.allow refused\n"
+    "the connection, or an admin command from someone not in access.admin).\n";
+
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: vramctl [--socket PATH] COMMAND [OPTIONS]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].args);
+        fprintf(f, "  %s%*s%s\n", commands[i].name,
+                commands[i].args[0] ? 13 - (int)strlen(commands[i].name) : 0, "",
+                commands[i].args);
     fprintf(f, "\nOptions:\n"
             "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
             "/run/vramd/vramd.sock)\n"
+            "  --json              (status, clients, stages, loans) JSON with "
+            "stable keys\n"
+            "  --no-legend         (status, clients, stages, loans, watch) tables "
+            "without\n"
+            "                      their header lines\n"
             "  -h, --help          this text; COMMAND --help for a command's\n"
             "  -V, --version       the version\n\n"
-            "Sizes are shown in binary units (MiB, GiB).\n"
-            "Exit status: 0 success, 1 request failed, 2 usage, 3 no daemon.\n");
+            "Sizes are shown in binary units (MiB, GiB); other numbers name what "
+            "they count\n(BACKED-SLOTS, RECALLING-CHUNKS).\n%s", exit_text);
+}
+
+/* An admin command's exit status: refused for want of rights is 4. */
+static int admin_status(int e)
+{
+    if (e == 0)
+        return 0;
+    return e == -EPERM || e == -EACCES ? EXIT_NOT_ALLOWED : EXIT_FAILED;
 }
 
 int main(int argc, char **argv)
@@ -485,8 +571,11 @@ int main(int argc, char **argv)
             continue;
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("Usage: vramctl %s %s\n%s.\n", commands[ci].name,
+            printf("Usage: vramctl [--socket PATH] %s%s%s\n%s.\n",
+                   commands[ci].name, commands[ci].args[0] ? " " : "",
                    commands[ci].args, commands[ci].help);
+            command_options(stdout, commands[ci].args);
+            printf("\n%s", exit_text);
             return 0;
         } else if (strcmp(a, "--json") == 0 && strstr(commands[ci].args, "--json")) {
             o.json = true;
@@ -537,18 +626,23 @@ int main(int argc, char **argv)
         else
             fprintf(stderr, "vramctl: cannot talk to vramd on %s: %s\n", shown,
                     vram_strerror(e));
-        return e == -ENOENT || e == -ECONNREFUSED || e == -EACCES ? 3 : 1;
+        /* Refused is not absent: the daemon runs, this user may not use it. */
+        if (e == -EACCES || e == -EPERM)
+            return EXIT_NOT_ALLOWED;
+        return e == -ENOENT || e == -ECONNREFUSED ? EXIT_NO_DAEMON : EXIT_FAILED;
     }
     int rc;
     if (strcmp(cmd, "set-capacity") == 0) {
         char b[32];
-        rc = vram_admin_set_capacity(cl, (uint32_t)device, capacity) == 0 ? 0 : 1;
+        e = vram_admin_set_capacity(cl, (uint32_t)device, capacity);
+        rc = admin_status(e);
         if (rc)
             fprintf(stderr, "vramctl: set-capacity: %s\n", vram_client_last_error(cl));
         else
             printf("device %ld: capacity %s\n", device, sz(capacity, b));
     } else if (strcmp(cmd, "evict") == 0) {
-        rc = vram_admin_evict(cl, (uint32_t)evict) == 0 ? 0 : 1;
+        e = vram_admin_evict(cl, (uint32_t)evict);
+        rc = admin_status(e);
         if (rc)
             fprintf(stderr, "vramctl: evict: %s\n", vram_client_last_error(cl));
         else

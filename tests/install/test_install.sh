@@ -1,14 +1,35 @@
 #!/bin/sh
-# Installs the build into a temporary prefix and builds a small engine
-# against the installed libvram with pkg-config and with find_package(vram),
-# shared and static. Usage: test_install.sh BUILD_DIR
+# Installs the build into a temporary prefix, runs what was installed there
+# (the tools find the installed libvram through their RPATH; vramd checks a
+# configuration and serves the installed vramctl; the installed unit starts
+# the installed vramd), and builds a small engine against the installed
+# libvram with pkg-config and with find_package(vram), shared and static.
+# The temporary folder is removed when the test passes, kept when it fails.
+# Usage: test_install.sh BUILD_DIR
 set -eu
 build=$1
 tmp=$(mktemp -d /tmp/vram-install-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+fail=0
+vramd_pid=
+cleanup() {
+    rc=$?
+    [ $rc -eq 0 ] || fail=1
+    if [ -n "$vramd_pid" ]; then
+        kill "$vramd_pid" 2>/dev/null || true
+        wait "$vramd_pid" 2>/dev/null || true
+    fi
+    if [ "$fail" -eq 0 ]; then
+        rm -rf "$tmp"
+    else
+        echo "kept for a look: $tmp"
+    fi
+}
+trap cleanup EXIT
+# Nothing from the build tree or the caller's environment may help the
+# installed binaries find their library.
+unset LD_LIBRARY_PATH VRAM_SOCKET
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 p=$tmp/prefix
-fail=0
 for f in bin/vramd bin/vramctl bin/vram-replay include/vram.h \
          lib/systemd/system/vramd.service lib/systemd/system/vramd.socket \
          lib/sysusers.d/vramd.conf lib/tmpfiles.d/vramd.conf \
@@ -17,7 +38,85 @@ for f in bin/vramd bin/vramctl bin/vram-replay include/vram.h \
 done
 lib=$(dirname "$(find "$p" -name 'libvram.so' | head -n 1)")
 [ -n "$lib" ] && [ -e "$lib/libvram.a" ] && [ -e "$lib/pkgconfig/vram.pc" ] &&
-    [ -e "$lib/cmake/vram/vramConfig.cmake" ] || { echo "libraries, vram.pc or the CMake package missing"; exit 1; }
+    [ -e "$lib/cmake/vram/vramConfig.cmake" ] || { echo "libraries, vram.pc or the CMake package missing"; fail=1; exit 1; }
+
+# The installed tools run: they find libvram through an RPATH relative to
+# where they lie, never the build tree's.
+for t in vramctl vram-replay; do
+    if ! out=$("$p/bin/$t" --version 2>&1); then
+        echo "installed $t --version failed: $out"; fail=1
+    fi
+    case $out in "$t "[0-9]*) ;; *) echo "installed $t --version: $out"; fail=1 ;; esac
+    so=$(ldd "$p/bin/$t" | awk '$1 ~ /^libvram\.so/ { print $3 }')
+    case $so in
+    "$p"/*) ;;
+    not|"") echo "installed $t does not find libvram"; fail=1 ;;
+    *) echo "installed $t loads libvram from '$so', not from $p"; fail=1 ;;
+    esac
+    readelf -d "$p/bin/$t" | grep -Eq '(RPATH|RUNPATH).*\$ORIGIN/\.\./' ||
+        { echo "installed $t has no \$ORIGIN-relative RPATH"; fail=1; }
+done
+
+# The installed vramd checks a small configuration (and refuses a bad one).
+cat >"$tmp/vramd.json" <<'J'
+{"devices": [{"id": 0, "capacity": "64MiB"}], "pool": {"prefill_chunks": 2}}
+J
+if ! out=$("$p/bin/vramd" --check-config "$tmp/vramd.json" 2>&1) ||
+    ! echo "$out" | grep -q 'valid (1 devices'; then
+    echo "installed vramd --check-config: $out"; fail=1
+fi
+echo '{"devices": [{"id": 0, "capacity": "64 parsecs"}]}' >"$tmp/bad.json"
+if out=$("$p/bin/vramd" --check-config "$tmp/bad.json" 2>&1); then
+    echo "installed vramd accepted a bad configuration: $out"; fail=1
+fi
+
+# A short session: the installed vramd on a temporary socket serves the
+# installed vramctl, and stops cleanly on SIGTERM.
+mkdir -m 0755 "$tmp/run"
+sock=$tmp/run/vramd.sock
+"$p/bin/vramd" --socket "$sock" --backend host --config "$tmp/vramd.json" \
+    --log-level info >"$tmp/vramd.log" 2>&1 &
+vramd_pid=$!
+i=0
+until "$p/bin/vramctl" --socket "$sock" status >"$tmp/status.out" 2>"$tmp/status.err"; do
+    i=$((i + 1))
+    if [ $i -ge 200 ] || ! kill -0 "$vramd_pid" 2>/dev/null; then
+        echo "installed vramctl status never got an answer from the installed vramd:"
+        cat "$tmp/status.err" "$tmp/vramd.log"
+        fail=1
+        break
+    fi
+    sleep 0.05
+done
+grep -q '^DEVICE' "$tmp/status.out" && grep -q '64 MiB' "$tmp/status.out" ||
+    { echo "installed vramctl status:"; cat "$tmp/status.out"; fail=1; }
+if "$p/bin/vramctl" --socket "$sock" status --json >"$tmp/status.json" 2>&1; then
+    grep -Eq '"capacity_bytes":[[:space:]]*67108864' "$tmp/status.json" ||
+        { echo "installed vramctl status --json:"; cat "$tmp/status.json"; fail=1; }
+else
+    echo "installed vramctl status --json failed: $(cat "$tmp/status.json")"; fail=1
+fi
+kill "$vramd_pid" 2>/dev/null || true
+rc=0
+wait "$vramd_pid" || rc=$?
+vramd_pid=
+[ $rc -eq 0 ] || { echo "installed vramd exited with $rc:"; cat "$tmp/vramd.log"; fail=1; }
+
+# The installed service starts the installed vramd, at the prefix's path.
+unit=$p/lib/systemd/system/vramd.service
+exec_start=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")
+[ "$exec_start" = "$p/bin/vramd" ] ||
+    { echo "$unit: ExecStart=$exec_start, not $p/bin/vramd"; fail=1; }
+[ -x "$exec_start" ] || { echo "$unit: ExecStart names no executable: $exec_start"; fail=1; }
+if grep -q '@[A-Z_]*@' "$unit" "$p/lib/systemd/system/vramd.socket"; then
+    echo "a unit keeps a template's placeholder"; fail=1
+fi
+if command -v systemd-analyze >/dev/null; then
+    if ! out=$(systemd-analyze verify --man=no "$p/lib/systemd/system/vramd.socket" \
+               "$unit" 2>&1) || [ -n "$out" ]; then
+        echo "systemd-analyze verify of the installed units: $out"; fail=1
+    fi
+fi
 
 # The man pages render without warnings.
 if command -v man >/dev/null; then

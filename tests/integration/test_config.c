@@ -8,10 +8,14 @@
 
 #include "harness.h"
 
+/* The configuration file run() wrote last (removed once it ran). */
+static char last_path[64];
+
 static int run(const char *args, const char *config, char *out, size_t len)
 {
     char path[] = "/tmp/vramd-config-XXXXXX";
     int fd = mkstemp(path);
+    snprintf(last_path, sizeof(last_path), "%s", path);
     REQUIRE(fd >= 0, "mkstemp");
     REQUIRE(write(fd, config, strlen(config)) == (ssize_t)strlen(config), "write");
     close(fd);
@@ -36,6 +40,34 @@ static void bad(const char *config, const char *const *needles)
     rc = run("--backend host --config", config, out, sizeof(out));
     CHECK(rc != 0, "vramd started with: %s", config);
     CHECK(strstr(out, needles[0]) != NULL, "start: no '%s' in:\n%s", needles[0], out);
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* A JSON syntax error: one line, naming the file once, with the line and
+ * column where the text stops being JSON; the same when vramd starts. */
+static void syntax(const char *config, const char *where)
+{
+    static char out[8192];
+    const char *modes[] = {"--check-config", "--backend host --config"};
+    for (int m = 0; m < 2; m++) {
+        int rc = run(modes[m], config, out, sizeof(out));
+        CHECK(rc != 0, "%s accepted: %s", modes[m], config);
+        CHECK(strstr(out, where) != NULL, "%s: no '%s' in:\n%s", modes[m], where, out);
+        CHECK(strstr(out, "not valid JSON") != NULL, "%s: not said to be JSON:\n%s",
+              modes[m], out);
+        CHECK(count(out, last_path) == 1, "%s: the file %s is not named once:\n%s",
+              modes[m], last_path, out);
+        if (m == 0)
+            CHECK(strchr(out, '\n') == out + strlen(out) - 1, "more than one line:\n%s",
+                  out);
+    }
 }
 
 int main(void)
@@ -89,6 +121,22 @@ int main(void)
         (const char *[]){"stages[0]", "does not fit device 0", NULL});
     bad("{\"backend\": \"tpu\"}", (const char *[]){"backend", NULL});
     bad("{\"devices\": [", (const char *[]){"not valid JSON", NULL});
+    /* Syntax errors: where, by line and column (in characters). */
+    syntax("{\"devices\": [", "line 1, column 14: not valid JSON (the text ends there)");
+    syntax("{\n  \"devices\": [\n    {\"id\": 0 \"capacity\": \"16GiB\"}\n  ]\n}\n",
+           "line 3, column 14: not valid JSON (at '\"capacity\": \"16GiB\"}')");
+    syntax("{\n\t\"backend\": hoste\n}\n", "line 2, column 13: not valid JSON (at 'hoste')");
+    syntax("{\"d\xc3\xa9vices\": x}", "line 1, column 13: not valid JSON (at 'x}')");
+    syntax("", "line 1, column 1: not valid JSON");
+    /* A file that cannot be read is named once too. */
+    snprintf(scenario, sizeof(scenario), "%s --check-config /nonexistent/vramd.json 2>&1",
+             getenv("VRAMD_BIN") ? getenv("VRAMD_BIN") : "vramd");
+    FILE *p = popen(scenario, "r");
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = 0;
+    CHECK(pclose(p) != 0, "a missing file passed");
+    CHECK(count(out, "/nonexistent/vramd.json") == 1 && strstr(out, "No such file"),
+          "missing file: %s", out);
     bad("{\"address_window\": {\"base\": \"0x123\", \"size\": \"1TiB\"}}",
         (const char *[]){"address_window", NULL});
     return check_report("test_config");
