@@ -4,7 +4,8 @@
 # scrubbing, a client killed during a recall, a restart), the seed replay on
 # the cuda backend (on one GPU, both stages on GPU 0: seed-pp32-16-1gpu.json),
 # the engine API contract test and the Python package's tests (torch
-# tensors, a CUDA graph) on the cuda backend,
+# tensors, the allocator shim under a MemPool, CUDA graphs) on the cuda
+# backend,
 # and the benchmark. Logs and results go to $OUT (default ./gpu-out).
 #
 #   sh scripts/gpu.sh                 # build in build-gpu, then run
@@ -63,7 +64,8 @@ VRAM_TEST_BACKEND=cuda timeout 90 "$b/tests/test_engine_contract" \
     >"$out/engine_contract_cuda.log" 2>&1 || rc=1
 tail -n 3 "$out/engine_contract_cuda.log"
 echo "== the Python package on cuda (torch tensors over chunks, a CUDA graph)"
-VRAM_TEST_BACKEND=cuda VRAM_LIB="$b/libvram.so" timeout 120 \
+VRAM_TEST_BACKEND=cuda VRAM_LIB="$b/libvram.so" \
+    VRAM_TORCH_ALLOC="$b/libvram_torch_alloc.so" timeout 180 \
     python3 -m unittest discover -s "$root/tests/python" -v \
     >"$out/python_cuda.log" 2>&1 || rc=1
 tail -n 3 "$out/python_cuda.log"

@@ -805,3 +805,110 @@ class TestTorch(EngineTest):
         with self.assertRaises(vram.VramError) as e:
             self.c.expert_slot_tensor(0, 73)
         self.assertEqual(e.exception.errno, errno.EFAULT)
+
+
+ALLOC_LIB = os.environ.get("VRAM_TORCH_ALLOC") or str(REPO / "build" / "libvram_torch_alloc.so")
+
+
+class TestTorchAllocator(unittest.TestCase):
+    """The PyTorch allocator shim (client/torch/vram_torch_alloc.c): its
+    blocks come out of a vramd region at a fixed address, first fit, merged
+    when freed, its free tail given back on trim. Through ctypes here; under
+    torch.cuda.MemPool with a CUDA graph on the GPU machine."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if not os.path.exists(ALLOC_LIB):
+            raise unittest.SkipTest(f"no allocator shim at {ALLOC_LIB}")
+        assert daemon
+        os.environ["VRAM_SOCKET"] = daemon.sock
+        os.environ["VRAM_TORCH_REGION"] = "64MiB"
+        lib = ctypes.CDLL(ALLOC_LIB)
+        lib.vram_torch_malloc.restype = ctypes.c_void_p
+        lib.vram_torch_malloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        lib.vram_torch_free.restype = None
+        lib.vram_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int,
+                                        ctypes.c_void_p]
+        lib.vram_torch_last_error.restype = ctypes.c_char_p
+        lib.vram_torch_trim.restype = ctypes.c_longlong
+        lib.vram_torch_region.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
+                                          ctypes.POINTER(ctypes.c_uint64)]
+        cls.lib = lib
+
+    def region(self) -> "tuple[int, int]":
+        base, mapped = ctypes.c_uint64(), ctypes.c_uint64()
+        self.assertEqual(self.lib.vram_torch_region(0, ctypes.byref(base),
+                                                    ctypes.byref(mapped)), 0)
+        return base.value, mapped.value
+
+    def test_blocks_from_a_vramd_region(self) -> None:
+        lib = self.lib
+        a = lib.vram_torch_malloc(1000, 0, None)
+        self.assertTrue(a, lib.vram_torch_last_error())
+        base, mapped = self.region()
+        self.assertEqual(mapped, 2 * MIB)  # one chunk backs the first block
+        self.assertTrue(base <= a < base + mapped)
+        self.assertEqual(a % 512, 0)
+        b = lib.vram_torch_malloc(3 * MIB, 0, None)  # grows the region
+        self.assertTrue(b, lib.vram_torch_last_error())
+        _, mapped = self.region()
+        self.assertGreaterEqual(mapped, 1024 + 3 * MIB)
+        # vramd sees the allocator's client, its stage and the memory.
+        assert daemon
+        with vram.Client(daemon.sock, name="py-alloc-check", ctl=True) as ctl:
+            st = ctl.status()
+            me = [c for c in st["clients"] if c["name"] == "torch-allocator"]
+            self.assertEqual(len(me), 1)
+            self.assertEqual(me[0]["held_bytes"], mapped)
+        # Freed blocks merge and are reused first fit.
+        lib.vram_torch_free(a, 1000, 0, None)
+        c = lib.vram_torch_malloc(512, 0, None)
+        self.assertEqual(c, a)
+        lib.vram_torch_free(c, 512, 0, None)
+        lib.vram_torch_free(b, 3 * MIB, 0, None)
+        # The free tail goes back to vramd.
+        given = lib.vram_torch_trim()
+        self.assertEqual(given, mapped)
+        self.assertEqual(self.region()[1], 0)
+        # Too much for the region: NULL, and why.
+        self.assertFalse(lib.vram_torch_malloc(65 * MIB, 0, None))
+        self.assertIn(b"VRAM_TORCH_REGION", lib.vram_torch_last_error())
+
+    def test_torch_mem_pool_and_graph(self) -> None:
+        """On CUDA: a torch.cuda.MemPool over the shim serves tensors from
+        the region, and a CUDA graph over them replays."""
+        if host_backend() or torch is None or not torch.cuda.is_available():
+            self.skipTest("needs the cuda backend and torch with CUDA")
+        if not hasattr(torch.cuda, "MemPool"):
+            self.skipTest("this torch has no torch.cuda.MemPool")
+        code = f"""
+import ctypes, os, sys, torch
+alloc = torch.cuda.memory.CUDAPluggableAllocator({ALLOC_LIB!r},
+                                                  "vram_torch_malloc", "vram_torch_free")
+pool = torch.cuda.MemPool(alloc.allocator())
+lib = ctypes.CDLL({ALLOC_LIB!r})
+lib.vram_torch_last_error.restype = ctypes.c_char_p
+try:
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.full((1 << 20,), 2.0, device="cuda")
+        y = torch.zeros_like(x)
+except torch.OutOfMemoryError:
+    sys.exit("the shim refused: " + lib.vram_torch_last_error().decode())
+base, mapped = ctypes.c_uint64(), ctypes.c_uint64()
+assert lib.vram_torch_region(0, ctypes.byref(base), ctypes.byref(mapped)) == 0
+assert base.value <= x.data_ptr() < base.value + mapped.value, "x is not in the region"
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y.add_(x)
+for _ in range(3):
+    g.replay()
+torch.cuda.synchronize()
+assert float(y[0]) == 6.0 and bool((y == 6.0).all()), float(y[0])
+print("ok", hex(x.data_ptr()), mapped.value)
+"""
+        env = dict(os.environ, VRAM_SOCKET=daemon.sock if daemon else "",
+                   VRAM_TORCH_REGION="64GiB")  # clamped to the device
+        r = subprocess.run([sys.executable, "-c", code], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ok", r.stdout)
