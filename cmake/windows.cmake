@@ -3,14 +3,24 @@
 # the top-level CMakeLists.txt, which returns right after: nothing of the
 # Linux build below that point is configured here.
 #
-# For now it builds only what needs no operating system:
+# What it builds:
 #   - vram_ledger (daemon/ledger/, pure C) and its three unit tests;
 #   - libuv (static uv_a) and cJSON from Debian's source packages, which
 #     scripts/windows-deps.sh fetches into VRAM_WIN_DEPS_DIR, with a smoke
-#     test (tests/win/test_win_deps.c) that links both.
+#     test (tests/win/test_win_deps.c) that links both;
+#   - vram_platform from platform/win32/: so far handle.h, clock.h and
+#     conn.h (named pipes), what the protocol needs;
+#   - vram_proto (proto/ and the catalogue's generated C, made by a
+#     vram_msggen built for the build machine) and its unit tests
+#     test_frame, test_json, test_codec and test_catalogue;
+#   - test_win_conn (tests/win/), platform/win32/'s own: handles, clocks,
+#     connections on named pipes and the wire over them.
 # ctest runs the tests under wine (CMAKE_CROSSCOMPILING_EMULATOR).
-# Not yet: platform/ for Windows, the protocol, the daemon, libvram, the
-# tools, the integration tests, installing.
+# Not yet: the rest of platform/ for Windows (listener, peer, proc, mem,
+# mapfile, lock, service, thread, dl, watch), the daemon, libvram, the
+# tools, the integration tests, installing; test_transport and
+# test_transport_greedy (they test SCM_RIGHTS, which Windows does not have:
+# handles travel inline there).
 
 if(NOT CMAKE_C_COMPILER_ID STREQUAL "GNU")
   message(FATAL_ERROR "The Windows build is for mingw-w64's gcc "
@@ -69,14 +79,82 @@ endif()
 add_compile_options(${VRAM_WARNINGS} -fdata-sections)
 add_compile_definitions(VRAM_VERSION="${PROJECT_VERSION}" __USE_MINGW_ANSI_STDIO=1)
 
-# The ledger. mingw's errno.h lacks EDQUOT and ESTALE, which the ledger
-# returns; proto/errnames.h defines them (the values the wire maps to
-# names) and is forced into the ledger and what uses it until the ledger
-# has a header of its own for them.
+# mingw's errno.h lacks EDQUOT and ESTALE, which the ledger and the
+# protocol use: platform/win32/include/errno.h adds them to the C library's
+# (with #include_next), ahead of the system headers for all the project's
+# code below, so <errno.h> has them everywhere, as on Linux; the ledger may
+# include nothing outside its folder (tests/layering), and needs nothing
+# more. (libuv, added above, does not see it.)
+include_directories(BEFORE SYSTEM ${PROJECT_SOURCE_DIR}/platform/win32/include)
+
+# The ledger.
 add_library(vram_ledger STATIC ${VRAM_LEDGER_SOURCES})
 target_include_directories(vram_ledger PUBLIC daemon/ledger daemon)
-target_compile_options(vram_ledger PUBLIC
-  "SHELL:-include \"${PROJECT_SOURCE_DIR}/proto/errnames.h\"")
+
+# The message catalogue, proto/messages.json, becomes C at build time, as in
+# the Linux build: vram_msggen writes the structs and descriptors into gen/.
+# The generator runs here, on the build machine, so it is built with the
+# build machine's compiler by one custom command, from the same cJSON source
+# as the Windows build (no host libcjson-dev, no second CMake project as an
+# ExternalProject would need, no try_run); it is rebuilt when msggen.c
+# changes. -DVRAM_MSGGEN=PATH names a generator built already (the Linux
+# build's option of the same name), and VRAM_HOST_CC another host compiler.
+set(VRAM_GEN_DIR ${CMAKE_CURRENT_BINARY_DIR}/gen)
+file(MAKE_DIRECTORY ${VRAM_GEN_DIR})
+set(VRAM_GEN_OUTPUTS ${VRAM_GEN_DIR}/vram_msg.h ${VRAM_GEN_DIR}/vram_msg.c
+    ${VRAM_GEN_DIR}/vd_dispatch.h ${VRAM_GEN_DIR}/vd_dispatch.c)
+if(VRAM_MSGGEN)
+  set(VRAM_MSGGEN_CMD ${VRAM_MSGGEN})
+else()
+  # CMAKE_FIND_ROOT_PATH_MODE_PROGRAM is NEVER: this finds the host's.
+  find_program(VRAM_HOST_CC NAMES cc gcc clang
+               DOC "The build machine's C compiler, for vram_msggen")
+  if(NOT VRAM_HOST_CC)
+    message(FATAL_ERROR "No C compiler for the build machine (cc, gcc or clang) "
+      "to build vram_msggen with: apt-get install gcc, or pass -DVRAM_MSGGEN=PATH")
+  endif()
+  set(VRAM_MSGGEN_DIR ${CMAKE_CURRENT_BINARY_DIR}/host)
+  set(VRAM_MSGGEN_CMD ${VRAM_MSGGEN_DIR}/vram_msggen)
+  add_custom_command(
+    OUTPUT ${VRAM_MSGGEN_CMD}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${VRAM_MSGGEN_DIR}
+    COMMAND ${VRAM_HOST_CC} -std=c11 -D_GNU_SOURCE -O1
+            -I${VRAM_WIN_CJSON_INCLUDE} -o ${VRAM_MSGGEN_CMD}
+            ${PROJECT_SOURCE_DIR}/proto/gen/msggen.c ${VRAM_WIN_CJSON_DIR}/cJSON.c -lm
+    DEPENDS ${PROJECT_SOURCE_DIR}/proto/gen/msggen.c ${VRAM_WIN_CJSON_DIR}/cJSON.c
+            ${VRAM_WIN_CJSON_INCLUDE}/cjson/cJSON.h
+    COMMENT "Building vram_msggen for the build machine with ${VRAM_HOST_CC}"
+    VERBATIM)
+endif()
+add_custom_command(
+  OUTPUT ${VRAM_GEN_OUTPUTS}
+  COMMAND ${VRAM_MSGGEN_CMD} ${PROJECT_SOURCE_DIR}/proto/messages.json ${VRAM_GEN_DIR}
+  DEPENDS ${PROJECT_SOURCE_DIR}/proto/messages.json ${VRAM_MSGGEN_CMD}
+  COMMENT "Generating the protocol's C from proto/messages.json"
+  VERBATIM)
+add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
+
+# The platform layer for Windows (platform/win32/), as far as it goes:
+# handles, clocks, connections over named pipes. ntdll: whether a pipe was
+# opened for overlapped I/O (conn_state.c).
+add_library(vram_platform STATIC
+  platform/win32/winerr.c platform/win32/handle.c platform/win32/clock.c
+  platform/win32/conn_state.c platform/win32/conn.c)
+target_include_directories(vram_platform PUBLIC platform)
+target_link_libraries(vram_platform PUBLIC ntdll)
+
+# The protocol: the Linux build's list (CMakeLists.txt sets it after the
+# Windows branch has returned, so it is repeated here).
+add_library(vram_proto STATIC
+  proto/frame.c proto/codec.c proto/wire.c proto/json.c proto/errnames.c
+  proto/arena.c proto/msg.c proto/message.c proto/units.c ${VRAM_GEN_DIR}/vram_msg.c)
+target_include_directories(vram_proto PUBLIC proto ${VRAM_GEN_DIR})
+target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)
+# On mingw, gcc checks format(printf, ...) attributes against msvcrt's
+# printf, which has no %zu; the calls go to the C99 printf
+# (__USE_MINGW_ANSI_STDIO), which has. The Linux build checks the same
+# format strings; here msg.c's (its bad()) would fail for nothing.
+set_source_files_properties(proto/msg.c PROPERTIES COMPILE_OPTIONS -Wno-format)
 
 if(VRAM_BUILD_TESTS)
   enable_testing()
@@ -89,10 +167,18 @@ if(VRAM_BUILD_TESTS)
     if(NOT T_TIMEOUT)
       set(T_TIMEOUT 120)
     endif()
-    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT})
+    # wine passes the environment on; Unix paths work in it (drive Z:).
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT}
+      ENVIRONMENT "VRAM_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
   endfunction()
   foreach(t ledger ledger_random ledger_capacity)
     vram_win_test(test_${t} SOURCES tests/unit/test_${t}.c LIBS vram_ledger)
   endforeach()
+  # The protocol's unit tests (the header of this file says why the
+  # transport ones are not here).
+  foreach(t frame json codec catalogue)
+    vram_win_test(test_${t} SOURCES tests/unit/test_${t}.c LIBS vram_proto)
+  endforeach()
+  vram_win_test(test_win_conn SOURCES tests/win/test_win_conn.c LIBS vram_proto)
   vram_win_test(test_win_deps SOURCES tests/win/test_win_deps.c LIBS uv_a vram_cjson)
 endif()

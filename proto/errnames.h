@@ -1,17 +1,15 @@
 /* Error codes on the wire: errno names ("ENOSPC"), portable across
- * operating systems, negative errno values at each end. The names the
- * protocol uses are defined here where a C library lacks them (mingw has no
- * EDQUOT or ESTALE). */
+ * operating systems, negative errno values at each end. Where a C library
+ * lacks a name the protocol uses (mingw-w64 has no EDQUOT or ESTALE), the
+ * platform supplies it in <errno.h> itself (platform/win32/include/), so
+ * that the ledger, which includes nothing of the platform, has it too. */
 #ifndef VRAM_PROTO_ERRNAMES_H
 #define VRAM_PROTO_ERRNAMES_H
 
 #include <errno.h>
 
-#ifndef EDQUOT
-#define EDQUOT 122
-#endif
-#ifndef ESTALE
-#define ESTALE 116
+#if !defined(EDQUOT) || !defined(ESTALE)
+#error "<errno.h> lacks EDQUOT or ESTALE: on Windows, platform/win32/include must come before the system headers (cmake/windows.cmake)"
 #endif
 
 /* The name of err (negative or not); "EIO" for one the protocol lacks. */

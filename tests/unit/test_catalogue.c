@@ -7,8 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#else
 #include <sys/socket.h>
 #include <unistd.h>
+#endif
 
 #include "check.h"
 
@@ -27,6 +32,53 @@
 #include "vram_msg.h"
 #include "wire.h"
 #include "units.h"
+#include "conn.h"
+
+/* ---- fixtures: a handle to close, a connected pair ---------------------- */
+
+#ifdef _WIN32
+static vp_handle fresh(void)
+{
+    return (vp_handle){(intptr_t)CreateEventW(NULL, TRUE, FALSE, NULL)};
+}
+
+/* A named pipe's two ends, as the listener and vp_dial make them. */
+static int conn_pair(vp_handle sv[2])
+{
+    char path[96];
+    wchar_t w[96];
+    snprintf(path, sizeof(path), "\\\\.\\pipe\\vramd-test-catalogue-%lu",
+             GetCurrentProcessId());
+    MultiByteToWideChar(CP_UTF8, 0, path, -1, w, 96);
+    HANDLE s = CreateNamedPipeW(w, PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED,
+                                PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT |
+                                    PIPE_REJECT_REMOTE_CLIENTS,
+                                1, 65536, 65536, 0, NULL);
+    if (s == INVALID_HANDLE_VALUE)
+        return -1;
+    sv[1] = (vp_handle){(intptr_t)s};
+    if (vp_dial(path, &sv[0]) < 0) {
+        vp_close(&sv[1]);
+        return -1;
+    }
+    return 0;
+}
+#else
+static vp_handle fresh(void)
+{
+    return (vp_handle){dup(0)};
+}
+
+static int conn_pair(vp_handle sv[2])
+{
+    int fd[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd) < 0)
+        return -1;
+    sv[0] = (vp_handle){fd[0]};
+    sv[1] = (vp_handle){fd[1]};
+    return 0;
+}
+#endif
 
 /* ---- values by the descriptors ------------------------------------------ */
 
@@ -309,8 +361,8 @@ static void test_handles(void)
 {
     const struct vram_mdesc *m = &vram_requests[VRAM_REQ_REGION_GROW];
     struct vram_codec_frame f = {.nhandles = 2};
-    f.handles[0] = (vp_handle){dup(0)};
-    f.handles[1] = (vp_handle){dup(0)};
+    f.handles[0] = fresh();
+    f.handles[1] = fresh();
     intptr_t h1 = f.handles[1].v;
     cJSON *o = cJSON_Parse("{\"map\":[{\"chunk\":5,\"region\":2,\"slot\":0},"
                            "{\"chunk\":6,\"region\":2,\"slot\":1,\"fd\":1}]}");
@@ -527,12 +579,11 @@ static int on_msg(void *ud, struct vram_codec_frame *f)
 /* vram_msg_queue puts the message on the wire as one frame. */
 static void test_msg_queue(void)
 {
-    int sv[2];
-    MUST(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0,
-            "socketpair");
+    vp_handle sv[2];
+    MUST(conn_pair(sv) == 0, "a connected pair");
     struct vram_wire tx, rx;
-    vram_wire_init(&tx, (vp_handle){sv[0]});
-    vram_wire_init(&rx, (vp_handle){sv[1]});
+    vram_wire_init(&tx, sv[0]);
+    vram_wire_init(&rx, sv[1]);
     cJSON *m = cJSON_Parse("{\"type\":\"region_grow\",\"id\":9,"
                            "\"region\":4,\"chunks\":2}");
     REQUIRE(m != NULL, "parse");
@@ -549,8 +600,8 @@ static void test_msg_queue(void)
     cJSON_Delete(m);
     vram_wire_fini(&tx);
     vram_wire_fini(&rx);
-    close(sv[0]);
-    close(sv[1]);
+    vp_close(&sv[0]);
+    vp_close(&sv[1]);
 }
 
 static void test_size_parse(void)
