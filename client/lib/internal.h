@@ -159,6 +159,9 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
 int vc_rpc_async(vram_client *c, int type, const void *req);
 /* Handles what arrived without waiting; *events counts events handled. */
 int vc_rpc_poll(vram_client *c, int *events);
+/* Frames (or part of one) wait in the receive buffer: a reply stopped the
+ * read so that its map is applied before what followed it. */
+bool vc_rpc_buffered(const vram_client *c);
 /* The wire and receive settings of a connection, new or made again. */
 void vc_conn_setup(vram_client *c);
 

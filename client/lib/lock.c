@@ -44,6 +44,10 @@ static void tell_budgets(vram_client *c)
 int vc_leave(const vram_client *cc, int ret)
 {
     vram_client *c = (vram_client *)cc;
+    /* What came after the call's reply (a recall of a chunk the reply
+     * moved, say) is handled now that the reply is applied. */
+    if (c->depth == 1 && !c->broken && vc_rpc_buffered(c))
+        vc_rpc_poll(c, NULL);
     if (c->depth == 1 && (c->tables_changed || c->nstages))
         tell_budgets(c); /* at depth 1: the callback's calls nest */
     c->depth--;

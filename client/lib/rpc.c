@@ -178,7 +178,14 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
         }
     }
     cJSON_Delete(msg);
-    return c->broken ? 1 : 0;
+    if (c->broken)
+        return 1;
+    /* The reply is whole: what came after it (a recall of a chunk the
+     * reply moves, say) waits in the buffer until the caller has applied
+     * the reply's map (vc_leave delivers it before the call returns). */
+    if (c->await_id && c->await_done)
+        return 1;
+    return 0;
 }
 
 /* Reads until the reply to id is complete (or, with id 0, until the
@@ -258,6 +265,11 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
 int vc_rpc_poll(vram_client *c, int *events)
 {
     return pump(c, 0, events);
+}
+
+bool vc_rpc_buffered(const vram_client *c)
+{
+    return vram_codec_rx_buffered(&c->wire.codec) > 0;
 }
 
 int vc_rpc_async(vram_client *c, int type, const void *req)
