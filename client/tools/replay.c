@@ -20,6 +20,7 @@
 #include "message.h"
 #include "platform.h"
 #include "vram.h"
+#include "table.h"
 
 #define MAX_STAGES 64
 #define MAX_STEPS 4096
@@ -46,22 +47,6 @@ static uint64_t get(const cJSON *o, const char *k)
     return v;
 }
 
-/* One table row, printed without the spaces that pad its last column. */
-static void row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void row(const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
-    while (len && line[len - 1] == ' ')
-        len--;
-    printf("%.*s\n", (int)len, line);
-}
 
 /* One step: a JSON line, or rows of a table for people (counts name what
  * they count: tokens, slots, chunks). */
@@ -75,7 +60,7 @@ static void emit(cJSON *step)
         return;
     }
     if (get(step, "step") == 1)
-        row("%-5s %-13s %-13s %-6s %-6s %-10s %-10s %-12s %-12s %-15s %s",
+        tool_row("%-5s %-13s %-13s %-6s %-6s %-10s %-10s %-12s %-12s %-15s %s",
             "STEP", "PROMPT-TOKENS", "OUTPUT-TOKENS", "STAGE", "DEVICE",
             "KV-NEEDED", "KV-MAPPED", "EXPERT-LOANS", "BACKED-SLOTS",
             "RECALLED-CHUNKS", "TIME");
@@ -88,7 +73,7 @@ static void emit(cJSON *step)
         snprintf(loans, sizeof(loans), "%llu MiB",
                  (unsigned long long)(get(st, "expert_loaned_bytes") >> 20));
         snprintf(us, sizeof(us), "%.1f ms", get(st, "step_us") / 1000.0);
-        row("%-5llu %-13llu %-13llu %-6llu %-6llu %-10s %-10s %-12s %-12llu %-15llu %s",
+        tool_row("%-5llu %-13llu %-13llu %-6llu %-6llu %-10s %-10s %-12s %-12llu %-15llu %s",
             (unsigned long long)get(step, "step"),
             (unsigned long long)get(st, "prompt_tokens"),
             (unsigned long long)get(st, "output_tokens"),

@@ -24,6 +24,7 @@
 #include "units.h"
 #include "vram.h"
 #include "vram_msg.h"
+#include "table.h"
 
 static void usage(FILE *f);
 
@@ -35,22 +36,6 @@ enum {
     EXIT_NOT_ALLOWED = 4,
 };
 
-/* One table row, printed without the spaces that pad its last column. */
-static void row(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void row(const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    size_t len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
-    while (len && line[len - 1] == ' ')
-        len--;
-    printf("%.*s\n", (int)len, line);
-}
 
 static const char *sz(uint64_t b, char *buf)
 {
@@ -76,12 +61,12 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
     if (legend)
-        row("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", "DEVICE",
+        tool_row("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", "DEVICE",
             "BACKEND", "CHUNK", "CAPACITY", "RESERVED", "FREE", "GRANTED",
             "LOANED", "RECALLING", "QUARANTINED");
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
-        row("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", it->id,
+        tool_row("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", it->id,
             str(it->backend, "?"), sz(it->chunk_bytes, a),
             sz(it->capacity_bytes, b), sz(it->reserved_bytes, h),
             sz(it->free_bytes, c), sz(it->granted_bytes, d),
@@ -90,13 +75,13 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
     }
     printf("\n");
     if (legend)
-        row("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s", "DEVICE", "NAME",
+        tool_row("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s", "DEVICE", "NAME",
             "TOTAL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
         char peers[64];
         join_u32(peers, sizeof(peers), &it->peer_access);
-        row("%-6u %-22.22s %-10s %-11s %-5s %-8s %-6s %s", it->id,
+        tool_row("%-6u %-22.22s %-10s %-11s %-5s %-8s %-6s %s", it->id,
             it->name && it->name[0] ? it->name : "-", sz(it->total_bytes, a),
             it->has_granularity_bytes ? sz(it->granularity_bytes, b) : "-",
             it->has_vmm ? (it->vmm ? "yes" : "no") : "-",
@@ -109,7 +94,7 @@ static void print_stages(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32];
     if (legend)
-        row("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-12s %s", "STAGE",
+        tool_row("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-12s %s", "STAGE",
             "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED", "KV-MAX",
             "EXPERT-LOANS", "BACKED-SLOTS", "RECALLING-CHUNKS");
     for (size_t i = 0; i < st->stages.n; i++) {
@@ -118,7 +103,7 @@ static void print_stages(const struct vram_rep_status *st, bool legend)
         snprintf(layers, sizeof(layers), "%u-%u", it->first_layer, it->last_layer);
         if (it->has_owner)
             snprintf(owner, sizeof(owner), "%u", it->owner);
-        row("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-12u %u", it->id,
+        tool_row("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-12u %u", it->id,
             it->device, layers, owner, sz(it->kv_mapped_bytes, a),
             sz(it->kv_needed_bytes, b), sz(it->kv_max_bytes, c),
             sz(it->expert_loaned_bytes, d), it->expert_slots_backed,
@@ -133,13 +118,13 @@ static void print_clients(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32];
     if (legend)
-        row("%-6s %-20s %-8s %-6s %-12s %-10s %-11s %s", "CLIENT", "NAME", "PID",
+        tool_row("%-6s %-20s %-8s %-6s %-12s %-10s %-11s %s", "CLIENT", "NAME", "PID",
             "ROLE", "STATE", "HELD", "QUARANTINED", "STAGES");
     for (size_t i = 0; i < st->clients.n; i++) {
         const struct vram_t_client *it = &st->clients.v[i];
         char stages[64];
         join_u32(stages, sizeof(stages), &it->stages);
-        row("%-6u %-20.20s %-8lld %-6s %-12s %-10s %-11s %s", it->id,
+        tool_row("%-6u %-20.20s %-8lld %-6s %-12s %-10s %-11s %s", it->id,
             it->name && it->name[0] ? it->name : "-", (long long)it->pid,
             str(it->role, "-"), it->state && it->state[0] ? it->state : "-",
             sz(it->held_bytes, a), sz(it->quarantined_bytes, b),
@@ -160,7 +145,7 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32];
     if (legend)
-        row("%-5s %-6s %-5s %-12s %-12s %-9s %-12s %-16s %-10s %s", "STAGE",
+        tool_row("%-5s %-6s %-5s %-12s %-12s %-9s %-12s %-16s %-10s %s", "STAGE",
             "DEVICE", "LEND", "EXPERT-LOANS", "KV-HEADROOM", "SLOT-SIZE",
             "BACKED-SLOTS", "RECALLING-CHUNKS", "RESIDENCY", "HOLD/DEADLINE");
     for (size_t i = 0; i < st->stages.n; i++) {
@@ -171,7 +156,7 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
         char hold[48];
         snprintf(hold, sizeof(hold), "%u/%u ms", it->has_hold_ms ? it->hold_ms : 0,
                  it->has_recall_deadline_ms ? it->recall_deadline_ms : 0);
-        row("%-5u %-6u %-5s %-12s %-12s %-9s %-12u %-16u %-10llu %s", it->id,
+        tool_row("%-5u %-6u %-5s %-12s %-12s %-9s %-12u %-16u %-10llu %s", it->id,
             it->device, it->has_lend && it->lend ? "yes" : "no",
             sz(it->expert_loaned_bytes, a), sz(max > kv ? max - kv : 0, b),
             sz(it->expert_slot_bytes, c), it->expert_slots_backed,

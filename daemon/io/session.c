@@ -323,8 +323,10 @@ void vd_session_accept(struct vd_sessions *ss, vp_handle h)
      * request (or several), and the level-triggered watch brings us back
      * for whatever is left. */
     s->wire.max_recvs = 1;
-    if (vp_watch_init(ss->loop, &s->watch, h) < 0) {
-        snprintf(s->why, sizeof(s->why), "cannot watch its connection");
+    int we = vp_watch_init(ss->loop, &s->watch, h);
+    if (we < 0) {
+        snprintf(s->why, sizeof(s->why), "cannot watch its connection: %s",
+                 strerror(-we));
         vd_core_client_closed(ss->core, s->client, s->why);
         vram_wire_fini(&s->wire);
         vp_close(&s->h);
