@@ -4,7 +4,8 @@
 # scrubbing, a client killed during a recall, a restart), the seed replay on
 # the cuda backend (on one GPU, both stages on GPU 0: seed-pp32-16-1gpu.json),
 # the engine API contract test and the Python package's tests (torch
-# tensors, the allocator shim under a MemPool, CUDA graphs) on the cuda
+# tensors, the allocator shim under a MemPool, CUDA graphs) and the MoE
+# engine example (token for token against plain CUDA memory) on the cuda
 # backend,
 # and the benchmark. Logs and results go to $OUT (default ./gpu-out).
 #
@@ -66,9 +67,14 @@ tail -n 3 "$out/engine_contract_cuda.log"
 echo "== the Python package on cuda (torch tensors over chunks, a CUDA graph)"
 VRAM_TEST_BACKEND=cuda VRAM_LIB="$b/libvram.so" \
     VRAM_TORCH_ALLOC="$b/libvram_torch_alloc.so" timeout 180 \
-    python3 -m unittest discover -s "$root/tests/python" -v \
+    python3 -m unittest discover -s "$root/tests/python" -p 'test_vram*.py' -v \
     >"$out/python_cuda.log" 2>&1 || rc=1
 tail -n 3 "$out/python_cuda.log"
+echo "== the MoE engine example on cuda, token for token against plain CUDA memory"
+VRAM_TEST_BACKEND=cuda VRAM_LIB="$b/libvram.so" VRAM_MOE_LOG="$out" timeout 300 \
+    python3 -m unittest discover -s "$root/tests/python" -p 'test_moe*.py' -v \
+    >"$out/moe_engine_cuda.log" 2>&1 || rc=1
+tail -n 3 "$out/moe_engine_cuda.log"
 if [ -x "$b/tests/vram-bench" ] && [ -z "${NO_BENCH:-}" ]; then
     echo "== benchmark"
     timeout 200 "$b/tests/vram-bench" --backend all --out "$out/bench.jsonl" \
