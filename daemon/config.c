@@ -36,7 +36,7 @@ void vd_config_default(struct vd_config *c)
         c->dev[i].l.capacity_bytes = 16ull << 30;
         c->dev[i].has_capacity = true;
     }
-    c->pool_prefill = 16;
+    c->pool_prefill = VD_POOL_AUTO;
     snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "fresh");
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;

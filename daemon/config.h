@@ -12,6 +12,11 @@
 #include "ledger.h"
 
 #define VD_MAX_CONFIG_ERRORS 32
+/* pool.prefill_chunks when the file does not say: cuda fills the pool up to
+ * every chunk the ledger could grant; host keeps VD_POOL_HOST (its chunks
+ * are fds). */
+#define VD_POOL_AUTO UINT32_MAX
+#define VD_POOL_HOST 16u
 
 struct vd_device_conf {
     struct vl_device_cfg l; /* capacity here is the cap before the reserve */
@@ -27,7 +32,7 @@ struct vd_config {
     struct vl_stage_cfg *stages;
     uint32_t nstages;
     uint64_t va_base, va_size; /* 0 = the backend's default window */
-    uint32_t pool_prefill;     /* chunks kept ready per device */
+    uint32_t pool_prefill;     /* chunks kept ready per device, at most */
     char cuda_scrub[8];        /* zero (daemon clears) or fresh (new memory) */
     uint32_t max_clients;
     uint32_t max_chunks_per_client;

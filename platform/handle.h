@@ -41,6 +41,10 @@ int vp_set_noinherit(vp_handle h);
 /* Lifts the soft limit on open handles to the hard one (once a process):
  * a GPU's worth of 2 MiB chunks is tens of thousands of fds. */
 void vp_raise_handle_limit(void);
+/* How many handles this process may hold open at once (the soft limit on
+ * POSIX, after vp_raise_handle_limit; Windows has no such limit below its
+ * 16 million). What vramd may hold ahead of grants is sized by it. */
+uint64_t vp_handle_limit(void);
 /* Whether handles travel inside frames as values the receiver can use
  * (Windows: pushed into the peer's process) rather than beside them
  * (POSIX: SCM_RIGHTS). */

@@ -33,9 +33,12 @@ struct vd_backend_ops {
                         vp_handle *out);
     /* The chunk left its holder for good: no one may see its bytes again. */
     void (*chunk_drop)(struct vd_backend *b, uint32_t dev, uint32_t idx);
-    /* Off the critical path: make up to n chunks ready. Returns how many it
-     * made (0 when the pool is full). */
-    int (*prefill)(struct vd_backend *b, uint32_t n);
+    /* Off the critical path: up to n steps (a chunk made, exported, scrubbed
+     * or given back) towards want chunks made ahead on device dev, which is
+     * what the ledger could grant now (its free chunks). The backend may
+     * keep fewer (its own bounds). Returns the steps taken: 0 when the pool
+     * is where it can be. */
+    int (*prefill)(struct vd_backend *b, uint32_t dev, uint32_t want, uint32_t n);
     /* Open handles held for chunks (the ready pool's), for leak accounting. */
     size_t (*fds_held)(struct vd_backend *b);
     /* What identifies a chunk's memory in a process's mappings

@@ -15,7 +15,14 @@
  *
  * Both kinds of work (creating new chunks, scrubbing returned ones) run from
  * the idle loop, off the grant path; a grant takes a ready chunk when there
- * is one. */
+ * is one. The pool is filled up to every chunk the ledger could grant now
+ * (its free chunks), so that a grant waits for the driver only when the
+ * pool is empty: creating and exporting a chunk costs 40-60 us, more than
+ * the client's import and map. Two limits bound it: what the GPU has free
+ * (NVML; less the device's reserve, so that the fill never takes memory
+ * other processes on the GPU use), and file descriptors: chunks beyond what
+ * the fd limit leaves room for are created but exported only when granted
+ * (or when exported ones have gone out). */
 #include "backend.h"
 #include "config.h"
 
@@ -27,7 +34,9 @@
 #ifdef VRAM_HAVE_CUDA_H
 #include "clock.h"
 #include "cuda_driver.h"
+#include "handle.h"
 #include "log.h"
+#include "nvml.h"
 
 #define NONE ((CUmemGenericAllocationHandle)0)
 
@@ -37,9 +46,16 @@ struct cuda_dev {
     uint64_t chunk_bytes;
     uint32_t nchunks;
     CUmemGenericAllocationHandle *h; /* per chunk; NONE without memory */
-    CUmemGenericAllocationHandle *ready, *dirty;
+    CUmemGenericAllocationHandle *ready, *made, *dirty;
     vp_handle *ready_h;  /* exported ahead, so a grant does not export */
-    uint32_t nready, ndirty, ready_cap;
+    uint32_t nready, nmade, ndirty;
+    uint32_t fill_cap;   /* pool.prefill_chunks: created ahead at most */
+    uint32_t export_cap; /* of those, exported ahead at most (fds) */
+    uint64_t reserve;    /* bytes of the GPU the fill leaves to others */
+    uint64_t gpu_free;   /* NVML's figure, less what was created since */
+    uint64_t checked_ns; /* when gpu_free was read */
+    uint32_t since_check;
+    bool short_logged;   /* the fill stopped for the GPU's free memory */
     CUcontext ctx;
     CUdeviceptr scratch;
 };
@@ -48,6 +64,7 @@ struct cuda_backend {
     struct vd_backend base;
     struct vcu cu;
     struct cuda_dev dev[64];
+    struct vnvml nvml;  /* lib NULL without NVML: the capacity alone */
     bool zero;          /* scrub by memset (needs a context) */
     bool need_ctx;      /* cuMemCreate refused to run without a context */
     uint64_t created, scrubbed, released;
@@ -87,7 +104,7 @@ static int use_ctx(struct cuda_backend *b, struct cuda_dev *d)
     return b->cu.cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS ? 0 : -EIO;
 }
 
-static int create(struct cuda_backend *b, struct cuda_dev *d,
+static int create(struct cuda_backend *b, struct cuda_dev *d, bool filling,
                   CUmemGenericAllocationHandle *out)
 {
     CUmemAllocationProp p = chunk_prop(d);
@@ -102,8 +119,10 @@ static int create(struct cuda_backend *b, struct cuda_dev *d,
         r = b->cu.cuMemCreate(out, d->chunk_bytes, &p, 0);
     }
     if (r != CUDA_SUCCESS) {
-        vlog(VLOG_ERR, "cuda device %d: cuMemCreate of %llu bytes: %s",
-             d->ordinal, (unsigned long long)d->chunk_bytes, err(b, r));
+        /* The fill meets a full GPU as a matter of course: it says so once. */
+        if (!filling || r != CUDA_ERROR_OUT_OF_MEMORY)
+            vlog(VLOG_ERR, "cuda device %d: cuMemCreate of %llu bytes: %s",
+                 d->ordinal, (unsigned long long)d->chunk_bytes, err(b, r));
         return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
     }
     b->created++;
@@ -182,9 +201,11 @@ static int cuda_chunk_handle(struct vd_backend *vb, uint32_t dev, uint32_t idx,
                 d->ready_h[d->nready] = VP_NONE;
                 return 0;
             }
+        } else if (d->nmade) {
+            d->h[idx] = d->made[--d->nmade]; /* exported below */
         } else {
             CUmemGenericAllocationHandle h;
-            int e = create(b, d, &h);
+            int e = create(b, d, false, &h);
             if (e < 0)
                 return e;
             if (b->zero && scrub(b, d, h) < 0) {
@@ -221,38 +242,111 @@ static void cuda_chunk_drop(struct vd_backend *vb, uint32_t dev, uint32_t idx)
     d->h[idx] = NONE;
 }
 
-static int cuda_prefill(struct vd_backend *vb, uint32_t n)
+/* Whether the GPU has room for one more chunk beside the reserve, by
+ * NVML's free figure, read again every 64 chunks or 100 ms (a read costs
+ * tens of microseconds; other processes' use changes slowly). */
+static bool room_on_gpu(struct cuda_backend *b, struct cuda_dev *d,
+                        const char *uuid)
+{
+    if (!b->nvml.lib)
+        return true;
+    uint64_t now = vp_now_ns();
+    if (d->since_check >= 64 || now - d->checked_ns > 100000000ull) {
+        uint64_t f;
+        if (vnvml_free_bytes(&b->nvml, uuid, &f) < 0)
+            return true; /* no figure: the capacity alone */
+        d->gpu_free = f;
+        d->checked_ns = now;
+        d->since_check = 0;
+    }
+    if (d->gpu_free >= d->reserve + d->chunk_bytes)
+        return true;
+    if (!d->short_logged) {
+        vlog(VLOG_NOTICE, "cuda device %d: the pool stops at %u chunks made "
+             "ahead: the GPU has %llu MiB free and the fill leaves %llu MiB",
+             d->ordinal, d->nready + d->nmade,
+             (unsigned long long)(d->gpu_free >> 20),
+             (unsigned long long)(d->reserve >> 20));
+        d->short_logged = true;
+    }
+    return false;
+}
+
+static void pool_push(struct cuda_backend *b, struct cuda_dev *d,
+                      CUmemGenericAllocationHandle h)
+{
+    if (d->nready < d->export_cap) {
+        d->ready_h[d->nready] = export_handle(b, h);
+        d->ready[d->nready++] = h;
+    } else {
+        d->made[d->nmade++] = h;
+    }
+}
+
+/* Gives back one chunk made ahead, an unexported one first. */
+static void pool_drop_one(struct cuda_backend *b, struct cuda_dev *d)
+{
+    if (d->nmade) {
+        b->cu.cuMemRelease(d->made[--d->nmade]);
+    } else {
+        d->nready--;
+        vp_close(&d->ready_h[d->nready]);
+        b->cu.cuMemRelease(d->ready[d->nready]);
+    }
+    b->released++;
+}
+
+static int cuda_prefill(struct vd_backend *vb, uint32_t dev, uint32_t want,
+                        uint32_t n)
 {
     struct cuda_backend *b = (struct cuda_backend *)vb;
-    int done = 0;
-    for (uint32_t i = 0; i < vb->ndev && (uint32_t)done < n; i++) {
-        struct cuda_dev *d = &b->dev[i];
-        /* Returned chunks first: they hold memory already. */
-        while (d->ndirty && (uint32_t)done < n) {
-            CUmemGenericAllocationHandle h = d->dirty[--d->ndirty];
-            if (d->nready < d->ready_cap && scrub(b, d, h) == 0) {
-                d->ready_h[d->nready] = export_handle(b, h);
-                d->ready[d->nready++] = h;
-            } else {
-                b->cu.cuMemRelease(h);
-                b->released++;
-            }
-            done++;
+    if (dev >= vb->ndev)
+        return 0;
+    struct cuda_dev *d = &b->dev[dev];
+    uint32_t done = 0;
+    if (want > d->fill_cap)
+        want = d->fill_cap;
+    /* Returned chunks first: they hold memory already. */
+    while (d->ndirty && done < n) {
+        CUmemGenericAllocationHandle h = d->dirty[--d->ndirty];
+        if (d->nready + d->nmade < want && scrub(b, d, h) == 0) {
+            pool_push(b, d, h);
+        } else {
+            b->cu.cuMemRelease(h);
+            b->released++;
         }
-        while (d->nready < d->ready_cap && (uint32_t)done < n) {
-            CUmemGenericAllocationHandle h;
-            if (create(b, d, &h) < 0)
-                return done;
-            if (b->zero && scrub(b, d, h) < 0) {
-                b->cu.cuMemRelease(h);
-                return done;
-            }
-            d->ready_h[d->nready] = export_handle(b, h);
-            d->ready[d->nready++] = h;
-            done++;
-        }
+        done++;
     }
-    return done;
+    /* More than the ledger could grant (its capacity went down): back. */
+    while (d->nready + d->nmade > want && done < n) {
+        pool_drop_one(b, d);
+        done++;
+    }
+    /* Exported ones went out with grants: export made ones in their place. */
+    while (d->nmade && d->nready < d->export_cap && done < n) {
+        CUmemGenericAllocationHandle h = d->made[--d->nmade];
+        d->ready_h[d->nready] = export_handle(b, h);
+        d->ready[d->nready++] = h;
+        done++;
+    }
+    while (d->nready + d->nmade < want && done < n &&
+           room_on_gpu(b, d, vb->info[dev].uuid)) {
+        CUmemGenericAllocationHandle h;
+        if (create(b, d, true, &h) < 0) {
+            d->gpu_free = 0; /* read again in 100 ms */
+            break;
+        }
+        if (b->zero && scrub(b, d, h) < 0) {
+            b->cu.cuMemRelease(h);
+            break;
+        }
+        pool_push(b, d, h);
+        d->gpu_free = d->gpu_free > d->chunk_bytes ? d->gpu_free - d->chunk_bytes : 0;
+        d->since_check++;
+        d->short_logged = false;
+        done++;
+    }
+    return (int)done;
 }
 
 static size_t cuda_fds_held(struct vd_backend *vb)
@@ -269,7 +363,7 @@ static size_t cuda_fds_held(struct vd_backend *vb)
 static uint32_t cuda_pool_ready(struct vd_backend *vb, uint32_t dev)
 {
     struct cuda_backend *b = (struct cuda_backend *)vb;
-    return dev < vb->ndev ? b->dev[dev].nready : 0;
+    return dev < vb->ndev ? b->dev[dev].nready + b->dev[dev].nmade : 0;
 }
 
 static void cuda_destroy(struct vd_backend *vb)
@@ -284,6 +378,8 @@ static void cuda_destroy(struct vd_backend *vb)
             b->cu.cuMemRelease(d->ready[k]);
             vp_close(&d->ready_h[k]);
         }
+        for (uint32_t k = 0; k < d->nmade; k++)
+            b->cu.cuMemRelease(d->made[k]);
         for (uint32_t k = 0; k < d->ndirty; k++)
             b->cu.cuMemRelease(d->dirty[k]);
         if (d->scratch)
@@ -292,9 +388,11 @@ static void cuda_destroy(struct vd_backend *vb)
             b->cu.cuDevicePrimaryCtxRelease(d->dev);
         free(d->h);
         free(d->ready);
+        free(d->made);
         free(d->ready_h);
         free(d->dirty);
     }
+    vnvml_unload(&b->nvml);
     vcu_unload(&b->cu);
     free(b);
 }
@@ -339,6 +437,15 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         }
     }
     b->base.ndev = cfg->ndev;
+    if (vnvml_load(&b->nvml) < 0)
+        vlog(VLOG_NOTICE, "NVML is not available: the pool fills up to the "
+             "devices' capacity without looking at what else uses the GPUs");
+    /* Exported chunks ahead are fds. Half of what the fd limit leaves beside
+     * the clients' sockets (and what they keep while quarantined) goes to
+     * them, shared by the devices; a grant beyond them exports as it goes. */
+    uint64_t lim = vp_handle_limit(), keep = 1024 + 4ull * cfg->max_clients;
+    uint64_t budget64 = lim > keep ? (lim - keep) / 2 / (cfg->ndev ? cfg->ndev : 1) : 0;
+    uint32_t export_budget = budget64 > UINT32_MAX ? UINT32_MAX : (uint32_t)budget64;
     for (uint32_t i = 0; i < cfg->ndev; i++) {
         struct cuda_dev *d = &b->dev[i];
         struct vd_device_info *info = &b->base.info[i];
@@ -389,16 +496,20 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
             goto fail;
         }
         d->nchunks = (uint32_t)(total / d->chunk_bytes);
-        d->ready_cap = cfg->pool_prefill;
+        d->fill_cap = cfg->pool_prefill < d->nchunks ? cfg->pool_prefill
+                                                      : d->nchunks;
+        d->export_cap = d->fill_cap < export_budget ? d->fill_cap : export_budget;
+        d->reserve = cfg->dev[i].reserve_bytes;
         d->h = calloc(d->nchunks, sizeof(*d->h));
-        d->ready = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(*d->ready));
-        d->ready_h = calloc(d->ready_cap ? d->ready_cap : 1, sizeof(vp_handle));
+        d->ready = calloc(d->export_cap ? d->export_cap : 1, sizeof(*d->ready));
+        d->made = calloc(d->fill_cap ? d->fill_cap : 1, sizeof(*d->made));
+        d->ready_h = calloc(d->export_cap ? d->export_cap : 1, sizeof(vp_handle));
         d->dirty = calloc(d->nchunks, sizeof(*d->dirty));
-        if (!d->h || !d->ready || !d->ready_h || !d->dirty) {
+        if (!d->h || !d->ready || !d->made || !d->ready_h || !d->dirty) {
             snprintf(why, whylen, "out of memory");
             goto fail;
         }
-        for (uint32_t k = 0; k < (d->ready_cap ? d->ready_cap : 1); k++)
+        for (uint32_t k = 0; k < (d->export_cap ? d->export_cap : 1); k++)
             d->ready_h[k] = VP_NONE;
         for (uint32_t k = 0; k < (uint32_t)n && k < 64; k++) {
             int can = 0;

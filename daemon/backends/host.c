@@ -54,19 +54,26 @@ static void host_chunk_drop(struct vd_backend *b, uint32_t dev, uint32_t idx)
         h->dev[dev].mem_id[idx] = 0;
 }
 
-static int host_prefill(struct vd_backend *b, uint32_t n)
+static int host_prefill(struct vd_backend *b, uint32_t dev, uint32_t want,
+                        uint32_t n)
 {
     struct host_backend *h = (struct host_backend *)b;
+    if (dev >= b->ndev)
+        return 0;
+    struct host_dev *d = &h->dev[dev];
     int made = 0;
-    for (uint32_t i = 0; i < b->ndev && (uint32_t)made < n; i++) {
-        struct host_dev *d = &h->dev[i];
-        while (d->nready < d->ready_cap && (uint32_t)made < n) {
-            vp_handle m;
-            if (vp_mem_create(d->chunk_bytes, "vramd-chunk", &m) < 0)
-                return made;
-            d->ready[d->nready++] = m;
-            made++;
-        }
+    if (want > d->ready_cap)
+        want = d->ready_cap;
+    while (d->nready > want && (uint32_t)made < n) {
+        vp_close(&d->ready[--d->nready]); /* the capacity went down */
+        made++;
+    }
+    while (d->nready < want && (uint32_t)made < n) {
+        vp_handle m;
+        if (vp_mem_create(d->chunk_bytes, "vramd-chunk", &m) < 0)
+            return made;
+        d->ready[d->nready++] = m;
+        made++;
     }
     return made;
 }
@@ -149,7 +156,10 @@ int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
         d->chunk_bytes = dc->l.chunk_bytes;
         d->nchunks = (uint32_t)(cap / d->chunk_bytes);
         d->mem_id = calloc(d->nchunks, sizeof(uint64_t));
-        d->ready_cap = cfg->pool_prefill;
+        /* Each ready chunk is an fd: the host pool stays small unless the
+         * configuration asks (VD_POOL_AUTO means the default here). */
+        d->ready_cap = cfg->pool_prefill == VD_POOL_AUTO ? VD_POOL_HOST
+                                                         : cfg->pool_prefill;
         d->ready = malloc((d->ready_cap ? d->ready_cap : 1) * sizeof(vp_handle));
         if (!d->mem_id || !d->ready) {
             h->base.ndev = i + 1;

@@ -54,6 +54,14 @@ void vp_raise_handle_limit(void)
     setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+uint64_t vp_handle_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 1024;
+    return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
 bool vp_handles_inline(void)
 {
     return false;

@@ -1576,6 +1576,181 @@ static void daemon_startup(enum be b)
     rmdir(dir);
 }
 
+/* ---- 6: what an engine meets at the default configuration --------------- */
+
+#define TARGET_DEFAULT 1.5
+
+/* One line of the default-configuration phase: a brokered path's time per
+ * chunk against the in-process floor's per chunk, measured in this run. */
+static void default_line(enum be b, const char *bench, const char *what,
+                         double us, uint32_t chunks, const struct set_figs *fl,
+                         bool pool_full)
+{
+    struct jl j;
+    jl_begin(&j, bench, be_name(b));
+    jl_str(&j, "what", what);
+    jl_u64(&j, "chunk_bytes", CHUNK);
+    jl_u64(&j, "chunks", chunks);
+    jl_num(&j, "total_us", us);
+    jl_num(&j, "chunk_us", us / chunks);
+    jl_num(&j, "floor_chunk_median_us", fl->chunk.med);
+    jl_bool(&j, "pool_full_before", pool_full);
+    jl_str(&j, "config", "default pool (no pool.prefill_chunks)");
+    jl_ratio(&j, "floor_fresh", us / chunks, fl->chunk.med, TARGET_DEFAULT);
+    jl_end(&j);
+}
+
+static uint64_t pool_ready_now(const struct daemon *d)
+{
+    cJSON *st = daemon_status(d);
+    const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(st, "devices"), 0);
+    uint64_t n = dev ? json_u64(dev, "pool_ready_chunks") : 0;
+    cJSON_Delete(st);
+    return n;
+}
+
+/* Until the pool holds want chunks, or stops growing short of them (the
+ * host backend keeps 16; a GPU may have less free): whether it holds want. */
+static bool pool_settle(const struct daemon *d, uint64_t want)
+{
+    uint64_t last = UINT64_MAX;
+    for (int still = 0, t = 0; t < 20000; t += 10) {
+        uint64_t n = pool_ready_now(d);
+        if (n >= want)
+            return wait_quiet(d->pid, 50, 2000);
+        still = n == last ? still + 10 : 0;
+        if (still >= 300)
+            return false;
+        last = n;
+        sleep_us(10000);
+    }
+    return false;
+}
+
+/* vramd started with no pool setting, as users run it: an engine's first
+ * grant of 4 GiB right after start (before the background fill could
+ * finish) and again after the pool settled, a KV grow from free memory, and
+ * a stage's first expert_request of its whole loan room. */
+static void phase_default(enum be b)
+{
+    const char *bn = "default_config";
+    uint32_t saved = nchunks;
+    nchunks = opt_quick ? 32 : 2048; /* 4 GiB, or 64 MiB quick */
+    uint32_t window = nchunks, initial = 1;
+    char dir[] = "/tmp/vram-bench-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fail_line(bn, be_name(b), "mkdtemp: %s", strerror(errno));
+        nchunks = saved;
+        return;
+    }
+    struct daemon d = {0};
+    snprintf(d.dir, sizeof(d.dir), "%s", dir);
+    snprintf(d.config, sizeof(d.config), "%s/vramd.json", dir);
+    snprintf(d.sock, sizeof(d.sock), "%s/vramd.sock", dir);
+    snprintf(d.log, sizeof(d.log), "%s/vramd.log", dir);
+    FILE *f = fopen(d.config, "w");
+    if (!f) {
+        fail_line(bn, be_name(b), "%s: %s", d.config, strerror(errno));
+        goto out;
+    }
+    /* One lane of one chunk a token-block: the KV window is `window`
+     * chunks, its initial part one chunk; the device holds a grant and the
+     * window beside each other. */
+    fprintf(f, "{\"devices\": [{\"id\": 0, \"capacity\": \"%lluMiB\", \"chunk\": "
+            "\"%lluMiB\"}], \"stages\": [{\"id\": 0, \"device\": 0, "
+            "\"first_layer\": 0, \"last_layer\": 0, \"kv_lanes\": [%llu], "
+            "\"native_context\": %u, \"initial_tokens\": 1, \"step_tokens\": 1, "
+            "\"expert_slot\": \"%lluMiB\", \"loan\": {\"enabled\": true, "
+            "\"headroom\": 0}}]}\n",
+            (unsigned long long)((uint64_t)(2 * nchunks + window) * (CHUNK >> 20)),
+            (unsigned long long)(CHUNK >> 20), (unsigned long long)CHUNK, window,
+            (unsigned long long)(CHUNK >> 20));
+    fclose(f);
+    double start_us = 0;
+    char why[256];
+    d.pid = start_timed(getenv("VRAMD_BIN"), be_name(b), d.config, d.sock, d.log,
+                        &start_us, why, sizeof(why));
+    if (d.pid < 0) {
+        fail_line(bn, be_name(b), "%s", why);
+        goto out;
+    }
+    struct series cold, settled, fl;
+    bool ok = series_init(&cold, 1) && series_init(&settled, 3) &&
+              series_init(&fl, 3);
+    double setup;
+    /* Right after ready: whatever the fill has made by now. */
+    bool cold_full = pool_ready_now(&d) >= nchunks, full = false;
+    ok = ok && grant_rep(b, &d, &cold, &setup, NULL);
+    for (int rep = 0; ok && rep < 3; rep++) {
+        ok = floor_fresh_rep(b, &fl, rep == 0, false);
+        full = pool_settle(&d, nchunks);
+        ok = ok && grant_rep(b, &d, &settled, &setup, NULL);
+    }
+    struct set_figs ff = series_figs(&fl), sf = series_figs(&settled);
+    if (ok) {
+        /* The cold grant came first, before the floors were measured. */
+        default_line(b, "default_first_grant_cold", "an engine's first grant "
+                     "(4 GiB; 64 MiB quick) right after vramd is ready",
+                     cold.tot[0] / gib_scale(), nchunks, &ff, cold_full);
+        default_line(b, "default_first_grant_settled", "the same grant once the "
+                     "pool has filled (median of 3)",
+                     sf.gib.med / gib_scale(), nchunks, &ff, full);
+    }
+    /* A KV grow from free memory, and a first expert_request of the whole
+     * loan room, each by a fresh client once the pool is full. */
+    for (int k = 0; ok && k < 2; k++) {
+        full = pool_settle(&d, window);
+        vram_client *c = bench_connect(&d, "bench-default", bn, b);
+        if (!c) {
+            ok = false;
+            break;
+        }
+        struct vram_stage_info si;
+        int e = vram_stage_register(c, 0, 0, &si);
+        uint64_t t0 = now_ns();
+        struct vram_kv_result r = {0};
+        struct vram_residency res = {0};
+        if (e == 0 && k == 0)
+            e = vram_kv_reserve(c, 0, window - 1, 1, VRAM_KV_HOLD, &r);
+        else if (e == 0)
+            e = vram_expert_request(c, 0, 0);
+        double us = us_since(t0);
+        if (e == 0 && k == 1)
+            e = vram_expert_residency(c, 0, &res);
+        uint32_t got = k == 0 ? (uint32_t)(r.kv_mapped_bytes / CHUNK) - initial
+                              : res.expert_slots_backed;
+        if (e < 0 || got != window - initial) {
+            fail_line(bn, be_name(b), "%s: %s (%s), %u chunks of %u",
+                      k == 0 ? "kv reserve" : "expert request", vram_strerror(e),
+                      vram_client_last_error(c), got, window - initial);
+            ok = false;
+        } else {
+            default_line(b, k == 0 ? "default_kv_grow" : "default_first_expert_request",
+                         k == 0 ? "vram_kv_reserve of a stage's whole window "
+                                  "beyond its initial chunk, from free memory"
+                                : "a stage's first vram_expert_request(0): its "
+                                  "whole loan room, from free memory",
+                         us, got, &ff, full);
+        }
+        vram_client_close(c);
+    }
+    series_free(&cold);
+    series_free(&settled);
+    series_free(&fl);
+    if (stop_daemon(d.pid) != 0)
+        fail_line(bn, be_name(b), "vramd did not stop cleanly (log %s)", d.log);
+    else if (ok)
+        unlink(d.log);
+out:
+    unlink(d.config);
+    unlink(d.sock);
+    char state[sizeof(d.sock) + 8];
+    snprintf(state, sizeof(state), "%s.state", d.sock);
+    unlink(state);
+    rmdir(dir);
+    nchunks = saved;
+}
+
 /* ---- a backend from end to end ------------------------------------------ */
 
 static void environment_line(enum be b)
@@ -1661,6 +1836,7 @@ static void run_backend(enum be b)
         }
     }
     daemon_startup(b);
+    phase_default(b);
 }
 
 static void usage(FILE *f)
