@@ -83,10 +83,13 @@ static int cu_import(vram_client *c, struct vc_chunk *ch, vp_handle sh,
     return 0;
 }
 
-/* Importing on a second thread. On an H200 an import costs 21-33 us and a
- * map + set-access 29 us a chunk; one after the other they are 1.2x the
- * in-process create + map + access (44 us), overlapped about 0.7x. Below
- * this many chunks the thread costs more than it saves. */
+/* Importing on a second thread, so that the imports overlap the maps: on
+ * an H200 an import costs 21-33 us and a map + set-access 29 us a chunk.
+ * Measured there (vram-bench, 512-chunk first grants, 2026-12-01) it made
+ * them slower, 78.6 against 67.5 us a chunk: the driver serialises the two
+ * threads' calls, and the hand-off costs on top. So it is off unless
+ * VRAM_IMPORT_THREAD=1 asks for it (other drivers may differ). Below this
+ * many chunks the thread costs more than it could save. */
 #define VC_IMPORT_THREAD_MIN 64
 
 struct vc_import_job {
@@ -125,8 +128,8 @@ static void job_free(struct vc_import_job *j)
 static struct vc_import_job *cu_import_start(vram_client *c, const vp_handle *h,
                                              size_t n)
 {
-    const char *env = getenv("VRAM_IMPORT_THREAD"); /* 0: the benchmark's A/B */
-    if (n < VC_IMPORT_THREAD_MIN || (env && strcmp(env, "0") == 0))
+    const char *env = getenv("VRAM_IMPORT_THREAD");
+    if (n < VC_IMPORT_THREAD_MIN || !env || strcmp(env, "1") != 0)
         return NULL;
     struct vc_import_job *j = calloc(1, sizeof(*j));
     if (!j)

@@ -1682,8 +1682,10 @@ static void phase_default(enum be b)
     bool cold_full = pool_ready_now(&d) >= nchunks, full = false;
     ok = ok && grant_rep(b, &d, &cold, &setup, NULL);
     for (int rep = 0; ok && rep < 3; rep++) {
-        ok = floor_fresh_rep(b, &fl, rep == 0, false);
+        /* The floor only while vramd is idle: its fill's driver calls would
+         * slow the floor's own down. */
         full = pool_settle(&d, nchunks);
+        ok = floor_fresh_rep(b, &fl, rep == 0, false);
         ok = ok && grant_rep(b, &d, &settled, &setup, NULL);
     }
     struct set_figs ff = series_figs(&fl), sf = series_figs(&settled);
