@@ -3,11 +3,12 @@
 # suite: systemd's tools, promtool, valgrind, clang for the fuzzer, python3
 # and numpy for the Python package's tests, PyTorch (CPU) and OpenBLAS for
 # the MoE engine example's test, python3-yaml for the Kubernetes
-# manifests' test) on
+# manifests' test, curl for the metrics endpoint's test and tmux for
+# vramctl top's) on
 # Debian 12, as root.
 set -eu
 pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev"
-[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd prometheus valgrind clang libclang-rt-14-dev python3 python3-numpy python3-yaml python3-torch libopenblas0-pthread"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd prometheus valgrind clang libclang-rt-14-dev python3 python3-numpy python3-yaml python3-torch libopenblas0-pthread curl tmux"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

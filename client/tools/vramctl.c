@@ -16,15 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "json.h"
+#include "metrics_http.h"
+#include "metrics_text.h"
 #include "msg.h"
 #include "platform.h"
+#include "snapshot.h"
+#include "table.h"
+#include "textbuf.h"
+#include "top.h"
 #include "units.h"
 #include "vram.h"
 #include "vram_msg.h"
-#include "table.h"
 
 static void usage(FILE *f);
 
@@ -165,112 +168,27 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
     }
 }
 
-/* Prometheus text exposition (version 0.0.4). */
-static void metric_head(const char *name, const char *type, const char *help)
+/* The Prometheus exposition of one status (metrics_text.c). */
+static int print_metrics(const struct vram_rep_status *st, double seconds)
 {
-    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A gauge or counter and the struct member it reads: offsetof keeps the
- * member's name checked by the compiler. */
-struct metric {
-    size_t off;
-    bool u32; /* else u64 */
-    const char *name, *help;
-};
-#define M64(type, member, name, help) {offsetof(type, member), false, name, help}
-#define M32(type, member, name, help) {offsetof(type, member), true, name, help}
-
-static uint64_t metric_value(const void *obj, const struct metric *m)
-{
-    const char *p = (const char *)obj + m->off;
-    if (m->u32) {
-        uint32_t v;
-        memcpy(&v, p, sizeof(v));
-        return v;
+    struct tool_text t = {0};
+    tool_metrics_render(&t, st, seconds);
+    size_t len = 0;
+    char *text = tool_text_take(&t, &len);
+    if (!text) {
+        fprintf(stderr, "vramctl: out of memory\n");
+        return 1;
     }
-    uint64_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-static void print_metrics(const struct vram_rep_status *st)
-{
-    static const struct metric dev[] = {
-        M64(struct vram_t_device, capacity_bytes, "vramd_device_capacity_bytes",
-            "Bytes the device's pool holds."),
-        M64(struct vram_t_device, free_bytes, "vramd_device_free_bytes",
-            "Bytes free in the pool."),
-        M64(struct vram_t_device, granted_bytes, "vramd_device_granted_bytes",
-            "Bytes granted to KV and fixed regions."),
-        M64(struct vram_t_device, loaned_bytes, "vramd_device_loaned_bytes",
-            "Bytes lent to expert regions."),
-        M64(struct vram_t_device, recalling_bytes, "vramd_device_recalling_bytes",
-            "Bytes being recalled."),
-        M64(struct vram_t_device, quarantined_bytes,
-            "vramd_device_quarantined_bytes",
-            "Bytes of gone clients, not yet reclaimed."),
-    };
-    static const struct metric stage[] = {
-        M64(struct vram_t_stage, kv_mapped_bytes, "vramd_stage_kv_mapped_bytes",
-            "KV bytes mapped for the stage."),
-        M64(struct vram_t_stage, kv_needed_bytes, "vramd_stage_kv_needed_bytes",
-            "KV bytes the current request needs."),
-        M64(struct vram_t_stage, kv_max_bytes, "vramd_stage_kv_max_bytes",
-            "KV bytes of the native-context window."),
-        M64(struct vram_t_stage, expert_loaned_bytes,
-            "vramd_stage_expert_loaned_bytes", "Bytes lent to the stage's experts."),
-        M32(struct vram_t_stage, expert_slots_backed,
-            "vramd_stage_expert_slots_backed", "Expert slots backed by loans."),
-        M32(struct vram_t_stage, recalls_pending, "vramd_stage_recalls_pending",
-            "Chunks of the stage being recalled."),
-    };
-    static const struct metric counter[] = {
-        M64(struct vram_t_counters, grants, "vramd_grants_total", "Chunks granted."),
-        M64(struct vram_t_counters, moves, "vramd_moves_total",
-            "Chunks moved between a client's regions."),
-        M64(struct vram_t_counters, recalls, "vramd_recalls_total", "Chunks recalled."),
-        M64(struct vram_t_counters, recalls_missed, "vramd_recalls_missed_total",
-            "Recall deadlines missed."),
-        M64(struct vram_t_counters, releases, "vramd_releases_total",
-            "Chunks returned to the pool."),
-        M64(struct vram_t_counters, errors, "vramd_errors_total", "Requests refused."),
-        M64(struct vram_t_counters, protocol_errors, "vramd_protocol_errors_total",
-            "Connections dropped for bad frames."),
-    };
-    for (size_t k = 0; k < sizeof(dev) / sizeof(dev[0]); k++) {
-        metric_head(dev[k].name, "gauge", dev[k].help);
-        for (size_t i = 0; i < st->devices.n; i++)
-            printf("%s{device=\"%u\",backend=\"%s\"} %llu\n", dev[k].name,
-                   st->devices.v[i].id, str(st->devices.v[i].backend, ""),
-                   (unsigned long long)metric_value(&st->devices.v[i], &dev[k]));
-    }
-    for (size_t k = 0; k < sizeof(stage) / sizeof(stage[0]); k++) {
-        metric_head(stage[k].name, "gauge", stage[k].help);
-        for (size_t i = 0; i < st->stages.n; i++)
-            printf("%s{stage=\"%u\",device=\"%u\"} %llu\n", stage[k].name,
-                   st->stages.v[i].id, st->stages.v[i].device,
-                   (unsigned long long)metric_value(&st->stages.v[i], &stage[k]));
-    }
-    for (size_t k = 0; k < sizeof(counter) / sizeof(counter[0]); k++) {
-        metric_head(counter[k].name, "counter", counter[k].help);
-        printf("%s %llu\n", counter[k].name,
-               (unsigned long long)metric_value(&st->counters, &counter[k]));
-    }
-    int clients = 0;
-    for (size_t i = 0; i < st->clients.n; i++) {
-        const struct vram_t_client *it = &st->clients.v[i];
-        clients += it->role && strcmp(it->role, "engine") == 0 && it->state &&
-                   strcmp(it->state, "connected") == 0;
-    }
-    metric_head("vramd_clients_connected", "gauge", "Engine clients connected.");
-    printf("vramd_clients_connected %d\n", clients);
+    fwrite(text, 1, len, stdout);
+    free(text);
+    return 0;
 }
 
 struct opts {
     bool json, legend;
     long interval_ms;
     int count;
+    const char *listen; /* metrics --listen ADDR:PORT */
 };
 
 static volatile sig_atomic_t stop;
@@ -281,38 +199,26 @@ static void on_sigint(int sig)
     stop = 1;
 }
 
-/* One status reply: its text, and the typed view decoded from it. */
-struct snapshot {
-    char *text;
-    struct vram_arena arena;
-    struct vram_rep_status st;
-};
-
-static void snapshot_free(struct snapshot *s)
+/* What vramctl metrics prints when vramd could not be read: vramd_up 0,
+ * so a textfile collector's file says so. */
+static void print_metrics_down(const char *why)
 {
-    free(s->text);
-    vram_arena_free(&s->arena);
+    struct tool_text t = {0};
+    tool_metrics_render_down(&t, why);
+    if (!t.oom && t.p)
+        fputs(t.p, stdout);
+    tool_text_free(&t);
 }
 
-static int fetch(vram_client *c, struct snapshot *s)
+/* One status, or a line on stderr saying why not (and for metrics, the
+ * exposition of a vramd that could not be read). */
+static int fetch(vram_client *c, struct tool_snapshot *s, const char *what)
 {
-    int e = vram_status_json(c, &s->text);
-    if (e < 0) {
-        s->text = NULL;
-        fprintf(stderr, "vramctl: status failed: %s\n", vram_client_last_error(c));
-        return 1;
-    }
-    cJSON *doc = cJSON_Parse(s->text);
-    if (!doc) {
-        fprintf(stderr, "vramctl: the daemon's status is not JSON\n");
-        return 1;
-    }
-    struct vram_dec d = {.arena = &s->arena};
-    e = vram_decode(vram_requests[VRAM_REQ_STATUS].rep, doc, &s->st, &d);
-    cJSON_Delete(doc);
-    if (e < 0) {
-        fprintf(stderr, "vramctl: the daemon's status does not match this "
-                "vramctl's catalogue: %s\n", d.why);
+    char why[512];
+    if (tool_snapshot_fetch(c, s, why, sizeof(why)) < 0) {
+        fprintf(stderr, "vramctl: %s\n", why);
+        if (strcmp(what, "metrics") == 0)
+            print_metrics_down(why);
         return 1;
     }
     return 0;
@@ -345,8 +251,10 @@ static int print_json_array(const struct vram_tdesc *t, const void *items,
 /* Prints one section, as a table or as the JSON of that part. */
 static int show(vram_client *c, const char *what, const struct opts *o)
 {
-    struct snapshot s = {0};
-    int rc = fetch(c, &s);
+    struct tool_snapshot s = {0};
+    uint64_t t0 = vp_now_ns();
+    int rc = fetch(c, &s, what);
+    double seconds = (double)(vp_now_ns() - t0) / 1e9;
     const struct vram_rep_status *st = &s.st;
     if (rc)
         goto out;
@@ -366,10 +274,10 @@ static int show(vram_client *c, const char *what, const struct opts *o)
     } else if (strcmp(what, "loans") == 0) {
         print_loans(st, o->legend);
     } else if (strcmp(what, "metrics") == 0) {
-        print_metrics(st);
+        rc = print_metrics(st, seconds);
     }
 out:
-    snapshot_free(&s);
+    tool_snapshot_free(&s);
     return rc;
 }
 
@@ -418,7 +326,18 @@ static const struct {
      "recall deadline"},
     {"watch", "[--interval MS] [--count N] [--no-legend]",
      "status, refreshed every MS milliseconds (default 1000) until ^C"},
-    {"metrics", "", "Prometheus text exposition of the devices, stages and counters"},
+    {"top", "[--interval MS]",
+     "a live full-screen view: per device a bar of fixed, KV, loaned,\n"
+     "recalling, quarantined and free memory; per stage KV against its window\n"
+     "and expert residency; per client the memory held. q or ^C quits, the\n"
+     "terminal restored. Where standard output is not a terminal it prints one\n"
+     "frame, without escapes, and exits 0"},
+    {"metrics", "[--listen ADDR:PORT]",
+     "Prometheus text exposition (0.0.4) of the devices, stages, clients and\n"
+     "counters, with vramd_up (0, and exit status 3, when no vramd answers).\n"
+     "With --listen, an HTTP endpoint serving it at GET /metrics (one status\n"
+     "read per scrape; 503 while vramd cannot be read) until SIGTERM or ^C;\n"
+     "port 0 takes a free port, and the address bound is printed on stdout"},
     {"set-capacity", "DEVICE SIZE",
      "admin only (access.admin): set a device's capacity (e.g. 12GiB), down\n"
      "to what is in use and reserved, up to its size when vramd started"},
@@ -435,6 +354,7 @@ static const struct {
     {"--no-legend", "tables without their header lines (for scripts)"},
     {"--interval", "milliseconds between refreshes (default 1000)"},
     {"--count", "stop after N refreshes"},
+    {"--listen", "serve HTTP on ADDR:PORT (127.0.0.1:9464, [::1]:9464, :9464)"},
 };
 
 /* Each option of a command's arguments ("[--interval MS] [--count N]"), in
@@ -451,7 +371,7 @@ static void command_options(FILE *f, const char *args)
             if (!any)
                 fprintf(f, "\nOptions:\n");
             any = true;
-            fprintf(f, "  %-15.*s %s\n", (int)n, at, command_opts[i].help);
+            fprintf(f, "  %-19.*s %s\n", (int)n, at, command_opts[i].help);
         }
     }
 }
@@ -476,6 +396,8 @@ static void usage(FILE *f)
             "  --no-legend         (status, clients, stages, loans, watch) tables "
             "without\n"
             "                      their header lines\n"
+            "  --interval MS       (watch, top) milliseconds between refreshes\n"
+            "  --listen ADDR:PORT  (metrics) serve the metrics over HTTP at /metrics\n"
             "  -h, --help          this text; COMMAND --help for a command's\n"
             "  -V, --version       the version\n\n"
             "Sizes are shown in binary units (MiB, GiB); other numbers name what "
@@ -568,17 +490,20 @@ int main(int argc, char **argv)
                    strstr(commands[ci].args, "--no-legend")) {
             o.legend = false;
         } else if ((strcmp(a, "--interval") == 0 || strcmp(a, "--count") == 0) &&
-                   strcmp(cmd, "watch") == 0 && i + 1 < argc) {
+                   strstr(commands[ci].args, a) && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v <= 0 || v > 3600000) {
-                fprintf(stderr, "vramctl watch: %s must be a positive number\n", a);
+                fprintf(stderr, "vramctl %s: %s must be a positive number\n", cmd, a);
                 return 2;
             }
             if (a[2] == 'i')
                 o.interval_ms = v;
             else
                 o.count = (int)v;
+        } else if (strcmp(a, "--listen") == 0 && strcmp(cmd, "metrics") == 0 &&
+                   i + 1 < argc) {
+            o.listen = argv[++i];
         } else {
             fprintf(stderr, "vramctl %s: unknown option '%s'\n", cmd, a);
             return 2;
@@ -596,6 +521,16 @@ int main(int argc, char **argv)
     const char *shown = path ? path : getenv("VRAM_SOCKET");
     if (!shown || !*shown)
         shown = "/run/vramd/vramd.sock";
+    if (o.listen) {
+        /* The endpoint outlives vramd: it connects per scrape, not now. */
+        struct tool_listen_addr la;
+        if (tool_listen_parse(o.listen, &la) < 0) {
+            fprintf(stderr, "vramctl metrics: --listen '%s': not ADDR:PORT (e.g. "
+                    "127.0.0.1:9464, [::1]:9464, :9464)\n", o.listen);
+            return 2;
+        }
+        return tool_metrics_serve(&la, shown, stdout) < 0 ? EXIT_FAILED : 0;
+    }
     char err[512] = "";
     struct vram_client_options co = {.name = "vramctl", .ctl = 1,
                                      .timeout_ms = 10000, .error = err,
@@ -611,6 +546,14 @@ int main(int argc, char **argv)
         else
             fprintf(stderr, "vramctl: cannot talk to vramd on %s: %s\n", shown,
                     vram_strerror(e));
+        /* A textfile collector's file says so too (written then renamed by
+         * the timer's script whatever the exit status). */
+        if (strcmp(cmd, "metrics") == 0) {
+            char why[600];
+            snprintf(why, sizeof(why), "vramd on %s could not be read: %s", shown,
+                     vram_strerror(e));
+            print_metrics_down(why);
+        }
         /* Refused is not absent: the daemon runs, this user may not use it. */
         if (e == -EACCES || e == -EPERM)
             return EXIT_NOT_ALLOWED;
@@ -634,6 +577,9 @@ int main(int argc, char **argv)
             printf("client %ld evicted\n", evict);
     } else if (strcmp(cmd, "watch") == 0) {
         rc = cmd_watch(cl, &o);
+    } else if (strcmp(cmd, "top") == 0) {
+        rc = tool_top_run(cl, shown, o.interval_ms);
+        cl = NULL; /* the view closed it */
     } else {
         rc = show(cl, cmd, &o);
     }

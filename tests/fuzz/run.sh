@@ -17,8 +17,14 @@ run() { # NAME SECONDS CORPUS MAX_LEN
     "./build-fuzz/$1" -max_total_time="$2" -max_len="$4" -print_final_stats=1 \
         "$3" >"$log" 2>&1 || rc=$?
     echo "== $1"
-    tail -n 8 "$log"
-    rm -f "$log"
+    # The end of its log, without the dictionary libFuzzer recommends (a
+    # block of escaped byte strings that a short tail would start inside
+    # of): the last progress lines and the final stats, or on a failure
+    # the report, in whole lines.
+    sed -e '/^###### Recommended dictionary/,/^###### End of recommended dictionary/d' \
+        "$log" >"$log.tail"
+    if [ $rc -eq 0 ]; then tail -n 8 "$log.tail"; else tail -n 60 "$log.tail"; fi
+    rm -f "$log" "$log.tail"
     if [ $rc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
 corpus=$(mktemp -d /tmp/vram-fuzz-XXXXXX)

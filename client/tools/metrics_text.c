@@ -1,0 +1,304 @@
+/* Prometheus text exposition of a status. Label names follow Prometheus'
+ * conventions (device, backend, stage, client, name, pid); label values
+ * that come from peers (client names) are escaped, and bytes that are not
+ * UTF-8 are shown as \xNN so the exposition stays valid UTF-8. */
+#include "metrics_text.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static void head(struct tool_text *t, const char *name, const char *type,
+                 const char *help)
+{
+    tool_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The length of the valid UTF-8 sequence at s (of n bytes left), 0 if
+ * there is none (overlong forms, surrogates and values past U+10FFFF are
+ * not valid). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len;
+    uint32_t cp;
+    if ((s[0] & 0xe0) == 0xc0) {
+        len = 2;
+        cp = s[0] & 0x1f;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        len = 3;
+        cp = s[0] & 0x0f;
+    } else if ((s[0] & 0xf8) == 0xf0) {
+        len = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A label value, quoted: \\, \" and \n escaped as the format says; other
+ * control characters and bytes that are not UTF-8 as the text \xNN. */
+static void label_value(struct tool_text *t, const char *v)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)(v ? v : "");
+    size_t n = strlen((const char *)s);
+    tool_text_raw(t, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = utf8_len(s + i, n - i);
+        if (c == '\\') {
+            tool_text_raw(t, "\\\\", 2);
+        } else if (c == '"') {
+            tool_text_raw(t, "\\\"", 2);
+        } else if (c == '\n') {
+            tool_text_raw(t, "\\n", 2);
+        } else if (k == 0 || c < 0x20 || c == 0x7f) {
+            char esc[5] = {'\\', '\\', 'x', hex[c >> 4], hex[c & 15]};
+            tool_text_raw(t, esc, 5);
+            k = 1;
+        } else {
+            tool_text_raw(t, (const char *)s + i, k);
+        }
+        i += k ? k : 1;
+    }
+    tool_text_raw(t, "\"", 1);
+}
+
+/* A gauge or counter and the struct member it reads: offsetof keeps the
+ * member's name checked by the compiler. */
+struct metric {
+    size_t off;
+    bool u32; /* else u64 */
+    const char *name, *help;
+};
+#define M64(type, member, name, help) {offsetof(type, member), false, name, help}
+#define M32(type, member, name, help) {offsetof(type, member), true, name, help}
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static unsigned long long value(const void *obj, const struct metric *m)
+{
+    const char *p = (const char *)obj + m->off;
+    if (m->u32) {
+        uint32_t v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+    }
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static const struct metric dev[] = {
+    M64(struct vram_t_device, capacity_bytes, "vramd_device_capacity_bytes",
+        "Bytes the device's pool holds."),
+    M64(struct vram_t_device, free_bytes, "vramd_device_free_bytes",
+        "Bytes free in the pool."),
+    M64(struct vram_t_device, granted_bytes, "vramd_device_granted_bytes",
+        "Bytes granted to KV and fixed regions."),
+    M64(struct vram_t_device, fixed_bytes, "vramd_device_fixed_bytes",
+        "Bytes granted to fixed regions (weights, workspace, drafter KV)."),
+    M64(struct vram_t_device, kv_bytes, "vramd_device_kv_bytes",
+        "Bytes granted to KV regions."),
+    M64(struct vram_t_device, loaned_bytes, "vramd_device_loaned_bytes",
+        "Bytes lent to expert regions."),
+    M64(struct vram_t_device, recalling_bytes, "vramd_device_recalling_bytes",
+        "Bytes being recalled."),
+    M64(struct vram_t_device, quarantined_bytes, "vramd_device_quarantined_bytes",
+        "Bytes of gone clients, not yet reclaimed."),
+    M64(struct vram_t_device, reserved_bytes, "vramd_device_reserved_bytes",
+        "Bytes reserved by configured stages (fixed and the KV window)."),
+    M64(struct vram_t_device, max_capacity_bytes,
+        "vramd_device_max_capacity_bytes",
+        "The largest capacity the device may be given."),
+    M64(struct vram_t_device, total_bytes, "vramd_device_total_bytes",
+        "The device's own size."),
+    M32(struct vram_t_device, pool_ready_chunks, "vramd_device_pool_ready_chunks",
+        "Chunks made ahead of grants."),
+};
+
+static const struct metric stage[] = {
+    M64(struct vram_t_stage, kv_mapped_bytes, "vramd_stage_kv_mapped_bytes",
+        "KV bytes mapped for the stage."),
+    M64(struct vram_t_stage, kv_needed_bytes, "vramd_stage_kv_needed_bytes",
+        "KV bytes the current request needs."),
+    M64(struct vram_t_stage, kv_max_bytes, "vramd_stage_kv_max_bytes",
+        "KV bytes of the native-context window."),
+    M64(struct vram_t_stage, expert_loaned_bytes, "vramd_stage_expert_loaned_bytes",
+        "Bytes lent to the stage's experts."),
+    M32(struct vram_t_stage, expert_slots_backed, "vramd_stage_expert_slots_backed",
+        "Expert slots backed by loans."),
+    M32(struct vram_t_stage, recalls_pending, "vramd_stage_recalls_pending",
+        "Chunks of the stage being recalled."),
+    M64(struct vram_t_stage, fixed_bytes, "vramd_stage_fixed_bytes",
+        "Bytes mapped in the stage's fixed regions."),
+    M64(struct vram_t_stage, fixed_reserved_bytes, "vramd_stage_fixed_reserved_bytes",
+        "Bytes the stage's fixed regions reserve."),
+};
+
+static const struct metric counter[] = {
+    M64(struct vram_t_counters, grants, "vramd_grants_total", "Chunks granted."),
+    M64(struct vram_t_counters, moves, "vramd_moves_total",
+        "Chunks moved between a client's regions."),
+    M64(struct vram_t_counters, recalls, "vramd_recalls_total", "Chunks recalled."),
+    M64(struct vram_t_counters, recalls_missed, "vramd_recalls_missed_total",
+        "Recall deadlines missed."),
+    M64(struct vram_t_counters, releases, "vramd_releases_total",
+        "Chunks returned to the pool."),
+    M64(struct vram_t_counters, errors, "vramd_errors_total", "Requests refused."),
+    M64(struct vram_t_counters, protocol_errors, "vramd_protocol_errors_total",
+        "Connections dropped for bad frames."),
+    M64(struct vram_t_counters, disconnects, "vramd_disconnects_total",
+        "Client connections that ended."),
+    M64(struct vram_t_counters, kept_after_release, "vramd_kept_after_release_total",
+        "Releases refused because the client still mapped or held the chunk."),
+};
+
+/* Engines, and any client that holds memory: control clients (vramctl,
+ * this exporter among them) come and go with new ids and hold nothing, so
+ * series of theirs would only add churn. */
+static bool client_shown(const struct vram_t_client *c)
+{
+    return !(c->role && strcmp(c->role, "ctl") == 0) || c->held_bytes ||
+           c->quarantined_bytes;
+}
+
+static void client_labels(struct tool_text *t, const struct vram_t_client *c)
+{
+    tool_text_printf(t, "{client=\"%u\",name=", c->id);
+    label_value(t, c->name);
+    tool_text_printf(t, ",pid=\"%lld\"", (long long)c->pid);
+}
+
+static void render_clients(struct tool_text *t, const struct vram_rep_status *st)
+{
+    head(t, "vramd_client_info", "gauge",
+         "1 for each engine client; state: connected, quarantined (gone, its "
+         "process may still map its memory) or handed-off.");
+    for (size_t i = 0; i < st->clients.n; i++) {
+        const struct vram_t_client *c = &st->clients.v[i];
+        if (!client_shown(c))
+            continue;
+        tool_text_str(t, "vramd_client_info");
+        client_labels(t, c);
+        tool_text_str(t, ",state=");
+        label_value(t, c->state);
+        tool_text_str(t, ",role=");
+        label_value(t, c->role);
+        tool_text_str(t, "} 1\n");
+    }
+    /* The same series text for each: name{labels} value. */
+    static const struct {
+        const char *name, *type, *help;
+    } per[] = {
+        {"vramd_client_held_bytes", "gauge", "Bytes the client holds."},
+        {"vramd_client_quarantined_bytes", "gauge",
+         "Bytes of the gone client waiting for its process."},
+        {"vramd_client_stages", "gauge", "Stages the client owns."},
+        {"vramd_client_recalls_missed_total", "counter",
+         "Recall deadlines the client missed."},
+        {"vramd_client_delinquent", "gauge",
+         "1 when the client missed a recall deadline (it gets no new loans)."},
+    };
+    for (size_t k = 0; k < COUNT(per); k++) {
+        head(t, per[k].name, per[k].type, per[k].help);
+        for (size_t i = 0; i < st->clients.n; i++) {
+            const struct vram_t_client *c = &st->clients.v[i];
+            if (!client_shown(c))
+                continue;
+            unsigned long long v = k == 0   ? c->held_bytes
+                                   : k == 1 ? c->quarantined_bytes
+                                   : k == 2 ? c->stages.n
+                                   : k == 3 ? c->missed_recalls
+                                            : (unsigned long long)c->delinquent;
+            tool_text_str(t, per[k].name);
+            client_labels(t, c);
+            tool_text_printf(t, "} %llu\n", v);
+        }
+    }
+}
+
+void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
+                         double scrape_seconds)
+{
+    head(t, "vramd_up", "gauge", "1 when vramd's status was read.");
+    tool_text_str(t, "vramd_up 1\n");
+    head(t, "vramd_scrape_duration_seconds", "gauge",
+         "Seconds reading vramd's status took.");
+    tool_text_printf(t, "vramd_scrape_duration_seconds %.6f\n", scrape_seconds);
+    head(t, "vramd_info", "gauge", "1, labelled with vramd's version and backend.");
+    tool_text_str(t, "vramd_info{version=");
+    label_value(t, st->daemon.version);
+    tool_text_str(t, ",backend=");
+    label_value(t, st->backend);
+    tool_text_str(t, "} 1\n");
+    head(t, "vramd_uptime_seconds", "gauge", "Seconds since vramd started.");
+    tool_text_printf(t, "vramd_uptime_seconds %.3f\n",
+                     (double)st->daemon.uptime_ms / 1000.0);
+    head(t, "vramd_chunk_fds", "gauge", "File descriptors vramd holds for chunks.");
+    tool_text_printf(t, "vramd_chunk_fds %llu\n",
+                     (unsigned long long)st->daemon.chunk_fds);
+
+    for (size_t k = 0; k < COUNT(dev); k++) {
+        head(t, dev[k].name, "gauge", dev[k].help);
+        for (size_t i = 0; i < st->devices.n; i++) {
+            tool_text_printf(t, "%s{device=\"%u\",backend=", dev[k].name,
+                             st->devices.v[i].id);
+            label_value(t, st->devices.v[i].backend);
+            tool_text_printf(t, "} %llu\n", value(&st->devices.v[i], &dev[k]));
+        }
+    }
+    for (size_t k = 0; k < COUNT(stage); k++) {
+        head(t, stage[k].name, "gauge", stage[k].help);
+        for (size_t i = 0; i < st->stages.n; i++)
+            tool_text_printf(t, "%s{stage=\"%u\",device=\"%u\"} %llu\n",
+                             stage[k].name, st->stages.v[i].id,
+                             st->stages.v[i].device,
+                             value(&st->stages.v[i], &stage[k]));
+    }
+    head(t, "vramd_stage_expert_slots", "gauge",
+         "Slots of the stage's expert region (configured stages).");
+    for (size_t i = 0; i < st->stages.n; i++)
+        if (st->stages.v[i].has_expert_slots)
+            tool_text_printf(t, "vramd_stage_expert_slots{stage=\"%u\",device=\"%u\"} %u\n",
+                             st->stages.v[i].id, st->stages.v[i].device,
+                             st->stages.v[i].expert_slots);
+    for (size_t k = 0; k < COUNT(counter); k++) {
+        head(t, counter[k].name, "counter", counter[k].help);
+        tool_text_printf(t, "%s %llu\n", counter[k].name,
+                         value(&st->counters, &counter[k]));
+    }
+    int connected = 0;
+    for (size_t i = 0; i < st->clients.n; i++) {
+        const struct vram_t_client *c = &st->clients.v[i];
+        connected += c->role && strcmp(c->role, "engine") == 0 && c->state &&
+                     strcmp(c->state, "connected") == 0;
+    }
+    head(t, "vramd_clients_connected", "gauge", "Engine clients connected.");
+    tool_text_printf(t, "vramd_clients_connected %d\n", connected);
+    render_clients(t, st);
+}
+
+void tool_metrics_render_down(struct tool_text *t, const char *why)
+{
+    /* One comment line: why may not hold a newline. */
+    tool_text_str(t, "# ");
+    for (const char *p = why ? why : "vramd could not be read"; *p; p++)
+        tool_text_raw(t, *p == '\n' || *p == '\r' ? " " : p, 1);
+    tool_text_str(t, "\n");
+    head(t, "vramd_up", "gauge", "1 when vramd's status was read.");
+    tool_text_str(t, "vramd_up 0\n");
+}

@@ -1,0 +1,26 @@
+/* Text built up piece by piece (a frame of vramctl top, an HTTP response,
+ * the metrics exposition): a growable buffer with printf. */
+#ifndef VRAM_TOOLS_TEXTBUF_H
+#define VRAM_TOOLS_TEXTBUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct tool_text {
+    char *p; /* NUL-terminated when not NULL */
+    size_t len, cap;
+    bool oom; /* a write failed: the text is incomplete, and stays so */
+};
+
+void tool_text_raw(struct tool_text *t, const char *s, size_t n);
+void tool_text_str(struct tool_text *t, const char *s);
+void tool_text_printf(struct tool_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Empties the text, keeping its memory (and forgetting a failed write). */
+void tool_text_clear(struct tool_text *t);
+/* The text (caller frees) and its length, or NULL when a write failed; t is
+ * empty afterwards either way. */
+char *tool_text_take(struct tool_text *t, size_t *len);
+void tool_text_free(struct tool_text *t);
+
+#endif

@@ -1,0 +1,439 @@
+/* vramctl top's frame. Every line is clipped to one column less than the
+ * terminal's width: a line that fills the last column leaves the cursor
+ * waiting to wrap, and "erase to the end of line" there would erase that
+ * column. Text from peers (client names) is shown with anything that is
+ * not printable ASCII as '?', so a name cannot send escapes to the
+ * terminal. */
+#include "top_frame.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "units.h"
+
+const char tool_top_glyphs[6] = {'#', '=', '+', '!', 'x', '.'};
+
+static const char *const seg_name[6] = {"fixed", "KV", "loaned", "recalling",
+                                        "quarantined", "free"};
+/* SGR colours: blue, green, cyan, yellow, red, and dim for free. */
+static const char *const seg_color[6] = {"34;1", "32;1", "36;1", "33;1", "31;1", "2"};
+
+/* One line being written: its visible width is counted, escapes not. */
+struct line {
+    struct tool_text *t;
+    const struct tool_top_view *v;
+    int used, max;
+};
+
+static void line_begin(struct line *l, struct tool_text *t,
+                       const struct tool_top_view *v)
+{
+    l->t = t;
+    l->v = v;
+    l->used = 0;
+    l->max = v->cols > 1 ? v->cols - 1 : 1;
+}
+
+/* Visible text; what does not fit is dropped. */
+static void put(struct line *l, const char *s)
+{
+    for (; *s && l->used < l->max; s++, l->used++) {
+        unsigned char c = (unsigned char)*s;
+        char ch = c >= 0x20 && c < 0x7f ? (char)c : '?';
+        tool_text_raw(l->t, &ch, 1);
+    }
+}
+
+static void putf(struct line *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void putf(struct line *l, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    put(l, buf);
+}
+
+static void color(struct line *l, const char *sgr)
+{
+    if (l->v->ansi && l->v->color)
+        tool_text_printf(l->t, "\033[%sm", sgr ? sgr : "0");
+}
+
+static void line_end(struct line *l)
+{
+    color(l, NULL);
+    tool_text_str(l->t, l->v->ansi ? "\033[K\r\n" : "\n");
+}
+
+static void blank(struct tool_text *t, const struct tool_top_view *v)
+{
+    struct line l;
+    line_begin(&l, t, v);
+    line_end(&l);
+}
+
+static const char *sz(uint64_t b, char *buf)
+{
+    return vram_size_format(b, buf, 32);
+}
+
+/* width cells shared among n values in proportion (largest remainders),
+ * each value above 0 getting at least one cell while there are cells. */
+static void cells(const uint64_t *v, int n, int width, int *out)
+{
+    long double total = 0;
+    for (int i = 0; i < n; i++)
+        total += (long double)v[i];
+    int given = 0;
+    long double rem[8] = {0};
+    for (int i = 0; i < n; i++) {
+        long double exact = total > 0 ? (long double)v[i] * width / total : 0;
+        out[i] = (int)exact;
+        rem[i] = exact - out[i];
+        if (v[i] && out[i] == 0 && given < width) {
+            out[i] = 1; /* visible, however small */
+            rem[i] = -1;
+        }
+        given += out[i];
+    }
+    while (given > width) { /* the minimums overdrew: take from the largest */
+        int big = 0;
+        for (int i = 1; i < n; i++)
+            if (out[i] > out[big])
+                big = i;
+        out[big]--;
+        given--;
+    }
+    while (given < width && total > 0) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (v[i] && (best < 0 || rem[i] > rem[best]))
+                best = i;
+        if (best < 0)
+            break;
+        out[best]++;
+        rem[best] = -2;
+        given++;
+    }
+    if (given < width) /* nothing at all: the last segment (free) */
+        out[n - 1] += width - given;
+}
+
+/* "[####====....]" of n segments with their glyphs and colours. */
+static void bar(struct line *l, const uint64_t *v, int n, const char *glyphs,
+                const char *const *colors, int width)
+{
+    int c[8];
+    cells(v, n, width, c);
+    put(l, "[");
+    for (int i = 0; i < n; i++) {
+        if (!c[i])
+            continue;
+        color(l, colors[i]);
+        char run[512];
+        int k = c[i] < (int)sizeof(run) - 1 ? c[i] : (int)sizeof(run) - 1;
+        memset(run, glyphs[i], (size_t)k);
+        run[k] = '\0';
+        put(l, run);
+        color(l, NULL);
+    }
+    put(l, "]");
+}
+
+/* Items ("# fixed 8 GiB") set on as few lines as the width allows. */
+static void flow(struct tool_text *t, const struct tool_top_view *v,
+                 const char *indent, char items[][64], const char *const *colors,
+                 int n)
+{
+    struct line l;
+    line_begin(&l, t, v);
+    put(&l, indent);
+    bool first = true;
+    for (int i = 0; i < n; i++) {
+        int need = (int)strlen(items[i]) + (first ? 0 : 2);
+        if (!first && l.used + need > l.max) {
+            line_end(&l);
+            line_begin(&l, t, v);
+            put(&l, indent);
+            first = true;
+        }
+        if (!first)
+            put(&l, "  ");
+        color(&l, colors ? colors[i] : NULL);
+        put(&l, items[i]);
+        color(&l, NULL);
+        first = false;
+    }
+    line_end(&l);
+}
+
+static int bar_width(const struct tool_top_view *v, int taken, int lo, int hi)
+{
+    int w = (v->cols - 1) - taken;
+    return w < lo ? lo : w > hi ? hi : w;
+}
+
+static void uptime(char *buf, size_t len, uint64_t ms)
+{
+    uint64_t s = ms / 1000;
+    if (s < 3600)
+        snprintf(buf, len, "%um%02us", (unsigned)(s / 60), (unsigned)(s % 60));
+    else if (s < 86400)
+        snprintf(buf, len, "%uh%02um", (unsigned)(s / 3600), (unsigned)(s / 60 % 60));
+    else
+        snprintf(buf, len, "%ud%02uh", (unsigned)(s / 86400),
+                 (unsigned)(s / 3600 % 24));
+}
+
+static void header(struct tool_text *t, const struct vram_rep_status *st,
+                   const struct tool_top_view *v)
+{
+    struct line l;
+    line_begin(&l, t, v);
+    color(&l, "1");
+    put(&l, "vramctl top");
+    color(&l, NULL);
+    if (st) {
+        char up[32];
+        uptime(up, sizeof(up), st->daemon.uptime_ms);
+        putf(&l, "  vramd %s (%s) on %s, up %s", st->daemon.version ? st->daemon.version : "?",
+             st->backend ? st->backend : "?", v->socket, up);
+    } else {
+        putf(&l, "  vramd on %s", v->socket);
+    }
+    putf(&l, "  %s", v->clock ? v->clock : "");
+    if (v->ansi)
+        putf(&l, ", every %ld ms; q or ^C quits", v->interval_ms);
+    line_end(&l);
+    if (v->error) {
+        line_begin(&l, t, v);
+        color(&l, "31;1");
+        putf(&l, "%s%s", v->error, st ? " (the figures below are older)" : "");
+        color(&l, NULL);
+        line_end(&l);
+    }
+    blank(t, v);
+}
+
+static void devices(struct tool_text *t, const struct vram_rep_status *st,
+                    const struct tool_top_view *v)
+{
+    for (size_t i = 0; i < st->devices.n; i++) {
+        const struct vram_t_device *d = &st->devices.v[i];
+        char a[32], b[32];
+        struct line l;
+        if (i)
+            blank(t, v);
+        line_begin(&l, t, v);
+        color(&l, "1");
+        putf(&l, "DEVICE %u", d->id);
+        color(&l, NULL);
+        putf(&l, "  %s  capacity %s in %s chunks", d->name && d->name[0] ? d->name : "-",
+             sz(d->capacity_bytes, a), sz(d->chunk_bytes, b));
+        line_end(&l);
+        uint64_t seg[6] = {d->fixed_bytes, d->kv_bytes, d->loaned_bytes,
+                           d->recalling_bytes, d->quarantined_bytes, 0};
+        uint64_t used = 0;
+        for (int k = 0; k < 5; k++)
+            used += seg[k];
+        /* Free is what the pool has left; the bar spans the capacity. */
+        seg[5] = d->capacity_bytes > used ? d->capacity_bytes - used : 0;
+        line_begin(&l, t, v);
+        put(&l, "  ");
+        bar(&l, seg, 6, tool_top_glyphs, seg_color, bar_width(v, 4, 10, 200));
+        line_end(&l);
+        char items[6][64];
+        for (int k = 0; k < 6; k++) {
+            char s[32];
+            snprintf(items[k], sizeof(items[k]), "%c %s %s", tool_top_glyphs[k],
+                     seg_name[k], sz(k == 5 ? d->free_bytes : seg[k], s));
+        }
+        flow(t, v, "  ", items, seg_color, 6);
+    }
+}
+
+static const char *client_name(const struct vram_rep_status *st, uint32_t id)
+{
+    for (size_t i = 0; i < st->clients.n; i++)
+        if (st->clients.v[i].id == id)
+            return st->clients.v[i].name && st->clients.v[i].name[0]
+                       ? st->clients.v[i].name : "-";
+    return "-";
+}
+
+static void stages(struct tool_text *t, const struct vram_rep_status *st,
+                   const struct tool_top_view *v)
+{
+    static const char *const kv_color[3] = {"32;1", "32", "2"};
+    static const char *const ex_color[2] = {"36;1", "2"};
+    for (size_t i = 0; i < st->stages.n; i++) {
+        const struct vram_t_stage *s = &st->stages.v[i];
+        char a[32], b[32], c[32];
+        struct line l;
+        blank(t, v);
+        line_begin(&l, t, v);
+        color(&l, "1");
+        putf(&l, "STAGE %u", s->id);
+        color(&l, NULL);
+        putf(&l, "  device %u  layers %u-%u", s->device, s->first_layer, s->last_layer);
+        if (s->has_owner)
+            putf(&l, "  owner client %u (%s)", s->owner, client_name(st, s->owner));
+        else
+            put(&l, "  no owner");
+        line_end(&l);
+        int w = bar_width(v, 2 + 8 + 2 + 50, 10, 64);
+        /* KV: what the request needs, what is mapped beyond it, and the
+         * rest of the window. */
+        uint64_t need = s->kv_needed_bytes < s->kv_mapped_bytes ? s->kv_needed_bytes
+                                                                 : s->kv_mapped_bytes;
+        uint64_t kv[3] = {need, s->kv_mapped_bytes - need,
+                          s->kv_max_bytes > s->kv_mapped_bytes
+                              ? s->kv_max_bytes - s->kv_mapped_bytes : 0};
+        line_begin(&l, t, v);
+        put(&l, "  KV      ");
+        bar(&l, kv, 3, "=-.", kv_color, w);
+        putf(&l, "  %s/%s mapped, needs %s", sz(s->kv_mapped_bytes, a),
+             sz(s->kv_max_bytes, b), sz(s->kv_needed_bytes, c));
+        line_end(&l);
+        line_begin(&l, t, v);
+        put(&l, "  experts ");
+        if (s->has_expert_slots && s->expert_slots) {
+            uint64_t ex[2] = {s->expert_slots_backed,
+                              s->expert_slots > s->expert_slots_backed
+                                  ? s->expert_slots - s->expert_slots_backed : 0};
+            bar(&l, ex, 2, "+.", ex_color, w);
+            putf(&l, "  %u/%u slots, %s loaned, %u recalling",
+                 s->expert_slots_backed, s->expert_slots,
+                 sz(s->expert_loaned_bytes, a), s->recalls_pending);
+        } else {
+            putf(&l, "%u slots, %s loaned, %u recalling", s->expert_slots_backed,
+                 sz(s->expert_loaned_bytes, a), s->recalls_pending);
+        }
+        line_end(&l);
+    }
+}
+
+/* Clients by what they hold, most first; control clients that hold
+ * nothing (vramctl itself) are left out. */
+static int by_held(const void *x, const void *y)
+{
+    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
+    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    uint64_t ha = a->held_bytes + a->quarantined_bytes;
+    uint64_t hb = b->held_bytes + b->quarantined_bytes;
+    if (ha != hb)
+        return ha < hb ? 1 : -1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void clients(struct tool_text *t, const struct vram_rep_status *st,
+                    const struct tool_top_view *v)
+{
+    size_t n = 0;
+    const struct vram_t_client **list = calloc(st->clients.n + 1, sizeof(*list));
+    if (!list) {
+        t->oom = true;
+        return;
+    }
+    uint64_t capacity = 0;
+    for (size_t i = 0; i < st->devices.n; i++)
+        capacity += st->devices.v[i].capacity_bytes;
+    for (size_t i = 0; i < st->clients.n; i++) {
+        const struct vram_t_client *c = &st->clients.v[i];
+        bool ctl = c->role && strcmp(c->role, "ctl") == 0;
+        if (!ctl || c->held_bytes || c->quarantined_bytes)
+            list[n++] = c;
+    }
+    qsort(list, n, sizeof(*list), by_held);
+    struct line l;
+    blank(t, v);
+    line_begin(&l, t, v);
+    color(&l, "1");
+    put(&l, "CLIENT NAME                 PID      STATE        HELD       QUARANTINED STAGES");
+    if (l.max - 86 >= 14 && capacity) {
+        while (l.used < 86)
+            put(&l, " ");
+        put(&l, "SHARE OF ALL CAPACITY");
+    }
+    color(&l, NULL);
+    line_end(&l);
+    static const char *const held_color[2] = {"35;1", "2"};
+    for (size_t i = 0; i < n; i++) {
+        const struct vram_t_client *c = list[i];
+        char a[32], b[32], stg[40] = "";
+        for (size_t k = 0; k < c->stages.n; k++) {
+            size_t len = strlen(stg);
+            snprintf(stg + len, sizeof(stg) - len, "%s%u", k ? "," : "", c->stages.v[k]);
+        }
+        line_begin(&l, t, v);
+        putf(&l, "%-6u %-20.20s %-8lld %-12s %-10s %-11s %s", c->id,
+             c->name && c->name[0] ? c->name : "-", (long long)c->pid,
+             c->state && c->state[0] ? c->state : "-", sz(c->held_bytes, a),
+             sz(c->quarantined_bytes, b), stg[0] ? stg : "-");
+        /* Its share of every device's capacity, where there is room. */
+        if (l.max - 86 >= 14 && capacity) {
+            while (l.used < 86)
+                put(&l, " ");
+            uint64_t h[2] = {c->held_bytes + c->quarantined_bytes, 0};
+            h[1] = capacity > h[0] ? capacity - h[0] : 0;
+            bar(&l, h, 2, "|.", held_color, bar_width(v, l.used + 2, 10, 30));
+        }
+        line_end(&l);
+    }
+    if (n == 0) {
+        line_begin(&l, t, v);
+        put(&l, "(no engine connected)");
+        line_end(&l);
+    }
+    free(list);
+}
+
+/* The first rows lines; when there are more, the last one shown says how
+ * many are hidden. */
+static void fit(struct tool_text *t, size_t start, const struct tool_top_view *v)
+{
+    int lines = 0;
+    size_t cut = 0;
+    for (size_t i = start; i < t->len && !t->oom; i++)
+        if (t->p[i] == '\n') {
+            lines++;
+            if (v->rows > 0 && lines == v->rows - 1)
+                cut = i + 1;
+        }
+    if (v->rows > 0 && lines > v->rows && cut) {
+        int hidden = lines - (v->rows - 1);
+        t->len = cut;
+        t->p[cut] = '\0';
+        struct line l;
+        line_begin(&l, t, v);
+        color(&l, "7");
+        putf(&l, "(%d more lines: a taller window shows them)", hidden);
+        line_end(&l);
+    }
+    /* The last line of a live frame ends without a line feed, so a frame
+     * as tall as the terminal does not scroll it. */
+    if (v->ansi && !t->oom && t->len >= start + 2 && t->p[t->len - 1] == '\n') {
+        t->len -= 2;
+        t->p[t->len] = '\0';
+    }
+}
+
+void tool_top_frame(struct tool_text *t, const struct vram_rep_status *st,
+                    const struct tool_top_view *v)
+{
+    size_t start = t->len;
+    header(t, st, v);
+    if (st) {
+        devices(t, st, v);
+        stages(t, st, v);
+        clients(t, st, v);
+    }
+    fit(t, start, v);
+}

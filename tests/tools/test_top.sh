@@ -1,0 +1,220 @@
+#!/bin/sh
+# vramctl top on a real terminal: tmux (a detached session of fixed size)
+# runs it against the real vramd while the seed replay holds memory, and
+# its screen is read back with capture-pane. Checked: the alternate screen
+# is on and the cursor hidden while it runs; each device's bar has the
+# cells its figures give (fixed, KV, loaned, free) and its legend the
+# figures; each stage its KV against its window and its expert residency;
+# each engine client what it holds; a change (set-capacity) shows at the
+# next refresh; a resize redraws to the new width; a short window says how
+# many lines it hides; vramd going away is said and recovered from. Then q,
+# ^C (a byte in raw mode) and SIGTERM each end it with status 0, the
+# primary screen and the cursor back and the terminal's modes (stty -g) as
+# before, the shell's prompt showing. Without a terminal it prints one
+# plain frame. The temporary folder is removed when the test passes, kept
+# (and named) when it fails. Usage: test_top.sh BUILD_DIR SOURCE_DIR
+set -u
+build=$1
+src=$2
+command -v tmux >/dev/null ||
+    { echo "vramctl_top: tmux is needed (sh scripts/deps.sh --test)"; exit 1; }
+tmp=$(mktemp -d /tmp/vram-top-XXXXXX)
+sock=$tmp/s
+config=$src/tests/scenarios/seed-pp32-16.json
+tm="tmux -S $tmp/tmux -f /dev/null"
+vramd= replay=
+passed=0
+cleanup() {
+    $tm kill-server 2>/dev/null
+    for p in $replay $vramd; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    if [ $passed = 1 ]; then
+        rm -rf "$tmp"
+    else
+        echo "vramctl_top: kept $tmp (screen.*: the captures, vramd.log)"
+    fi
+}
+trap cleanup EXIT
+fail() {
+    echo "vramctl_top: $*"
+    echo "vramctl_top: 0 passed, 1 failed"
+    exit 1
+}
+
+start_vramd() {
+    "$build/vramd" --backend host --socket "$sock" --config "$config" \
+        2>>"$tmp/vramd.log" &
+    vramd=$!
+    i=0
+    until "$build/vramctl" --socket "$sock" status >/dev/null 2>&1; do
+        i=$((i + 1)); [ $i -lt 200 ] || fail "vramd did not start"
+        sleep 0.05
+    done
+}
+# capture NAME: the pane's text now, in $tmp/screen.NAME.
+capture() {
+    $tm capture-pane -p -t top >"$tmp/screen.$1"
+}
+# wait_screen NAME PATTERN: until the pane shows PATTERN (grep -E).
+wait_screen() {
+    i=0
+    while :; do
+        capture "$1"
+        grep -Eq -- "$2" "$tmp/screen.$1" && return 0
+        i=$((i + 1))
+        [ $i -lt 200 ] || fail "the screen never showed '$2':
+$(cat "$tmp/screen.$1")"
+        sleep 0.05
+    done
+}
+# wait_gone NAME PATTERN: until the pane no longer shows PATTERN.
+wait_gone() {
+    i=0
+    while :; do
+        capture "$1"
+        grep -Eq -- "$2" "$tmp/screen.$1" || return 0
+        i=$((i + 1))
+        [ $i -lt 200 ] || fail "the screen kept showing '$2':
+$(cat "$tmp/screen.$1")"
+        sleep 0.05
+    done
+}
+flags() {
+    $tm display -p -t top '#{alternate_on} #{cursor_flag}'
+}
+# count CHAR LINE: how many times CHAR is in LINE.
+count() {
+    printf '%s' "$2" | tr -cd "$1" | wc -c | tr -d ' '
+}
+
+start_vramd
+: >"$tmp/replay" # the loop below may look before the job opens it
+"$build/vram-replay" --socket "$sock" --hold "$config" >"$tmp/replay" 2>&1 &
+replay=$!
+i=0
+until grep -q holding "$tmp/replay"; do
+    i=$((i + 1)); [ $i -lt 200 ] || fail "the replay did not finish"
+    sleep 0.05
+done
+
+# A shell of its own, in a 120x40 terminal, whose prompt says it is back.
+$tm new-session -d -s top -x 120 -y 40 \
+    "env -i PATH=/usr/bin:/bin HOME=$tmp TERM=xterm-256color PS1='top-test\$ ' sh" ||
+    fail "tmux did not start"
+wait_screen prompt '^top-test\$'
+# run KEYS...: starts vramctl top in the pane, its status going to $tmp/rc.
+run_top() {
+    rm -f "$tmp/rc"
+    $tm send-keys -t top "clear; stty -g >$tmp/stty.before; $build/vramctl --socket $sock top --interval 200; echo \$? >$tmp/rc; stty -g >$tmp/stty.after" Enter
+    wait_screen "$1" 'STAGE 1 '
+}
+# ended NAME: vramctl exited 0, and the terminal is as it was.
+ended() {
+    i=0
+    until [ -s "$tmp/rc" ] && [ -s "$tmp/stty.after" ]; do
+        i=$((i + 1)); [ $i -lt 100 ] || fail "$1: vramctl top did not end"
+        sleep 0.05
+    done
+    [ "$(cat "$tmp/rc")" = 0 ] || fail "$1: exit status $(cat "$tmp/rc")"
+    cmp -s "$tmp/stty.before" "$tmp/stty.after" ||
+        fail "$1: the terminal's modes changed: $(cat "$tmp/stty.before") -> $(cat "$tmp/stty.after")"
+    wait_screen "$1.after" '^top-test\$ *$'
+    [ "$(flags)" = "0 1" ] || fail "$1: alternate screen and cursor flags after: $(flags)"
+    grep -q 'STAGE 1 ' "$tmp/screen.$1.after" && fail "$1: the frame stayed on the primary screen"
+    return 0
+}
+
+# 1. The view.
+run_top live
+[ "$(flags)" = "1 0" ] || fail "while running: alternate screen and cursor flags $(flags)"
+s=$tmp/screen.live
+grep -q '^vramctl top  vramd 0.1.0 (host) on .*, every 200 ms; q or ^C quits' "$s" ||
+    fail "no header: $(head -1 "$s")"
+grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB in 2 MiB chunks$' "$s" ||
+    fail "no device 0 line"
+# Device bars: 115 cells at 120 columns (one column is left free, two
+# indent, two brackets), in proportion to the figures: device 0 has 160
+# MiB of KV (1.1 cells), 1952 MiB of loans (13.7) and the rest free.
+bar0=$(grep -A1 '^DEVICE 0 ' "$s" | sed -n 2p)
+bar1=$(grep -A1 '^DEVICE 1 ' "$s" | sed -n 2p)
+printf '%s\n' "$bar0" | grep -Eq '^  \[=+\++\.+\]$' || fail "device 0's bar: '$bar0'"
+[ ${#bar0} = 119 ] || fail "device 0's bar is ${#bar0} columns, not 119"
+[ "$(count = "$bar0") $(count + "$bar0") $(count . "$bar0")" = "1 14 100" ] ||
+    fail "device 0's bar cells (KV loaned free): $(count = "$bar0") $(count + "$bar0") $(count . "$bar0")"
+# Device 1: 100 MiB of KV (0.7 cells: shown as one), 1220 MiB of loans.
+[ "$(count = "$bar1") $(count + "$bar1") $(count . "$bar1")" = "1 8 106" ] ||
+    fail "device 1's bar cells: $(count = "$bar1") $(count + "$bar1") $(count . "$bar1")"
+grep -q '^  # fixed 0 B  = KV 160 MiB  + loaned 1.91 GiB  ! recalling 0 B  x quarantined 0 B  . free 13.94 GiB$' "$s" ||
+    fail "device 0's legend"
+grep -q '^  # fixed 0 B  = KV 100 MiB  + loaned 1.19 GiB  ! recalling 0 B  x quarantined 0 B  . free 14.71 GiB$' "$s" ||
+    fail "device 1's legend"
+# Stages: KV against the window, expert residency.
+grep -Eq '^STAGE 0  device 0  layers 0-31  owner client [0-9]+ \(replay-stage-0\)$' "$s" ||
+    fail "no stage 0 line"
+grep -Eq '^  KV      \[-+\.+\]  160 MiB/2.06 GiB mapped, needs 0 B$' "$s" || fail "stage 0's KV"
+grep -Eq '^  experts \[\++\.+\]  1301/10922 slots, 1.91 GiB loaned, 0 recalling$' "$s" ||
+    fail "stage 0's experts"
+grep -Eq '^  KV      \[-+\.+\]  100 MiB/1.29 GiB mapped, needs 0 B$' "$s" || fail "stage 1's KV"
+grep -Eq '^  experts \[\++\.+\]  813/10922 slots, 1.19 GiB loaned, 0 recalling$' "$s" ||
+    fail "stage 1's experts"
+# Clients: what each engine holds; vramctl itself is not listed.
+grep -Eq '^[0-9]+ +replay-stage-0 +[0-9]+ +connected +2.06 GiB +0 B +0 +\[\|+\.+\]$' "$s" ||
+    fail "client replay-stage-0's row"
+grep -Eq '^[0-9]+ +replay-stage-1 +[0-9]+ +connected +1.29 GiB +0 B +1 +\[\|+\.+\]$' "$s" ||
+    fail "client replay-stage-1's row"
+grep -v '^vramctl top' "$s" | grep -q 'vramctl' && fail "a control client is listed"
+awk 'length > 119 { bad = 1 } END { exit bad }' "$s" || fail "a line wider than 119 columns"
+
+# 2. Refreshed in place: a new capacity shows at the next refresh.
+"$build/vramctl" --socket "$sock" set-capacity 0 12GiB >/dev/null || fail "set-capacity"
+wait_screen refresh '^DEVICE 0  host memory pool 0  capacity 12 GiB in 2 MiB chunks$'
+"$build/vramctl" --socket "$sock" set-capacity 0 16GiB >/dev/null || fail "set-capacity back"
+
+# 3. A resize redraws to the new width; a short window says what it hides.
+$tm resize-window -t top -x 80 -y 40
+wait_screen narrow '^  \[=\+{1,20}\.{50,}\]$'
+awk 'length > 79 { bad = 1 } END { exit bad }' "$tmp/screen.narrow" ||
+    fail "a line wider than 79 columns at 80"
+bar=$(grep -A1 '^DEVICE 0 ' "$tmp/screen.narrow" | sed -n 2p)
+[ ${#bar} = 79 ] || fail "at 80 columns device 0's bar is ${#bar} columns: '$bar'"
+$tm resize-window -t top -x 120 -y 12
+wait_screen short '^\([0-9]+ more lines: a taller window shows them\)'
+[ "$(grep -c . "$tmp/screen.short")" -le 12 ] || fail "more lines than the window has"
+$tm resize-window -t top -x 120 -y 40
+
+# 4. vramd goes away and comes back: said, then the figures again.
+kill -9 "$vramd"; wait "$vramd" 2>/dev/null; vramd=
+wait_screen gone "no vramd is listening on $sock .*trying again every 200 ms"
+start_vramd
+wait_gone back 'trying again'
+grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB' "$tmp/screen.back" ||
+    fail "no figures after vramd came back"
+
+# 5. q ends it, the terminal restored.
+$tm send-keys -t top q
+ended q
+
+# 6. ^C (a byte in raw mode, not a signal).
+run_top ctrlc
+$tm send-keys -t top C-c
+ended ctrlc
+
+# 7. SIGTERM from elsewhere.
+run_top term
+pid=$(pgrep -f "vramctl --socket $sock top" | head -1)
+[ -n "$pid" ] || fail "no vramctl top process"
+kill -TERM "$pid"
+ended sigterm
+
+# 8. Not a terminal: one plain frame, at 80 columns.
+"$build/vramctl" --socket "$sock" top >"$tmp/frame.txt" 2>"$tmp/frame.err" </dev/null
+[ $? = 0 ] || fail "vramctl top to a file: $(cat "$tmp/frame.err")"
+grep -q '^DEVICE 1  host memory pool 1' "$tmp/frame.txt" || fail "the plain frame: $(cat "$tmp/frame.txt")"
+if LC_ALL=C grep -q "$(printf '\033')" "$tmp/frame.txt"; then fail "escapes in the plain frame"; fi
+awk 'length > 79 { bad = 1 } END { exit bad }' "$tmp/frame.txt" || fail "the plain frame is wider than 79"
+grep -q 'q or ^C' "$tmp/frame.txt" && fail "the plain frame tells how to quit"
+"$build/vramctl" --socket "$sock" top --count 2 >/dev/null 2>&1
+[ $? = 2 ] || fail "top --count is not an option of top"
+
+passed=1
+echo "vramctl_top: 1 passed, 0 failed"
