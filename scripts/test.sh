@@ -23,3 +23,6 @@ cmake --build build-asan -j"$jobs" >/dev/null
 
 echo "== fuzzing the wire for ${VRAM_FUZZ_SECONDS:-60} s and the state file reader for ${VRAM_FUZZ_STATE_SECONDS:-30} s"
 sh tests/fuzz/run.sh "${VRAM_FUZZ_SECONDS:-60}" "${VRAM_FUZZ_STATE_SECONDS:-30}"
+
+echo "== the Debian package: dpkg-buildpackage, lintian, install and remove in a debootstrap root"
+sh tests/package/test_package.sh build-deb
