@@ -179,7 +179,11 @@ int vl_kv_trim(struct vl_ledger *L, uint32_t client, uint32_t stage,
     int e = vli_own_stage(L, client, stage, &s);
     if (e < 0)
         return e;
+    /* What the stage still needs is the tokens it keeps, exactly, as a
+     * reserve counts them (0 after a trim to the initial window). */
     s->kv_needed_bytes = 0;
+    for (uint32_t l = 0; l < s->cfg.lanes; l++)
+        s->kv_needed_bytes += tokens * s->cfg.lane_bytes_per_token[l];
     if (s->keep_window || s->no_loan)
         return 0; /* the window stays mapped (R7 and R8) */
     struct vl_device *d = vli_dev_get(L, s->cfg.device);

@@ -1192,6 +1192,28 @@ static void test_r08_trim_keeps_pool_loans(void)
     vl_fini(&L);
 }
 
+/* A trim that keeps tokens says what the stage still needs: those tokens'
+ * bytes, as a reserve counts them, not 0. */
+static void test_r08_trim_needed_bytes(void)
+{
+    struct vl_ledger L;
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 4);
+    two_stages(&L, false, &a, &b, 1);
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 65536, 1024, NULL, &fx));
+    uint64_t per_token = 0;
+    for (uint32_t l = 0; l < L.stage[0].cfg.lanes; l++)
+        per_token += L.stage[0].cfg.lane_bytes_per_token[l];
+    CHECK_EQ_U(L.stage[0].kv_needed_bytes, (65536 + 1024) * per_token);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 20000, &fx));
+    CHECK_EQ_U(L.stage[0].kv_needed_bytes, 20000 * per_token);
+    OP(&L, 0, vl_kv_trim(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(L.stage[0].kv_needed_bytes, 0);
+    check_conservation(&L);
+    vl_fini(&L);
+}
+
 /* ---- R8: trims and reserves with unmaps outstanding ----------------------- */
 
 static void test_r08_pending_unmaps(void)
@@ -2417,6 +2439,7 @@ int main(void)
     test_r06_two_clients_recall();
     test_r08_pending_unmaps();
     test_r08_trim_keeps_pool_loans();
+    test_r08_trim_needed_bytes();
     test_r01_address_window();
     test_r01_check_catches_corruption();
     test_r13_restart();
