@@ -77,15 +77,18 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
             sz(it->quarantined_bytes, g));
     }
     printf("\n");
+    /* POOL: chunks made (and for cuda exported) ahead, off the grant path;
+     * it fills in the background after start. */
     if (legend)
-        tool_row("%-6s %-22s %-10s %-11s %-5s %-8s %-6s %s", "DEVICE", "NAME",
-            "TOTAL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
+        tool_row("%-6s %-22s %-10s %-10s %-11s %-5s %-8s %-6s %s", "DEVICE", "NAME",
+            "TOTAL", "POOL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
         char peers[64];
         join_u32(peers, sizeof(peers), &it->peer_access);
-        tool_row("%-6u %-22.22s %-10s %-11s %-5s %-8s %-6s %s", it->id,
+        tool_row("%-6u %-22.22s %-10s %-10s %-11s %-5s %-8s %-6s %s", it->id,
             it->name && it->name[0] ? it->name : "-", sz(it->total_bytes, a),
+            sz((uint64_t)it->pool_ready_chunks * it->chunk_bytes, c),
             it->has_granularity_bytes ? sz(it->granularity_bytes, b) : "-",
             it->has_vmm ? (it->vmm ? "yes" : "no") : "-",
             it->has_posix_fd ? (it->posix_fd ? "yes" : "no") : "-",

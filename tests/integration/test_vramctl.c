@@ -236,6 +236,24 @@ int main(void)
               "device 1 reserved: '%s'", v);
         CHECK(strcmp(cell(hd, rw, "GRANTED", v, sizeof(v)), "10 MiB") == 0,
               "device 1 granted: '%s'", v);
+        /* The pool made ahead (the host backend keeps 16 chunks of 2 MiB;
+         * the grant above may have taken some that are not back yet). */
+        const char *dn = strstr(out, "\nDEVICE NAME");
+        CHECK(dn && line_starting(dn + 1, "DEVICE NAME", hd, sizeof(hd)) &&
+              strstr(hd, " POOL "), "no POOL column: %s", out);
+        if (dn) {
+            const char *row = strchr(dn + 1, '\n');
+            snprintf(rw, sizeof(rw), "%.*s", row ? (int)strcspn(row + 1, "\n") : 0,
+                     row ? row + 1 : "");
+            cell(hd, rw, "POOL", v, sizeof(v));
+            bool ok = strcmp(v, "0 B") == 0;
+            for (int n = 1; n <= 16 && !ok; n++) {
+                char want[32];
+                snprintf(want, sizeof(want), "%d MiB", 2 * n);
+                ok = strcmp(v, want) == 0;
+            }
+            CHECK(ok, "device 0's pool: '%s' in '%s'", v, rw);
+        }
         CHECK(line_starting(out, "STAGE ", hd, sizeof(hd)) &&
               strstr(hd, " BACKED-SLOTS ") && strstr(hd, " RECALLING-CHUNKS"),
               "stage counts without their unit: %s", hd);
