@@ -2,8 +2,8 @@
 # The whole test suite: unit, integration (real daemon, real client
 # processes), the seed replay, systemd, install, metrics and valgrind checks
 # in a build with warnings as errors; the same suite again under
-# AddressSanitizer and UndefinedBehaviorSanitizer; and the fuzzer for a
-# bounded time.
+# AddressSanitizer and UndefinedBehaviorSanitizer; the fuzzer for a bounded
+# time; the Windows build under wine; and the Debian package.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh --test
@@ -23,6 +23,9 @@ cmake --build build-asan -j"$jobs" >/dev/null
 
 echo "== fuzzing the wire for ${VRAM_FUZZ_SECONDS:-60} s and the state file reader for ${VRAM_FUZZ_STATE_SECONDS:-30} s"
 sh tests/fuzz/run.sh "${VRAM_FUZZ_SECONDS:-60}" "${VRAM_FUZZ_STATE_SECONDS:-30}"
+
+echo "== the Windows build: cross-compiled with mingw-w64, tested under wine"
+sh scripts/windows-test.sh
 
 echo "== the Debian package: dpkg-buildpackage, lintian, install and remove in a debootstrap root"
 sh tests/package/test_package.sh build-deb

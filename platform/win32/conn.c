@@ -1,6 +1,7 @@
 /* Connections on Windows: byte-mode named pipes opened for overlapped I/O
- * (vp_dial here; the listener's accept later), with handles carried inline
- * in the frames (vp_handles_inline), never beside the bytes.
+ * (vp_dial here; the listener's vp_pipe_accept, platform/pipe_listener.h),
+ * with handles carried inline in the frames (vp_handles_inline), never
+ * beside the bytes.
  *
  * A pipe has no send that takes what fits and says how much: an overlapped
  * write completes at once when its bytes fit in the pipe's buffer, and
@@ -61,8 +62,10 @@ int vp_dial(const char *path, vp_handle *out)
     HANDLE h;
     for (;;) {
         /* SECURITY_IDENTIFICATION: the daemon may read who we are from our
-         * token, not act as us. Not inheritable (no security attributes). */
-        h = CreateFileW(name, GENERIC_READ | GENERIC_WRITE, 0, NULL,
+         * token, not act as us. Not inheritable (no security attributes).
+         * FILE_WRITE_DATA, not GENERIC_WRITE: vramd's pipe grants its
+         * clients no more (platform/pipe_listener.h says why). */
+        h = CreateFileW(name, GENERIC_READ | FILE_WRITE_DATA, 0, NULL,
                         OPEN_EXISTING,
                         FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT |
                             SECURITY_IDENTIFICATION,

@@ -67,6 +67,11 @@ void vp_raise_handle_limit(void)
      * (a process may hold about 16 million). */
 }
 
+uint64_t vp_handle_limit(void)
+{
+    return 1ull << 24; /* about 16 million handles a process */
+}
+
 bool vp_handles_inline(void)
 {
     /* A HANDLE's value means nothing in another process: the sender
