@@ -8,7 +8,7 @@
 # Debian 12, as root.
 set -eu
 pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev"
-[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd prometheus valgrind clang libclang-rt-14-dev python3 python3-numpy python3-yaml python3-torch libopenblas0-pthread curl tmux"
+[ "${1:-}" = "--test" ] && pkgs="$pkgs systemd prometheus valgrind clang libclang-rt-14-dev python3 python3-numpy python3-venv python3-pip python3-setuptools python3-wheel python3-yaml python3-torch libopenblas0-pthread curl tmux"
 # The Debian package's test (tests/package/test_package.sh): debhelper for
 # dpkg-buildpackage, lintian, and debootstrap for a clean root.
 [ "${1:-}" = "--test" ] && pkgs="$pkgs debhelper lintian debootstrap"
