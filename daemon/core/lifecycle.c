@@ -71,9 +71,10 @@ void vd_lifecycle_reap_now(struct vd_core *core, struct vd_reaper *rp)
 }
 
 int vd_lifecycle_watch(struct vd_core *core, uint32_t client, int64_t pid,
-                       vp_handle pin, uint64_t start_time, bool resumable)
+                       vp_handle pin, uint64_t start_time, bool resumable,
+                       const char *name)
 {
-    return vd_reapers_add(core, client, pid, pin, start_time, resumable,
+    return vd_reapers_add(core, client, pid, pin, start_time, resumable, name,
                           vd_lifecycle_reap_now);
 }
 
@@ -153,7 +154,7 @@ int vd_core_client_open(struct vd_core *core, void *conn,
     vd_state_next_client(core->state, core->clients.next_id + 1);
     /* Recorded before it can hold anything: a restarted vramd must know. */
     int e = vd_state_holder_add(core->state, c->id, peer->pid, peer->start_time,
-                                peer->uid);
+                                peer->uid, c->name);
     if (e < 0) {
         vlog(VLOG_WARNING, "refusing pid %lld: the state file's holder table "
              "is full", (long long)peer->pid);
@@ -226,7 +227,7 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
     }
     if (!wait && held && vp_ok(c->pin) &&
         vd_lifecycle_watch(core, id, c->peer.pid, c->pin, c->peer.start_time,
-                           !c->evicted) == 0) {
+                           !c->evicted, c->name) == 0) {
         c->pin = VP_NONE;
         wait = true;
         vlog(VLOG_INFO, "client %u: %u chunks quarantined until pid %lld "

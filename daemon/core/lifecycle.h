@@ -39,7 +39,8 @@ void vd_lifecycle_evict(struct vd_core *core, struct vd_client *c,
 
 /* Watches the process of gone client (pin taken); reaps at its exit. */
 int vd_lifecycle_watch(struct vd_core *core, uint32_t client, int64_t pid,
-                       vp_handle pin, uint64_t start_time, bool resumable);
+                       vp_handle pin, uint64_t start_time, bool resumable,
+                       const char *name);
 /* Stops watching and reaps the client now (it has nothing left to wait
  * for: a resume took everything back, or its process exited). */
 void vd_lifecycle_reap_now(struct vd_core *core, struct vd_reaper *rp);

@@ -1,6 +1,7 @@
 #include "reapers.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "watch.h"
@@ -13,6 +14,7 @@ struct vd_reaper {
     vp_handle pin;
     uint64_t start_time;
     bool resumable;
+    char name[64];
     vd_reaper_fn on_exit;
     struct vp_watch watch;
 };
@@ -21,6 +23,7 @@ uint32_t vd_reaper_client(const struct vd_reaper *rp) { return rp->client; }
 int64_t vd_reaper_pid(const struct vd_reaper *rp) { return rp->pid; }
 uint64_t vd_reaper_start_time(const struct vd_reaper *rp) { return rp->start_time; }
 bool vd_reaper_resumable(const struct vd_reaper *rp) { return rp->resumable; }
+const char *vd_reaper_name(const struct vd_reaper *rp) { return rp->name; }
 
 static void reaper_closed(uv_handle_t *h)
 {
@@ -39,7 +42,7 @@ static void reaper_ready(struct vp_watch *w, int status, int events)
 
 int vd_reapers_add(struct vd_core *core, uint32_t client, int64_t pid,
                    vp_handle pin, uint64_t start_time, bool resumable,
-                   vd_reaper_fn on_exit)
+                   const char *name, vd_reaper_fn on_exit)
 {
     struct vd_reaper *rp = calloc(1, sizeof(*rp));
     if (!rp)
@@ -50,6 +53,7 @@ int vd_reapers_add(struct vd_core *core, uint32_t client, int64_t pid,
     rp->pin = pin;
     rp->start_time = start_time;
     rp->resumable = resumable;
+    snprintf(rp->name, sizeof(rp->name), "%s", name ? name : "");
     rp->on_exit = on_exit;
     if (vp_watch_init(core->loop, &rp->watch, pin) < 0) {
         free(rp);

@@ -15,7 +15,7 @@ typedef void (*vd_reaper_fn)(struct vd_core *core, struct vd_reaper *rp);
  * it exits. */
 int vd_reapers_add(struct vd_core *core, uint32_t client, int64_t pid,
                    vp_handle pin, uint64_t start_time, bool resumable,
-                   vd_reaper_fn on_exit);
+                   const char *name, vd_reaper_fn on_exit);
 struct vd_reaper *vd_reapers_find(struct vd_core *core, uint32_t client);
 /* fn for each (fn may not remove). */
 void vd_reapers_each(struct vd_core *core,
@@ -26,6 +26,8 @@ uint32_t vd_reaper_client(const struct vd_reaper *rp);
 int64_t vd_reaper_pid(const struct vd_reaper *rp);
 uint64_t vd_reaper_start_time(const struct vd_reaper *rp);
 bool vd_reaper_resumable(const struct vd_reaper *rp);
+/* The name the client said hello with, for vramctl ("" when unknown). */
+const char *vd_reaper_name(const struct vd_reaper *rp);
 /* After the loop's last turn. */
 void vd_reapers_fini(struct vd_core *core);
 

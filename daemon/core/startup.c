@@ -148,7 +148,8 @@ static int open_state(struct vd_core *core)
         vl_client_set_tenant(core->ledger, orph[i].client, orph[i].uid,
                              vd_access_admin(&core->cfg, &who)); /* R16 */
         if (vd_lifecycle_watch(core, orph[i].client, orph[i].pid, orph[i].pin,
-                               orph[i].starttime, orph[i].resumable) < 0)
+                               orph[i].starttime, orph[i].resumable,
+                               orph[i].name) < 0)
             vp_close(&orph[i].pin); /* then only a reap would free it */
     }
     free(orph);

@@ -198,7 +198,7 @@ static void add_client(void *ud, const struct vl_client_view *cv)
     /* A gone client's process, while it may still map its memory. */
     struct vd_reaper *rp = c ? NULL : vd_reapers_find(l->core, cv->id);
     o->id = cv->id;
-    o->name = c ? c->name : "";
+    o->name = c ? c->name : rp ? vd_reaper_name(rp) : "";
     o->pid = c ? c->peer.pid : rp ? vd_reaper_pid(rp) : 0;
     if (rp) {
         o->has_resumable = true;

@@ -1,8 +1,14 @@
 #include "format.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+
+/* A version 2 holder is a version 3 one without its name. */
+_Static_assert(offsetof(struct vd_state_holder, name) == VD_STATE_HOLDER_V2_BYTES,
+               "version 2 holders must be a prefix of version 3's");
+_Static_assert(sizeof(struct vd_state_holder) % 8 == 0, "holders stay aligned");
 
 /* Whether count items of elem bytes at off fit in size bytes, aligned to
  * align, after the header: written so that no sum or product can wrap. */
@@ -28,11 +34,14 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
         snprintf(why, whylen, "not a vramd state file (no magic)");
         return -EBADMSG;
     }
-    if (h->version != VD_STATE_VERSION) {
-        snprintf(why, whylen, "format version %u, this vramd reads %u",
-                 h->version, VD_STATE_VERSION);
+    if (h->version != VD_STATE_VERSION && h->version != VD_STATE_VERSION_NO_NAMES) {
+        snprintf(why, whylen, "format version %u, this vramd reads %u and %u",
+                 h->version, VD_STATE_VERSION_NO_NAMES, VD_STATE_VERSION);
         return -EBADMSG;
     }
+    size_t holder_bytes = h->version == VD_STATE_VERSION
+                              ? sizeof(struct vd_state_holder)
+                              : VD_STATE_HOLDER_V2_BYTES;
     if (h->size != (uint64_t)size) {
         snprintf(why, whylen, "truncated or extended: %zu bytes, its header "
                  "says %llu", size, (unsigned long long)h->size);
@@ -42,8 +51,7 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
         snprintf(why, whylen, "%u devices, at most %d", h->ndev, VL_MAX_DEVICES);
         return -EBADMSG;
     }
-    if (!table_ok(h->off_holders, h->nholders, sizeof(struct vd_state_holder), 8,
-                  size)) {
+    if (!table_ok(h->off_holders, h->nholders, holder_bytes, 8, size)) {
         snprintf(why, whylen, "the holder table (%u at offset %llu) is not "
                  "inside the file", h->nholders,
                  (unsigned long long)h->off_holders);
@@ -79,11 +87,20 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
         }
     }
     v->h = h;
-    v->holders = (const void *)(p + h->off_holders);
+    v->holders = p + h->off_holders;
+    v->holder_bytes = holder_bytes;
     v->stages = (const void *)(p + h->off_stages);
     v->nstages = nstages;
     v->ranges = (const void *)(p + h->off_ranges);
     for (uint32_t i = 0; i < VL_MAX_DEVICES; i++)
         v->chunks[i] = i < h->ndev ? (const void *)(p + h->off_chunks[i]) : NULL;
     return 0;
+}
+
+void vd_state_holder_at(const struct vd_state_view *v, uint32_t i,
+                        struct vd_state_holder *out)
+{
+    memset(out, 0, sizeof(*out));
+    memcpy(out, v->holders + (size_t)i * v->holder_bytes, v->holder_bytes);
+    out->name[sizeof(out->name) - 1] = '\0'; /* whatever the file holds */
 }

@@ -15,7 +15,11 @@
 #include "ledger.h"
 
 #define VD_STATE_MAGIC "VRMDSTA1"
-#define VD_STATE_VERSION 2u
+/* 3: holders carry the client's name; version 2 files (without) are read
+ * too, so an upgrade over live engines keeps their memory theirs. */
+#define VD_STATE_VERSION 3u
+#define VD_STATE_VERSION_NO_NAMES 2u
+#define VD_STATE_NAME 48
 #define VD_HOLDER_EVICTED 1u
 #define VD_STATE_OLD_STAGES 256u
 
@@ -42,7 +46,11 @@ struct vd_state_holder {
     uint64_t starttime;
     uint32_t flags;
     uint32_t uid; /* the peer's, for its quotas; 0 in older files */
+    char name[VD_STATE_NAME]; /* as it said hello, for vramctl while it is
+                                 gone; not in version 2 */
 };
+/* The version 2 record: the same less the name. */
+#define VD_STATE_HOLDER_V2_BYTES 24u
 
 struct vd_state_range {
     uint32_t client; /* 0: free entry */
@@ -53,7 +61,8 @@ struct vd_state_range {
 /* The tables of a file that passed vd_state_check. */
 struct vd_state_view {
     const struct vd_state_hdr *h;
-    const struct vd_state_holder *holders;
+    const uint8_t *holders; /* nholders records of holder_bytes */
+    size_t holder_bytes;
     const uint32_t *stages; /* nstages: the holder of each ad-hoc stage id */
     uint32_t nstages;
     const struct vd_state_range *ranges;
@@ -66,5 +75,9 @@ struct vd_state_view {
  * filled, or -EBADMSG with why naming what is wrong. */
 int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
                    char *why, size_t whylen);
+/* Holder i (< nholders) of a checked file as a version 3 record: a version
+ * 2 file's has an empty name. */
+void vd_state_holder_at(const struct vd_state_view *v, uint32_t i,
+                        struct vd_state_holder *out);
 
 #endif

@@ -102,7 +102,7 @@ static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
 }
 
 int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
-                        uint64_t starttime, uint32_t uid)
+                        uint64_t starttime, uint32_t uid, const char *name)
 {
     if (!st)
         return 0;
@@ -114,6 +114,7 @@ int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
         h->starttime = starttime;
         h->flags = 0;
         h->uid = uid;
+        snprintf(h->name, sizeof(h->name), "%s", name ? name : "");
         __atomic_store_n(&h->client, client, __ATOMIC_RELEASE);
         return 0;
     }
@@ -126,6 +127,15 @@ static struct holder *holder_find(struct vd_state *st, uint32_t client)
         if (st->holders[i].client == client)
             return &st->holders[i];
     return NULL;
+}
+
+void vd_state_holder_name(struct vd_state *st, uint32_t client, const char *name)
+{
+    /* Not a crash-safe store, and needs none: a torn name is only cosmetic
+     * (the reader cuts it at the record's end). */
+    struct holder *h = holder_find(st, client);
+    if (h)
+        snprintf(h->name, sizeof(h->name), "%s", name ? name : "");
 }
 
 void vd_state_holder_drop(struct vd_state *st, uint32_t client)
@@ -160,6 +170,7 @@ struct prev {
     const uint8_t *map;
     size_t size;
     const struct hdr *h;
+    struct vd_state_view v;
 };
 
 /* Maps the old file read-only. A file that is not ours or fails the check
@@ -214,6 +225,7 @@ static int prev_open(const char *path, bool discard, struct prev *p)
     p->map = p->file.map;
     p->size = p->file.size;
     p->h = v.h;
+    p->v = v;
     return 0;
 }
 
@@ -357,7 +369,6 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
 
     if (p.h) {
         const struct hdr *h = p.h;
-        const struct holder *hs = (const void *)(p.map + h->off_holders);
         const struct range *rs = (const void *)(p.map + h->off_ranges);
         const uint32_t *ss = (const void *)(p.map + h->off_stages);
         uint32_t nss = h->nstages ? h->nstages : VD_STATE_OLD_STAGES;
@@ -370,7 +381,8 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
         }
         /* Which holders' processes still run, and hold something. */
         for (uint32_t i = 0; i < h->nholders; i++) {
-            struct holder hd = hs[i];
+            struct holder hd;
+            vd_state_holder_at(&p.v, i, &hd);
             if (!hd.client)
                 continue;
             if (hd.client >= next_client)
@@ -378,10 +390,12 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
             vp_handle pin = VP_NONE;
             if (!holder_alive(&hd, &pin))
                 continue;
-            orph[norph++] = (struct vd_orphan){
+            orph[norph] = (struct vd_orphan){
                 .client = hd.client, .pid = hd.pid, .pin = pin,
                 .starttime = hd.starttime, .uid = hd.uid,
                 .resumable = !(hd.flags & VD_HOLDER_EVICTED)};
+            snprintf(orph[norph].name, sizeof(orph[norph].name), "%s", hd.name);
+            norph++;
         }
         /* The same devices, in the same places, cut the same way: a chunk
          * id means the same memory. */
@@ -474,7 +488,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     for (size_t o = 0; o < norph; o++) {
         /* The table has room for every orphan (state_create). */
         if (vd_state_holder_add(st, orph[o].client, orph[o].pid,
-                                orph[o].starttime, orph[o].uid) < 0) {
+                                orph[o].starttime, orph[o].uid, orph[o].name) < 0) {
             e = -ENOSPC;
             goto out;
         }

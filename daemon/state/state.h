@@ -34,6 +34,7 @@ struct vd_orphan {
     uint64_t starttime;
     uint32_t uid;
     bool resumable;
+    char name[48]; /* as it said hello ("" from an older file) */
 };
 
 /* Reads what a previous vramd left at path (if anything), rebuilds the
@@ -48,10 +49,13 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
                   struct vd_state **out);
 void vd_state_close(struct vd_state *st);
 
-/* A connected client's process, recorded before it can hold anything.
+/* A connected client's process, recorded before it can hold anything, with
+ * its name (NULL: none; cut to 47 bytes) for vramctl while it is gone.
  * -ENOSPC when the holder table is full. */
 int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
-                        uint64_t starttime, uint32_t uid);
+                        uint64_t starttime, uint32_t uid, const char *name);
+/* The name it said hello with (cut to 47 bytes). */
+void vd_state_holder_name(struct vd_state *st, uint32_t client, const char *name);
 /* The client is reaped: nothing of it is left. */
 void vd_state_holder_drop(struct vd_state *st, uint32_t client);
 /* An evicted client's process may not take its memory back. */

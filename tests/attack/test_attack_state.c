@@ -66,6 +66,19 @@ static void refused(struct daemon *d, const char *what, const char *needle,
 
 #define HDR(buf) ((struct vd_state_hdr *)(buf))
 
+/* The name of the status's quarantined client, "?" when there is none. */
+static const char *gone_name(const cJSON *st)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(st, "clients")) {
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(c, "state"));
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+        if (state && strcmp(state, "quarantined") == 0)
+            return name ? name : "?";
+    }
+    return "?";
+}
+
 static void tiny(char *b, size_t *n) { (void)b; *n = 100; }
 static void cut(char *b, size_t *n) { (void)b; *n -= 4096; }
 static void empty(char *b, size_t *n) { (void)b; *n = 0; }
@@ -152,11 +165,33 @@ int main(void)
     CHECK(daemon_log_contains(&d, "is a symbolic link"), "a link: not said");
     unlink(state_path);
 
-    /* The good file: the engine's memory is still its own. */
+    /* The good file: the engine's memory is still its own, and the gone
+     * client keeps the name it said hello with. */
     write_file(good, good_len);
     REQUIRE(daemon_restart(&d, cfg_text, NULL) == 0, "restart over the good file");
     cJSON *st = daemon_status(&d);
     CHECK_EQ_U(status_dev(st, 0, "quarantined_bytes"), 4 * 2 * MIB);
+    CHECK(strcmp(gone_name(st), "holder") == 0, "the gone client is named '%s'",
+          gone_name(st));
+    cJSON_Delete(st);
+    daemon_kill(&d);
+
+    /* A version 2 file, from before names (an upgrade over live engines):
+     * read as before, the memory still the engine's, no name. */
+    static char old[sizeof(good)];
+    memcpy(old, good, good_len);
+    struct vd_state_hdr *oh = HDR(old);
+    oh->version = VD_STATE_VERSION_NO_NAMES;
+    for (uint32_t i = 0; i < oh->nholders; i++)
+        memmove(old + oh->off_holders + (size_t)i * VD_STATE_HOLDER_V2_BYTES,
+                old + oh->off_holders + (size_t)i * sizeof(struct vd_state_holder),
+                VD_STATE_HOLDER_V2_BYTES);
+    write_file(old, good_len);
+    REQUIRE(daemon_restart(&d, cfg_text, NULL) == 0, "restart over a version 2 file");
+    st = daemon_status(&d);
+    CHECK_EQ_U(status_dev(st, 0, "quarantined_bytes"), 4 * 2 * MIB);
+    CHECK(strcmp(gone_name(st), "") == 0, "a version 2 holder named '%s'",
+          gone_name(st));
     cJSON_Delete(st);
     daemon_kill(&d);
 

@@ -122,7 +122,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[256];
     if (vd_state_check(buf, size, &v, why, sizeof(why)) == 0)
         for (uint32_t i = 0; i < v.h->nholders; i++) {
-            struct vd_state_holder *h = (struct vd_state_holder *)&v.holders[i];
+            /* Both versions' records begin alike (format.h). */
+            struct vd_state_holder *h =
+                (struct vd_state_holder *)(uintptr_t)(v.holders + (size_t)i * v.holder_bytes);
             if (h->client) {
                 h->pid = (int32_t)getpid();
                 h->starttime = 0;

@@ -565,7 +565,8 @@ static void second_daemon(void)
     }
 
     /* A client whose vramd stopped and started again: quarantined, awaiting
-     * its process's resume, its name not known ("-"), its bytes shown. */
+     * its process's resume, its name kept in the state file, its bytes
+     * shown. */
     struct rendezvous rv;
     rv_init(&rv);
     pid_t engine = spawn(held_engine, &d, &rv);
@@ -583,11 +584,11 @@ static void second_daemon(void)
     char pid[24];
     snprintf(pid, sizeof(pid), "%d", (int)engine);
     CHECK(q && line_starting(out, "CLIENT ", hd, sizeof(hd)) &&
-          strcmp(cell(hd, rw, "NAME", v, sizeof(v)), "-") == 0 &&
+          strcmp(cell(hd, rw, "NAME", v, sizeof(v)), "held-engine") == 0 &&
           strcmp(cell(hd, rw, "PID", v, sizeof(v)), pid) == 0 &&
           strcmp(cell(hd, rw, "QUARANTINED", v, sizeof(v)), "6 MiB") == 0,
           "the quarantined client's row: '%s' in:\n%s", rw, out);
-    /* Its JSON is what the daemon said: no name, resumable. */
+    /* Its JSON is what the daemon said: its name, resumable. */
     snprintf(args, sizeof(args), "--socket %s clients --json", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "clients --json");
     cJSON *j = cJSON_Parse(out);
@@ -596,7 +597,7 @@ static void second_daemon(void)
         if (json_u64(cl, "pid") == (uint64_t)engine)
             gone = cl;
     CHECK(gone && cJSON_IsTrue(cJSON_GetObjectItem(gone, "resumable")) &&
-          strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(gone, "name")), "") == 0 &&
+          strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(gone, "name")), "held-engine") == 0 &&
           json_u64(gone, "quarantined_bytes") == 6 * MIB,
           "the quarantined client in JSON: %.400s", out);
     cJSON_Delete(j);

@@ -4,6 +4,7 @@
 
 #include "log.h"
 #include "request.h"
+#include "state.h"
 #include "vd_dispatch.h"
 
 int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
@@ -25,6 +26,9 @@ int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
     c->hello = true;
+    /* Kept with its process's record: vramctl names it while it is gone,
+     * across a restart of vramd too. */
+    vd_state_holder_name(rq->core->state, c->id, c->name);
     vlog(VLOG_INFO, "client %u (%s, pid %lld, uid %u) said hello as %s", c->id,
          c->name, (long long)c->peer.pid, (unsigned)c->peer.uid,
          c->ctl ? "ctl" : "engine");
