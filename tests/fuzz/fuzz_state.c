@@ -78,7 +78,7 @@ static void write_seed(const char *to)
     uint32_t stage, region;
     struct vl_fxlist fx = {0};
     if (vl_client_add(L, 1) < 0 ||
-        vd_state_holder_add(st, 1, getpid(), 0, 1000) < 0 ||
+        vd_state_holder_add(st, 1, getpid(), 0, 1000, "fuzz-seed") < 0 ||
         vl_stage_register_adhoc(L, 1, 0, 0, 1, &stage) < 0 ||
         vl_region_create(L, 1, stage, VL_FIXED, 8u << 20, 1, &region) < 0 ||
         vl_region_grow(L, 1, region, 3, &fx) < 0)
