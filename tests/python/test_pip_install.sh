@@ -12,9 +12,12 @@ trap '[ $keep -eq 0 ] && rm -rf "$tmp" || echo "test_pip_install: kept $tmp"' EX
 # Debian's python3 with its pip, setuptools and wheel, seen from the venv (a venv's own
 # bundled setuptools has no bdist_wheel offline).
 "${PYTHON:-/usr/bin/python3}" -m venv --system-site-packages --without-pip "$tmp/venv"
-# pip builds in a copy of the source: the tree stays clean.
+# From a copy: setuptools writes build/ and *.egg-info beside the source.
+cp -R "$src/python" "$tmp/src"
 "$tmp/venv/bin/python" -m pip install --quiet --no-build-isolation --no-deps --no-index \
-    "$src/python" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
+    "$tmp/src" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
+[ ! -e "$src/python/build" ] && [ ! -e "$src/python/vram.egg-info" ] ||
+    echo "test_pip_install: note: $src/python has build output from an earlier run"
 cd "$tmp"
 VRAM_LIB="$build/libvram.so" "$tmp/venv/bin/python" - "$tmp" <<'PY'
 import errno, sys
