@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void vram_jw_raw(struct vram_jw *w, const char *s, size_t n)
+char *vram_jw_grow(struct vram_jw *w, size_t n)
 {
     if (w->oom)
-        return;
+        return NULL;
     if (w->len + n + 1 > w->cap) {
         size_t cap = w->cap ? w->cap : 256;
         while (cap < w->len + n + 1)
@@ -16,14 +16,45 @@ void vram_jw_raw(struct vram_jw *w, const char *s, size_t n)
         char *p = realloc(w->p, cap);
         if (!p) {
             w->oom = true;
-            return;
+            return NULL;
         }
         w->p = p;
         w->cap = cap;
     }
-    memcpy(w->p + w->len, s, n);
+    return w->p + w->len;
+}
+
+/* Text is kept NUL-terminated: every write ends with this. */
+static inline void done(struct vram_jw *w, size_t n)
+{
     w->len += n;
     w->p[w->len] = '\0';
+}
+
+void vram_jw_raw(struct vram_jw *w, const char *s, size_t n)
+{
+    char *p = vram_jw_room(w, n);
+    if (!p)
+        return;
+    memcpy(p, s, n);
+    done(w, n);
+}
+
+void vram_jw_key(struct vram_jw *w, const char *name, bool first)
+{
+    size_t n = strlen(name);
+    char *p = vram_jw_room(w, n + 4);
+    if (!p)
+        return;
+    char *q = p;
+    if (!first)
+        *q++ = ',';
+    *q++ = '"';
+    memcpy(q, name, n);
+    q += n;
+    *q++ = '"';
+    *q++ = ':';
+    done(w, (size_t)(q - p));
 }
 
 void vram_jw_lit(struct vram_jw *w, const char *s)
@@ -65,7 +96,12 @@ void vram_jw_u64(struct vram_jw *w, uint64_t v)
         *--q = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    vram_jw_raw(w, q, (size_t)(e - q));
+    size_t n = (size_t)(e - q);
+    char *p = vram_jw_room(w, n);
+    if (!p)
+        return;
+    memcpy(p, q, n);
+    done(w, n);
 }
 
 void vram_jw_i64(struct vram_jw *w, int64_t v)

@@ -16,8 +16,20 @@ struct vram_jw {
     bool oom; /* a write failed: the text is incomplete */
 };
 
+/* Room for n more bytes and the NUL after them: the text's end, or NULL
+ * (oom set) when out of memory. The caller writes there and adds to len. */
+char *vram_jw_grow(struct vram_jw *w, size_t n);
+static inline char *vram_jw_room(struct vram_jw *w, size_t n)
+{
+    if (w->len + n + 1 <= w->cap)
+        return w->p + w->len;
+    return vram_jw_grow(w, n);
+}
 void vram_jw_raw(struct vram_jw *w, const char *s, size_t n);
 void vram_jw_lit(struct vram_jw *w, const char *s); /* NUL-terminated raw */
+/* An object key, "name": (a name needs no escapes: the catalogue's field
+ * names), with a comma before it unless first. */
+void vram_jw_key(struct vram_jw *w, const char *name, bool first);
 /* A JSON string: quotes, escapes for quotes, backslashes and control
  * characters. */
 void vram_jw_str(struct vram_jw *w, const char *s);

@@ -424,13 +424,13 @@ int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
             continue;
         if (!t->tuple && !present(f, in))
             continue;
-        if (!*first)
-            vram_jw_raw(e->w, ",", 1);
-        *first = false;
-        if (!t->tuple) {
-            vram_jw_str(e->w, f->name);
-            vram_jw_raw(e->w, ":", 1);
+        if (t->tuple) {
+            if (!*first)
+                vram_jw_raw(e->w, ",", 1);
+        } else {
+            vram_jw_key(e->w, f->name, *first);
         }
+        *first = false;
         int r = enc_field(e, f, in);
         if (r < 0)
             return r;

@@ -14,6 +14,7 @@
 #include "peer.h"
 
 struct vd_resume_acc;
+struct vd_outbox;
 
 struct vd_client {
     uint32_t id;
@@ -24,10 +25,16 @@ struct vd_client {
     bool evicted;        /* its process may not resume it */
     bool handed_off;     /* its process exited, its connection lives on */
     bool closing;        /* its connection is being closed */
+    bool pinned;         /* pin taken (or tried), its process watched */
     char name[64];
     uint32_t resumed_from;        /* the gone client it took back, 0 */
     struct vd_resume_acc *resume; /* a declaration arriving in parts */
     uint32_t held;                /* its requests waiting (hold) */
+    /* Frames waiting for room on its connection, behind a reply whose
+     * handles are made as the connection takes them (send.c); NULL when
+     * nothing waits. */
+    struct vd_outbox *outbox;
+    bool close_when_sent; /* close once the outbox has gone out */
 };
 
 struct vd_clients {

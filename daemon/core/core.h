@@ -41,6 +41,10 @@ struct vd_port {
      * queued went out, when after_flush); io/ then tells the core with
      * vd_core_client_closed. */
     void (*close)(void *ctx, void *conn, const char *why, bool after_flush);
+    /* Handles the connection takes now before the core should wait for it
+     * to drain (io/ then calls vd_core_client_writable): what a grant of
+     * thousands of chunks holds in the daemon at once. */
+    int (*room)(void *ctx, void *conn);
 };
 
 struct vd_counters {
@@ -53,6 +57,7 @@ struct vd_handoff;
 struct vd_orphan_list;
 struct vd_held;
 struct vd_recall;
+struct vd_kept;
 
 struct vd_core {
     uv_loop_t *loop;
@@ -70,6 +75,7 @@ struct vd_core {
                                        connections */
     struct vd_held *held;        /* KV grows waiting for recalls (FIFO) */
     struct vd_recall *recalls;   /* recall deadlines */
+    struct vd_kept *kept;        /* looks for released memory (kept.c) */
     struct vd_counters counters;
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
     uint32_t budget_ids[64];            /* which, in order (when they fit) */

@@ -2,10 +2,13 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "errnames.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "msg.h"
 #include "platform.h"
@@ -15,6 +18,85 @@
 #include "vd_dispatch.h"
 #include "vram_msg.h"
 #include "waits.h"
+
+/* ---- a request's JSON tree ----------------------------------------------- */
+
+/* A frame's JSON tree is parsed into memory that lives as long as that one
+ * request (through cJSON's allocation hooks, installed at the first frame):
+ * no allocation per node (a release of 16,384 chunks has as many), and one
+ * reset for the whole tree. Outside parse(), cJSON allocates as ever. The
+ * first block is kept between requests; larger trees add blocks. */
+#define TREE_BLOCK (64u << 10)
+
+struct tree_block {
+    struct tree_block *next;
+    size_t used, cap;
+    _Alignas(16) char data[];
+};
+
+static struct tree_block *tree_first, *tree_cur;
+static bool parsing;
+
+static void *tree_malloc(size_t n)
+{
+    if (!parsing)
+        return malloc(n);
+    n = (n + 15) & ~(size_t)15;
+    if (!tree_cur || tree_cur->cap - tree_cur->used < n) {
+        size_t cap = n > TREE_BLOCK ? n : TREE_BLOCK;
+        struct tree_block *b = malloc(sizeof(*b) + cap);
+        if (!b)
+            return NULL;
+        *b = (struct tree_block){.cap = cap};
+        if (tree_cur)
+            tree_cur->next = b;
+        else
+            tree_first = b;
+        tree_cur = b;
+    }
+    void *p = tree_cur->data + tree_cur->used;
+    tree_cur->used += n;
+    return p;
+}
+
+static void tree_free(void *p)
+{
+    for (const struct tree_block *b = tree_first; p && b; b = b->next)
+        if ((const char *)p >= b->data && (const char *)p < b->data + b->cap)
+            return; /* the tree's: taken back by tree_done */
+    free(p);
+}
+
+static cJSON *parse(const char *text, size_t len)
+{
+    static bool hooked;
+    if (!hooked) {
+        hooked = true;
+        cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = tree_malloc,
+                                       .free_fn = tree_free});
+    }
+    parsing = true;
+    cJSON *t = cJSON_ParseWithLength(text, len);
+    parsing = false;
+    return t;
+}
+
+/* The request is over: its tree's memory goes back at once. */
+static void tree_done(cJSON *t)
+{
+    cJSON_Delete(t);
+    if (!tree_first)
+        return;
+    for (struct tree_block *b = tree_first->next, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    tree_first->next = NULL;
+    tree_first->used = 0;
+    tree_cur = tree_first;
+}
+
+/* ---- refusals ------------------------------------------------------------ */
 
 /* Refusals are the peer's doing and as frequent as it likes: each one at
  * debug, and at info the first of every 10 s with a count of the others. */
@@ -76,9 +158,9 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
         close_now(core, c, "closed after a fatal error reply", true);
         return;
     }
-    cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
+    cJSON *msg = parse(f->payload, f->len);
     if (!msg || !cJSON_IsObject(msg)) {
-        cJSON_Delete(msg);
+        tree_done(msg);
         core->counters.protocol_errors++;
         close_now(core, c, "frame payload is not a JSON object", false);
         return;
@@ -119,6 +201,10 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
                "connection");
         goto out;
     }
+    /* Before anything that may give it memory: its process pinned. */
+    if (!c->pinned && type != VRAM_REQ_HELLO && type != VRAM_REQ_PING &&
+        type != VRAM_REQ_STATUS && vd_lifecycle_pin(core, c) < 0)
+        goto out;
     struct vd_request rq;
     vd_request_init(&rq, core, c, env.id, type);
     union vram_req_any req;
@@ -149,5 +235,5 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     if (retry)
         vd_waits_retry(core);
 out:
-    cJSON_Delete(msg);
+    tree_done(msg);
 }

@@ -114,13 +114,10 @@ static struct recall_group *group_of(struct recall_group **g, size_t *ng,
 void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
                       struct vd_client *requester, struct vd_effects_out *out)
 {
-    /* Taken: a failed grant's rollback below makes effects of its own. */
+    /* Taken: what this applies may make effects of its own. */
     struct vl_fxlist fx = *list;
     *list = (struct vl_fxlist){0};
     bool changed = fx.n > 0;
-    uint64_t *failed = NULL;
-    size_t nfailed = 0, capfailed = 0;
-    bool granted = false;
     struct recall_group *rec = NULL;
     size_t nrec = 0;
     int map_error = 0;
@@ -134,27 +131,17 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
         case VL_FX_MOVE: {
             if (!mine)
                 break; /* only the requester is ever granted or moved */
+            /* A new chunk's handle is made when its frame goes (reply.c):
+             * the daemon holds the handles of what the connection takes,
+             * not of the whole grant. */
             struct vram_t_map_entry me = {.chunk = e->chunk, .region = e->region,
-                                          .slot = e->slot};
-            if (e->kind == VL_FX_MAP) {
-                int r = core->backend->ops->chunk_handle(core->backend, dev, idx,
-                                                         &me.fd);
-                if (r < 0) {
-                    map_error = r;
-                    push_u64(&failed, &nfailed, &capfailed, e->chunk);
-                    break;
-                }
-                me.has_fd = true;
-                core->counters.grants++;
-                granted = true;
-            } else {
+                                          .slot = e->slot,
+                                          .fd = VP_NONE,
+                                          .has_fd = e->kind == VL_FX_MAP};
+            if (e->kind == VL_FX_MOVE)
                 core->counters.moves++;
-            }
-            if (push_map(out, &me) < 0) {
-                if (me.has_fd)
-                    vp_close(&me.fd);
+            if (push_map(out, &me) < 0)
                 map_error = -ENOMEM;
-            }
             break;
         }
         case VL_FX_UNMAP:
@@ -188,18 +175,6 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
         }
     }
     vl_fx_free(&fx);
-    if (granted) /* the pool refill keeps out of the client's imports */
-        core->last_grant_ns = vp_now_ns();
-    if (nfailed) {
-        /* The backend could not make memory for these: give them back. */
-        struct vl_fxlist back = {0};
-        vl_chunks_release(core->ledger, requester->id, failed, nfailed, &back);
-        vlog(VLOG_ERR, "client %u: %zu chunks could not be created (%s); "
-             "returned to the pool", requester->id, nfailed,
-             strerror(-map_error));
-        vd_effects_apply(core, &back, NULL, NULL);
-    }
-    free(failed);
     if (out && map_error)
         out->map_error = map_error;
     for (size_t k = 0; k < nrec; k++) {
@@ -219,4 +194,14 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
         vlog(VLOG_ERR, "ledger invariant broken: %s", vl_why(core->ledger));
         abort();
     }
+}
+
+void vd_effects_give_back(struct vd_core *core, struct vd_client *c,
+                          const uint64_t *chunks, size_t n, int err)
+{
+    struct vl_fxlist back = {0};
+    vl_chunks_release(core->ledger, c->id, chunks, n, &back);
+    vlog(VLOG_ERR, "client %u: %zu chunks could not be created (%s); "
+         "returned to the pool", c->id, n, strerror(-err));
+    vd_effects_apply(core, &back, NULL, NULL);
 }

@@ -14,12 +14,13 @@
 
 /* What the effects of a request mean for the client that asked. */
 struct vd_effects_out {
-    struct vram_t_map_entry *map; /* new chunks (has_fd) and moved ones */
+    /* new chunks (has_fd, their handles not made yet: fd is VP_NONE until
+     * reply.c makes it as its frame goes) and moved ones */
+    struct vram_t_map_entry *map;
     size_t nmap, capmap;
     uint64_t *unmap;              /* chunks to unmap, then release */
     size_t nunmap, capunmap;
-    int map_error; /* the backend could not make memory for some chunks:
-                      those went back to the pool */
+    int map_error; /* out of memory listing them: the reply says so */
 };
 
 /* Carries out fx (and empties it). Entries for requester go into out (both
@@ -30,6 +31,10 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *fx,
                       struct vd_client *requester, struct vd_effects_out *out);
 /* Closes the handles of map entries not sent, and frees. NULL-tolerant. */
 void vd_effects_out_free(struct vd_effects_out *out);
+/* Chunks granted to c whose memory the backend could not make (err): back
+ * to the pool, as c's release. */
+void vd_effects_give_back(struct vd_core *core, struct vd_client *c,
+                          const uint64_t *chunks, size_t n, int err);
 void vd_effects_flush_budget(struct vd_core *core);
 
 #endif

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "platform.h"
 #include "reapers.h"
+#include "send.h"
 #include "waits.h"
 
 /* ---- reaping ------------------------------------------------------------ */
@@ -148,8 +149,9 @@ int vd_core_client_open(struct vd_core *core, void *conn,
     c->conn = conn;
     c->peer = *peer;
     c->admin = admin;
-    /* Pin the peer's process now: a pid can be reused, a pin cannot. */
-    vp_proc_pin(peer->pid, &c->pin);
+    /* Its process is pinned before its first request that may give it
+     * memory (vd_lifecycle_pin), not here: a client that only looks
+     * (vramctl) costs no pidfd and no watch. */
     snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)peer->pid);
     vd_state_next_client(core->state, core->clients.next_id + 1);
     /* Recorded before it can hold anything: a restarted vramd must know. */
@@ -170,16 +172,36 @@ int vd_core_client_open(struct vd_core *core, void *conn,
         ref->err = e;
     }
     if (e < 0) {
-        vp_close(&c->pin);
         vd_clients_remove(&core->clients, c);
         return ref->err;
     }
-    if (vp_ok(c->pin))
-        vd_handoff_watch(core, c->id, c->pin, handed_off);
     vlog(VLOG_DEBUG, "client %u connected (pid %lld, uid %u, gid %u%s)", c->id,
          (long long)peer->pid, (unsigned)peer->uid, (unsigned)peer->gid,
          c->admin ? ", admin" : "");
     *id = c->id;
+    return 0;
+}
+
+int vd_lifecycle_pin(struct vd_core *core, struct vd_client *c)
+{
+    if (c->pinned)
+        return 0;
+    c->pinned = true;
+    /* A pid can be reused, a pin cannot; and the pinned pid must still be
+     * the process that connected (its start time then). Gone, or another
+     * process by now: the connection lives on elsewhere. */
+    int e = vp_proc_pin(c->peer.pid, &c->pin);
+    if (e == 0 && c->peer.start_time &&
+        vp_proc_start_time(c->peer.pid) != c->peer.start_time) {
+        vp_close(&c->pin);
+        e = -ESRCH;
+    }
+    if (e == -ESRCH) {
+        handed_off(core, c->id);
+        return -ESRCH;
+    }
+    if (vp_ok(c->pin))
+        vd_handoff_watch(core, c->id, c->pin, handed_off);
     return 0;
 }
 
@@ -202,11 +224,14 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
     if (!c)
         return;
     core->counters.disconnects++;
-    vlog(strcmp(why, "disconnected") == 0 ? VLOG_INFO : VLOG_WARNING,
+    /* A control client's end is routine (vramctl runs often). */
+    vlog(strcmp(why, "disconnected") ? VLOG_WARNING : c->ctl ? VLOG_DEBUG
+                                                             : VLOG_INFO,
          "client %u (%s, pid %lld): %s", c->id, c->name, (long long)c->peer.pid,
          why);
     c->conn = NULL;
-    vd_handoff_unwatch(core, id);
+    if (c->pinned)
+        vd_handoff_unwatch(core, id);
     vd_waits_drop_client(core, c); /* its held requests end with it */
     struct vl_client_view cv;
     uint32_t held = vl_client_view(core->ledger, id, &cv) ? cv.chunks : 0;
@@ -241,6 +266,7 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
         reap(core, id);
     }
     vd_resume_acc_free(c->resume);
+    vd_send_drop(c); /* what never went: its chunks stay quarantined */
     vp_close(&c->pin);
     vd_clients_remove(&core->clients, c);
     vd_waits_retry(core);

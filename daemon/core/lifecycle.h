@@ -30,6 +30,11 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why);
 /* Whether the client said hello (io closes connections that stay silent). */
 bool vd_core_client_greeted(struct vd_core *core, uint32_t id);
 
+/* Pins c's process and watches it for a hand-over, once, before its first
+ * request that may give it memory. -ESRCH when the process that connected
+ * is gone while its connection lives on: c is being closed. */
+int vd_lifecycle_pin(struct vd_core *core, struct vd_client *c);
+
 /* Evicts client: its process may not resume it, its connection is closed
  * (at the end of this loop turn). */
 void vd_lifecycle_evict(struct vd_core *core, struct vd_client *c,

@@ -1,10 +1,12 @@
 #include "reply.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "effects.h"
 #include "log.h"
+#include "platform.h"
 #include "send.h"
 #include "vram_msg.h"
 
@@ -166,6 +168,184 @@ static int send_split(struct vd_request *rq, const void *rep)
     return r;
 }
 
+/* ---- a reply with chunks, sent as the connection takes it --------------- */
+
+/* The entries of the frame that starts at entry i: up to MAP_PER_FRAME, and
+ * the frame's handles at most. */
+static size_t frame_end(const struct vram_t_map_entry *map, size_t n, size_t i,
+                        int *nfd)
+{
+    size_t k = i;
+    int f = 0;
+    while (k < n && k - i < MAP_PER_FRAME) {
+        if (map[k].has_fd && f++ == VRAM_MAX_FDS_PER_FRAME) {
+            f--;
+            break;
+        }
+        k++;
+    }
+    *nfd = f;
+    return k;
+}
+
+/* A reply's map, frame by frame. Each frame's handles are made just before
+ * it goes, and only while the connection has room for them (send.h): a
+ * grant of 18,000 chunks holds a few hundred fds in the daemon, not 18,000,
+ * and a client slower than the daemon waits instead of being dropped for
+ * not reading. The last frame, which carries the reply's other fields, was
+ * encoded when the reply was made (its handles are filled in as it goes). */
+struct stream {
+    int type;
+    uint64_t id;
+    int err;         /* the reply's own error */
+    char *message;   /* ... and its message */
+    struct vram_t_map_entry *map;
+    size_t nmap, next; /* the next entry to send */
+    size_t last_from;  /* where the last frame starts */
+    char *last_text;   /* the last frame, encoded (success only) */
+    size_t last_len;
+    int map_error;     /* a chunk's memory could not be made */
+};
+
+/* A reply of at least this many chunks gives the heap back when it is
+ * done: what it made on the way (its effects, frames and map) would
+ * otherwise stay resident, freed at the heap's top (about 6 MiB after 256
+ * clients' grants at 8 x 141 GiB; a trim costs well under a millisecond). */
+#define TRIM_AFTER 1024
+
+static void stream_free(void *p)
+{
+    struct stream *s = p;
+    for (size_t i = s->next; i < s->nmap; i++)
+        if (s->map[i].has_fd)
+            vp_close(&s->map[i].fd);
+    bool big = s->nmap >= TRIM_AFTER;
+    free(s->map);
+    free(s->message);
+    free(s->last_text);
+    free(s);
+    if (big)
+        vp_heap_trim();
+}
+
+/* Makes the handles of entries [i, k): those the backend cannot make go
+ * back to the pool, and their entries out of the frame (moves stay). */
+static size_t make_handles(struct vd_core *core, struct vd_client *c,
+                           struct stream *s, size_t i, size_t k)
+{
+    uint64_t failed[VRAM_MAX_FDS_PER_FRAME];
+    size_t nfailed = 0, w = i;
+    bool made = false;
+    for (size_t j = i; j < k; j++) {
+        struct vram_t_map_entry *e = &s->map[j];
+        if (e->has_fd) {
+            int r = core->backend->ops->chunk_handle(
+                core->backend, (uint32_t)(e->chunk >> 32), (uint32_t)e->chunk,
+                &e->fd);
+            if (r < 0) {
+                s->map_error = r;
+                failed[nfailed++] = e->chunk;
+                continue;
+            }
+            core->counters.grants++;
+            made = true;
+        }
+        s->map[w++] = *e;
+    }
+    if (made) /* the pool refill keeps out of the client's imports */
+        core->last_grant_ns = vp_now_ns();
+    if (nfailed)
+        vd_effects_give_back(core, c, failed, nfailed, s->map_error);
+    return w;
+}
+
+static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
+{
+    struct stream *s = p;
+    const struct vram_fdesc *mapf = vram_field(vram_requests[s->type].rep, "map");
+    while (s->next < s->nmap) {
+        size_t i = s->next;
+        int nfd;
+        size_t k = frame_end(s->map, s->nmap, i, &nfd);
+        if (nfd > vd_send_room(core, c))
+            return 0;
+        bool last = k == s->nmap;
+        /* Entries the backend failed are dropped from [i, k): the frame
+         * ends at w, and the next one still starts at k. */
+        size_t w = make_handles(core, c, s, i, k);
+        int r;
+        if (last && s->last_text && !s->map_error) {
+            vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
+            int n = 0;
+            for (size_t j = i; j < w; j++)
+                if (s->map[j].has_fd) {
+                    hs[n++] = s->map[j].fd;
+                    s->map[j].has_fd = false;
+                }
+            char *text = s->last_text;
+            s->last_text = NULL;
+            r = vd_send_text_now(core, c, s->type, text, s->last_len, hs, n);
+        } else {
+            union vram_rep_any scratch;
+            memset(&scratch, 0, sizeof(scratch));
+            set_array(&scratch, mapf, s->map + i, w - i);
+            int err = s->err ? s->err : last ? s->map_error : 0;
+            const char *msg = s->err ? s->message
+                              : "the backend could not create chunk memory; "
+                                "what was mapped is listed, the rest "
+                                "returned to the pool";
+            int taken = 0;
+            r = vd_send_reply_now(core, c, s->type, s->id, err,
+                                  err ? msg : NULL, !last, &scratch, "map",
+                                  &taken);
+            /* The frame took (or closed) its handles. */
+            for (size_t j = i; j < w; j++)
+                s->map[j].has_fd = false;
+        }
+        s->next = k;
+        if (r < 0)
+            return r;
+    }
+    return 1;
+}
+
+/* Sends the reply with map (taken) over as many frames as it needs. */
+static int send_mapped(struct vd_request *rq, int err, const char *message,
+                       void *fields, struct vram_t_map_entry *map, size_t nmap)
+{
+    const struct vram_mdesc *m = &vram_requests[rq->type];
+    const struct vram_fdesc *mapf = vram_field(m->rep, "map");
+    struct stream *s = calloc(1, sizeof(*s));
+    if (!s) {
+        free(map);
+        return -ENOMEM;
+    }
+    *s = (struct stream){.type = rq->type, .id = rq->id, .err = err,
+                         .map = map, .nmap = nmap};
+    if (err && message && !(s->message = strdup(message))) {
+        stream_free(s);
+        return -ENOMEM;
+    }
+    for (size_t i = 0, k; i < nmap; i = k) {
+        int nfd;
+        k = frame_end(map, nmap, i, &nfd);
+        if (k == nmap)
+            s->last_from = i;
+    }
+    if (!err && fields) {
+        set_array(fields, mapf, map + s->last_from, nmap - s->last_from);
+        int nh = 0;
+        int r = vd_send_encode_reply(rq->type, rq->id, 0, NULL, false, fields,
+                                     NULL, &s->last_text, &s->last_len, &nh);
+        set_array(fields, mapf, NULL, 0);
+        if (r < 0) {
+            stream_free(s);
+            return r;
+        }
+    }
+    return vd_send_part(rq->core, rq->client, s, stream_pump, stream_free);
+}
+
 void vd_reply(struct vd_request *rq, int err, void *rep)
 {
     struct vd_core *core = rq->core;
@@ -175,36 +355,25 @@ void vd_reply(struct vd_request *rq, int err, void *rep)
     const char *message = err ? rq->why : NULL;
     if (!err && out.map_error) {
         err = out.map_error;
-        message = "the backend could not create chunk memory; what was "
-                  "mapped is listed, the rest returned to the pool";
+        message = "out of memory listing the chunks mapped";
     }
     const struct vram_fdesc *mapf = vram_field(m->rep, "map");
     const struct vram_fdesc *unmapf = vram_field(m->rep, "unmap");
-    union vram_rep_any scratch;
     void *fields = rep;
-    if (!fields && out.nmap && mapf) {
-        memset(&scratch, 0, sizeof(scratch));
-        fields = &scratch;
-    }
     if (fields && unmapf)
         set_array(fields, unmapf, out.unmap, out.nunmap);
-    size_t i = 0;
-    do {
-        size_t k = i;
-        int nfd = 0;
-        while (k < out.nmap && k - i < MAP_PER_FRAME) {
-            if (out.map[k].has_fd && nfd++ == VRAM_MAX_FDS_PER_FRAME)
-                break;
-            k++;
-        }
-        bool last = k >= out.nmap;
-        if (fields && mapf)
-            set_array(fields, mapf, out.map + i, k - i);
-        int taken = 0;
+    if (mapf && out.nmap) {
+        int r = send_mapped(rq, err, message, err ? NULL : fields, out.map,
+                            out.nmap);
+        out.map = NULL;
+        out.nmap = 0;
+        if (r < 0 && r != -ECONNABORTED)
+            vlog(VLOG_ERR, "client %u: a %s reply could not be sent: %s",
+                 rq->client->id, m->name, strerror(-r));
+    } else {
         int r = vd_send_reply(core, rq->client, rq->type, rq->id, err, message,
-                              !last, fields,
-                              !last || (err && mapf) ? "map" : err ? "" : NULL,
-                              &taken);
+                              false, fields, err && mapf ? "map" : err ? "" : NULL,
+                              NULL);
         if (r == -EMSGSIZE && !mapf && fields && !err) {
             /* status at the scale of hundreds of clients and regions */
             r = send_split(rq, fields);
@@ -216,25 +385,18 @@ void vd_reply(struct vd_request *rq, int err, void *rep)
                               false, NULL, "", NULL);
             }
         }
-        /* The frame took the first handles of its entries. */
-        for (size_t j = i; j < k && taken; j++)
-            if (out.map[j].has_fd) {
-                out.map[j].has_fd = false;
-                taken--;
-            }
-        if (r < 0)
-            break;
-        i = k;
-    } while (i < out.nmap);
-    if (fields && mapf)
-        set_array(fields, mapf, NULL, 0);
+    }
     if (fields && unmapf)
         set_array(fields, unmapf, NULL, 0);
     vd_effects_out_free(&out);
     vd_effects_flush_budget(core);
     if (rq->close_after && rq->client->conn && !rq->client->closing) {
-        rq->client->closing = true;
-        core->port.close(core->port.ctx, rq->client->conn,
-                         "closed after a fatal error reply", true);
+        if (vd_send_pending(rq->client)) {
+            rq->client->close_when_sent = true; /* once the outbox went */
+        } else {
+            rq->client->closing = true;
+            core->port.close(core->port.ctx, rq->client->conn,
+                             "closed after a fatal error reply", true);
+        }
     }
 }

@@ -32,16 +32,175 @@ static void self_check(const struct vram_tdesc *t, const char *text,
     }
 }
 
-static int send_text(struct vd_core *core, struct vd_client *c,
-                     struct vram_jw *w, vp_handle *hs, int nh)
+/* ---- the outbox ---------------------------------------------------------- */
+
+struct out_item {
+    struct out_item *next;
+    char *text; /* a frame without handles, or NULL for a part */
+    size_t len;
+    void *part;
+    vd_part_fn fn;
+    vd_part_free_fn free_fn;
+};
+
+struct vd_outbox {
+    struct out_item *head, *tail;
+    size_t bytes;  /* of its text frames */
+    bool pumping;  /* sending from it now: what comes meanwhile queues */
+};
+
+/* A client that reads nothing while a part waits: its text frames are
+ * bounded as a connection's queue is (the peer is dropped past it). */
+#define OUTBOX_MAX_BYTES (64u << 20)
+
+static void item_free(struct out_item *it)
 {
-    size_t len = 0;
-    char *text = vram_jw_take(w, &len);
-    if (!text) {
-        for (int i = 0; i < nh; i++)
-            vp_close(&hs[i]);
+    free(it->text);
+    if (it->part && it->free_fn)
+        it->free_fn(it->part);
+    free(it);
+}
+
+bool vd_send_pending(const struct vd_client *c)
+{
+    return c->outbox && c->outbox->head;
+}
+
+void vd_send_drop(struct vd_client *c)
+{
+    if (!c || !c->outbox)
+        return;
+    struct vd_outbox *o = c->outbox;
+    c->outbox = NULL;
+    while (o->head) {
+        struct out_item *it = o->head;
+        o->head = it->next;
+        item_free(it);
+    }
+    free(o);
+}
+
+static void drop_peer(struct vd_core *core, struct vd_client *c,
+                      const char *why)
+{
+    /* While it is being sent from, pump() drops it, seeing the close. */
+    if (!c->outbox->pumping)
+        vd_send_drop(c);
+    if (c->conn && !c->closing) {
+        c->closing = true;
+        core->port.close(core->port.ctx, c->conn, why, false);
+    }
+}
+
+/* Sends from c's outbox until a part waits for room or it is empty. */
+static void pump(struct vd_core *core, struct vd_client *c)
+{
+    struct vd_outbox *o = c->outbox;
+    if (!o || o->pumping)
+        return;
+    o->pumping = true;
+    while (o->head) {
+        struct out_item *it = o->head;
+        int r;
+        if (it->part) {
+            r = (!c->conn || c->closing) ? -ECONNABORTED
+                                         : it->fn(core, c, it->part);
+            if (r == 0)
+                break; /* io/ says when there is room */
+        } else {
+            r = (!c->conn || c->closing)
+                    ? -ECONNABORTED
+                    : core->port.send(core->port.ctx, c->conn, it->text,
+                                      it->len, NULL, 0);
+            o->bytes -= it->len;
+        }
+        o->head = it->next;
+        if (!o->head)
+            o->tail = NULL;
+        item_free(it);
+        if (r < 0) {
+            /* The connection is being closed: the rest can never go. */
+            o->pumping = false;
+            vd_send_drop(c);
+            return;
+        }
+    }
+    o->pumping = false;
+    if (!o->head) {
+        c->outbox = NULL;
+        free(o);
+        if (c->close_when_sent && c->conn && !c->closing) {
+            c->closing = true;
+            core->port.close(core->port.ctx, c->conn,
+                             "closed after a fatal error reply", true);
+        }
+    }
+}
+
+static int push(struct vd_core *core, struct vd_client *c,
+                struct out_item *it)
+{
+    if (!c->outbox && !(c->outbox = calloc(1, sizeof(*c->outbox)))) {
+        item_free(it);
         return -ENOMEM;
     }
+    struct vd_outbox *o = c->outbox;
+    if (o->tail)
+        o->tail->next = it;
+    else
+        o->head = it;
+    o->tail = it;
+    o->bytes += it->len;
+    if (o->bytes > OUTBOX_MAX_BYTES) {
+        vlog(VLOG_WARNING, "client %u (%s): %zu MiB wait for it behind a "
+             "large reply; it does not read: dropped", c->id, c->name,
+             o->bytes >> 20);
+        drop_peer(core, c, "the peer does not read its socket");
+        return -ENOBUFS;
+    }
+    return 0;
+}
+
+int vd_send_part(struct vd_core *core, struct vd_client *c, void *part,
+                 vd_part_fn fn, vd_part_free_fn free_fn)
+{
+    if (!c->conn || c->closing) {
+        free_fn(part);
+        return -ECONNABORTED;
+    }
+    struct out_item *it = calloc(1, sizeof(*it));
+    if (!it) {
+        free_fn(part);
+        return -ENOMEM;
+    }
+    *it = (struct out_item){.part = part, .fn = fn, .free_fn = free_fn};
+    int r = push(core, c, it);
+    if (r == 0)
+        pump(core, c);
+    return r;
+}
+
+int vd_send_room(struct vd_core *core, struct vd_client *c)
+{
+    if (!c->conn || c->closing)
+        return 0;
+    return core->port.room(core->port.ctx, c->conn);
+}
+
+void vd_core_client_writable(struct vd_core *core, uint32_t id)
+{
+    struct vd_client *c = vd_clients_find(&core->clients, id);
+    if (c && vd_send_pending(c))
+        pump(core, c);
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+/* text (taken) to c: at once, or behind what waits in its outbox (frames
+ * without handles only wait; a part's own frames go now). */
+static int send_text(struct vd_core *core, struct vd_client *c, char *text,
+                     size_t len, vp_handle *hs, int nh, bool now)
+{
     int r;
     if (len > VRAM_MAX_PAYLOAD) {
         /* Not queued: the caller splits it (reply.c), nothing is closed. */
@@ -52,11 +211,33 @@ static int send_text(struct vd_core *core, struct vd_client *c,
         for (int i = 0; i < nh; i++)
             vp_close(&hs[i]);
         r = -ECONNABORTED;
+    } else if (!now && vd_send_pending(c)) {
+        struct out_item *it = calloc(1, sizeof(*it));
+        if (!it)
+            r = -ENOMEM;
+        else {
+            *it = (struct out_item){.text = text, .len = len};
+            text = NULL;
+            r = push(core, c, it);
+        }
     } else {
         r = core->port.send(core->port.ctx, c->conn, text, len, hs, nh);
     }
     free(text);
     return r;
+}
+
+static int send_jw(struct vd_core *core, struct vd_client *c,
+                   struct vram_jw *w, vp_handle *hs, int nh, bool now)
+{
+    size_t len = 0;
+    char *text = vram_jw_take(w, &len);
+    if (!text) {
+        for (int i = 0; i < nh; i++)
+            vp_close(&hs[i]);
+        return -ENOMEM;
+    }
+    return send_text(core, c, text, len, hs, nh, now);
 }
 
 int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
@@ -73,12 +254,12 @@ int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
         /* The event's fields, as the library reads them. */
         self_check(vram_events[evt].req, w.p, NULL, 0, false);
     }
-    return send_text(core, c, &w, NULL, 0);
+    return send_jw(core, c, &w, NULL, 0, false);
 }
 
-int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
-                  uint64_t id, int err, const char *message, bool more,
-                  const void *fields, const char *only, int *taken)
+static int reply(struct vd_core *core, struct vd_client *c, int type,
+                 uint64_t id, int err, const char *message, bool more,
+                 const void *fields, const char *only, int *taken, bool now)
 {
     struct vram_jw w = {0};
     vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
@@ -95,5 +276,56 @@ int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
     }
     if (core->check_replies && m && !err)
         self_check(m->rep, w.p, hs, e.nh, more || only);
-    return send_text(core, c, &w, hs, e.nh);
+    if (e.nh && !now && vd_send_pending(c)) {
+        /* Handles never wait in the outbox (only parts make them). */
+        for (int i = 0; i < e.nh; i++)
+            vp_close(&hs[i]);
+        vram_jw_free(&w);
+        return -EINVAL;
+    }
+    return send_jw(core, c, &w, hs, e.nh, now);
+}
+
+int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
+                  uint64_t id, int err, const char *message, bool more,
+                  const void *fields, const char *only, int *taken)
+{
+    return reply(core, c, type, id, err, message, more, fields, only, taken,
+                 false);
+}
+
+int vd_send_reply_now(struct vd_core *core, struct vd_client *c, int type,
+                      uint64_t id, int err, const char *message, bool more,
+                      const void *fields, const char *only, int *taken)
+{
+    return reply(core, c, type, id, err, message, more, fields, only, taken,
+                 true);
+}
+
+int vd_send_encode_reply(int type, uint64_t id, int err, const char *message,
+                         bool more, const void *fields, const char *only,
+                         char **text, size_t *len, int *nh)
+{
+    struct vram_jw w = {0};
+    vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
+    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME};
+    int r = vram_encode_reply(&e, &vram_requests[type], id, err, message, more,
+                              fields, only);
+    if (r == 0 && w.len > VRAM_MAX_PAYLOAD)
+        r = -EMSGSIZE;
+    if (r < 0) {
+        vram_jw_free(&w);
+        return r;
+    }
+    *nh = e.nh;
+    *text = vram_jw_take(&w, len);
+    return *text ? 0 : -ENOMEM;
+}
+
+int vd_send_text_now(struct vd_core *core, struct vd_client *c, int type,
+                     char *text, size_t len, vp_handle *hs, int n)
+{
+    if (core->check_replies)
+        self_check(vram_requests[type].rep, text, hs, n, false);
+    return send_text(core, c, text, len, hs, n, true);
 }

@@ -8,6 +8,7 @@
 #include "access.h"
 #include "declaration.h"
 #include "handoff.h"
+#include "kept.h"
 #include "lifecycle.h"
 #include "reapers.h"
 #include "lock.h"
@@ -15,6 +16,7 @@
 #include "platform.h"
 #include "recalls.h"
 #include "refill.h"
+#include "send.h"
 #include "vram_msg.h"
 #include "waits.h"
 
@@ -303,6 +305,7 @@ static void client_fini(void *ud, struct vd_client *c)
     vp_close(&c->pin);
     vd_resume_acc_free(c->resume);
     c->resume = NULL;
+    vd_send_drop(c);
 }
 
 void vd_core_fini(struct vd_core *core)
@@ -313,6 +316,7 @@ void vd_core_fini(struct vd_core *core)
     vd_handoff_fini(core);
     vd_recalls_fini(core);
     vd_waits_fini(core);
+    vd_kept_fini(core);
     vd_clients_each(&core->clients, client_fini, NULL);
     vd_clients_fini(&core->clients);
     vp_close(&core->lock);

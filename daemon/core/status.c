@@ -72,12 +72,15 @@ static void add_region(void *ud, const struct vl_region_view *r)
             o->name = l->sv->cfg->fixed[f].name;
 }
 
-int vd_status_stage(struct vd_core *core, uint32_t stage,
-                    struct vram_t_stage *o, struct vram_arena *a)
+/* A stage's figures, its regions aside. */
+static int stage_fill(struct vd_core *core, uint32_t stage,
+                      struct vram_t_stage *o, struct vl_stage_view *sv)
 {
     struct vl_stage_view s;
     if (!vl_stage_view(core->ledger, stage, &s))
         return -ENOENT;
+    if (sv)
+        *sv = s;
     uint64_t cb = s.chunk_bytes;
     memset(o, 0, sizeof(*o));
     o->id = stage;
@@ -115,9 +118,49 @@ int vd_status_stage(struct vd_core *core, uint32_t stage,
         o->has_expert_slots = true;
         o->expert_slots = s.expert_slots;
     }
+    return 0;
+}
+
+int vd_status_stage(struct vd_core *core, uint32_t stage,
+                    struct vram_t_stage *o, struct vram_arena *a)
+{
+    struct vl_stage_view s;
+    int e = stage_fill(core, stage, o, &s);
+    if (e < 0)
+        return e;
     struct region_list l = {.sv = &s, .arr = &o->regions, .a = a};
     vl_each_region(core->ledger, stage, add_region, &l);
     return l.err;
+}
+
+/* Every region of the ledger to its stage's entry, in one walk (a walk per
+ * stage would cost stages times regions). */
+struct region_sort {
+    struct vd_core *core;
+    const uint32_t *stage_at; /* stage id -> entry, UINT32_MAX none */
+    uint32_t nids;
+    struct vram_t_stage *stages;
+    size_t *cap;
+    struct vram_arena *a;
+    int err;
+};
+
+static void sort_region(void *ud, const struct vl_region_view *r)
+{
+    struct region_sort *rs = ud;
+    if (rs->err || r->stage >= rs->nids || rs->stage_at[r->stage] == UINT32_MAX)
+        return;
+    uint32_t k = rs->stage_at[r->stage];
+    struct vl_stage_view sv;
+    struct region_list l = {.arr = &rs->stages[k].regions, .cap = rs->cap[k],
+                            .a = rs->a};
+    /* Fixed regions take their names from the stage's configuration. */
+    if ((r->kind == VL_FIXED || r->kind == VL_DRAFT_KV) &&
+        vl_stage_view(rs->core->ledger, r->stage, &sv))
+        l.sv = &sv;
+    add_region(&l, r);
+    rs->cap[k] = l.cap;
+    rs->err = l.err;
 }
 
 int vd_status_kv(struct vd_core *core, uint32_t stage, uint32_t recalled,
@@ -180,9 +223,38 @@ struct client_list {
     struct vd_core *core;
     struct vram_client_array *arr;
     size_t cap;
+    uint32_t *room; /* per entry: stage ids it has room for */
     struct vram_arena *a;
     int err;
 };
+
+/* Client id -> its entry, for the stages' owners (open addressing). */
+struct client_index {
+    uint32_t *id, *at;
+    size_t cap;
+};
+
+static size_t ci_home(uint32_t id, size_t cap)
+{
+    return (size_t)((id * 2654435761u) & (uint32_t)(cap - 1));
+}
+
+static void ci_put(struct client_index *x, uint32_t id, uint32_t at)
+{
+    size_t i = ci_home(id, x->cap);
+    while (x->id[i])
+        i = (i + 1) & (x->cap - 1);
+    x->id[i] = id;
+    x->at[i] = at;
+}
+
+static uint32_t ci_get(const struct client_index *x, uint32_t id)
+{
+    for (size_t i = ci_home(id, x->cap); x->id[i]; i = (i + 1) & (x->cap - 1))
+        if (x->id[i] == id)
+            return x->at[i];
+    return UINT32_MAX;
+}
 
 static void add_client(void *ud, const struct vl_client_view *cv)
 {
@@ -216,6 +288,8 @@ static void add_client(void *ud, const struct vl_client_view *cv)
     o->quarantined_bytes = cv->quarantined_bytes;
     o->delinquent = cv->delinquent;
     o->missed_recalls = cv->missed_recalls;
+    /* Its stage ids come from one walk over the stages (vd_status_build):
+     * room for as many as it owns. */
     if (cv->stages) {
         uint32_t *ids = vram_arena_alloc(l->a, cv->stages * sizeof(uint32_t));
         if (!ids) {
@@ -223,8 +297,15 @@ static void add_client(void *ud, const struct vl_client_view *cv)
             return;
         }
         o->stages.v = ids;
-        o->stages.n = vl_client_stages(l->core->ledger, cv->id, ids, cv->stages);
+        o->stages.n = 0;
+        l->room[l->arr->n - 1] = cv->stages;
     }
+}
+
+static void count_client(void *ud, const struct vl_client_view *cv)
+{
+    (void)cv;
+    (*(size_t *)ud)++;
 }
 
 int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
@@ -250,19 +331,61 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
     for (uint32_t i = 0; i < nd; i++)
         device_fill(core, i, &o->devices.v[o->devices.n++], a);
     size_t ns = 0;
-    for (uint32_t s = vl_stage_next(core->ledger, 0); s != VL_NONE;
-         s = vl_stage_next(core->ledger, s + 1))
-        ns++;
-    o->stages.v = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(*o->stages.v));
-    if (!o->stages.v)
-        return -ENOMEM;
+    uint32_t nids = 0;
     for (uint32_t s = vl_stage_next(core->ledger, 0); s != VL_NONE;
          s = vl_stage_next(core->ledger, s + 1)) {
-        int e = vd_status_stage(core, s, &o->stages.v[o->stages.n++], a);
+        ns++;
+        nids = s + 1;
+    }
+    o->stages.v = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(*o->stages.v));
+    uint32_t *stage_at = vram_arena_alloc(a, (nids ? nids : 1) * sizeof(uint32_t));
+    uint32_t *owner = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(uint32_t));
+    size_t *rcap = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(size_t));
+    if (!o->stages.v || !stage_at || !owner || !rcap)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < nids; i++)
+        stage_at[i] = UINT32_MAX;
+    for (uint32_t s = vl_stage_next(core->ledger, 0); s != VL_NONE;
+         s = vl_stage_next(core->ledger, s + 1)) {
+        struct vl_stage_view sv;
+        int e = stage_fill(core, s, &o->stages.v[o->stages.n], &sv);
         if (e < 0)
             return e;
+        owner[o->stages.n] = sv.owner;
+        rcap[o->stages.n] = 0;
+        stage_at[s] = (uint32_t)o->stages.n++;
     }
+    struct region_sort rs = {.core = core, .stage_at = stage_at, .nids = nids,
+                             .stages = o->stages.v, .cap = rcap, .a = a};
+    vl_each_region(core->ledger, VL_NONE, sort_region, &rs);
+    if (rs.err)
+        return rs.err;
+    /* Clients, then each stage's id to its owner's entry: one walk each. */
+    size_t nc = 0;
+    vl_each_client(core->ledger, count_client, &nc);
     struct client_list l = {.core = core, .arr = &o->clients, .a = a};
+    l.room = vram_arena_alloc(a, (nc ? nc : 1) * sizeof(uint32_t));
+    struct client_index x = {.cap = 16};
+    while (x.cap < 2 * nc)
+        x.cap *= 2;
+    x.id = vram_arena_alloc(a, x.cap * sizeof(uint32_t));
+    x.at = vram_arena_alloc(a, x.cap * sizeof(uint32_t));
+    if (!l.room || !x.id || !x.at)
+        return -ENOMEM;
+    memset(x.id, 0, x.cap * sizeof(uint32_t));
+    memset(l.room, 0, (nc ? nc : 1) * sizeof(uint32_t));
     vl_each_client(core->ledger, add_client, &l);
-    return l.err;
+    if (l.err)
+        return l.err;
+    for (size_t i = 0; i < o->clients.n; i++)
+        ci_put(&x, o->clients.v[i].id, (uint32_t)i);
+    for (size_t j = 0; j < o->stages.n; j++) {
+        uint32_t at = owner[j] ? ci_get(&x, owner[j]) : UINT32_MAX;
+        if (at == UINT32_MAX)
+            continue;
+        struct vram_t_client *c = &o->clients.v[at];
+        if (c->stages.n < l.room[at])
+            c->stages.v[c->stages.n++] = o->stages.v[j].id;
+    }
+    return 0;
 }

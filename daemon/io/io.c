@@ -20,6 +20,12 @@ static void port_close(void *ctx, void *conn, const char *why, bool after_flush)
     vd_session_close(conn, why, after_flush);
 }
 
+static int port_room(void *ctx, void *conn)
+{
+    (void)ctx;
+    return vd_session_room(conn);
+}
+
 static void on_accept(struct vp_watch *w, int status, int events);
 
 /* Out of fds, a listener stays readable: watching it would spin. Accepting
@@ -42,7 +48,10 @@ static void on_accept(struct vp_watch *w, int status, int events)
     struct vd_io *io = w->data;
     if (status < 0)
         return;
-    for (;;) {
+    /* One connection a turn: the watch is level-triggered, so the next
+     * turn takes the next one (serving the others in between), and a lone
+     * connection costs no accept that finds nothing. */
+    for (int once = 1; once--;) {
         vp_handle h;
         int e = vp_accept(io->listener, &h);
         if (e == -EMFILE || e == -ENFILE || e == -ENOBUFS || e == -ENOMEM) {
@@ -144,5 +153,6 @@ void vd_io_fini(struct vd_io *io)
 
 struct vd_port vd_io_port(struct vd_io *io)
 {
-    return (struct vd_port){.ctx = io, .send = port_send, .close = port_close};
+    return (struct vd_port){.ctx = io, .send = port_send, .close = port_close,
+                            .room = port_room};
 }

@@ -9,6 +9,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "msg.h"
+#include "send.h"
 #include "clock.h"
 #include "mem.h"
 #include "peer.h"
@@ -57,7 +58,9 @@ void vd_session_close(void *session, const char *why, bool after_flush)
         vp_watch_set(&s->watch, VP_WRITABLE, on_ready);
         return;
     }
-    vp_watch_set(&s->watch, 0, on_ready);
+    /* The watch stays as it is until on_closer closes it, before the loop
+     * polls again (on_ready ignores a closing session meanwhile): one
+     * epoll_ctl less per connection. */
     schedule(s);
 }
 
@@ -160,6 +163,23 @@ int vd_session_send(void *session, const char *payload, size_t len,
     return s->closing && !s->drain ? -ECONNABORTED : 0;
 }
 
+/* What the core may queue before it waits for the peer to read: a reply's
+ * handles are made only as they fit here (the socket holds more in
+ * flight, up to its buffer). */
+#define ROOM_HANDLES 1024
+#define ROOM_BYTES (4u << 20)
+
+int vd_session_room(void *session)
+{
+    struct vd_session *s = session;
+    if (s->closing)
+        return 0;
+    if (vram_codec_tx_bytes(&s->wire.codec) > ROOM_BYTES)
+        return 0;
+    int n = ROOM_HANDLES - s->wire.codec.tx_handles;
+    return n > 0 ? n : 0;
+}
+
 static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct vd_session *s = ud;
@@ -178,6 +198,9 @@ static void on_ready(struct vp_watch *w, int status, int events)
     }
     if ((events & VP_WRITABLE) && flush(s) < 0)
         return;
+    /* Room again: what waits in the core goes on (it may close us). */
+    if ((events & VP_WRITABLE) && !s->closing)
+        vd_core_client_writable(s->ss->core, s->client);
     if (!(events & VP_READABLE) || s->closing)
         return;
     char why[256];
@@ -221,14 +244,15 @@ static void on_closer(uv_idle_t *idle)
             pp = &(*pp)->next;
         if (*pp)
             *pp = s->next;
-        vp_watch_set(&s->watch, 0, on_ready);
+        /* The watch goes before the fd (its memory lives until
+         * session_freed). */
+        vp_watch_close(&s->watch, session_freed);
         vp_close(&s->h);
         ss->queued -= s->queued;
         s->queued = 0;
         /* Closes, even of sessions the core's reaction asks for, wait for
          * the next turn. */
         vd_core_client_closed(ss->core, s->client, s->why);
-        vp_watch_close(&s->watch, session_freed);
     }
     uv_idle_stop(idle);
     if (ss->stopping && !ss->list)

@@ -30,10 +30,11 @@ void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
 /* A new connection: admitted by the core or turned away with one error
  * frame. */
 void vd_session_accept(struct vd_sessions *ss, vp_handle h);
-/* The port's two calls (core.h). */
+/* The port's calls (core.h). */
 int vd_session_send(void *session, const char *payload, size_t len,
                     vp_handle *hs, int n);
 void vd_session_close(void *session, const char *why, bool after_flush);
+int vd_session_room(void *session);
 /* Closes every session, then stops the loop. */
 void vd_sessions_stop(struct vd_sessions *ss);
 

@@ -15,13 +15,13 @@ struct tally {
     uint64_t held_bytes, quarantined_bytes, va_bytes;
 };
 
-/* The index of client id in L->client, or L->nclient. */
+/* The index of client id in L->client, or L->nclient: through the id
+ * index (which vl_check relies on, then, as every operation does), so a
+ * check costs the chunks, not chunks times clients. */
 static size_t client_index(const struct vl_ledger *L, uint32_t id)
 {
-    size_t ci = 0;
-    while (ci < L->nclient && L->client[ci].id != id)
-        ci++;
-    return ci;
+    const struct vl_client *c = vli_client_find(L, id);
+    return c ? (size_t)(c - L->client) : L->nclient;
 }
 
 /* R1: every chunk in one state, held by one known client (R11: a gone one
@@ -39,6 +39,9 @@ static int check_chunks(struct vl_ledger *L, struct tally *t,
             if (c->state >= VL_NSTATES || c->cat > VL_CAT_LOAN)
                 return vli_fail(L, -EFAULT, "device %u chunk %u: bad state or "
                                 "category", d->cfg.id, k);
+            if (c->mark)
+                return vli_fail(L, -EFAULT, "device %u chunk %u: marked "
+                                "between operations", d->cfg.id, k);
             cnt[c->state]++;
             cat[c->cat]++;
             bool is_held = c->state != VL_FREE;
@@ -175,6 +178,11 @@ static int check_regions(struct vl_ledger *L, struct tally *t)
         if (used != r->used)
             return vli_fail(L, -EFAULT, "region %u: %u used, counted %u", r->id,
                             used, r->used);
+        if (r->kind == VL_EXPERT &&
+            vli_loaned_prefix_count(L, r) != r->loaned_prefix)
+            return vli_fail(L, -EFAULT, "region %u: %u loaned slots lead, "
+                            "counted %u", r->id, vli_loaned_prefix_count(L, r),
+                            r->loaned_prefix);
         for (uint32_t l = 0; l < r->lanes; l++) {
             const uint64_t *lc = r->slot_chunk + (size_t)l * r->stride_slots;
             uint32_t n = 0, first_empty = r->lane_slots[l], hi = 0;
@@ -251,7 +259,7 @@ static int check_holds(struct vl_ledger *L, struct tally *t)
         if (!s->used || s->configured || s->owner)
             continue;
         struct vl_client *cl = vli_client_find(L, s->held_by);
-        if (!cl || !cl->gone)
+        if (!cl || !cl->gone || !cl->holds_ids)
             return vli_fail(L, -EFAULT, "ad-hoc stage %u has no owner and no "
                             "gone client holds it", i);
     }
@@ -399,6 +407,27 @@ static int check_clients(struct vl_ledger *L, const struct tally *t)
     return 0;
 }
 
+/* The id index finds every client, and holds nothing else. */
+static int check_index(struct vl_ledger *L)
+{
+    size_t live = 0, gone = 0;
+    for (size_t i = 0; i < L->ch_cap; i++)
+        live += L->ch[i] && L->ch[i] != UINT32_MAX;
+    for (size_t ci = 0; ci < L->nclient; ci++)
+        gone += L->client[ci].gone;
+    if (gone != L->ngone)
+        return vli_fail(L, -EFAULT, "%zu clients are gone, counted %zu", gone,
+                        L->ngone);
+    if (live != L->nclient)
+        return vli_fail(L, -EFAULT, "the client index holds %zu clients, "
+                        "there are %zu", live, L->nclient);
+    for (size_t ci = 0; ci < L->nclient; ci++)
+        if (vli_client_find(L, L->client[ci].id) != &L->client[ci])
+            return vli_fail(L, -EFAULT, "client %u is not found by its id",
+                            L->client[ci].id);
+    return 0;
+}
+
 int vl_check(struct vl_ledger *L)
 {
     /* Per stage: quarantined chunks, then those of them fixed. */
@@ -409,7 +438,9 @@ int vl_check(struct vl_ledger *L)
         free(qstage);
         return vli_fail(L, -ENOMEM, "out of memory");
     }
-    int e = check_chunks(L, t, qstage);
+    int e = check_index(L);
+    if (e == 0)
+        e = check_chunks(L, t, qstage);
     if (e == 0)
         e = check_regions(L, t);
     if (e == 0)

@@ -66,49 +66,45 @@ int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
 /* R11: a recalled or trimmed chunk goes free only here, once its holder
  * unmapped it and gave it back (or at the reap); a quarantined one can't be
  * given back by anyone. */
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int vl_chunks_release(struct vl_ledger *L, uint32_t client,
                       const uint64_t *ids, size_t n, struct vl_fxlist *fx)
 {
-    for (size_t i = 0; i < n; i++) {
+    /* Duplicates are seen by a mark on each chunk met (cleared before
+     * returning): O(n) for the 16K-chunk releases that answer a large
+     * recall. */
+    size_t i = 0, marked = 0;
+    int e = 0;
+    for (; i < n && !e; i++) {
         struct vl_chunk *c = vli_chunk_get(L, ids[i], NULL, NULL);
         if (!c || c->holder != client ||
             (c->state != VL_GRANTED && c->state != VL_LOANED &&
              c->state != VL_RECALLING))
-            return vli_fail(L, -ENOENT, "chunk %llu is not held by you",
-                            (unsigned long long)ids[i]);
+            e = vli_fail(L, -ENOENT, "chunk %llu is not held by you",
+                         (unsigned long long)ids[i]);
+        else if (c->mark)
+            e = vli_fail(L, -EINVAL, "chunk %llu listed twice",
+                         (unsigned long long)ids[i]);
+        else {
+            c->mark = 1;
+            marked++;
+        }
     }
-    /* Duplicates, found in a sorted copy: O(n log n) for the 16K-chunk
-     * releases that answer a large recall. */
-    uint64_t *sorted = n > 1 ? malloc(n * sizeof(*sorted)) : NULL;
-    if (n > 1 && !sorted)
-        return vli_fail(L, -ENOMEM, "out of memory");
-    if (sorted) {
-        memcpy(sorted, ids, n * sizeof(*sorted));
-        qsort(sorted, n, sizeof(*sorted), cmp_u64);
-        for (size_t i = 1; i < n; i++)
-            if (sorted[i] == sorted[i - 1]) {
-                uint64_t dup = sorted[i];
-                free(sorted);
-                return vli_fail(L, -EINVAL, "chunk %llu listed twice",
-                                (unsigned long long)dup);
-            }
-        free(sorted);
+    if (!e && vli_fx_reserve(fx, 2 * n + 8) < 0)
+        e = vli_fail(L, -ENOMEM, "out of memory");
+    if (e) {
+        /* the first marked ids were marked, each once */
+        for (size_t k = 0; k < marked; k++)
+            vli_chunk_get(L, ids[k], NULL, NULL)->mark = 0;
+        return e;
     }
     /* One residency change per stage whose loans came back, not one per
      * chunk (each walks the stage's backed slots). */
     uint32_t changed[8], nchanged = 0;
-    if (vli_fx_reserve(fx, 2 * n + 8) < 0)
-        return vli_fail(L, -ENOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {
         struct vl_device *d = NULL;
         uint32_t idx = 0;
         struct vl_chunk *c = vli_chunk_get(L, ids[i], &d, &idx);
+        c->mark = 0;
         struct vl_region *r = c->region ? vli_region_find(L, c->region) : NULL;
         bool loan = r && r->kind == VL_EXPERT && c->state != VL_GRANTED;
         uint32_t stage = r ? r->stage : VL_NONE;

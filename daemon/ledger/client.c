@@ -8,12 +8,81 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* ---- the id index ------------------------------------------------------ */
+
+#define CH_GONE UINT32_MAX
+
+static size_t ch_home(uint32_t id, size_t cap)
+{
+    return (size_t)((id * 2654435761u) & (uint32_t)(cap - 1));
+}
+
 struct vl_client *vli_client_find(const struct vl_ledger *L, uint32_t id)
 {
-    for (size_t i = 0; i < L->nclient; i++)
-        if (L->client[i].id == id)
-            return &L->client[i];
-    return NULL;
+    if (!L->ch_cap || !id)
+        return NULL;
+    for (size_t i = ch_home(id, L->ch_cap);; i = (i + 1) & (L->ch_cap - 1)) {
+        uint32_t v = L->ch[i];
+        if (v == 0)
+            return NULL;
+        if (v != CH_GONE && L->client[v - 1].id == id)
+            return &L->client[v - 1];
+    }
+}
+
+/* The slot of client index k (whose id is id). */
+static size_t ch_slot(const struct vl_ledger *L, uint32_t id, size_t k)
+{
+    size_t i = ch_home(id, L->ch_cap);
+    while (L->ch[i] != k + 1)
+        i = (i + 1) & (L->ch_cap - 1);
+    return i;
+}
+
+/* Room for one more: rebuilt (removed slots dropped) before it fills. */
+static int ch_room(struct vl_ledger *L)
+{
+    if ((L->ch_used + 1) * 4 <= L->ch_cap * 3)
+        return 0;
+    size_t cap = L->ch_cap ? L->ch_cap : 64;
+    while ((L->nclient + 1) * 2 > cap)
+        cap *= 2;
+    uint32_t *v = calloc(cap, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (size_t k = 0; k < L->nclient; k++) {
+        size_t i = ch_home(L->client[k].id, cap);
+        while (v[i])
+            i = (i + 1) & (cap - 1);
+        v[i] = (uint32_t)k + 1;
+    }
+    free(L->ch);
+    L->ch = v;
+    L->ch_cap = cap;
+    L->ch_used = L->nclient;
+    return 0;
+}
+
+static void ch_insert(struct vl_ledger *L, uint32_t id, size_t k)
+{
+    size_t i = ch_home(id, L->ch_cap);
+    while (L->ch[i] && L->ch[i] != CH_GONE)
+        i = (i + 1) & (L->ch_cap - 1);
+    if (!L->ch[i])
+        L->ch_used++;
+    L->ch[i] = (uint32_t)k + 1;
+}
+
+/* Removes client[k], moving the last one into its place. */
+static void client_remove(struct vl_ledger *L, size_t k)
+{
+    L->ch[ch_slot(L, L->client[k].id, k)] = CH_GONE;
+    size_t last = L->nclient - 1;
+    if (k != last) {
+        L->ch[ch_slot(L, L->client[last].id, last)] = (uint32_t)k + 1;
+        L->client[k] = L->client[last];
+    }
+    L->nclient--;
 }
 
 static uint64_t *bytes_in(struct vl_client *cl, int state)
@@ -144,7 +213,10 @@ void vli_client_va(struct vl_ledger *L, uint32_t client, int64_t delta)
 int vl_client_add_tenant(struct vl_ledger *L, uint32_t id, uint32_t tenant,
                          bool exempt)
 {
-    if (!exempt && L->limits.gone_per_tenant) {
+    /* A tenant has no more gone clients than there are: most admissions
+     * need not count them. */
+    if (!exempt && L->limits.gone_per_tenant &&
+        L->ngone >= L->limits.gone_per_tenant) {
         struct vli_tenant_use u;
         tenant_use(L, tenant, &u);
         if (u.gone >= L->limits.gone_per_tenant)
@@ -177,6 +249,8 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
         return vli_fail(L, -EINVAL, "client id 0 means \"no holder\"");
     if (vli_client_find(L, id))
         return vli_fail(L, -EEXIST, "client %u exists", id);
+    if (ch_room(L) < 0)
+        return vli_fail(L, -ENOMEM, "out of memory");
     if (L->nclient == L->client_cap) {
         size_t cap = L->client_cap ? L->client_cap * 2 : 16;
         struct vl_client *v = realloc(L->client, cap * sizeof(*v));
@@ -187,6 +261,7 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
     }
     struct vl_client *cl = &L->client[L->nclient++];
     *cl = (struct vl_client){.id = id, .exempt = true};
+    ch_insert(L, id, L->nclient - 1);
     for (uint32_t di = 0; di < VL_MAX_DEVICES; di++)
         cl->hfirst[di] = VL_NONE;
     return 0;
@@ -201,9 +276,11 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
     struct vl_client *cl = vli_client_find(L, client);
     if (!cl)
         return vli_fail(L, -ENOENT, "no client %u", client);
-    if (vli_fx_reserve(fx, L->nstage) < 0)
-        return vli_fail(L, -ENOMEM, "out of memory");
-    vli_drop_regions(L, client, VL_NONE, true, fx);
+    /* Its regions are those of stages it owns: one that owns none (vramctl,
+     * an engine before it asks) walks neither. A quarantine makes no
+     * effects. */
+    if (cl->stages)
+        vli_drop_regions(L, client, VL_NONE, true, fx);
     /* R11: chunks held outside regions (recalled ones already unmapped from
      * the ledger's view) are quarantined too: the client's own list, so
      * the cost is what it holds, not the device. */
@@ -217,7 +294,7 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
             }
         }
     }
-    for (uint32_t i = 0; i < L->nstage; i++) {
+    for (uint32_t i = 0; cl->stages && i < L->nstage; i++) {
         struct vl_stage *s = &L->stage[i];
         if (!s->used || s->owner != client)
             continue;
@@ -226,12 +303,14 @@ int vl_client_disconnect(struct vl_ledger *L, uint32_t client,
         } else { /* its id waits for the process (R13) */
             vli_stage_set_owner(L, s, 0);
             s->held_by = client;
+            cl->holds_ids = true;
         }
     }
     /* Every chunk it held is quarantined now. */
     cl->quarantined_bytes += cl->held_bytes;
     cl->held_bytes = 0;
     cl->gone = true;
+    L->ngone++;
     return 0;
 }
 
@@ -244,10 +323,9 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         return vli_fail(L, -ENOENT, "no client %u", client);
     if (!cl->gone)
         return vli_fail(L, -EBUSY, "client %u is still connected", client);
-    size_t q = 0;
-    for (uint32_t di = 0; di < L->ndev; di++)
-        q += L->dev[di].count[VL_QUARANTINED];
-    if (vli_fx_reserve(fx, q) < 0)
+    /* A drop for each chunk it holds at most (its own, not the device's
+     * quarantine). */
+    if (vli_fx_reserve(fx, cl->chunks) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
     /* Its own list (freeing a chunk takes it off: the next is read
      * first). */
@@ -259,7 +337,8 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
                 vli_to_free(L, d, k, fx);
         }
     }
-    for (size_t i = 0; i < L->nva_hold;) {
+    /* Its held ranges count in its address space: none, none held. */
+    for (size_t i = 0; cl->va_bytes && i < L->nva_hold;) {
         struct vl_va_hold *h = &L->va_hold[i];
         if (h->client != client) {
             i++;
@@ -270,10 +349,11 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         vli_client_va(L, h->client, -(int64_t)h->size);
         *h = L->va_hold[--L->nva_hold];
     }
-    for (uint32_t i = 0; i < L->nstage; i++)
+    for (uint32_t i = 0; cl->holds_ids && i < L->nstage; i++)
         if (L->stage[i].used && !L->stage[i].configured &&
             !L->stage[i].owner && L->stage[i].held_by == client)
             vli_stage_reset(L, &L->stage[i]);
-    *cl = L->client[--L->nclient];
+    L->ngone--;
+    client_remove(L, (size_t)(cl - L->client));
     return 0;
 }

@@ -16,6 +16,8 @@
 struct vl_chunk {
     uint8_t state;
     uint8_t cat;     /* what the chunk counts as while held */
+    uint8_t mark;    /* set only inside one operation (a release's
+                        duplicates), clear between operations */
     uint32_t holder; /* client id, 0 when free */
     uint32_t region; /* region id, 0 when not mapped in a region */
     uint32_t slot;   /* flat slot index inside the region */
@@ -48,6 +50,10 @@ struct vl_region {
     uint32_t lane_count[VL_MAX_LANES];
     uint32_t lane_lo[VL_MAX_LANES];
     uint32_t lane_hi[VL_MAX_LANES];
+    /* Expert regions: lane 0's leading slots holding loaned chunks (the
+     * backed expert slots), kept where chunks come, go or are recalled, so
+     * a stage's view costs O(1), not its loans. */
+    uint32_t loaned_prefix;
     uint32_t fixed_index;              /* for fixed regions of a stage */
     uint32_t tag;                      /* the observer's record of its range */
     size_t index;                      /* in L->region */
@@ -118,6 +124,8 @@ struct vl_client {
     uint64_t va_bytes;          /* its regions' and held ranges' (R16) */
     uint32_t tenant;            /* R16 */
     bool exempt;
+    bool holds_ids;             /* gone: ad-hoc stage ids may be held for
+                                   it (held_by), which its reap frees */
     uint32_t hfirst[VL_MAX_DEVICES]; /* its chunks' list per device */
 };
 
@@ -135,6 +143,11 @@ struct vl_ledger {
     uint32_t next_region_id;
     struct vl_client *client;
     size_t nclient, client_cap;
+    /* id -> index + 1 in client[] (0 empty, UINT32_MAX removed): a
+     * chunk's holder is found in O(1) with 256 clients or 65,536 */
+    uint32_t *ch;
+    size_t ch_cap, ch_used;
+    size_t ngone; /* clients gone (R13), which a tenant's count can't pass */
     /* the virtual address window regions are carved from */
     uint64_t va_base, va_size;
     uint64_t region_align; /* base alignment of regions (0: the chunk size) */
@@ -183,6 +196,10 @@ int vli_cat_of_kind(const struct vl_region *r);
 void vli_place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
                struct vl_region *r, uint32_t slot, int state);
 void vli_unplace(struct vl_ledger *L, struct vl_chunk *c);
+/* The chunk in slot of expert region r is no longer loaned (recalled). */
+void vli_expert_unloaned(struct vl_region *r, uint32_t slot);
+/* Lane 0's loaned prefix of expert region r, recounted (vl_check). */
+uint32_t vli_loaned_prefix_count(struct vl_ledger *L, const struct vl_region *r);
 uint32_t vli_dev_free(const struct vl_device *d);
 uint32_t vli_take_free(struct vl_device *d);
 void vli_to_free(struct vl_ledger *L, struct vl_device *d, uint32_t idx,

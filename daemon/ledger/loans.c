@@ -58,6 +58,7 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
             uint32_t idx = 0;
             struct vl_chunk *c = vli_chunk_get(L, ex->slot_chunk[k], &cd, &idx);
             vli_set_state(cd, c, VL_RECALLING);
+            vli_expert_unloaned(ex, k);
             o->recalling++;
             o->recalls_total++;
             vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_UNMAP,

@@ -107,12 +107,45 @@ void vli_set_cat(struct vl_device *d, struct vl_chunk *c, int cat)
 }
 
 /* Detaches a chunk from its region slot, keeping counters right. */
+void vli_expert_unloaned(struct vl_region *r, uint32_t slot)
+{
+    if (r->kind == VL_EXPERT && slot < r->loaned_prefix)
+        r->loaned_prefix = slot;
+}
+
+uint32_t vli_loaned_prefix_count(struct vl_ledger *L, const struct vl_region *r)
+{
+    uint32_t k = 0;
+    while (k < r->lane_slots[0] && r->slot_chunk[k] != VL_CHUNK_NONE) {
+        struct vl_chunk *c = vli_chunk_get(L, r->slot_chunk[k], NULL, NULL);
+        if (!c || c->state != VL_LOANED)
+            break;
+        k++;
+    }
+    return k;
+}
+
+/* A loaned chunk came to the slot where the prefix ends: the prefix grows
+ * over it and over the loaned chunks already after it. */
+static void prefix_grow(struct vl_ledger *L, struct vl_region *r)
+{
+    while (r->loaned_prefix < r->lane_slots[0] &&
+           r->slot_chunk[r->loaned_prefix] != VL_CHUNK_NONE) {
+        struct vl_chunk *c =
+            vli_chunk_get(L, r->slot_chunk[r->loaned_prefix], NULL, NULL);
+        if (!c || c->state != VL_LOANED)
+            break;
+        r->loaned_prefix++;
+    }
+}
+
 void vli_unplace(struct vl_ledger *L, struct vl_chunk *c)
 {
     if (!c->region)
         return;
     struct vl_region *r = vli_region_find(L, c->region);
     if (r) {
+        vli_expert_unloaned(r, c->slot);
         r->slot_chunk[c->slot] = VL_CHUNK_NONE;
         r->used--;
         uint32_t lane = c->slot / r->stride_slots, i = c->slot % r->stride_slots;
@@ -185,6 +218,8 @@ void vli_place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
     struct vl_stage *s = vli_stage_get(L, r->stage);
     if (s)
         (*stage_counter(s, r))++;
+    if (r->kind == VL_EXPERT && slot == r->loaned_prefix && state == VL_LOANED)
+        prefix_grow(L, r);
     vli_note_chunk(L, d, idx, r);
 }
 
@@ -317,6 +352,7 @@ void vl_fini(struct vl_ledger *L)
     free(L->region);
     free(L->rh);
     free(L->client);
+    free(L->ch);
     free(L->va_free);
     free(L->va_hold);
     memset(L, 0, sizeof(*L));

@@ -20,6 +20,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         if (e < 0)
             return e;
         vli_client_find(L, clients[i])->gone = true;
+        L->ngone++;
     }
     for (size_t i = 0; i < nchunks; i++) {
         struct vl_device *d = NULL;
@@ -92,6 +93,7 @@ int vl_restore(struct vl_ledger *L, const uint32_t *clients, size_t nclients,
         s->used = true;
         s->cfg.id = i;
         s->held_by = who;
+        vli_client_find(L, who)->holds_ids = true;
         vli_note_stage(L, i, who);
     }
     return 0;

@@ -16,14 +16,8 @@ uint32_t vl_expert_slots_backed(const struct vl_ledger *L, uint32_t stage)
     if (!r)
         return 0;
     struct vl_device *d = vli_dev_get(ml, r->device);
-    uint32_t k = 0;
-    while (k < r->lane_slots[0] && r->slot_chunk[k] != VL_CHUNK_NONE) {
-        struct vl_chunk *c = vli_chunk_get(ml, r->slot_chunk[k], NULL, NULL);
-        if (!c || c->state != VL_LOANED)
-            break;
-        k++;
-    }
-    uint64_t b = (uint64_t)k * d->cfg.chunk_bytes / s->cfg.expert_slot_bytes;
+    uint64_t b = (uint64_t)r->loaned_prefix * d->cfg.chunk_bytes /
+                 s->cfg.expert_slot_bytes;
     return b < s->nslots ? (uint32_t)b : s->nslots;
 }
 

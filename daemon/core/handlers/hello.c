@@ -29,7 +29,8 @@ int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
     /* Kept with its process's record: vramctl names it while it is gone,
      * across a restart of vramd too. */
     vd_state_holder_name(rq->core->state, c->id, c->name);
-    vlog(VLOG_INFO, "client %u (%s, pid %lld, uid %u) said hello as %s", c->id,
+    vlog(c->ctl ? VLOG_DEBUG : VLOG_INFO,
+         "client %u (%s, pid %lld, uid %u) said hello as %s", c->id,
          c->name, (long long)c->peer.pid, (unsigned)c->peer.uid,
          c->ctl ? "ctl" : "engine");
     static const char *caps[] = {"fd-passing", "loans", "hold"};
