@@ -18,37 +18,12 @@ for tool in curl promtool python3; do
     command -v $tool >/dev/null ||
         { echo "metrics_http: $tool is needed (sh scripts/deps.sh --test)"; exit 1; }
 done
-tmp=$(mktemp -d /tmp/vram-metrics-http-XXXXXX)
+name=metrics_http pids="exporter replay vramd"
+keep_note="vramd.log, exporter.err, the bodies"
 vramd= replay= exporter=
-passed=0
-cleanup() {
-    for p in $exporter $replay $vramd; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    if [ $passed = 1 ]; then
-        rm -rf "$tmp"
-    else
-        echo "metrics_http: kept $tmp (vramd.log, exporter.err, the bodies)"
-    fi
-}
-trap cleanup EXIT
-fail() {
-    echo "metrics_http: $*"
-    echo "metrics_http: 0 passed, 1 failed"
-    exit 1
-}
-sock=$tmp/s
+. "$src/tests/lib/shtest.sh"
 config=$src/tests/scenarios/seed-pp32-16.json
 
-start_vramd() {
-    "$build/vramd" --backend host --socket "$sock" --config "$config" \
-        2>>"$tmp/vramd.log" &
-    vramd=$!
-    i=0
-    until "$build/vramctl" --socket "$sock" status >/dev/null 2>&1; do
-        i=$((i + 1)); [ $i -lt 200 ] || fail "vramd did not start: $(tail -5 "$tmp/vramd.log")"
-        sleep 0.05
-    done
-}
 kill_vramd() {
     kill -9 "$vramd"
     wait "$vramd" 2>/dev/null

@@ -14,24 +14,9 @@ for tool in systemd-analyze curl; do
     command -v $tool >/dev/null ||
         { echo "metrics_unit: $tool is needed (sh scripts/deps.sh --test)"; exit 1; }
 done
-tmp=$(mktemp -d /tmp/vram-metrics-unit-XXXXXX)
+name=metrics_unit pids="exporter vramd"
 vramd= exporter=
-passed=0
-cleanup() {
-    for p in $exporter $vramd; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    if [ $passed = 1 ]; then
-        rm -rf "$tmp"
-    else
-        echo "metrics_unit: kept $tmp"
-    fi
-}
-trap cleanup EXIT
-fail() {
-    echo "metrics_unit: $*"
-    echo "metrics_unit: 0 passed, 1 failed"
-    exit 1
-}
+. "$src/tests/lib/shtest.sh"
 verify() { # what, then unit files
     what=$1
     shift
@@ -68,14 +53,7 @@ grep -q '@[A-Z_]*@' "$iu" && fail "an unfilled @VAR@ in the installed unit"
 verify installed "$p/lib/systemd/system/vramd.socket" "$p/lib/systemd/system/vramd.service" "$iu"
 
 # 3. Its command, from the prefix, serves (on a free port, a vramd of ours).
-sock=$tmp/s
-"$build/vramd" --backend host --socket "$sock" 2>"$tmp/vramd.log" &
-vramd=$!
-i=0
-until "$build/vramctl" --socket "$sock" status >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -lt 200 ] || fail "vramd did not start"
-    sleep 0.05
-done
+start_vramd
 cmd=$(sed -n 's/^ExecStart=//p' "$iu" | sed 's/127.0.0.1:9464/127.0.0.1:0/')
 # shellcheck disable=SC2086
 : >"$tmp/exporter.out"

@@ -12,36 +12,10 @@
 set -u
 build=$1
 src=$2
-tmp=$(mktemp -d /tmp/vram-figures-XXXXXX)
-sock=$tmp/s
-config=$src/tests/scenarios/seed-pp32-16.json
+name=vramctl_figures pids="replay vramd"
 vramd= replay=
-passed=0
-cleanup() {
-    for p in $replay $vramd; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    if [ $passed = 1 ]; then
-        rm -rf "$tmp"
-    else
-        echo "vramctl_figures: kept $tmp"
-    fi
-}
-trap cleanup EXIT
-fail() {
-    echo "vramctl_figures: $*"
-    echo "vramctl_figures: 0 passed, 1 failed"
-    exit 1
-}
-start_vramd() {
-    "$build/vramd" --backend host --socket "$sock" --config "$config" \
-        2>>"$tmp/vramd.log" &
-    vramd=$!
-    i=0
-    until "$build/vramctl" --socket "$sock" status >/dev/null 2>&1; do
-        i=$((i + 1)); [ $i -lt 200 ] || fail "vramd did not start"
-        sleep 0.05
-    done
-}
+. "$src/tests/lib/shtest.sh"
+config=$src/tests/scenarios/seed-pp32-16.json
 # stage_row ID COLUMN: a column of stage ID's row in vramctl stages, named by
 # the legend (a size is one cell: "74.25 MiB").
 stage_row() {

@@ -18,39 +18,14 @@ build=$1
 src=$2
 command -v tmux >/dev/null ||
     { echo "vramctl_top: tmux is needed (sh scripts/deps.sh --test)"; exit 1; }
-tmp=$(mktemp -d /tmp/vram-top-XXXXXX)
-sock=$tmp/s
+name=vramctl_top pids="replay vramd" keep_note="screen.*: the captures, vramd.log"
+tmp_prefix=top
+on_exit='$tm kill-server'
+vramd= replay=
+. "$src/tests/lib/shtest.sh"
 config=$src/tests/scenarios/seed-pp32-16.json
 tm="tmux -S $tmp/tmux -f /dev/null"
-vramd= replay=
-passed=0
-cleanup() {
-    $tm kill-server 2>/dev/null
-    for p in $replay $vramd; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    if [ $passed = 1 ]; then
-        rm -rf "$tmp"
-    else
-        echo "vramctl_top: kept $tmp (screen.*: the captures, vramd.log)"
-    fi
-}
-trap cleanup EXIT
-fail() {
-    echo "vramctl_top: $*"
-    echo "vramctl_top: 0 passed, 1 failed"
-    exit 1
-}
 
-start_vramd() {
-    "$build/vramd" --backend host --socket "$sock" --config "$config" \
-        2>>"$tmp/vramd.log" &
-    vramd=$!
-    i=0
-    until "$build/vramctl" --socket "$sock" status >/dev/null 2>&1; do
-        i=$((i + 1)); [ $i -lt 200 ] || fail "vramd did not start"
-        sleep 0.05
-    done
-}
 # capture NAME: the pane's text now, in $tmp/screen.NAME.
 capture() {
     $tm capture-pane -p -t top >"$tmp/screen.$1"
