@@ -178,7 +178,7 @@ static int region_new_at(struct vl_ledger *L, uint32_t client,
 {
     struct vl_device *d = vli_dev_get(L, s->cfg.device);
     uint64_t cb = d->cfg.chunk_bytes;
-    struct vli_geometry g;
+    struct vli_geometry g = {0}; /* set on success; gcc -O2 for mingw cannot see that */
     int ge = vli_region_geometry(L, d, lanes, lane_slots, &g);
     if (ge < 0)
         return ge;

@@ -244,7 +244,7 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
                                                     d->cfg.chunk_bytes);
         for (uint32_t l = 0; sane && l < rr->lanes; l++)
             sane = rr->lane_slots[l] && rr->lane_slots[l] <= most;
-        struct vli_geometry g;
+        struct vli_geometry g = {0};
         if (!sane) {
             rr->lost = -EINVAL;
         } else if (region_id_taken(L, rs, rr->id)) {
