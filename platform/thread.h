@@ -10,8 +10,6 @@ typedef struct vp_mutex vp_mutex;
 int vp_thread_start(vp_thread **out, void (*fn)(void *), void *arg);
 /* Waits for the thread to end and frees it. NULL-tolerant. */
 void vp_thread_join(vp_thread *t);
-/* Lets another thread run (a waiter on a short hand-off). */
-void vp_thread_yield(void);
 
 /* A recursive mutex: the thread holding it may take it again (a callback
  * that calls back into the library). */

@@ -69,19 +69,6 @@ struct vc_mapper {
     /* Takes the handle (stored in ch, closed at release). */
     int (*import)(vram_client *c, struct vc_chunk *ch, vp_handle h,
                   uint64_t bytes);
-    /* Optional: imports n handles on a thread of its own, so that each
-     * import overlaps the mapping of the chunks before it (what a grant
-     * waits for is then about the larger of the two, not their sum). NULL
-     * when not worth it; import_take then gives the k-th, waiting for it,
-     * as import would (taking h); import_wait only waits (the caller will
-     * close that handle); import_end joins and releases what was not
-     * taken. */
-    struct vc_import_job *(*import_start)(vram_client *c, const vp_handle *h,
-                                          size_t n);
-    int (*import_take)(vram_client *c, struct vc_import_job *j, size_t k,
-                       struct vc_chunk *ch, vp_handle h);
-    void (*import_wait)(struct vc_import_job *j, size_t k);
-    void (*import_end)(vram_client *c, struct vc_import_job *j);
     int (*map)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);

@@ -8,14 +8,11 @@
  * shareable handle, closed at its release (one per chunk held, as for host
  * chunks). */
 #include <errno.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "thread.h"
 
 #ifdef VRAM_HAVE_CUDA_H
 #include "cuda_driver.h"
@@ -81,108 +78,6 @@ static int cu_import(vram_client *c, struct vc_chunk *ch, vp_handle sh,
     ch->handle = (uint64_t)h;
     ch->h = sh;
     return 0;
-}
-
-/* Importing on a second thread, so that the imports overlap the maps: on
- * an H200 an import costs 21-33 us and a map + set-access 29 us a chunk.
- * Measured there (vram-bench, 512-chunk first grants, 2026-12-01) it made
- * them slower, 78.6 against 67.5 us a chunk: the driver serialises the two
- * threads' calls, and the hand-off costs on top. So it is off unless
- * VRAM_IMPORT_THREAD=1 asks for it (other drivers may differ). Below this
- * many chunks the thread costs more than it could save. */
-#define VC_IMPORT_THREAD_MIN 64
-
-struct vc_import_job {
-    struct vc_cuda *s;
-    CUcontext ctx;
-    size_t n;
-    intptr_t *fd;                 /* the handles' values, read by the thread */
-    CUmemGenericAllocationHandle *out;
-    CUresult *res;
-    bool *taken;
-    atomic_size_t done;           /* imports finished, in order */
-    vp_thread *t;
-};
-
-static void import_main(void *arg)
-{
-    struct vc_import_job *j = arg;
-    if (j->ctx)
-        j->s->cu.cuCtxSetCurrent(j->ctx);
-    for (size_t k = 0; k < j->n; k++) {
-        j->res[k] = j->s->cu.cuMemImportFromShareableHandle(
-            &j->out[k], vcu_shareable_arg(j->fd[k]), VCU_SHAREABLE_TYPE);
-        atomic_store_explicit(&j->done, k + 1, memory_order_release);
-    }
-}
-
-static void job_free(struct vc_import_job *j)
-{
-    free(j->fd);
-    free(j->out);
-    free(j->res);
-    free(j->taken);
-    free(j);
-}
-
-static struct vc_import_job *cu_import_start(vram_client *c, const vp_handle *h,
-                                             size_t n)
-{
-    const char *env = getenv("VRAM_IMPORT_THREAD");
-    if (n < VC_IMPORT_THREAD_MIN || !env || strcmp(env, "1") != 0)
-        return NULL;
-    struct vc_import_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        return NULL;
-    j->s = st(c);
-    j->n = n;
-    j->fd = malloc(n * sizeof(*j->fd));
-    j->out = calloc(n, sizeof(*j->out));
-    j->res = calloc(n, sizeof(*j->res));
-    j->taken = calloc(n, sizeof(*j->taken));
-    if (!j->fd || !j->out || !j->res || !j->taken) {
-        job_free(j);
-        return NULL;
-    }
-    for (size_t k = 0; k < n; k++)
-        j->fd[k] = h[k].v;
-    j->s->cu.cuCtxGetCurrent(&j->ctx); /* the thread works in the same one */
-    atomic_init(&j->done, 0);
-    if (vp_thread_start(&j->t, import_main, j) < 0) {
-        job_free(j);
-        return NULL; /* imported one by one instead */
-    }
-    return j;
-}
-
-static void cu_import_wait(struct vc_import_job *j, size_t k)
-{
-    while (atomic_load_explicit(&j->done, memory_order_acquire) <= k)
-        vp_thread_yield();
-}
-
-static int cu_import_take(vram_client *c, struct vc_import_job *j, size_t k,
-                          struct vc_chunk *ch, vp_handle sh)
-{
-    cu_import_wait(j, k);
-    if (j->res[k] != CUDA_SUCCESS)
-        return fail(c, j->res[k], -EIO, "cuMemImportFromShareableHandle");
-    j->taken[k] = true;
-    ch->handle = (uint64_t)j->out[k];
-    ch->h = sh; /* closed at release, as cu_import says */
-    return 0;
-}
-
-static void cu_import_end(vram_client *c, struct vc_import_job *j)
-{
-    (void)c;
-    if (!j)
-        return;
-    vp_thread_join(j->t);
-    for (size_t k = 0; k < j->n; k++)
-        if (!j->taken[k] && j->res[k] == CUDA_SUCCESS)
-            j->s->cu.cuMemRelease(j->out[k]);
-    job_free(j);
 }
 
 /* Who may access device dev's memory: itself, and its peers when the
@@ -274,10 +169,6 @@ static const struct vc_mapper cuda_mapper = {
     .reserve = cu_reserve,
     .unreserve = cu_unreserve,
     .import = cu_import,
-    .import_start = cu_import_start,
-    .import_take = cu_import_take,
-    .import_wait = cu_import_wait,
-    .import_end = cu_import_end,
     .map = cu_map,
     .unmap = cu_unmap,
     .release = cu_release,

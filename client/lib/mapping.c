@@ -207,32 +207,10 @@ int vc_apply_pending(vram_client *c)
         free(ids);
     }
 
-    /* New chunks' imports on the mapper's thread, in the order below: each
-     * entry waits for its own, so the handle stays open until imported. */
-    struct vc_import_job *job = NULL;
-    size_t *jk = NULL, nnew = 0;
-    if (c->mapper->import_start) {
-        vp_handle *hv = malloc(c->npend * sizeof(*hv));
-        jk = malloc(c->npend * sizeof(*jk));
-        for (size_t i = 0; hv && jk && i < c->npend; i++) {
-            jk[i] = SIZE_MAX;
-            if (vp_ok(c->pend[i].h)) {
-                jk[i] = nnew;
-                hv[nnew++] = c->pend[i].h;
-            }
-        }
-        if (hv && jk)
-            job = c->mapper->import_start(c, hv, nnew);
-        free(hv);
-    }
-
     for (size_t i = 0; i < c->npend; i++) {
         struct pending_map *p = &c->pend[i];
         struct vc_region *r = vc_region_get(c, p->region);
-        size_t k = job ? jk[i] : SIZE_MAX;
         int e = 0;
-        if (k != SIZE_MAX)
-            c->mapper->import_wait(job, k); /* before anything closes it */
         if (!r) {
             e = vc_set_error(c, -EPROTO, "daemon mapped chunk %llu into unknown "
                           "region %u", (unsigned long long)p->chunk, p->region);
@@ -241,9 +219,7 @@ int vc_apply_pending(vram_client *c)
             if (vc_table_get(&c->chunks, p->chunk)) {
                 e = vc_set_error(c, -EPROTO, "daemon sent chunk %llu twice",
                               (unsigned long long)p->chunk);
-            } else if ((e = k != SIZE_MAX
-                                ? c->mapper->import_take(c, job, k, &ch, p->h)
-                                : c->mapper->import(c, &ch, p->h, r->chunk_bytes)) == 0) {
+            } else if ((e = c->mapper->import(c, &ch, p->h, r->chunk_bytes)) == 0) {
                 p->h = VP_NONE; /* the import owns it now */
                 if ((e = vc_table_put(&c->chunks, &ch)) == 0)
                     e = vc_map_chunk(c, vc_table_get(&c->chunks, ch.id), r, p->slot);
@@ -270,9 +246,6 @@ int vc_apply_pending(vram_client *c)
         if (e < 0 && !err)
             err = e;
     }
-    if (job)
-        c->mapper->import_end(c, job);
-    free(jk);
     c->npend = 0;
     return err;
 }

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -43,11 +42,6 @@ int vp_thread_start(vp_thread **out, void (*fn)(void *), void *arg)
     }
     *out = t;
     return 0;
-}
-
-void vp_thread_yield(void)
-{
-    sched_yield();
 }
 
 void vp_thread_join(vp_thread *t)
