@@ -7,7 +7,8 @@
  * unit-tested alone (tests/unit/test_codec.c).
  *
  * Handles travel in one of two ways:
- *  - beside the bytes (POSIX, SCM_RIGHTS): they are matched to frames by the
+ *  - beside the bytes (POSIX: the socket's ancillary data, which platform/
+ *    sends and receives): they are matched to frames by the
  *    header's count, in arrival order, as PipeWire's and Wayland's
  *    connections do. A sender attaches a frame's handles to a send that
  *    starts at that frame's first byte, so a handle arrives no earlier than

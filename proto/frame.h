@@ -1,7 +1,8 @@
 /* The frame: the unit of the vramd wire protocol.
  *
  * A frame is a fixed 16-byte little-endian header followed by a JSON payload.
- * Handles travel beside the frame (POSIX: SCM_RIGHTS) or after its payload
+ * Handles travel beside the frame (POSIX: the socket's ancillary data, sent by
+ * platform/) or after its payload
  * (Windows: their values in the receiver's process) and are referenced from
  * the JSON by index; the header says how many belong to the frame, and the
  * codec (codec.h) matches them by that count, in order.
