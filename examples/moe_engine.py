@@ -23,6 +23,7 @@ same tokens, which is what tests/python/test_moe_engine.py checks.
 """
 import argparse
 import errno
+import json
 import math
 import multiprocessing as mp
 import os
@@ -42,6 +43,9 @@ EXPERTS, TOPK = 16, 2                            # per layer
 STAGES = [(0, 0, 1), (1, 2, 3)]                  # (stage, first, last layer)
 REQUESTS = [(600, 24), (2500, 24), (300, 24), (9000, 8), (100, 16)]
 MIB = 1 << 20
+# The reference keeps the same context as vramd's stages.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "moe_engine.json")) as f:
+    CONTEXT = json.load(f)["stages"][0]["native_context"]
 
 
 # ---- the model ----------------------------------------------------------------
@@ -115,12 +119,12 @@ class PlainStage(StageCompute):
         self.nlayers, self.device = last - first + 1, device
         self.w = [{k: v.to(device) for k, v in layer_weights(l).items()}
                   for l in range(first, last + 1)]
-        self.cache = [(torch.zeros(8192, D, device=device),
-                       torch.zeros(8192, D, device=device)) for _ in self.w]
+        self.cache = [(torch.zeros(CONTEXT, D, device=device),
+                       torch.zeros(CONTEXT, D, device=device)) for _ in self.w]
 
     def begin(self, n, new):
-        if n + new > 8192:
-            raise vram.VramError(errno.E2BIG, "over the native context (8192 tokens)")
+        if n + new > CONTEXT:
+            raise vram.VramError(errno.E2BIG, f"over the native context ({CONTEXT} tokens)")
 
     def end(self):
         pass
