@@ -251,6 +251,26 @@ VRAM_API void vram_client_set_event_callback(vram_client *c, vram_event_fn fn,
  * vram_client_close. The thread ends by itself when the connection is lost
  * for good. -EALREADY when started already. */
 VRAM_API int vram_client_start_event_thread(vram_client *c);
+/* Mapping in the background, for an engine's start: it registers its
+ * stages and asks for its weights' memory and its first loans, then reads
+ * its weights from disk for seconds. With this on, a call whose reply
+ * brings new chunks (vram_stage_register's initial window,
+ * vram_region_grow, vram_kv_reserve, vram_expert_request) returns once
+ * vramd has granted them and their handles arrived; a library thread
+ * imports and maps them while the engine goes on. The library's figures
+ * count them at once, but the memory may be touched (by a copy or a
+ * kernel) only after vram_client_wait() returned 0. Every other call on
+ * the client, and the event thread, waits for the mapping first, so the
+ * library never answers from a half-mapped state. Off by default; calls
+ * made from an event callback always map before they return. */
+VRAM_API int vram_client_set_background_map(vram_client *c, int on);
+/* Waits until every chunk that a background call brought is mapped. The
+ * number of chunks mapped in the background since the last wait, or the
+ * first failure since then (-EIO, with the driver's words in
+ * vram_client_last_error): a chunk that failed is not mapped
+ * (vram_region_chunk says -ENOENT) and counts nowhere in this process; ask
+ * again. */
+VRAM_API int vram_client_wait(vram_client *c);
 VRAM_API uint32_t vram_client_id(const vram_client *c);
 /* "host" or "cuda": what the daemon's chunks are. */
 VRAM_API const char *vram_client_backend(const vram_client *c);

@@ -48,6 +48,7 @@ void vram_client_close(vram_client *c)
         if (vram_stage_release(c, c->stages[0].id) < 0)
             break;
     vc_thread_stop(c); /* nothing is received after */
+    vc_bg_free(c);
     while (c->nregions)
         vc_region_forget(c, c->regions[0]);
     /* Anything still held (e.g. after a broken connection). */

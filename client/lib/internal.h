@@ -73,6 +73,11 @@ struct vc_mapper {
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);
     void (*destroy)(vram_client *c);
+    /* For mapping on the library's background thread: what the calling
+     * thread's driver state is (cuda: its current context), and making it
+     * the background thread's. NULL when a mapper needs none. */
+    void *(*thread_context)(vram_client *c);
+    void (*thread_adopt)(vram_client *c, void *ctx);
 };
 
 extern const struct vc_mapper vc_host_mapper;
@@ -83,6 +88,26 @@ struct pending_map {
     uint64_t chunk;
     uint32_t region, slot;
     vp_handle h; /* VP_NONE: a chunk this client holds, moved */
+};
+
+/* A new chunk imported and mapped on the background thread (background.c). */
+struct vc_bg_item {
+    uint64_t chunk;
+    uint64_t addr, bytes;
+    vp_handle h;         /* the handle from the reply; the import's after */
+    uint64_t handle;     /* the import's (cuda) */
+    int err;
+};
+
+struct vc_bg {
+    bool enabled;
+    struct vc_bg_item *v;
+    size_t n, cap;
+    vp_thread *thread;   /* importing and mapping v now; NULL: not started */
+    void *ctx;           /* the caller's driver context, for the thread */
+    size_t done;         /* chunks taken since the last vram_client_wait */
+    int err;             /* the first failure since then */
+    char msg[512];
 };
 
 struct vram_client {
@@ -135,6 +160,8 @@ struct vram_client {
     vp_mutex *lock;
     vp_thread *thread;
     bool thread_stop;
+    /* new chunks being mapped in the background (background.c) */
+    struct vc_bg bg;
     /* fire-and-forget requests (releases answering recalls) */
     uint64_t async_ids[64];
     size_t nasync;
@@ -191,6 +218,24 @@ bool vc_can_reconnect(const vram_client *c);
 int vc_reconnect(vram_client *c);
 void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
                      const uint32_t *slots, size_t n);
+
+/* background.c: mapping new chunks on a library thread */
+/* Whether the new chunks of the reply being applied go to the background:
+ * it is on, and this is an engine's own call (not one nested in a
+ * callback). */
+bool vc_bg_wanted(const vram_client *c);
+/* Takes a new chunk, already in the tables as mapped at addr, to import
+ * and map later; the handle is the item's from now on (closed on failure). */
+int vc_bg_add(vram_client *c, uint64_t chunk, vp_handle h, uint64_t addr,
+              uint64_t bytes);
+/* Starts the thread on what was added (or maps it here if it cannot). */
+void vc_bg_start(vram_client *c);
+/* Waits for the thread (or does its work here when it was not started),
+ * then makes the tables say what is mapped: a chunk that failed is
+ * forgotten, and the first failure kept for vram_client_wait. */
+void vc_bg_finish(vram_client *c);
+/* Finishes, and frees the list (at close). */
+void vc_bg_free(vram_client *c);
 
 /* call.c: a request that survives a broken connection */
 /* vc_rpc, and when the connection broke: connect again, resume, and send

@@ -11,6 +11,10 @@ void vc_enter(const vram_client *cc)
     vram_client *c = (vram_client *)cc; /* the lock and the count only */
     if (c->lock)
         vp_mutex_lock(c->lock);
+    /* Chunks still being mapped in the background are mapped before any
+     * call looks at the tables. */
+    if (c->bg.n)
+        vc_bg_finish(c);
     c->depth++;
 }
 
@@ -46,10 +50,15 @@ int vc_leave(const vram_client *cc, int ret)
     vram_client *c = (vram_client *)cc;
     /* What came after the call's reply (a recall of a chunk the reply
      * moved, say) is handled now that the reply is applied. */
-    if (c->depth == 1 && !c->broken && vc_rpc_buffered(c))
+    /* (Not while new chunks wait for the background thread: an event
+     * could move them. The next call polls, after they are mapped.) */
+    if (c->depth == 1 && !c->broken && !c->bg.n && vc_rpc_buffered(c))
         vc_rpc_poll(c, NULL);
     if (c->depth == 1 && (c->tables_changed || c->nstages))
         tell_budgets(c); /* at depth 1: the callback's calls nest */
+    /* Last: from here on the thread is the only one to touch the mapper. */
+    if (c->depth == 1 && c->bg.n)
+        vc_bg_start(c);
     c->depth--;
     if (c->lock)
         vp_mutex_unlock(c->lock);

@@ -151,6 +151,21 @@ static void cu_release(vram_client *c, struct vc_chunk *ch)
     vp_close(&ch->h);
 }
 
+/* The background thread (background.c) works in the context of the thread
+ * that made the call: the engine's, or the one this library retained. */
+static void *cu_thread_context(vram_client *c)
+{
+    CUcontext cur = NULL;
+    st(c)->cu.cuCtxGetCurrent(&cur);
+    return cur ? (void *)cur : (void *)st(c)->ctx;
+}
+
+static void cu_thread_adopt(vram_client *c, void *ctx)
+{
+    if (ctx)
+        st(c)->cu.cuCtxSetCurrent((CUcontext)ctx);
+}
+
 static void cu_destroy(vram_client *c)
 {
     struct vc_cuda *s = st(c);
@@ -173,6 +188,8 @@ static const struct vc_mapper cuda_mapper = {
     .unmap = cu_unmap,
     .release = cu_release,
     .destroy = cu_destroy,
+    .thread_context = cu_thread_context,
+    .thread_adopt = cu_thread_adopt,
 };
 
 const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)

@@ -89,10 +89,47 @@ static int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r
     return 0;
 }
 
+/* A chunk whose import waits for the background thread (background.c):
+ * in the tables, with no handle yet. */
+static bool in_background(const vram_client *c, const struct vc_chunk *ch)
+{
+    return c->bg.n && !vp_ok(ch->h) && !ch->handle;
+}
+
+/* A new chunk of a reply, put in the tables as mapped at its slot and
+ * handed to the background thread with its handle. */
+static int map_later(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
+                     uint32_t slot, vp_handle *h)
+{
+    if (slot >= r->lanes * r->stride_slots || r->slot_chunk[slot] != UINT64_MAX)
+        return vc_set_error(c, -EPROTO, "daemon mapped chunk %llu over slot %u "
+                         "of region %u, which is taken or out of range",
+                         (unsigned long long)ch->id, slot, r->id);
+    ch->region = r->id;
+    ch->slot = slot;
+    int e = vc_table_put(&c->chunks, ch);
+    if (e < 0)
+        return e;
+    e = vc_bg_add(c, ch->id, *h, vc_slot_addr(r, slot), r->chunk_bytes);
+    if (e < 0) {
+        vc_table_del(&c->chunks, ch->id);
+        return e;
+    }
+    *h = VP_NONE; /* the background's now */
+    r->slot_chunk[slot] = ch->id;
+    r->mapped++;
+    c->tables_changed = true;
+    return 0;
+}
+
 /* Drops a held chunk: unmapped, handle closed, forgotten. */
 void vc_drop_chunk(vram_client *c, uint64_t id)
 {
     struct vc_chunk *ch = vc_table_get(&c->chunks, id);
+    if (ch && in_background(c, ch)) {
+        vc_bg_finish(c);
+        ch = vc_table_get(&c->chunks, id);
+    }
     if (!ch)
         return;
     vc_unmap_chunk(c, ch, true);
@@ -219,7 +256,11 @@ int vc_apply_pending(vram_client *c)
             if (vc_table_get(&c->chunks, p->chunk)) {
                 e = vc_set_error(c, -EPROTO, "daemon sent chunk %llu twice",
                               (unsigned long long)p->chunk);
-            } else if ((e = c->mapper->import(c, &ch, p->h, r->chunk_bytes)) == 0) {
+            } else if (vc_bg_wanted(c) &&
+                       map_later(c, &ch, r, p->slot, &p->h) == 0) {
+                /* mapped by the background thread */
+            } else if (vp_ok(p->h) &&
+                       (e = c->mapper->import(c, &ch, p->h, r->chunk_bytes)) == 0) {
                 p->h = VP_NONE; /* the import owns it now */
                 if ((e = vc_table_put(&c->chunks, &ch)) == 0)
                     e = vc_map_chunk(c, vc_table_get(&c->chunks, ch.id), r, p->slot);
@@ -228,6 +269,10 @@ int vc_apply_pending(vram_client *c)
             }
         } else {
             struct vc_chunk *ch = vc_table_get(&c->chunks, p->chunk);
+            if (ch && in_background(c, ch)) { /* moved before it was mapped */
+                vc_bg_finish(c);
+                ch = vc_table_get(&c->chunks, p->chunk);
+            }
             if (!ch) {
                 e = vc_set_error(c, -EPROTO, "daemon moved chunk %llu, which this "
                               "client does not hold", (unsigned long long)p->chunk);

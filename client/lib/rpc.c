@@ -41,6 +41,10 @@ static int flush_blocking(vram_client *c)
 
 static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
 {
+    /* Its reply, or the events before it, may touch chunks still being
+     * mapped in the background: they are mapped first. */
+    if (c->bg.n)
+        vc_bg_finish(c);
     if (c->broken)
         return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
     struct vram_jw w = {0};
@@ -264,6 +268,8 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
 
 int vc_rpc_poll(vram_client *c, int *events)
 {
+    if (c->bg.n)
+        vc_bg_finish(c);
     return pump(c, 0, events);
 }
 

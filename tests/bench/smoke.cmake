@@ -29,7 +29,8 @@ foreach(line IN LISTS lines)
   math(EXPR n "${n} + 1")
 endforeach()
 # The default-configuration phase (what an engine meets) ran.
-foreach(name default_first_grant_cold default_first_grant_settled default_kv_grow
+foreach(name default_first_grant_cold default_first_grant_settled
+    default_first_grant_background default_kv_grow
         default_first_expert_request)
   string(FIND "${out}" "\"bench\":\"${name}\"" pos)
   if(pos LESS 0)
