@@ -642,7 +642,7 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
             c->pool_prefill = (uint32_t)n;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "cuda"))) {
-        static const char *const ck[] = {"scrub", NULL};
+        static const char *const ck[] = {"scrub", "peer_access", NULL};
         known_keys(&x, v, "cuda", ck);
         const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "scrub"));
         if (cJSON_GetObjectItemCaseSensitive(v, "scrub") &&
@@ -650,6 +650,13 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
             err(&x, "cuda.scrub: expected \"zero\" or \"fresh\"");
         else if (sc)
             snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "%s", sc);
+        const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "peer_access");
+        const char *ps = cJSON_GetStringValue(pa);
+        if (pa && (!ps || (strcmp(ps, "auto") && strcmp(ps, "off"))))
+            err(&x, "cuda.peer_access: expected \"auto\" (where the GPUs allow "
+                "it) or \"off\"");
+        else if (ps)
+            c->cuda_peers_off = strcmp(ps, "off") == 0;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")))
         parse_limits(&x, v, c);

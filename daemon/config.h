@@ -34,6 +34,8 @@ struct vd_config {
     uint64_t va_base, va_size; /* 0 = the backend's default window */
     uint32_t pool_prefill;     /* chunks kept ready per device, at most */
     char cuda_scrub[8];        /* zero (daemon clears) or fresh (new memory) */
+    bool cuda_peers_off;       /* cuda.peer_access "off": no GPU maps another's
+                                  chunks, as on GPUs without P2P */
     uint32_t max_clients;
     uint32_t max_chunks_per_client;
     uint32_t max_regions_per_client;

@@ -73,11 +73,37 @@ void vram_client_close(vram_client *c)
 
 /* ---- stages ------------------------------------------------------------- */
 
+/* Which GPUs may map which others' chunks, as vramd says (its
+ * cuda.peer_access can forbid what the hardware allows): asked once, before
+ * the first chunk is mapped for peers. Unknown means owner-only. */
+static void learn_peers(vram_client *c)
+{
+    struct vram_req_status m = {0};
+    struct vram_rep_status rep;
+    struct vram_arena a = {0};
+    char keep[sizeof(c->last_error)];
+    snprintf(keep, sizeof(keep), "%s", c->last_error);
+    if (vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a) == 0) {
+        memset(c->dev_peers, 0, sizeof(c->dev_peers));
+        for (size_t i = 0; i < rep.devices.n; i++) {
+            const struct vram_t_device *d = &rep.devices.v[i];
+            for (size_t k = 0; d->id < 64 && k < d->peer_access.n; k++)
+                if (d->peer_access.v[k] < 64)
+                    c->dev_peers[d->id] |= 1ull << d->peer_access.v[k];
+        }
+        c->peers_known = true;
+    }
+    snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
+    vram_arena_free(&a);
+}
+
 static int register_common(vram_client *c, const struct vram_req_stage_register *m,
                            uint32_t *stage_out, struct vram_stage_info *info)
 {
     struct vram_rep_stage_register rep;
     struct vram_arena a = {0};
+    if (c->peer_access && !c->peers_known)
+        learn_peers(c);
     int e = vc_call(c, VRAM_REQ_STAGE_REGISTER, m, &rep, &a);
     if (e == 0) {
         e = vc_stage_adopt(c, &rep.stage);

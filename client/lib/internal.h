@@ -134,6 +134,11 @@ struct vram_client {
     const struct vc_mapper *mapper;
     void *mapper_state;
     bool peer_access;
+    /* The daemon's word on peer access (learnt at the first registration
+     * of a client that asks for it): bit k of dev_peers[j]: device j may
+     * access device k's chunks. None is used that vramd does not list. */
+    uint64_t dev_peers[64];
+    bool peers_known;
     struct vc_chunk_table chunks;
     struct vc_region **regions;
     size_t nregions;

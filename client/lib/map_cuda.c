@@ -93,8 +93,8 @@ static size_t access_of(vram_client *c, int dev, CUmemAccessDesc *a, size_t max)
     if (!c->peer_access || !s->peers || dev < 0 || dev >= s->ndev)
         return n;
     for (int k = 0; k < s->ndev && n < max; k++) {
-        if (k == dev)
-            continue;
+        if (k == dev || k >= 64 || !((c->dev_peers[k] >> dev) & 1))
+            continue; /* vramd's cuda.peer_access says no */
         int8_t *p = &s->peers[dev * s->ndev + k];
         if (*p < 0) {
             CUdevice owner, peer;

@@ -338,6 +338,7 @@ int vc_reconnect(vram_client *c)
     char lost_why[512];
     snprintf(lost_why, sizeof(lost_why), "%s", c->last_error);
     c->reconnecting = true;
+    c->peers_known = false; /* a vramd started again may say otherwise */
     uint32_t old = c->id;
     int64_t deadline = vp_now_ms() + c->reconnect_ms;
     int delay = 10, e;

@@ -511,7 +511,11 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         }
         for (uint32_t k = 0; k < (d->export_cap ? d->export_cap : 1); k++)
             d->ready_h[k] = VP_NONE;
-        for (uint32_t k = 0; k < (uint32_t)n && k < 64; k++) {
+        /* With peer access off (cuda.peer_access), a host whose GPUs have
+         * P2P behaves as a consumer pair without it: every chunk is mapped
+         * for its own GPU only, and engines copy through the host. */
+        for (uint32_t k = 0; k < (uint32_t)n && k < 64 && !cfg->cuda_peers_off;
+             k++) {
             int can = 0;
             if ((int)k != d->ordinal) {
                 CUdevice peer;

@@ -11,6 +11,8 @@
  *               replayed after budget changes, without recapture
  *   peer        with peer access asked, GPU 0 writes GPU 1's chunk; a chunk
  *               of GPU 1 offered to a region of GPU 0 is refused (foreign)
+ *   nop2p       with cuda.peer_access "off" (the seed's consumer pair has no
+ *               P2P) no chunk is mapped for another GPU, even when asked
  *   scrub       a chunk another client wrote comes back zeroed
  *   killed      a client killed during a recall: its chunks go to the
  *               waiting client only after its process is gone
@@ -214,6 +216,15 @@ static int t_retention(void)
     return check_report("gpu retention");
 }
 
+/* What device dev may do with the memory at p. */
+static unsigned long long access_flags(CUdeviceptr p, int dev)
+{
+    unsigned long long flags = 0;
+    CUmemLocation loc = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev};
+    CK(cuMemGetAccess(&flags, &loc, p));
+    return flags;
+}
+
 /* ---- peer access and foreign chunks ------------------------------------ */
 
 static int t_peer(void)
@@ -257,6 +268,8 @@ static int t_peer(void)
         CK(cuLaunchKernel(bump, WORDS / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
         CK(cuCtxSynchronize());
         CHECK(chunk_is(far, 12), "GPU 0's write through peer access is missing");
+        CHECK(access_flags(far, 0) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+              "GPU 1's chunk is not mapped for GPU 0");
         CK(cuModuleUnload(mod));
     } else {
         printf("gpu peer: GPUs 0 and 1 have no peer access; owner-only mapping\n");
@@ -444,6 +457,68 @@ static int t_scrub(void)
         CHECK(wait_child(p) == 0, "scrub phase %d failed", i);
     }
     return check_report("gpu scrub");
+}
+
+/* ---- no-P2P mode -------------------------------------------------------- */
+
+/* cuda.peer_access "off": the seed's consumer pair has no P2P, and a host
+ * whose GPUs have it behaves the same way: vramd lists no peers, and a
+ * client that asks for peer access still maps each chunk for its own GPU
+ * only (engines copy through the host, as they must there). */
+static int t_nop2p(void)
+{
+    if (ngpu < 2) {
+        printf("gpu nop2p: skipped: one GPU (the no-P2P mode is about "
+               "mapping one GPU's chunks for another)\n");
+        return SKIPPED;
+    }
+    char cfg[512];
+    snprintf(cfg, sizeof(cfg), "{\"devices\": %s, \"pool\": {\"prefill_chunks\": 0},"
+             " \"cuda\": {\"peer_access\": \"off\"}}", devices_json("256MiB", ""));
+    struct daemon d;
+    REQUIRE(daemon_start(&d, cfg, NULL) == 0, "start vramd");
+    cJSON *st = daemon_status(&d);
+    const cJSON *devs = cJSON_GetObjectItem(st, "devices");
+    for (int i = 0; i < cJSON_GetArraySize(devs); i++) {
+        const cJSON *pa = cJSON_GetObjectItem(cJSON_GetArrayItem(devs, i),
+                                              "peer_access");
+        CHECK(cJSON_GetArraySize(pa) == 0, "device %d lists %d peers", i,
+              cJSON_GetArraySize(pa));
+    }
+    cJSON_Delete(st);
+    char err[256] = "";
+    struct vram_client_options o = {.name = "gpu-nop2p", .peer_access = 1,
+                                    .error = err, .error_len = sizeof(err)};
+    vram_client *c;
+    REQUIRE(vram_client_connect(d.sock, &o, &c) == 0, "connect: %s", err);
+    uint32_t s0, s1, r0, r1;
+    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0: %s", vram_client_last_error(c));
+    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, &r0) == 0, "r0: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, &r1) == 0, "r1: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_grow(c, r0, 2) == 0, "grow r0: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_grow(c, r1, 2) == 0, "grow r1: %s", vram_client_last_error(c));
+    ctx_for(0);
+    CUdevice g0, g1;
+    int can = 0;
+    CK(cuDeviceGet(&g0, 0));
+    CK(cuDeviceGet(&g1, 1));
+    CK(cuDeviceCanAccessPeer(&can, g0, g1));
+    CUdeviceptr near = slot(c, r0, 0, 0), far = slot(c, r1, 0, 0);
+    CHECK(access_flags(near, 0) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+          "GPU 0 cannot access its own chunk");
+    CHECK(access_flags(far, 1) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+          "GPU 1 cannot access its own chunk");
+    CHECK(access_flags(far, 0) == 0 && access_flags(near, 1) == 0,
+          "a chunk is mapped for the other GPU with peer access off "
+          "(the hardware %s P2P)", can ? "has" : "has no");
+    CK(cuMemsetD32(far, 9, WORDS));
+    CK(cuCtxSynchronize());
+    CHECK(chunk_is(far, 9), "GPU 1's chunk is not usable by its own GPU");
+    vram_client_close(c);
+    daemon_check_no_leaks(&d);
+    daemon_stop(&d);
+    return check_report("gpu nop2p");
 }
 
 /* ---- a client killed during a recall ------------------------------------ */
@@ -645,7 +720,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(void);
-    } tests[] = {{"retention", t_retention}, {"peer", t_peer}, {"graph", t_graph},
+    } tests[] = {{"retention", t_retention}, {"peer", t_peer}, {"nop2p", t_nop2p},
+                 {"graph", t_graph},
                  {"scrub", t_scrub}, {"killed", t_killed},
                  {"restart", t_restart}};
     int failed = 0, skipped = 0;

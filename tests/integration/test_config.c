@@ -87,6 +87,13 @@ int main(void)
     bad("{\"devices\": [{\"id\": 0}, {\"id\": 0}]}",
         (const char *[]){"devices[1].id", "defined twice", NULL});
     bad("{\"devcies\": []}", (const char *[]){"devcies: unknown key", NULL});
+    bad("{\"cuda\": {\"peer_access\": \"never\"}}",
+        (const char *[]){"cuda.peer_access", "\"off\"", NULL});
+    bad("{\"cuda\": {\"peer_access\": false}}",
+        (const char *[]){"cuda.peer_access", NULL});
+    rc = run("--check-config", "{\"cuda\": {\"peer_access\": \"off\"}}", out,
+             sizeof(out));
+    CHECK(rc == 0, "cuda.peer_access \"off\" is refused: %s", out);
     /* Numbers are checked before they are converted: huge, negative and
      * fractional ones are errors (the sanitizer build would report a cast
      * of an out-of-range double). */
