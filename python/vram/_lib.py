@@ -215,6 +215,8 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "vram_client_dispatch": (c_int, [_C]),
     "vram_client_set_event_callback": (None, [_C, vram_event_fn, c_void_p]),
     "vram_client_start_event_thread": (c_int, [_C]),
+    "vram_client_set_background_map": (c_int, [_C, c_int]),
+    "vram_client_wait": (c_int, [_C]),
     "vram_client_id": (c_uint32, [_C]),
     "vram_client_backend": (c_char_p, [_C]),
     "vram_client_last_error": (c_char_p, [_C]),

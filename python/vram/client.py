@@ -417,6 +417,23 @@ class Client:
         until :meth:`close`.  VramError EALREADY when started already."""
         self._invoke("vram_client_start_event_thread")
 
+    def set_background_map(self, on: bool) -> None:
+        """Mapping in the background (``vram_client_set_background_map``):
+        with it on, a call whose reply brings new chunks (registration,
+        :meth:`region_grow`, :meth:`kv_reserve`, :meth:`expert_request`)
+        returns once vramd granted them, and a library thread maps them
+        while the engine goes on (reading its weights, say).  Touch the new
+        memory only after :meth:`wait`; every other call waits for the
+        mapping first."""
+        self._invoke("vram_client_set_background_map", 1 if on else 0)
+
+    def wait(self) -> int:
+        """Waits until every chunk a background call brought is mapped and
+        returns how many were mapped since the last wait
+        (``vram_client_wait``).  VramError EIO when one failed: it is not
+        mapped."""
+        return int(self._invoke("vram_client_wait"))
+
     def ping(self) -> None:
         """A round trip that changes nothing (``vram_client_ping``)."""
         self._invoke("vram_client_ping")

@@ -595,6 +595,19 @@ class TestEngine(EngineTest):
         self.c.ping()
         self.agree(self.c, 0)
 
+    def test_background_map(self) -> None:
+        # The loans come back from the call before they are mapped; wait()
+        # counts what the library thread mapped, and the figures agree.
+        self.assertEqual(self.c.wait(), 0)
+        self.c.set_background_map(True)
+        self.reset()
+        res = self.c.expert_request(0)
+        self.assertEqual(res.expert_slots_backed, 80)
+        self.assertEqual(self.c.wait(), 121)
+        self.assertEqual(self.c.wait(), 0)
+        self.c.set_background_map(False)
+        self.agree(self.c, 0)
+
     def test_event_thread_exception_is_raised_by_the_next_call(self) -> None:
         self.loans()
 
