@@ -22,6 +22,10 @@
 #   - vram_proto (proto/ and the catalogue's generated C, made by a
 #     vram_msggen built for the build machine) and its unit tests
 #     test_frame, test_json, test_codec and test_catalogue;
+#   - libvram.dll with its import library libvram.dll.a (client/lib/, the
+#     host mapper; exports exactly vram.h's functions, from a .def written
+#     from vram.h), and test_win_libvram, linked against the import library
+#     only, against a stand-in daemon in the test;
 #   - the platform's own tests (tests/win/): test_win_conn, test_win_listener,
 #     test_win_identity, test_win_stream, test_win_push and test_win_mem
 #     (with win_child.exe, a helper process they start), and
@@ -31,8 +35,8 @@
 # does not enforce is checked on real Windows only and skipped under wine
 # with the reason (docs/windows.md lists both).
 # Not yet: the rest of platform/ for Windows (listener.h's and peer.h's
-# POSIX-shaped calls, lock, mapfile, service, thread, dl, watch, and
-# proc.h's mapping counts), the daemon, libvram, the tools, the integration
+# POSIX-shaped calls, lock, mapfile, service, watch, and proc.h's mapping
+# counts), the daemon, libvram's CUDA mapper, the tools, the integration
 # tests, installing; test_transport and test_transport_greedy (they test
 # SCM_RIGHTS, which Windows does not have: handles travel inline there).
 
@@ -149,13 +153,15 @@ add_custom_command(
 add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
 
 # The platform layer for Windows (platform/win32/), as far as it goes:
-# handles, clocks, connections over named pipes. ntdll: whether a pipe was
-# opened for overlapped I/O (conn_state.c).
+# handles, clocks, connections over named pipes, threads and run-time
+# loading (for libvram). ntdll: whether a pipe was opened for overlapped
+# I/O (conn_state.c).
 add_library(vram_platform STATIC
   platform/win32/winerr.c platform/win32/wstr.c platform/win32/handle.c
   platform/win32/clock.c platform/win32/conn_state.c platform/win32/conn.c
   platform/win32/identity.c platform/win32/proc.c platform/win32/pipe_listener.c
-  platform/win32/stream.c platform/win32/push.c platform/win32/mem.c)
+  platform/win32/stream.c platform/win32/push.c platform/win32/mem.c
+  platform/win32/thread.c platform/win32/dl.c)
 target_include_directories(vram_platform PUBLIC platform)
 target_link_libraries(vram_platform PUBLIC ntdll uv_a)
 
@@ -171,6 +177,43 @@ target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)
 # (__USE_MINGW_ANSI_STDIO), which has. The Linux build checks the same
 # format strings; here msg.c's (its bad()) would fail for nothing.
 set_source_files_properties(proto/msg.c PROPERTIES COMPILE_OPTIONS -Wno-format)
+
+# libvram as libvram.dll with its import library libvram.dll.a, which
+# engines link (with mingw, or MSVC: link.exe takes the import library as it
+# is), and vram.h unchanged. The Linux build's list of sources, less what is
+# not here yet: the CUDA mapper needs cuda.h and common/cuda_driver.c, which
+# this build does not have, so map_cuda.c compiles to nothing (as on Linux
+# without the CUDA headers) and a "cuda" daemon is refused with -ENOTSUP.
+#
+# What the DLL exports is vram.h's VRAM_API functions and nothing else: gcc
+# ignores visibility on PE targets, and without a single dllexport ld would
+# export every global of the library and of the static libraries linked in
+# (vp_*, vram_codec_*, cJSON). So cmake/vram_def.cmake writes libvram.def
+# from vram.h at build time, which keeps the two from drifting apart.
+set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/session.c
+    client/lib/rpc.c client/lib/events.c client/lib/mapping.c client/lib/error.c
+    client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
+    client/lib/chunk_table.c client/lib/lock.c client/lib/thread.c
+    client/lib/background.c)
+set(VRAM_DEF ${CMAKE_CURRENT_BINARY_DIR}/libvram.def)
+add_custom_command(
+  OUTPUT ${VRAM_DEF}
+  COMMAND ${CMAKE_COMMAND} -DHEADER=${PROJECT_SOURCE_DIR}/client/include/vram.h
+          -DOUT=${VRAM_DEF} -P ${PROJECT_SOURCE_DIR}/cmake/vram_def.cmake
+  DEPENDS ${PROJECT_SOURCE_DIR}/client/include/vram.h
+          ${PROJECT_SOURCE_DIR}/cmake/vram_def.cmake
+  COMMENT "Writing libvram.def from vram.h's VRAM_API functions"
+  VERBATIM)
+add_library(vram SHARED ${VRAM_WIN_CLIENT_SOURCES} ${VRAM_DEF})
+target_include_directories(vram PUBLIC ${PROJECT_SOURCE_DIR}/client/include)
+target_include_directories(vram PRIVATE common)
+target_link_libraries(vram PRIVATE vram_proto vram_platform vram_cjson)
+add_dependencies(vram vram_generated)
+# libvram.dll, libvram.dll.a; nothing of libgcc's for an engine to ship
+# beside it.
+set_target_properties(vram PROPERTIES PREFIX lib IMPORT_PREFIX lib
+  IMPORT_SUFFIX .dll.a)
+target_link_options(vram PRIVATE -static-libgcc)
 
 # The service's side of the SCM (windows-service/): a library vramd's main
 # calls (run, console, install, uninstall, the data directory and the log).
@@ -212,7 +255,7 @@ if(VRAM_BUILD_TESTS)
   add_executable(win_child tests/win/win_child.c)
   target_include_directories(win_child PRIVATE tests platform/win32)
   target_link_libraries(win_child PRIVATE vram_platform)
-  foreach(t listener identity stream push mem)
+  foreach(t listener identity stream push mem thread)
     vram_win_test(test_win_${t} SOURCES tests/win/test_win_${t}.c LIBS vram_platform)
     target_include_directories(test_win_${t} PRIVATE platform/win32)
     add_dependencies(test_win_${t} win_child)
@@ -228,4 +271,11 @@ if(VRAM_BUILD_TESTS)
                 LIBS vram_winsvc vram_platform TIMEOUT 240)
   add_dependencies(test_win_service win_test_service)
   vram_win_test(test_win_deps SOURCES tests/win/test_win_deps.c LIBS uv_a vram_cjson)
+  # libvram.dll as an engine links it: vram.h and the import library
+  # libvram.dll.a, nothing else of the project's (a stand-in daemon in the
+  # test answers the library's frames and grants host chunks inline).
+  vram_win_test(test_win_libvram SOURCES tests/win/test_win_libvram.c LIBS vram)
+  # test_win_thread loads libvram.dll by its path (and refuses it by a bare
+  # name, which looks in System32 only).
+  add_dependencies(test_win_thread vram)
 endif()

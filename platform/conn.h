@@ -19,6 +19,14 @@
 
 #include "handle.h"
 
+/* Where vramd listens unless configured otherwise: its socket on POSIX,
+ * its named pipe on Windows (platform/pipe_listener.h). */
+#ifdef _WIN32
+#define VP_DEFAULT_ENDPOINT "\\\\.\\pipe\\vramd"
+#else
+#define VP_DEFAULT_ENDPOINT "/run/vramd/vramd.sock"
+#endif
+
 /* Most handles one receive may return. */
 #define VP_RECV_MAX_HANDLES 64
 

@@ -26,8 +26,15 @@
 #   - windows-service/: test_win_service installs, starts, queries,
 #     reloads (PARAMCHANGE), stops and uninstalls a small service under
 #     wine's SCM, and runs it with --console. The persistent wineserver
-#     below is what keeps the service alive between its steps.
-# What it does not cover yet: the daemon, libvram and the tools, the
+#     below is what keeps the service alive between its steps;
+#   - libvram as libvram.dll and its import library libvram.dll.a:
+#     test_win_libvram, an engine-style program linked against the import
+#     library only, talks to a stand-in daemon in the test (hello, ping, an
+#     error reply, an ad-hoc stage, a region, host chunks granted as
+#     section handles inline in the frame and mapped at the region's slots,
+#     the event thread), and test_win_thread (platform/win32/'s threads,
+#     recursive locks and run-time loading).
+# What it does not cover yet: the daemon, the tools, the
 # integration and attack tests, installing. What wine does not enforce (a
 # pipe's DACL, FILE_FLAG_FIRST_PIPE_INSTANCE, identification-only
 # impersonation, placeholders, failure actions, file DACLs) is checked only
@@ -35,12 +42,13 @@
 # reason (docs/windows.md lists them); nothing here runs on real Windows.
 #
 #   sh scripts/windows-test.sh            # BUILD_TYPE=Debug by default
+#   VRAM_WIN_BUILD_DIR=/tmp/b sh scripts/windows-test.sh   # another build dir
 #
 # Exits non-zero when the installs, the build or a test fail.
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
-build=$root/build-win
+build=${VRAM_WIN_BUILD_DIR:-$root/build-win}
 deps=$root/build-win-deps
 jobs=$(nproc)
 t0=$(date +%s)

@@ -12,7 +12,7 @@
 #include "internal.h"
 #include "platform.h"
 
-#define DEFAULT_SOCKET "/run/vramd/vramd.sock"
+#define DEFAULT_SOCKET VP_DEFAULT_ENDPOINT
 
 /* Chunks one resume frame carries: [id, region, slot] is at most ~40 bytes
  * of JSON, so a part stays well inside a frame. */
