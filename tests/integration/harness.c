@@ -112,7 +112,7 @@ static int daemon_spawn(struct daemon *d, const char *config,
         dup2(fd, 2);
         dup2(fd, 1);
         close(fd);
-        setenv("VRAMD_CHECK_INVARIANTS", "1", 1);
+        setenv("VRAMD_CHECK_INVARIANTS", "1", 0); /* the benchmark says 0 */
         setenv("VRAMD_CHECK_REPLIES", "1", 0); /* unless the benchmark said 0 */
         execv(bin, (char *const *)argv);
         _exit(127);
