@@ -13,8 +13,12 @@
 
 struct vp_peer {
     int64_t pid;
-    uint64_t start_time; /* of the process: with pid it names one process
-                            for good; 0 when unknown */
+    /* Of the process: with pid it names one process for good; 0 when
+     * unknown. vp_peer_of reads it only where the kernel cannot name the
+     * connecting process later (Linux before 6.5: no SO_PEERPIDFD), for
+     * vp_peer_pin to check against; else 0, and vp_peer_pin reads it: most
+     * connections (vramctl) never need it, and it costs a read of /proc. */
+    uint64_t start_time;
     uint32_t uid, gid;
     uint32_t groups[VP_MAX_GROUPS];
     int ngroups;
@@ -22,6 +26,14 @@ struct vp_peer {
 
 /* The identity of the process that connected c. */
 int vp_peer_of(vp_handle c, struct vp_peer *out);
+/* Pins the process that connected c (p: what vp_peer_of said of it) and
+ * reads its start time: never another process that took its pid since it
+ * connected (without SO_PEERPIDFD: since vp_peer_of read it). 0 with *pin
+ * (the caller closes it) and *start_time (0 where it cannot be read);
+ * -ESRCH when that process is gone (its connection may live on in
+ * another); another negative errno when it cannot be pinned (-EMFILE). */
+int vp_peer_pin(vp_handle c, const struct vp_peer *p, vp_handle *pin,
+                uint64_t *start_time);
 
 /* This process's effective user. */
 uint32_t vp_self_uid(void);

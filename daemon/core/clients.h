@@ -19,13 +19,14 @@ struct vd_outbox;
 struct vd_client {
     uint32_t id;
     void *conn;          /* io's connection */
-    struct vp_peer peer; /* pid, start time, uid, groups */
+    struct vp_peer peer; /* pid, start time (once pinned), uid, groups */
     vp_handle pin;       /* the peer's process, pinned */
     bool admin, ctl, hello;
     bool evicted;        /* its process may not resume it */
     bool handed_off;     /* its process exited, its connection lives on */
     bool closing;        /* its connection is being closed */
     bool pinned;         /* pin taken (or tried), its process watched */
+    bool recorded;       /* its process has a record in the state file */
     char name[64];
     uint32_t resumed_from;        /* the gone client it took back, 0 */
     struct vd_resume_acc *resume; /* a declaration arriving in parts */

@@ -45,6 +45,12 @@ struct vd_port {
      * to drain (io/ then calls vd_core_client_writable): what a grant of
      * thousands of chunks holds in the daemon at once. */
     int (*room)(void *ctx, void *conn);
+    /* Pins the process that opened the connection (peer: what io/ said of
+     * it at accept) and reads its start time: vp_peer_pin's results. Asked
+     * only when a client first may get memory, so that a connection that
+     * only looks costs no pidfd and no start-time read. */
+    int (*pin)(void *ctx, void *conn, const struct vp_peer *peer,
+               vp_handle *pin, uint64_t *start_time);
 };
 
 struct vd_counters {

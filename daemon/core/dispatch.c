@@ -203,8 +203,13 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     }
     /* Before anything that may give it memory: its process pinned. */
     if (!c->pinned && type != VRAM_REQ_HELLO && type != VRAM_REQ_PING &&
-        type != VRAM_REQ_STATUS && vd_lifecycle_pin(core, c) < 0)
+        type != VRAM_REQ_STATUS && (r = vd_lifecycle_pin(core, c)) < 0) {
+        if (r == -E2BIG)
+            refuse(core, c, env.id, type, r, "too many clients and gone "
+                   "clients: the state file has no room to record your "
+                   "process");
         goto out;
+    }
     struct vd_request rq;
     vd_request_init(&rq, core, c, env.id, type);
     union vram_req_any req;

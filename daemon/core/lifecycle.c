@@ -17,8 +17,10 @@
 
 /* ---- reaping ------------------------------------------------------------ */
 
-/* The client's process can no longer touch its memory: quarantine ends. */
-static void reap(struct vd_core *core, uint32_t client)
+/* The client's process can no longer touch its memory: quarantine ends.
+ * recorded: it has a record in the state file (every client pinned, and
+ * every gone one). */
+static void reap(struct vd_core *core, uint32_t client, bool recorded)
 {
     struct vl_fxlist fx = {0};
     if (vl_client_reap(core->ledger, client, &fx) == 0) {
@@ -28,7 +30,8 @@ static void reap(struct vd_core *core, uint32_t client)
         if (n)
             vlog(VLOG_INFO, "client %u is gone: %zu quarantined chunks back "
                  "in the pool", client, n);
-        vd_state_holder_drop(core->state, client);
+        if (recorded)
+            vd_state_holder_drop(core->state, client);
         vd_effects_apply(core, &fx, NULL, NULL);
         vd_waits_retry(core);
     }
@@ -55,20 +58,20 @@ static void handed_off(struct vd_core *core, uint32_t client)
 
 static void orphan_free(struct vd_core *core, uint32_t client)
 {
-    reap(core, client);
+    reap(core, client, true);
 }
 
 void vd_lifecycle_reap_orphan(struct vd_core *core, uint32_t client)
 {
     vd_handoff_forget(core, client);
-    reap(core, client);
+    reap(core, client, true);
 }
 
 void vd_lifecycle_reap_now(struct vd_core *core, struct vd_reaper *rp)
 {
     uint32_t client = vd_reaper_client(rp);
     vd_reapers_remove(core, rp);
-    reap(core, client);
+    reap(core, client, true);
 }
 
 int vd_lifecycle_watch(struct vd_core *core, uint32_t client, int64_t pid,
@@ -149,29 +152,18 @@ int vd_core_client_open(struct vd_core *core, void *conn,
     c->conn = conn;
     c->peer = *peer;
     c->admin = admin;
-    /* Its process is pinned before its first request that may give it
-     * memory (vd_lifecycle_pin), not here: a client that only looks
-     * (vramctl) costs no pidfd and no watch. */
+    /* Its process is pinned, its start time read and its record made in
+     * the state file before its first request that may give it memory
+     * (vd_lifecycle_pin), not here: a client that only looks (vramctl)
+     * costs no pidfd, no watch, no start-time read and no record. */
     snprintf(c->name, sizeof(c->name), "pid-%lld", (long long)peer->pid);
     vd_state_next_client(core->state, core->clients.next_id + 1);
-    /* Recorded before it can hold anything: a restarted vramd must know. */
-    int e = vd_state_holder_add(core->state, c->id, peer->pid, peer->start_time,
-                                peer->uid, c->name);
+    int e = vl_client_add_tenant(core->ledger, c->id, peer->uid, admin); /* R16 */
     if (e < 0) {
-        vlog(VLOG_WARNING, "refusing pid %lld: the state file's holder table "
-             "is full", (long long)peer->pid);
-        snprintf(ref->message, sizeof(ref->message),
-                 "too many clients and gone clients");
-        ref->err = -E2BIG;
-    } else if ((e = vl_client_add_tenant(core->ledger, c->id, peer->uid,
-                                         admin)) < 0) { /* R16 */
         vlog_limited(&core->admission_limit, VLOG_WARNING, "refusing pid "
                      "%lld: %s", (long long)peer->pid, vl_why(core->ledger));
-        vd_state_holder_drop(core->state, c->id);
         snprintf(ref->message, sizeof(ref->message), "%s", vl_why(core->ledger));
         ref->err = e;
-    }
-    if (e < 0) {
         vd_clients_remove(&core->clients, c);
         return ref->err;
     }
@@ -186,20 +178,44 @@ int vd_lifecycle_pin(struct vd_core *core, struct vd_client *c)
 {
     if (c->pinned)
         return 0;
-    c->pinned = true;
-    /* A pid can be reused, a pin cannot; and the pinned pid must still be
-     * the process that connected (its start time then). Gone, or another
-     * process by now: the connection lives on elsewhere. */
-    int e = vp_proc_pin(c->peer.pid, &c->pin);
-    if (e == 0 && c->peer.start_time &&
-        vp_proc_start_time(c->peer.pid) != c->peer.start_time) {
-        vp_close(&c->pin);
-        e = -ESRCH;
-    }
+    /* A pid can be reused, a pin cannot: the pin is the process that
+     * connected, by the connection (never by pid alone), and its start
+     * time is read with it, checked against it (vp_peer_pin says why the
+     * read is sound). From here on every user of the start time has it:
+     * the state file's record below, the reaper at disconnect, resume, the
+     * looks for kept memory. Gone by now: the connection lives on in
+     * another process. */
+    vp_handle pin = VP_NONE;
+    uint64_t start = 0;
+    int e = core->port.pin(core->port.ctx, c->conn, &c->peer, &pin, &start);
     if (e == -ESRCH) {
+        c->pinned = true; /* tried: its connection is being closed */
         handed_off(core, c->id);
         return -ESRCH;
     }
+    /* No pin (out of fds): it may still get memory, which then returns at
+     * once when it goes (vd_core_client_closed). Its start time read
+     * without a pin to check it against is what a read at connect was:
+     * another process's only if its pid was reused, and then a restarted
+     * vramd waits for that process, as it would with none. */
+    if (e < 0)
+        start = c->peer.start_time ? c->peer.start_time
+                                   : vp_proc_start_time(c->peer.pid);
+    /* Recorded before it can hold anything: a restarted vramd must know.
+     * With the table full (gone clients wait in it too) it gets nothing
+     * now, and may ask again once some are reaped. */
+    if (vd_state_holder_add(core->state, c->id, c->peer.pid, start,
+                            c->peer.uid, c->name) < 0) {
+        vp_close(&pin);
+        vlog_limited(&core->admission_limit, VLOG_WARNING, "client %u (%s, "
+                     "pid %lld) gets no memory: the state file's holder table "
+                     "is full", c->id, c->name, (long long)c->peer.pid);
+        return -E2BIG;
+    }
+    c->recorded = true;
+    c->pinned = true;
+    c->pin = pin;
+    c->peer.start_time = start;
     if (vp_ok(c->pin))
         vd_handoff_watch(core, c->id, c->pin, handed_off);
     return 0;
@@ -263,7 +279,7 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
             vlog(VLOG_WARNING, "client %u: pid %lld could not be pinned (no "
                  "pidfd); its %u chunks return at once", id,
                  (long long)c->peer.pid, held);
-        reap(core, id);
+        reap(core, id, c->recorded);
     }
     vd_resume_acc_free(c->resume);
     vd_send_drop(c); /* what never went: its chunks stay quarantined */

@@ -20,8 +20,8 @@ struct vd_refusal {
 };
 
 /* A connection came (io/): admits its peer as a client (the access lists,
- * the client limit, the state file's holder table). 0 and *id, or a
- * negative errno with the refusal to send before closing. */
+ * the client limits). 0 and *id, or a negative errno with the refusal to
+ * send before closing. */
 int vd_core_client_open(struct vd_core *core, void *conn,
                         const struct vp_peer *peer, uint32_t *id,
                         struct vd_refusal *ref);
@@ -30,9 +30,12 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why);
 /* Whether the client said hello (io closes connections that stay silent). */
 bool vd_core_client_greeted(struct vd_core *core, uint32_t id);
 
-/* Pins c's process and watches it for a hand-over, once, before its first
- * request that may give it memory. -ESRCH when the process that connected
- * is gone while its connection lives on: c is being closed. */
+/* Pins c's process, reads its start time, records it in the state file
+ * and watches it for a hand-over, once, before its first request that may
+ * give it memory. -ESRCH when the process that connected is gone while its
+ * connection lives on: c is being closed. -E2BIG when the state file's
+ * holder table is full: no memory for it now (not pinned: a later request
+ * tries again). */
 int vd_lifecycle_pin(struct vd_core *core, struct vd_client *c);
 
 /* Evicts client: its process may not resume it, its connection is closed

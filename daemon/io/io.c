@@ -26,6 +26,13 @@ static int port_room(void *ctx, void *conn)
     return vd_session_room(conn);
 }
 
+static int port_pin(void *ctx, void *conn, const struct vp_peer *peer,
+                    vp_handle *pin, uint64_t *start_time)
+{
+    (void)ctx;
+    return vd_session_pin(conn, peer, pin, start_time);
+}
+
 static void on_accept(struct vp_watch *w, int status, int events);
 
 /* Out of fds, a listener stays readable: watching it would spin. Accepting
@@ -154,5 +161,5 @@ void vd_io_fini(struct vd_io *io)
 struct vd_port vd_io_port(struct vd_io *io)
 {
     return (struct vd_port){.ctx = io, .send = port_send, .close = port_close,
-                            .room = port_room};
+                            .room = port_room, .pin = port_pin};
 }

@@ -180,6 +180,13 @@ int vd_session_room(void *session)
     return n > 0 ? n : 0;
 }
 
+int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,
+                   uint64_t *start_time)
+{
+    struct vd_session *s = session;
+    return vp_peer_pin(s->h, peer, pin, start_time);
+}
+
 static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct vd_session *s = ud;

@@ -35,6 +35,8 @@ int vd_session_send(void *session, const char *payload, size_t len,
                     vp_handle *hs, int n);
 void vd_session_close(void *session, const char *why, bool after_flush);
 int vd_session_room(void *session);
+int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,
+                   uint64_t *start_time);
 /* Closes every session, then stops the loop. */
 void vd_sessions_stop(struct vd_sessions *ss);
 

@@ -27,8 +27,10 @@ int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
             *p = '?';
     c->hello = true;
     /* Kept with its process's record: vramctl names it while it is gone,
-     * across a restart of vramd too. */
-    vd_state_holder_name(rq->core->state, c->id, c->name);
+     * across a restart of vramd too. That record is made later, with this
+     * name, when it is pinned (vd_lifecycle_pin): hello comes first. */
+    if (c->recorded)
+        vd_state_holder_name(rq->core->state, c->id, c->name);
     vlog(c->ctl ? VLOG_DEBUG : VLOG_INFO,
          "client %u (%s, pid %lld, uid %u) said hello as %s", c->id,
          c->name, (long long)c->peer.pid, (unsigned)c->peer.uid,
