@@ -109,7 +109,7 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
     set_limits(core);
     /* Test switches: on by default in debug builds, off in release ones;
      * VRAMD_CHECK_REPLIES follows VRAMD_CHECK_INVARIANTS unless set (the
-     * benchmark keeps the ledger's checks and times without this one). */
+     * tests' harness turns both on, the benchmark both off). */
     const char *chk = getenv("VRAMD_CHECK_INVARIANTS");
     const char *rep = getenv("VRAMD_CHECK_REPLIES");
 #ifndef NDEBUG
