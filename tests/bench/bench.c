@@ -1702,6 +1702,30 @@ out:
 
 #define TARGET_BACKGROUND 0.9
 
+static void background_json(enum be b, const char *bench, const char *what,
+                            const struct bg_figs *f, const struct set_figs *fl,
+                            bool pool_full)
+{
+    struct jl j;
+    jl_begin(&j, bench, be_name(b));
+    jl_str(&j, "what", what);
+    jl_u64(&j, "chunk_bytes", CHUNK);
+    jl_u64(&j, "chunks", nchunks);
+    jl_num(&j, "waited_us", f->waited_us);
+    jl_num(&j, "call_us", f->call_us);
+    jl_num(&j, "chunk_us", f->waited_us / nchunks);
+    jl_num(&j, "floor_chunk_median_us", fl->chunk.med);
+    jl_num(&j, "work_alone_us", f->work_alone_us);
+    jl_num(&j, "work_beside_mapping_us", f->work_us);
+    jl_num(&j, "work_ratio",
+           f->work_alone_us > 0 ? f->work_us / f->work_alone_us : NAN);
+    jl_bool(&j, "pool_full_before", pool_full);
+    jl_str(&j, "config", "default pool (no pool.prefill_chunks)");
+    jl_ratio(&j, "floor_fresh", f->waited_us / nchunks, fl->chunk.med,
+             TARGET_BACKGROUND);
+    jl_end(&j);
+}
+
 static void background_line(enum be b, const struct daemon *d,
                             const struct set_figs *fl, bool pool_full)
 {
@@ -1730,27 +1754,14 @@ static void background_line(enum be b, const struct daemon *d,
     free(dst);
     if (!ok)
         return;
-    struct stat2 w = stats(waited, REPS), k = stats(work, REPS),
-                 a = stats(alone, REPS), cl = stats(call, REPS);
-    struct jl j;
-    jl_begin(&j, bn, be_name(b));
-    jl_str(&j, "what", "an engine's first grant (4 GiB; 64 MiB quick) with "
-                       "background mapping: the time it waits (the grow call "
-                       "and the final vram_client_wait) while it copies the "
-                       "same bytes on the host meanwhile (median of 3)");
-    jl_u64(&j, "chunk_bytes", CHUNK);
-    jl_u64(&j, "chunks", nchunks);
-    jl_num(&j, "waited_us", w.med);
-    jl_num(&j, "call_us", cl.med);
-    jl_num(&j, "chunk_us", w.med / nchunks);
-    jl_num(&j, "floor_chunk_median_us", fl->chunk.med);
-    jl_num(&j, "work_alone_us", a.med);
-    jl_num(&j, "work_beside_mapping_us", k.med);
-    jl_num(&j, "work_ratio", a.med > 0 ? k.med / a.med : NAN);
-    jl_bool(&j, "pool_full_before", pool_full);
-    jl_str(&j, "config", "default pool (no pool.prefill_chunks)");
-    jl_ratio(&j, "floor_fresh", w.med / nchunks, fl->chunk.med, TARGET_BACKGROUND);
-    jl_end(&j);
+    struct bg_figs med = {.waited_us = stats(waited, REPS).med,
+                          .call_us = stats(call, REPS).med,
+                          .work_us = stats(work, REPS).med,
+                          .work_alone_us = stats(alone, REPS).med};
+    background_json(b, bn, "an engine's first grant (4 GiB; 64 MiB quick) with "
+                    "background mapping: the time it waits (the grow call and "
+                    "the final vram_client_wait) while it copies the same bytes "
+                    "on the host meanwhile (median of 3)", &med, fl, pool_full);
 }
 
 /* vramd started with no pool setting, as users run it: an engine's first
@@ -1942,25 +1953,11 @@ static void phase_default(enum be b)
             memset(src, 0x3c, bytes);
             memset(dst, 0, bytes);
             bool was_full = pool_ready_now(&d) >= nchunks;
-            if ((ok = background_rep(b, &d, dst, src, true, &bf))) {
-                struct jl j;
-                jl_begin(&j, "default_first_grant_background_cold", be_name(b));
-                jl_str(&j, "what", "default_first_grant_background right after "
-                                   "vramd is ready (the pool still filling)");
-                jl_u64(&j, "chunk_bytes", CHUNK);
-                jl_u64(&j, "chunks", nchunks);
-                jl_num(&j, "waited_us", bf.waited_us);
-                jl_num(&j, "call_us", bf.call_us);
-                jl_num(&j, "chunk_us", bf.waited_us / nchunks);
-                jl_num(&j, "floor_chunk_median_us", ff.chunk.med);
-                jl_num(&j, "work_alone_us", bf.work_alone_us);
-                jl_num(&j, "work_beside_mapping_us", bf.work_us);
-                jl_bool(&j, "pool_full_before", was_full);
-                jl_str(&j, "config", "default pool (no pool.prefill_chunks)");
-                jl_ratio(&j, "floor_fresh", bf.waited_us / nchunks, ff.chunk.med,
-                         TARGET_BACKGROUND);
-                jl_end(&j);
-            }
+            if ((ok = background_rep(b, &d, dst, src, true, &bf)))
+                background_json(b, "default_first_grant_background_cold",
+                                "default_first_grant_background right after "
+                                "vramd is ready (the pool still filling)", &bf,
+                                &ff, was_full);
         }
         free(src);
         free(dst);

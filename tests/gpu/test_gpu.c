@@ -225,6 +225,26 @@ static unsigned long long access_flags(CUdeviceptr p, int dev)
     return flags;
 }
 
+/* A client asking for peer access, with an ad-hoc stage and a 16 MiB fixed
+ * region of two chunks on each of GPUs 0 and 1. */
+static vram_client *two_gpu_client(const struct daemon *d, const char *name,
+                                   uint32_t *r0, uint32_t *r1)
+{
+    char err[256] = "";
+    struct vram_client_options o = {.name = name, .peer_access = 1,
+                                    .error = err, .error_len = sizeof(err)};
+    vram_client *c;
+    REQUIRE(vram_client_connect(d->sock, &o, &c) == 0, "connect: %s", err);
+    uint32_t s0, s1;
+    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0: %s", vram_client_last_error(c));
+    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, r0) == 0, "r0: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, r1) == 0, "r1: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_grow(c, *r0, 2) == 0, "grow r0: %s", vram_client_last_error(c));
+    REQUIRE(vram_region_grow(c, *r1, 2) == 0, "grow r1: %s", vram_client_last_error(c));
+    return c;
+}
+
 /* ---- peer access and foreign chunks ------------------------------------ */
 
 static int t_peer(void)
@@ -236,18 +256,8 @@ static int t_peer(void)
     }
     struct daemon d;
     REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd");
-    char err[256] = "";
-    struct vram_client_options o = {.name = "gpu-peer", .peer_access = 1,
-                                    .error = err, .error_len = sizeof(err)};
-    vram_client *c;
-    REQUIRE(vram_client_connect(d.sock, &o, &c) == 0, "connect: %s", err);
-    uint32_t s0, s1, r0, r1;
-    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0: %s", vram_client_last_error(c));
-    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, &r0) == 0, "r0: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, &r1) == 0, "r1: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_grow(c, r0, 2) == 0, "grow r0: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_grow(c, r1, 2) == 0, "grow r1: %s", vram_client_last_error(c));
+    uint32_t r0, r1;
+    vram_client *c = two_gpu_client(&d, "gpu-peer", &r0, &r1);
     CUdevice g0, g1;
     int can = 0;
     ctx_for(0);
@@ -486,18 +496,8 @@ static int t_nop2p(void)
               cJSON_GetArraySize(pa));
     }
     cJSON_Delete(st);
-    char err[256] = "";
-    struct vram_client_options o = {.name = "gpu-nop2p", .peer_access = 1,
-                                    .error = err, .error_len = sizeof(err)};
-    vram_client *c;
-    REQUIRE(vram_client_connect(d.sock, &o, &c) == 0, "connect: %s", err);
-    uint32_t s0, s1, r0, r1;
-    REQUIRE(vram_stage_register_adhoc(c, 0, 0, 31, &s0) == 0, "stage 0: %s", vram_client_last_error(c));
-    REQUIRE(vram_stage_register_adhoc(c, 1, 32, 47, &s1) == 0, "stage 1: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_create(c, s0, VRAM_REGION_FIXED, 16 * MIB, 1, &r0) == 0, "r0: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_create(c, s1, VRAM_REGION_FIXED, 16 * MIB, 1, &r1) == 0, "r1: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_grow(c, r0, 2) == 0, "grow r0: %s", vram_client_last_error(c));
-    REQUIRE(vram_region_grow(c, r1, 2) == 0, "grow r1: %s", vram_client_last_error(c));
+    uint32_t r0, r1;
+    vram_client *c = two_gpu_client(&d, "gpu-nop2p", &r0, &r1);
     ctx_for(0);
     CUdevice g0, g1;
     int can = 0;
