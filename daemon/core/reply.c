@@ -205,6 +205,7 @@ struct stream {
     char *last_text;   /* the last frame, encoded (success only) */
     size_t last_len;
     int map_error;     /* a chunk's memory could not be made */
+    unsigned frames;   /* sent so far */
 };
 
 /* A reply of at least this many chunks gives the heap back when it is
@@ -305,6 +306,12 @@ static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
         s->next = k;
         if (r < 0)
             return r;
+        if (!last && ++s->frames == 2 && s->type == core->crash_mid_reply) {
+            vlog(VLOG_WARNING, "fault injection: killed after two frames of "
+                 "a %s reply (%zu of %zu entries sent)",
+                 vram_requests[s->type].name, s->next, s->nmap);
+            vp_proc_kill_self();
+        }
     }
     return 1;
 }

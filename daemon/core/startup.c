@@ -56,6 +56,7 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
     core->port = *port;
     core->lock = VP_NONE;
     core->crash_before_reply = -1;
+    core->crash_mid_reply = -1;
     core->started_ns = vp_now_ns();
     core->admission_limit.interval_ms = 10000;
     if (config_path)
@@ -71,6 +72,18 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
         vlog(VLOG_WARNING, "fault injection: vramd will kill itself before "
              "replying to the first '%s' (VRAMD_TEST_CRASH_BEFORE_REPLY)",
              crash);
+    }
+    crash = getenv("VRAMD_TEST_CRASH_MID_REPLY");
+    if (crash && *crash) {
+        core->crash_mid_reply = vram_req_lookup(crash);
+        if (core->crash_mid_reply < 0) {
+            vlog(VLOG_ERR, "VRAMD_TEST_CRASH_MID_REPLY: '%s' is not a request "
+                 "type (see proto/messages.json)", crash);
+            return -EINVAL;
+        }
+        vlog(VLOG_WARNING, "fault injection: vramd will kill itself in the "
+             "middle of the first '%s' reply of several frames "
+             "(VRAMD_TEST_CRASH_MID_REPLY)", crash);
     }
     struct vl_device_cfg devs[VL_MAX_DEVICES];
     for (uint32_t i = 0; i < cfg->ndev; i++) {
