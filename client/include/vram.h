@@ -450,8 +450,13 @@ VRAM_API int vram_admin_set_capacity(vram_client *c, uint32_t device,
 /* A round trip that changes nothing. */
 VRAM_API int vram_client_ping(vram_client *c);
 
-/* The daemon's status as JSON text (free() it). */
+/* The daemon's status as JSON text; give it back with vram_free. */
 VRAM_API int vram_status_json(vram_client *c, char **json_out);
+/* Frees what the library allocated for the caller (vram_status_json's
+ * text). free() does the same where the engine and libvram share a C
+ * runtime (Linux); on Windows an engine built with MSVC has a runtime of
+ * its own, whose free() must not be given libvram's memory. NULL-tolerant. */
+VRAM_API void vram_free(void *p);
 
 /* Chunks this client holds a handle for (diagnostics). */
 VRAM_API size_t vram_client_chunks_held(const vram_client *c);

@@ -739,6 +739,11 @@ int vram_client_ping(vram_client *c)
     return vc_leave(c, do_client_ping(c));
 }
 
+void vram_free(void *p)
+{
+    free(p);
+}
+
 int vram_status_json(vram_client *c, char **json_out)
 {
     vc_enter(c);

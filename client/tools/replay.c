@@ -193,7 +193,7 @@ static int daemon_stages(struct scenario *sc)
     if (e < 0)
         fail(NULL, "status", e);
     cJSON *st = cJSON_Parse(text);
-    free(text);
+    vram_free(text);
     const cJSON *s;
     cJSON_ArrayForEach(s, cJSON_GetObjectItem(st, "stages")) {
         bool configured = false;

@@ -51,7 +51,7 @@ void tool_snapshot_free(struct tool_snapshot *s)
 {
     if (!s)
         return;
-    free(s->text);
+    vram_free(s->text);
     vram_arena_free(&s->arena);
     memset(s, 0, sizeof(*s));
 }

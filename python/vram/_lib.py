@@ -41,7 +41,6 @@ __all__ = [
     "PROTOTYPES",
     "STRUCTS",
     "load",
-    "libc_free",
     "library_path",
     "vram_client",
     "vram_client_p",
@@ -257,6 +256,7 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "vram_admin_set_capacity": (c_int, [_C, _u32, _u64]),
     "vram_client_ping": (c_int, [_C]),
     "vram_status_json": (c_int, [_C, POINTER(POINTER(c_char))]),
+    "vram_free": (None, [c_void_p]),
     "vram_client_chunks_held": (c_size_t, [_C]),
 }
 
@@ -265,7 +265,6 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _path: Optional[str] = None
-_free: Optional[Any] = None
 
 
 def _candidates() -> Sequence[str]:
@@ -320,20 +319,3 @@ def load() -> ctypes.CDLL:
 def library_path() -> Optional[str]:
     """The name libvram was loaded by, or None before :func:`load`."""
     return _path
-
-
-def libc_free(ptr: Any) -> None:
-    """free() of the C library libvram allocates with (vram_status_json)."""
-    global _free
-    if _free is None:
-        if sys.platform == "win32":  # pragma: no cover - POSIX first
-            libc = ctypes.cdll.msvcrt
-        else:
-            # dlopen(NULL): the process's own symbols, libc's free among
-            # them, the one libvram's malloc pairs with.
-            libc = ctypes.CDLL(None)
-        f = libc.free
-        f.restype = None
-        f.argtypes = [c_void_p]
-        _free = f
-    _free(ctypes.cast(ptr, c_void_p))

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import weakref
-from ctypes import POINTER, byref, c_char, c_uint32, c_uint64
+from ctypes import POINTER, byref, c_char, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from . import _lib
@@ -454,7 +454,7 @@ class Client:
         try:
             text = ctypes.string_at(p)
         finally:
-            _lib.libc_free(p)
+            self._lib.vram_free(ctypes.cast(p, c_void_p))
         return json.loads(text.decode("utf-8"))
 
     def chunks_held(self) -> int:

@@ -252,7 +252,7 @@ cJSON *daemon_status(const struct daemon *d)
     cJSON *st = NULL;
     if (vram_status_json(c, &text) == 0)
         st = cJSON_Parse(text);
-    free(text);
+    vram_free(text);
     vram_client_close(c);
     return st;
 }
