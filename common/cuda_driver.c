@@ -8,12 +8,15 @@
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
 
-int vcu_load(struct vcu *d, char *why, size_t whylen)
+int vcu_load(struct vcu *out, char *why, size_t whylen)
 {
+    /* Filled here, copied out only once the driver is up. */
+    struct vcu t;
+    struct vcu *d = &t;
     memset(d, 0, sizeof(*d));
     d->lib = vp_dl_open(VCU_LIBRARY);
     if (!d->lib) {
-        snprintf(why, whylen, "no NVIDIA driver (" VCU_LIBRARY " cannot be loaded)");
+        snprintf(why, whylen, "no NVIDIA driver (" VCU_LIBRARY_WHERE ")");
         return -ENODEV;
     }
     get_proc_fn gpa;
@@ -47,6 +50,7 @@ int vcu_load(struct vcu *d, char *why, size_t whylen)
         return -ENODEV;
     }
     d->cuDriverGetVersion(&d->driver_version);
+    *out = t;
     return 0;
 }
 

@@ -11,14 +11,26 @@
 #include <cuda.h>
 
 /* How a chunk is shared between processes: a POSIX fd on Linux, an NT
- * HANDLE (securable, unlike the KMT kind) on Windows. The driver takes the
- * fd as an integer in the pointer argument, the HANDLE as itself. */
+ * HANDLE on Windows. Not the KMT kind (CU_MEM_HANDLE_TYPE_WIN32_KMT): that
+ * is a global value with no security descriptor, usable by any process
+ * that learns it; an NT handle reaches a client only by being duplicated
+ * into its process.
+ * The driver takes the fd as an integer in the pointer argument, the
+ * HANDLE as itself. VCU_SHAREABLE_ATTR is the device attribute that says a
+ * GPU can export that kind. */
 #ifdef _WIN32
 #define VCU_SHAREABLE_TYPE CU_MEM_HANDLE_TYPE_WIN32
+#define VCU_SHAREABLE_ATTR CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
+#define VCU_SHAREABLE_NAME "Win32 NT handles"
 #define VCU_LIBRARY "nvcuda.dll"
+/* vp_dl_open looks for a bare name in System32 only (platform/win32/dl.c). */
+#define VCU_LIBRARY_WHERE "nvcuda.dll cannot be loaded from System32"
 #else
 #define VCU_SHAREABLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+#define VCU_SHAREABLE_ATTR CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+#define VCU_SHAREABLE_NAME "POSIX fd handles"
 #define VCU_LIBRARY "libcuda.so.1"
+#define VCU_LIBRARY_WHERE "libcuda.so.1 cannot be loaded"
 #endif
 static inline void *vcu_shareable_arg(intptr_t h)
 {
@@ -66,7 +78,7 @@ struct vcu {
 };
 
 /* Loads the driver and initialises it (cuInit). Returns 0, or -ENODEV with
- * a one-line reason in why. */
+ * a one-line reason in why (d untouched). */
 int vcu_load(struct vcu *d, char *why, size_t whylen);
 void vcu_unload(struct vcu *d);
 /* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for r. */

@@ -1,14 +1,19 @@
 #include "nvml.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dl.h"
 
 #ifdef _WIN32
+/* The driver installs it in System32, the only place vp_dl_open looks for
+ * a bare name (platform/win32/dl.c). */
 #define VNVML_LIBRARY "nvml.dll"
+#define VNVML_WHERE "nvml.dll cannot be loaded from System32"
 #else
 #define VNVML_LIBRARY "libnvidia-ml.so.1"
+#define VNVML_WHERE "libnvidia-ml.so.1 cannot be loaded"
 #endif
 
 /* nvmlMemory_t, whose layout NVML keeps stable (the v1 structure). */
@@ -16,18 +21,32 @@ struct vnvml_memory {
     unsigned long long total, free, used;
 };
 
-int vnvml_load(struct vnvml *n)
+int vnvml_load(struct vnvml *n, char *why, size_t whylen)
 {
     struct vnvml t;
     memset(&t, 0, sizeof(t));
-    if (!(t.lib = vp_dl_open(VNVML_LIBRARY)))
+    if (!(t.lib = vp_dl_open(VNVML_LIBRARY))) {
+        if (why && whylen)
+            snprintf(why, whylen, "no NVML (" VNVML_WHERE ")");
         return -ENOENT;
+    }
     /* The _v2 entry points are the ones nvml.h maps the plain names to. */
     *(void **)&t.init = vp_dl_sym(t.lib, "nvmlInit_v2");
     *(void **)&t.shutdown = vp_dl_sym(t.lib, "nvmlShutdown");
     *(void **)&t.by_uuid = vp_dl_sym(t.lib, "nvmlDeviceGetHandleByUUID");
     *(void **)&t.memory = vp_dl_sym(t.lib, "nvmlDeviceGetMemoryInfo");
-    if (!t.init || !t.shutdown || !t.by_uuid || !t.memory || t.init() != 0) {
+    if (!t.init || !t.shutdown || !t.by_uuid || !t.memory) {
+        if (why && whylen)
+            snprintf(why, whylen, VNVML_LIBRARY " lacks nvmlInit_v2, "
+                     "nvmlDeviceGetHandleByUUID or nvmlDeviceGetMemoryInfo");
+        vp_dl_close(t.lib);
+        return -ENOENT;
+    }
+    int r = t.init();
+    if (r != 0) {
+        if (why && whylen)
+            snprintf(why, whylen, VNVML_LIBRARY ": nvmlInit_v2 failed (NVML "
+                     "error %d)", r);
         vp_dl_close(t.lib);
         return -ENOENT;
     }
@@ -54,4 +73,24 @@ void vnvml_unload(struct vnvml *n)
     n->shutdown();
     vp_dl_close(n->lib);
     n->lib = NULL;
+}
+
+int vnvml_fits(uint64_t free, uint64_t keep, uint64_t need, char *why,
+               size_t whylen)
+{
+    /* Written so that no sum can wrap. */
+    if (free >= keep && free - keep >= need)
+        return 0;
+    if (!why || !whylen)
+        return -ENOSPC;
+    char kept[80] = "";
+    if (keep)
+        snprintf(kept, sizeof(kept), ", of which %llu MiB stay to other "
+                 "processes", (unsigned long long)(keep >> 20));
+    snprintf(why, whylen, "%llu MiB more would oversubscribe the GPU: it has "
+             "%llu MiB of dedicated memory free%s; under WDDM an "
+             "oversubscribed allocation pages to system memory instead of "
+             "failing", (unsigned long long)((need >> 20) + !!(need & ((1u << 20) - 1))),
+             (unsigned long long)(free >> 20), kept);
+    return -ENOSPC;
 }

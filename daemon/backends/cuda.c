@@ -22,7 +22,14 @@
  * (NVML; less the device's reserve, so that the fill never takes memory
  * other processes on the GPU use), and file descriptors: chunks beyond what
  * the fd limit leaves room for are created but exported only when granted
- * (or when exported ones have gone out). */
+ * (or when exported ones have gone out).
+ *
+ * On Windows the chunks are NT handles (CU_MEM_HANDLE_TYPE_WIN32) whose
+ * security descriptor comes from platform/win32/cuda_share.h, and a GPU
+ * under WDDM gets one more bound: every chunk, granted or made ahead, must
+ * fit in NVML's dedicated free memory, because WDDM pages an oversubscribed
+ * allocation to system memory instead of failing it. That path is compiled
+ * but has never run: there is no Windows GPU machine here. */
 #include "backend.h"
 #include "config.h"
 
@@ -37,6 +44,9 @@
 #include "handle.h"
 #include "log.h"
 #include "nvml.h"
+#ifdef _WIN32
+#include "win32/cuda_share.h"
+#endif
 
 #define NONE ((CUmemGenericAllocationHandle)0)
 
@@ -56,6 +66,8 @@ struct cuda_dev {
     uint64_t checked_ns; /* when gpu_free was read */
     uint32_t since_check;
     bool short_logged;   /* the fill stopped for the GPU's free memory */
+    bool wddm;           /* Windows' display driver model: never oversubscribe */
+    bool nvml_failed;    /* the last reading failed (logged once) */
     CUcontext ctx;
     CUdeviceptr scratch;
 };
@@ -68,6 +80,9 @@ struct cuda_backend {
     bool zero;          /* scrub by memset (needs a context) */
     bool need_ctx;      /* cuMemCreate refused to run without a context */
     uint64_t created, scrubbed, released;
+#ifdef _WIN32
+    struct vpw_cuda_share *share; /* the chunks' OBJECT_ATTRIBUTES */
+#endif
 };
 
 static const char *err(struct cuda_backend *b, CUresult r)
@@ -76,7 +91,8 @@ static const char *err(struct cuda_backend *b, CUresult r)
     return vcu_strerror(&b->cu, r, buf, sizeof(buf));
 }
 
-static CUmemAllocationProp chunk_prop(const struct cuda_dev *d)
+static CUmemAllocationProp chunk_prop(const struct cuda_backend *b,
+                                      const struct cuda_dev *d)
 {
     CUmemAllocationProp p;
     memset(&p, 0, sizeof(p));
@@ -84,6 +100,12 @@ static CUmemAllocationProp chunk_prop(const struct cuda_dev *d)
     p.requestedHandleTypes = VCU_SHAREABLE_TYPE;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = d->ordinal;
+#ifdef _WIN32
+    /* Required with CU_MEM_HANDLE_TYPE_WIN32, and zero otherwise. */
+    p.win32HandleMetaData = vpw_cuda_share_meta(b->share);
+#else
+    (void)b;
+#endif
     return p;
 }
 
@@ -104,10 +126,70 @@ static int use_ctx(struct cuda_backend *b, struct cuda_dev *d)
     return b->cu.cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS ? 0 : -EIO;
 }
 
+/* Under WDDM a cuMemCreate beyond the GPU's dedicated memory does not fail:
+ * the allocation pages to system memory, and the engine that maps it runs
+ * from there (one engine on Windows measured a prompt going from 9.7 s to
+ * 426 s that way). So on such a GPU no chunk is made that NVML's dedicated
+ * free figure does not cover: the fill also leaves the device's reserve,
+ * a grant needs only its chunk. The figure is read again when it is older
+ * than 100 ms or 64 chunks, and always before a refusal, so that a refusal
+ * rests on a fresh reading; in between, each chunk made lowers it. Without
+ * a reading there is no chunk (-EIO): guessing is what this guards
+ * against. */
+static int wddm_read(struct cuda_backend *b, struct cuda_dev *d, uint64_t now)
+{
+    uint64_t f;
+    if (vnvml_free_bytes(&b->nvml, b->base.info[d - b->dev].uuid, &f) < 0) {
+        /* Once until a reading works again: the fill retries every turn. */
+        if (!d->nvml_failed)
+            vlog(VLOG_ERR, "cuda device %d (WDDM): no chunk made: NVML "
+                 "cannot say how much dedicated memory is free, and under "
+                 "WDDM an oversubscribed allocation pages to system memory "
+                 "instead of failing", d->ordinal);
+        d->nvml_failed = true;
+        return -EIO;
+    }
+    d->nvml_failed = false;
+    d->gpu_free = f;
+    d->checked_ns = now;
+    d->since_check = 0;
+    return 0;
+}
+
+static int wddm_room(struct cuda_backend *b, struct cuda_dev *d, bool filling)
+{
+    uint64_t keep = filling ? d->reserve : 0, now = vp_now_ns();
+    bool read = d->since_check >= 64 || now - d->checked_ns > 100000000ull;
+    char why[256];
+    if (read && wddm_read(b, d, now) < 0)
+        return -EIO;
+    if (vnvml_fits(d->gpu_free, keep, d->chunk_bytes, why, sizeof(why)) == 0)
+        return 0;
+    if (!read) { /* the refusal rests on a fresh reading */
+        if (wddm_read(b, d, now) < 0)
+            return -EIO;
+        if (vnvml_fits(d->gpu_free, keep, d->chunk_bytes, why, sizeof(why)) == 0)
+            return 0;
+    }
+    /* The fill meets a full GPU as a matter of course: it says so once. */
+    if (!filling || !d->short_logged)
+        vlog(filling ? VLOG_NOTICE : VLOG_ERR, "cuda device %d (WDDM): %s "
+             "refused: %s", d->ordinal,
+             filling ? "a chunk made ahead" : "a grant's chunk", why);
+    if (filling)
+        d->short_logged = true;
+    return -ENOSPC;
+}
+
 static int create(struct cuda_backend *b, struct cuda_dev *d, bool filling,
                   CUmemGenericAllocationHandle *out)
 {
-    CUmemAllocationProp p = chunk_prop(d);
+    CUmemAllocationProp p = chunk_prop(b, d);
+    if (d->wddm) {
+        int e = wddm_room(b, d, filling);
+        if (e < 0)
+            return e;
+    }
     if (b->need_ctx && use_ctx(b, d) < 0)
         return -EIO;
     CUresult r = b->cu.cuMemCreate(out, d->chunk_bytes, &p, 0);
@@ -126,6 +208,11 @@ static int create(struct cuda_backend *b, struct cuda_dev *d, bool filling,
         return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
     }
     b->created++;
+    /* The fill lowers the figure itself (cuda_prefill); a grant here. */
+    if (d->wddm && !filling) {
+        d->gpu_free = d->gpu_free > d->chunk_bytes ? d->gpu_free - d->chunk_bytes : 0;
+        d->since_check++;
+    }
     return 0;
 }
 
@@ -172,9 +259,12 @@ static vp_handle export_handle(struct cuda_backend *b, CUmemGenericAllocationHan
 {
     vp_handle out = VP_NONE;
 #ifdef _WIN32
+    /* A HANDLE of this process, pushed into the client at send time and
+     * closed here; NULL is no handle (VP_NONE's -1 is INVALID_HANDLE_VALUE,
+     * which no export returns). */
     void *sh = NULL;
     if (b->cu.cuMemExportToShareableHandle(&sh, h, VCU_SHAREABLE_TYPE, 0) ==
-        CUDA_SUCCESS)
+            CUDA_SUCCESS && sh)
         out.v = (intptr_t)sh;
 #else
     int fd = -1;
@@ -394,6 +484,9 @@ static void cuda_destroy(struct vd_backend *vb)
     }
     vnvml_unload(&b->nvml);
     vcu_unload(&b->cu);
+#ifdef _WIN32
+    vpw_cuda_share_free(b->share);
+#endif
     free(b);
 }
 
@@ -437,9 +530,17 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         }
     }
     b->base.ndev = cfg->ndev;
-    if (vnvml_load(&b->nvml) < 0)
+    char nvml_why[160] = "";
+    if (vnvml_load(&b->nvml, nvml_why, sizeof(nvml_why)) < 0)
         vlog(VLOG_NOTICE, "NVML is not available: the pool fills up to the "
              "devices' capacity without looking at what else uses the GPUs");
+#ifdef _WIN32
+    e = vpw_cuda_share_create(NULL, &b->share, why, whylen);
+    if (e < 0)
+        goto fail;
+    vlog(VLOG_INFO, "cuda chunks' Win32 handles get the security descriptor "
+         "%s", vpw_cuda_share_sddl(b->share));
+#endif
     /* Exported chunks ahead are fds. Half of what the fd limit leaves beside
      * the clients' sockets (and what they keep while quarantined) goes to
      * them, shared by the devices; a grant beyond them exports as it goes. */
@@ -473,17 +574,38 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         int vmm = 0, fdok = 0;
         b->cu.cuDeviceGetAttribute(
             &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev);
-        b->cu.cuDeviceGetAttribute(
-            &fdok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-            d->dev);
+        b->cu.cuDeviceGetAttribute(&fdok, VCU_SHAREABLE_ATTR, d->dev);
         info->vmm = vmm;
+        /* The status's posix_fd is the POSIX kind only: on Windows the
+         * shareable kind is the NT handle, checked here all the same. */
+#ifdef _WIN32
+        info->posix_fd = false;
+#else
         info->posix_fd = fdok;
+#endif
         if (!vmm || !fdok) {
             snprintf(why, whylen, "GPU %d (%s) lacks %s", d->ordinal, info->name,
-                     !vmm ? "virtual memory management" : "POSIX fd handles");
+                     !vmm ? "virtual memory management" : VCU_SHAREABLE_NAME);
             goto fail;
         }
-        CUmemAllocationProp p = chunk_prop(d);
+#ifdef _WIN32
+        /* TCC fails an allocation the GPU cannot hold, as Linux does; WDDM
+         * does not (wddm_room). Unknown counts as WDDM. */
+        int tcc = 0;
+        if (b->cu.cuDeviceGetAttribute(&tcc, CU_DEVICE_ATTRIBUTE_TCC_DRIVER,
+                                       d->dev) != CUDA_SUCCESS)
+            tcc = 0;
+        d->wddm = !tcc;
+        if (d->wddm && !b->nvml.lib) {
+            snprintf(why, whylen, "GPU %d (%s) runs under WDDM, where an "
+                     "oversubscribed allocation pages to system memory "
+                     "instead of failing, and vramd cannot see its dedicated "
+                     "free memory without NVML: %s", d->ordinal, info->name,
+                     nvml_why);
+            goto fail;
+        }
+#endif
+        CUmemAllocationProp p = chunk_prop(b, d);
         size_t gran = 0;
         b->cu.cuMemGetAllocationGranularity(&gran, &p,
                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
