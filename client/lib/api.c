@@ -60,7 +60,6 @@ void vram_client_close(vram_client *c)
         c->mapper->destroy(c);
     vc_clear_pending(c);
     free(c->pend);
-    free(c->early);
     free(c->release_q);
     free(c->regions);
     for (size_t i = 0; i < c->nstages; i++)

@@ -154,9 +154,6 @@ struct vram_client {
     int await_err;                 /* the daemon refused it */
     struct pending_map *pend;      /* its map entries, not applied yet */
     size_t npend, cappend;
-    int early_err;                 /* vc_apply_early's first failure */
-    uint64_t *early;               /* ... and the chunks it mapped */
-    size_t nearly, capearly;
     /* chunks a recall took, to release without waiting (events.c) */
     uint64_t *release_q;
     size_t nrelease, caprelease;
@@ -272,13 +269,6 @@ void vc_expert_leaving(vram_client *c, enum vram_event_type type,
 /* Takes the map entries of one reply frame (their handles move). */
 int vc_gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n);
 int vc_apply_pending(vram_client *c);
-/* While a reply of several frames comes in: imports and maps the new
- * chunks gathered from index from on whose slots are free, so that this
- * process's imports overlap vramd's making of the next frame's chunks (on
- * a grant the pool could not serve, vramd creates each chunk as it sends
- * it). What is applied leaves the pending list; a failure is returned by
- * the reply's vc_apply_pending. The count applied. */
-int vc_apply_early(vram_client *c, size_t from);
 void vc_clear_pending(vram_client *c);
 int vc_region_add(vram_client *c, const struct vram_t_region *o);
 void vc_region_forget(vram_client *c, struct vc_region *r);

@@ -221,9 +221,7 @@ void vc_expert_leaving(vram_client *c, enum vram_event_type type,
  * they are unmapped (one EXPERT_SHRINK per stage). */
 int vc_apply_pending(vram_client *c)
 {
-    int err = c->early_err; /* what vc_apply_early met */
-    c->early_err = 0;
-    c->nearly = 0;
+    int err = 0;
     for (size_t s = 0; s < c->nstages; s++) {
         struct vc_stage *st = &c->stages[s];
         if (!st->info.expert_region)
@@ -297,64 +295,11 @@ int vc_apply_pending(vram_client *c)
     return err;
 }
 
-int vc_apply_early(vram_client *c, size_t from)
-{
-    size_t w = from;
-    int done = 0;
-    for (size_t i = from; i < c->npend; i++) {
-        struct pending_map *p = &c->pend[i];
-        struct vc_region *r = vp_ok(p->h) ? vc_region_get(c, p->region) : NULL;
-        bool taken = false;
-        /* Only into a slot that is free now: one that a later entry of the
-         * reply frees (a move out) waits for the whole reply. */
-        if (r && p->slot < r->lanes * r->stride_slots &&
-            r->slot_chunk[p->slot] == UINT64_MAX &&
-            !vc_table_get(&c->chunks, p->chunk)) {
-            struct vc_chunk ch = {.id = p->chunk, .h = VP_NONE, .device = r->device};
-            /* (A failed import leaves the handle: the whole reply's apply
-             * meets the failure again and reports it.) */
-            if (c->mapper->import(c, &ch, p->h, r->chunk_bytes) == 0) {
-                taken = true;
-                p->h = VP_NONE; /* the import's now */
-                int e = vc_table_put(&c->chunks, &ch);
-                if (e < 0)
-                    c->mapper->release(c, &ch);
-                else /* failed: held, unmapped, as in vc_apply_pending */
-                    e = vc_map_chunk(c, vc_table_get(&c->chunks, ch.id), r, p->slot);
-                if (e < 0 && !c->early_err)
-                    c->early_err = e;
-                if (e == 0 && c->nearly == c->capearly) {
-                    size_t cap = c->capearly ? 2 * c->capearly : 256;
-                    uint64_t *v = realloc(c->early, cap * sizeof(*v));
-                    if (v) {
-                        c->early = v;
-                        c->capearly = cap;
-                    }
-                }
-                if (e == 0 && c->nearly < c->capearly)
-                    c->early[c->nearly++] = ch.id;
-                done += e == 0;
-            }
-        }
-        if (!taken)
-            c->pend[w++] = *p;
-    }
-    c->npend = w;
-    return done;
-}
-
 void vc_clear_pending(vram_client *c)
 {
     for (size_t i = 0; i < c->npend; i++)
         vp_close(&c->pend[i].h);
     c->npend = 0;
-    /* A reply given up (the connection broke, say): what was mapped of it
-     * early goes too, as the rest of it does, so that the request sent
-     * again after a reconnect gets what it asks for and no more. */
-    for (size_t i = 0; i < c->nearly; i++)
-        vc_drop_chunk(c, c->early[i]);
-    c->nearly = 0;
-    c->early_err = 0;
 }
 
 int vc_gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n)

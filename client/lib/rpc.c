@@ -125,13 +125,8 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
         size_t n;
         memcpy(&map, (char *)into + mapf->off, sizeof(map));
         memcpy(&n, (char *)into + mapf->off + sizeof(void *), sizeof(n));
-        size_t from = c->npend;
         if (vc_gather_map(c, map, n) < 0 && !x->err)
             x->err = vc_set_error(c, -ENOMEM, "out of memory for a reply");
-        /* More frames come: map this one's chunks meanwhile (not when they
-         * go to the background thread, which is faster still). */
-        else if (env->more && env->ok && !vc_bg_wanted(c))
-            vc_apply_early(c, from);
     }
     vram_arena_free(&scratch);
     if (env->more)
@@ -206,10 +201,6 @@ static int pump(vram_client *c, uint64_t id, int *events)
     c->await_id = id;
     c->await_done = false;
     c->await_parts = 0;
-    if (id) { /* what vc_apply_early does is this reply's */
-        c->nearly = 0;
-        c->early_err = 0;
-    }
     /* Waiting for a reply on a blocking connection, receives simply wait
      * (up to the receive timeout): no poll before each. */
     c->wire.rx_block = id && c->blocking;

@@ -1645,8 +1645,7 @@ static double host_work(uint8_t *dst, const uint8_t *src, size_t n)
 }
 
 static bool background_rep(enum be b, const struct daemon *d, uint8_t *dst,
-                           const uint8_t *src, bool alone_after,
-                           struct bg_figs *out)
+                           const uint8_t *src, struct bg_figs *out)
 {
     const char *bn = "default_first_grant_background";
     size_t bytes = (size_t)nchunks * CHUNK;
@@ -1666,8 +1665,7 @@ static bool background_rep(enum be b, const struct daemon *d, uint8_t *dst,
         goto out;
     }
     struct bg_figs f = {0};
-    if (!alone_after) /* after, right after start: the pool would fill */
-        f.work_alone_us = host_work(dst, src, bytes);
+    f.work_alone_us = host_work(dst, src, bytes);
     uint64_t t0 = now_ns();
     e = vram_region_grow(c, region, nchunks);
     f.call_us = us_since(t0);
@@ -1681,8 +1679,6 @@ static bool background_rep(enum be b, const struct daemon *d, uint8_t *dst,
     e = vram_client_wait(c);
     f.wait_us = us_since(t0);
     f.waited_us = f.call_us + f.wait_us;
-    if (alone_after)
-        f.work_alone_us = host_work(dst, src, bytes);
     if (e != (int)nchunks) {
         fail_line(bn, be_name(b), "vram_client_wait: %d (%s), expected %u chunks",
                   e, e < 0 ? vram_client_last_error(c) : "", nchunks);
@@ -1738,13 +1734,16 @@ static void background_line(enum be b, const struct daemon *d,
     if (!ok)
         fail_line(bn, be_name(b), "out of memory");
     if (ok) {
-        memset(src, 0x3c, bytes); /* touched: the copies fault nothing in */
-        memset(dst, 0, bytes);
+        /* Touched, with a byte that is not 0 (malloc and a memset of 0
+         * may become calloc's untouched pages): the copies fault nothing
+         * in. */
+        memset(src, 0x3c, bytes);
+        memset(dst, 0xc3, bytes);
     }
     for (int rep = 0; ok && rep < REPS; rep++) {
         struct bg_figs f;
         pool_settle(d, nchunks);
-        ok = background_rep(b, d, dst, src, false, &f);
+        ok = background_rep(b, d, dst, src, &f);
         waited[rep] = f.waited_us;
         work[rep] = f.work_us;
         alone[rep] = f.work_alone_us;
@@ -1861,7 +1860,7 @@ static void phase_default(enum be b)
     uint8_t *wsrc = malloc(wbytes), *wdst = malloc(wbytes);
     if (wsrc && wdst) {
         memset(wsrc, 0x3c, wbytes);
-        memset(wdst, 0, wbytes);
+        memset(wdst, 0xc3, wbytes);
     }
     for (int k = 0; ok && k < 4; k++) {
         full = pool_settle(&d, window);
@@ -1930,43 +1929,9 @@ static void phase_default(enum be b)
     series_free(&cold);
     series_free(&settled);
     series_free(&fl);
-    if (stop_daemon(d.pid) != 0) {
+    if (stop_daemon(d.pid) != 0)
         fail_line(bn, be_name(b), "vramd did not stop cleanly (log %s)", d.log);
-        ok = false;
-    }
-    /* Once more right after a start, with background mapping: the part of
-     * the cold grant's time that is vramd making the chunks the fill has
-     * not made yet. */
-    if (ok) {
-        d.pid = start_timed(getenv("VRAMD_BIN"), be_name(b), d.config, d.sock,
-                            d.log, &start_us, why, sizeof(why));
-        size_t bytes = (size_t)nchunks * CHUNK;
-        uint8_t *src = d.pid > 0 ? malloc(bytes) : NULL, *dst = src ? malloc(bytes) : NULL;
-        struct bg_figs bf;
-        if (d.pid < 0) {
-            fail_line(bn, be_name(b), "%s", why);
-            ok = false;
-        } else if (!src || !dst) {
-            fail_line(bn, be_name(b), "out of memory");
-            ok = false;
-        } else {
-            memset(src, 0x3c, bytes);
-            memset(dst, 0, bytes);
-            bool was_full = pool_ready_now(&d) >= nchunks;
-            if ((ok = background_rep(b, &d, dst, src, true, &bf)))
-                background_json(b, "default_first_grant_background_cold",
-                                "default_first_grant_background right after "
-                                "vramd is ready (the pool still filling)", &bf,
-                                &ff, was_full);
-        }
-        free(src);
-        free(dst);
-        if (d.pid > 0 && stop_daemon(d.pid) != 0) {
-            fail_line(bn, be_name(b), "vramd did not stop cleanly (log %s)", d.log);
-            ok = false;
-        }
-    }
-    if (ok)
+    else if (ok)
         unlink(d.log);
 out:
     unlink(d.config);

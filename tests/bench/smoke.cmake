@@ -32,7 +32,7 @@ endforeach()
 foreach(name default_first_grant_cold default_first_grant_settled
     default_first_grant_background default_kv_grow
     default_first_expert_request default_kv_grow_background
-    default_kv_grow_from_loans default_first_grant_background_cold)
+    default_kv_grow_from_loans)
   string(FIND "${out}" "\"bench\":\"${name}\"" pos)
   if(pos LESS 0)
     message(FATAL_ERROR "no ${name} line:\n${out}")

@@ -1,13 +1,13 @@
 /* vramd dies in the middle of a reply of several frames (a grant of 100
  * chunks goes out 32 handles a frame; VRAMD_TEST_CRASH_MID_REPLY kills it
- * after the second). libvram maps each frame's chunks as it arrives, so
- * when the connection breaks the engine holds part of a reply that never
- * finished. It must give that part up, reconnect, resume with what it held
+ * after the second), so the engine has received handles of a reply that
+ * never finished. It must give them up, reconnect, resume with what it held
  * before the call and send the call again: afterwards the region holds
  * exactly the 100 chunks asked for, as vramd says, all of them zeroed, and
- * what was held before keeps its bytes. Without the giving up, the resumed
- * engine would declare the early chunks and the call sent again would add
- * 100 more. */
+ * what was held before keeps its bytes. (A library that mapped each frame's
+ * chunks as it came and kept them would declare them in the resume, and the
+ * call sent again would add 100 more: that was tried, and this test caught
+ * it.) */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
