@@ -34,10 +34,14 @@
 # ctest runs the tests under wine (CMAKE_CROSSCOMPILING_EMULATOR); what wine
 # does not enforce is checked on real Windows only and skipped under wine
 # with the reason (docs/windows.md lists both).
-# Not yet: the rest of platform/ for Windows (listener.h's and peer.h's
-# POSIX-shaped calls, lock, mapfile, service, watch, and proc.h's mapping
-# counts), the daemon, libvram's CUDA mapper, the tools, the integration
-# tests, installing; test_transport and test_transport_greedy (they test
+#   - vramd.exe: the daemon with the host backend, its io layer on
+#     Windows (daemon/io/io_pipe.c, session_pipe.c, peer_map.c) and the
+#     rest of platform/win32/ it needs (watch: process handles; lock;
+#     mapfile: the state file; service; peer), and test_win_vramd, which
+#     runs it against win_vramd_client.exe (libvram.dll.a only).
+# Not yet: listener.h's POSIX-shaped calls and proc.h's mapping counts,
+# vramd's service mode, libvram's CUDA mapper, the tools, the integration
+# suites, installing; test_transport and test_transport_greedy (they test
 # SCM_RIGHTS, which Windows does not have: handles travel inline there).
 
 if(NOT CMAKE_C_COMPILER_ID STREQUAL "GNU")
@@ -161,7 +165,9 @@ add_library(vram_platform STATIC
   platform/win32/clock.c platform/win32/conn_state.c platform/win32/conn.c
   platform/win32/identity.c platform/win32/proc.c platform/win32/pipe_listener.c
   platform/win32/stream.c platform/win32/push.c platform/win32/mem.c
-  platform/win32/thread.c platform/win32/dl.c)
+  platform/win32/thread.c platform/win32/dl.c platform/win32/watch.c
+  platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
+  platform/win32/peer.c)
 target_include_directories(vram_platform PUBLIC platform)
 target_link_libraries(vram_platform PUBLIC ntdll uv_a)
 
@@ -225,6 +231,41 @@ target_include_directories(vram_winsvc PUBLIC windows-service)
 # (uuid).
 target_link_libraries(vram_winsvc PUBLIC shell32 ole32 uuid advapi32)
 
+# vramd.exe: the Linux build's daemon sources, with the io layer's Windows
+# side (io_pipe.c, session_pipe.c, peer_map.c: the pipe acceptor's
+# connections as libuv streams, SIDs as the core's peers) instead of io.c
+# and session.c, and the host backend (cuda.c compiles to nothing without
+# cuda.h, and the registry refuses "cuda" with the reason). Runs in the
+# foreground; --run-dir names where the state file and the lock go.
+set(VRAMD_WIN_CORE_SOURCES
+  daemon/core/access.c daemon/core/clients.c daemon/core/declaration.c daemon/core/dispatch.c
+  daemon/core/effects.c daemon/core/lifecycle.c daemon/core/reapers.c daemon/core/recalls.c
+  daemon/core/refill.c daemon/core/kept.c daemon/core/handoff.c daemon/core/reply.c
+  daemon/core/request.c daemon/core/send.c daemon/core/startup.c daemon/core/status.c
+  daemon/core/waits.c
+  daemon/core/handlers/admin.c daemon/core/handlers/hello.c daemon/core/handlers/kv.c
+  daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c)
+add_executable(vramd
+  daemon/main.c daemon/config.c daemon/log.c
+  daemon/io/io_pipe.c daemon/io/session_pipe.c daemon/io/peer_map.c
+  ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
+  daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c
+  daemon/state/format.c daemon/state/state.c)
+# daemon/io by -iquote only: its io.h would otherwise be taken for the C
+# runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).
+target_include_directories(vramd PRIVATE daemon daemon/core daemon/backends
+  daemon/state)
+target_compile_options(vramd PRIVATE -iquote ${PROJECT_SOURCE_DIR}/daemon/io)
+# log.h's and request.h's format(printf) attributes are checked against
+# msvcrt's printf here (no %zu), while the calls go to the C99 printf
+# (__USE_MINGW_ANSI_STDIO), as for proto/msg.c above: the Linux build
+# checks the same format strings.
+target_compile_options(vramd PRIVATE -Wno-format)
+target_link_libraries(vramd PRIVATE vram_ledger vram_proto vram_platform
+  vram_winsvc uv_a vram_cjson)
+add_dependencies(vramd vram_generated)
+target_link_options(vramd PRIVATE -Wl,--stack,8388608 -static-libgcc)
+
 if(VRAM_BUILD_TESTS)
   enable_testing()
   function(vram_win_test name)
@@ -275,6 +316,13 @@ if(VRAM_BUILD_TESTS)
   # libvram.dll.a, nothing else of the project's (a stand-in daemon in the
   # test answers the library's frames and grants host chunks inline).
   vram_win_test(test_win_libvram SOURCES tests/win/test_win_libvram.c LIBS vram)
+  # The first integration test: the real vramd.exe serving
+  # win_vramd_client.exe (vram.h and libvram.dll.a only) over its pipe.
+  add_executable(win_vramd_client tests/win/win_vramd_client.c)
+  target_include_directories(win_vramd_client PRIVATE tests)
+  target_link_libraries(win_vramd_client PRIVATE vram)
+  vram_win_test(test_win_vramd SOURCES tests/win/test_win_vramd.c TIMEOUT 240)
+  add_dependencies(test_win_vramd vramd win_vramd_client)
   # test_win_thread loads libvram.dll by its path (and refuses it by a bare
   # name, which looks in System32 only).
   add_dependencies(test_win_thread vram)

@@ -17,9 +17,19 @@
 #include "startup.h"
 #include "units.h"
 #include "vram_msg.h"
+#ifdef _WIN32
+#include "paths.h"
+#endif
 
-#define DEFAULT_SOCKET "/run/vramd/vramd.sock"
+/* Linux: /run/vramd/vramd.sock; Windows: \\.\pipe\vramd (conn.h). */
+#define DEFAULT_SOCKET VP_DEFAULT_ENDPOINT
+#ifdef _WIN32
+/* %ProgramData%\vramd\vramd.json, looked up at start (windows-service/);
+ * this is its name in usage()'s format. */
+#define DEFAULT_CONFIG "%%ProgramData%%\\vramd\\vramd.json"
+#else
 #define DEFAULT_CONFIG "/etc/vramd/vramd.json"
+#endif
 /* The state file beside the socket cannot be trusted: restarting would
  * fail the same way (the systemd unit does not restart on it). */
 #define EXIT_STATE 65
@@ -32,6 +42,10 @@ static void usage(FILE *f)
             "pipeline stage's budget, and hands chunks to engines.\n\n"
             "  -s, --socket PATH      listen on PATH (default $VRAM_SOCKET, else "
             DEFAULT_SOCKET ")\n"
+#ifdef _WIN32
+            "  -r, --run-dir DIR      where the state file and the lock go\n"
+            "                         (default %%ProgramData%%\\vramd)\n"
+#endif
             "  -b, --backend NAME     host, cuda or auto (default: the config's, "
             "else auto)\n"
             "  -c, --config FILE      configuration (JSON; default " DEFAULT_CONFIG "\n"
@@ -98,14 +112,31 @@ struct daemon {
     uv_signal_t sig[3];
 };
 
+#ifdef _WIN32
+/* A console has no SIGHUP to reload with: Ctrl-Break reloads (as
+ * windows-service's --console does), and libuv's SIGHUP is the console
+ * closing, which stops. */
+#define SIG_RELOAD SIGBREAK
+#define SIG_STOP2 SIGHUP
+#else
+#define SIG_RELOAD SIGHUP
+#define SIG_STOP2 SIGTERM
+#endif
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
-    if (signum == SIGHUP) {
+    if (signum == SIG_RELOAD) {
         vd_core_reload(&d->core);
         return;
     }
-    vlog(VLOG_NOTICE, "%s: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    vlog(VLOG_NOTICE, "%s: shutting down", signum == SIG_STOP2 ?
+#ifdef _WIN32
+         "console closed"
+#else
+         "SIGTERM"
+#endif
+         : "SIGINT");
     vp_service_notify("STOPPING=1\nSTATUS=shutting down");
     vd_core_stopping(&d->core);
     vd_io_stop(&d->io);
@@ -122,6 +153,9 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'},
+#ifdef _WIN32
+        {"run-dir", required_argument, 0, 'r'},
+#endif
         {"backend", required_argument, 0, 'b'},
         {"config", required_argument, 0, 'c'},
         {"check-config", required_argument, 0, 'C'},
@@ -135,9 +169,18 @@ int main(int argc, char **argv)
     const char *backend_name = NULL, *config_path = NULL;
     int level = VLOG_INFO, c;
     bool discard_state = false;
-    while ((c = getopt_long(argc, argv, "s:b:c:l:Vh", opts, NULL)) != -1) {
+#ifdef _WIN32
+    const char *run_dir = NULL;
+#define OPTSTRING "s:r:b:c:l:Vh"
+#else
+#define OPTSTRING "s:b:c:l:Vh"
+#endif
+    while ((c = getopt_long(argc, argv, OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 's': socket_path = optarg; break;
+#ifdef _WIN32
+        case 'r': run_dir = optarg; break;
+#endif
         case 'b':
             if (!vd_backend_known(optarg)) {
                 fprintf(stderr, "vramd: --backend must be %s, not '%s'\n",
@@ -175,8 +218,29 @@ int main(int argc, char **argv)
     vp_raise_handle_limit();
 
     struct vd_config cfg;
+#ifdef _WIN32
+    char default_config[1024];
+    if (!config_path && vram_service_config_path(NULL, default_config,
+                                                 sizeof(default_config)) == 0 &&
+        vp_path_exists(default_config))
+        config_path = default_config;
+    /* The state file and the lock: in the run directory, named after the
+     * pipe (\\.\pipe\NAME: DIR\NAME.state, DIR\NAME.lock). */
+    char data_dir[1024], run_base[1200];
+    if (!run_dir) {
+        if (vram_service_data_dir(data_dir, sizeof(data_dir)) < 0) {
+            fprintf(stderr, "vramd: no %%ProgramData%%: give --run-dir\n");
+            return 2;
+        }
+        run_dir = data_dir;
+    }
+    const char *leaf = strrchr(socket_path, '\\');
+    snprintf(run_base, sizeof(run_base), "%s\\%s", run_dir,
+             leaf && leaf[1] ? leaf + 1 : "vramd");
+#else
     if (!config_path && vp_path_exists(DEFAULT_CONFIG))
         config_path = DEFAULT_CONFIG;
+#endif
     if (config_path) {
         char errs[VD_MAX_CONFIG_ERRORS][256];
         int n = 0;
@@ -206,13 +270,18 @@ int main(int argc, char **argv)
         vd_io_prepare(&d.io, &d.loop, &d.core, socket_path) < 0)
         goto out;
     d.core.discard_state = discard_state;
-    if ((e = vd_core_start(&d.core, d.io.path)) < 0) {
+#ifdef _WIN32
+    e = vd_core_start(&d.core, run_base);
+#else
+    e = vd_core_start(&d.core, d.io.path);
+#endif
+    if (e < 0) {
         rc = e == -EBADMSG ? EXIT_STATE : 1;
         goto out;
     }
     if (vd_io_listen(&d.io) < 0)
         goto out;
-    int sigs[3] = {SIGTERM, SIGINT, SIGHUP};
+    int sigs[3] = {SIG_STOP2, SIGINT, SIG_RELOAD};
     for (int i = 0; i < 3; i++) {
         uv_signal_init(&d.loop, &d.sig[i]);
         d.sig[i].data = &d;

@@ -16,6 +16,21 @@ struct vp_watch;
  * VP_WRITABLE (platform/conn.h). */
 typedef void (*vp_watch_fn)(struct vp_watch *w, int status, int events);
 
+#ifdef _WIN32
+/* Windows: only waitable objects (a pinned process), readable once
+ * signalled. A wait registered with the thread pool
+ * (RegisterWaitForSingleObject) wakes the loop through async; the
+ * connections themselves are libuv streams (platform/stream.h). The close
+ * callback gets async, whose data is the watch, as it gets poll on POSIX. */
+struct vp_watch {
+    uv_async_t async;
+    vp_handle h;
+    vp_watch_fn fn;
+    void *data;
+    int events;
+    void *wait; /* the registered wait, NULL when none */
+};
+#else
 struct vp_watch {
     uv_poll_t poll;
     vp_handle h;
@@ -23,6 +38,7 @@ struct vp_watch {
     void *data;
     int events;
 };
+#endif
 
 int vp_watch_init(uv_loop_t *loop, struct vp_watch *w, vp_handle h);
 /* Watches for events (0 stops). Restarting with the same events is free. */

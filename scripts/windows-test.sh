@@ -34,8 +34,16 @@
 #     section handles inline in the frame and mapped at the region's slots,
 #     the event thread), and test_win_thread (platform/win32/'s threads,
 #     recursive locks and run-time loading).
-# What it does not cover yet: the daemon, the tools, the
-# integration and attack tests, installing. What wine does not enforce (a
+#   - vramd.exe (the daemon with the host backend, its io layer on the
+#     pipe acceptor and libuv streams): test_win_vramd starts it with its
+#     own run directory, configuration and pipe, and runs
+#     win_vramd_client.exe (libvram.dll.a only) against it: a stage, a
+#     fixed region grown by host chunks pushed in as sections, written and
+#     read, released; clients in sequence and at once; a client that exits
+#     holding chunks (quarantined until its process ends); a second vramd
+#     refused.
+# What it does not cover yet: the tools, the integration and attack
+# suites, the service mode of vramd.exe, installing. What wine does not enforce (a
 # pipe's DACL, FILE_FLAG_FIRST_PIPE_INSTANCE, identification-only
 # impersonation, placeholders, failure actions, file DACLs) is checked only
 # on real Windows: the tests print "SKIP (real Windows only)" with the

@@ -15,9 +15,15 @@ struct vd_io {
     uv_loop_t *loop;
     struct vd_core *core;
     struct vd_sessions sessions;
+#ifdef _WIN32
+    /* io_pipe.c: vramd's own pipe, and the thread that accepts on it. */
+    struct vp_pipe_listener *pipe;
+    struct vp_acceptor *acceptor;
+#else
     vp_handle listener;
     struct vp_watch lwatch;
     uv_timer_t accept_retry; /* accepting again after running out of fds */
+#endif
     uint64_t accept_pauses;
     bool activated; /* the listener came from the service manager */
     bool listening;

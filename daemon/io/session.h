@@ -30,6 +30,12 @@ void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
 /* A new connection: admitted by the core or turned away with one error
  * frame. */
 void vd_session_accept(struct vd_sessions *ss, vp_handle h);
+#ifdef _WIN32
+#include "pipe_listener.h"
+/* Windows (session_pipe.c): a connected pipe instance, identified by its
+ * client's token, then a libuv stream. */
+void vd_session_accept_pipe(struct vd_sessions *ss, struct vp_pipe_conn conn);
+#endif
 /* The port's calls (core.h). */
 int vd_session_send(void *session, const char *payload, size_t len,
                     vp_handle *hs, int n);

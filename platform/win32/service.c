@@ -1,0 +1,61 @@
+/* Living as a service on Windows, the parts platform/service.h names: the
+ * SCM's side (readiness, stop, reload) is windows-service/'s, so there is
+ * no readiness message to send here, and no journal. */
+#include "service.h"
+
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+
+#include <errno.h>
+#include <io.h>
+#include <stdio.h>
+
+#include "wstr.h"
+
+int vp_service_notify(const char *state)
+{
+    (void)state; /* the SCM hears through vram_service_running */
+    return 0;
+}
+
+bool vp_stderr_is_journal(void)
+{
+    return false;
+}
+
+void vp_process_init(void)
+{
+    /* No SIGPIPE on Windows: a write to a closed pipe fails with
+     * ERROR_NO_DATA. No error boxes from the system for a daemon that has
+     * nobody to click them. */
+    SetErrorMode(SEM_FAILCRITICALERRORS | SEM_NOGPFAULTERRORBOX);
+}
+
+bool vp_path_exists(const char *path)
+{
+    wchar_t w[MAX_PATH + 8];
+    if (vpw_wide(path, w, MAX_PATH + 8) < 0)
+        return false;
+    return GetFileAttributesW(w) != INVALID_FILE_ATTRIBUTES;
+}
+
+bool vp_stdout_is_tty(void)
+{
+    return _isatty(_fileno(stdout)) != 0;
+}
+
+static void (*interrupt_fn)(int);
+
+static BOOL WINAPI on_ctrl(DWORD type)
+{
+    if (!interrupt_fn)
+        return FALSE;
+    interrupt_fn(type == CTRL_BREAK_EVENT ? 21 /* SIGBREAK */ : 2 /* SIGINT */);
+    return TRUE;
+}
+
+void vp_on_interrupt(void (*fn)(int))
+{
+    interrupt_fn = fn;
+    SetConsoleCtrlHandler(on_ctrl, TRUE);
+}

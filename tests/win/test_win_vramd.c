@@ -1,0 +1,223 @@
+/* The first integration test on Windows: the real vramd.exe, in the
+ * foreground with a configuration and a run directory of its own (a
+ * temporary one) and a pipe name of its own, serving separate client
+ * processes (win_vramd_client.exe, linked against libvram.dll.a only) over
+ * the named pipe: hello, ping, an ad-hoc stage, a fixed region grown by host
+ * chunks that vramd pushes into the client as section handles (inline in
+ * the frame), written and read there, shrunk and released. Two clients one
+ * after the other (the second gets chunks the first gave back, zeroed),
+ * then two at once; one that exits holding its chunks (quarantined until
+ * vramd sees its process end, then back in the pool). A second vramd on the same run directory and pipe is
+ * refused. The daemon is ended with TerminateProcess (no console control
+ * event reaches a process under wine's ctest); its log is printed when a
+ * check fails.
+ *
+ * The programs are found beside this one (ctest runs it from the build
+ * directory). */
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static wchar_t dir[MAX_PATH];   /* this program's directory */
+static wchar_t tmp[MAX_PATH];   /* the test's run directory */
+static wchar_t log_path[MAX_PATH];
+
+static void init_paths(void)
+{
+    DWORD n = GetModuleFileNameW(NULL, dir, MAX_PATH);
+    REQUIRE(n > 0 && n < MAX_PATH, "GetModuleFileNameW: %lu", GetLastError());
+    wchar_t *slash = wcsrchr(dir, L'\\');
+    REQUIRE(slash != NULL, "no directory in the program's path");
+    *slash = 0;
+    wchar_t base[MAX_PATH];
+    REQUIRE(GetTempPathW(MAX_PATH, base) > 0, "GetTempPathW: %lu", GetLastError());
+    _snwprintf(tmp, MAX_PATH, L"%lsvramd-test-%lu", base, GetCurrentProcessId());
+    REQUIRE(CreateDirectoryW(tmp, NULL) || GetLastError() == ERROR_ALREADY_EXISTS,
+            "CreateDirectoryW: %lu", GetLastError());
+    _snwprintf(log_path, MAX_PATH, L"%ls\\vramd.log", tmp);
+}
+
+static void write_config(const wchar_t *path)
+{
+    FILE *f = _wfopen(path, L"wb");
+    REQUIRE(f != NULL, "cannot write the configuration");
+    /* One small host device in 2 MiB chunks (the configuration's unit; a multiple of Windows' 64 KiB
+     * granularity); a small pool so that chunks are made and reused. */
+    fputs("{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"64MiB\","
+          " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}}\n", f);
+    fclose(f);
+}
+
+/* Starts exe with the command line (its stdout and stderr to out, when
+ * given). */
+static HANDLE start(const wchar_t *exe, wchar_t *line, HANDLE out)
+{
+    STARTUPINFOW si = {.cb = sizeof(si)};
+    if (out) {
+        si.dwFlags = STARTF_USESTDHANDLES;
+        si.hStdInput = NULL;
+        si.hStdOutput = out;
+        si.hStdError = out;
+    }
+    PROCESS_INFORMATION pi;
+    if (!CreateProcessW(exe, line, NULL, NULL, out != NULL, 0, NULL, NULL, &si, &pi)) {
+        fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe, GetLastError());
+        return NULL;
+    }
+    CloseHandle(pi.hThread);
+    return pi.hProcess;
+}
+
+static HANDLE open_log(void)
+{
+    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
+    HANDLE h = CreateFileW(log_path, FILE_APPEND_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE,
+                           &sa, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+    REQUIRE(h != INVALID_HANDLE_VALUE, "cannot open the log: %lu", GetLastError());
+    return h;
+}
+
+static void print_log(void)
+{
+    FILE *f = _wfopen(log_path, L"rb");
+    if (!f)
+        return;
+    fprintf(stderr, "---- vramd's log ----\n");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, stderr);
+    fprintf(stderr, "---- end of the log ----\n");
+    fclose(f);
+}
+
+static bool log_has(const char *what)
+{
+    FILE *f = _wfopen(log_path, L"rb");
+    if (!f)
+        return false;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, what) != NULL;
+}
+
+static DWORD wait_exit(HANDLE p, DWORD ms)
+{
+    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0)
+        return 999;
+    DWORD code = 998;
+    GetExitCodeProcess(p, &code);
+    return code;
+}
+
+/* Waits until the pipe exists (vramd is ready): WaitNamedPipeW says so
+ * without connecting. */
+static bool wait_pipe(const wchar_t *name, HANDLE daemon, int ms)
+{
+    for (int t = 0; t < ms; t += 50) {
+        if (WaitNamedPipeW(name, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
+            return true;
+        if (WaitForSingleObject(daemon, 50) == WAIT_OBJECT_0)
+            return false;
+    }
+    return false;
+}
+
+static HANDLE client_mode(const wchar_t *pipe, unsigned fill, const wchar_t *mode,
+                          HANDLE out)
+{
+    wchar_t exe[MAX_PATH], line[1024];
+    _snwprintf(exe, MAX_PATH, L"%ls\\win_vramd_client.exe", dir);
+    _snwprintf(line, 1024, L"\"%ls\" %ls 0x%x %ls", exe, pipe, fill, mode);
+    return start(exe, line, out);
+}
+
+static HANDLE client(const wchar_t *pipe, unsigned fill, HANDLE out)
+{
+    return client_mode(pipe, fill, L"", out);
+}
+
+/* Polls the log for what, up to ms. */
+static bool log_wait(const char *what, int ms)
+{
+    for (int t = 0; t < ms; t += 50) {
+        if (log_has(what))
+            return true;
+        Sleep(50);
+    }
+    return false;
+}
+
+int main(void)
+{
+    init_paths();
+    wchar_t cfg[MAX_PATH], pipe[128], exe[MAX_PATH], line[2048];
+    _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
+    _snwprintf(pipe, 128, L"\\\\.\\pipe\\vramd-test-%lu", GetCurrentProcessId());
+    _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);
+    write_config(cfg);
+    _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe,
+               pipe, tmp, cfg);
+    HANDLE log = open_log();
+    HANDLE d = start(exe, line, log);
+    REQUIRE(d != NULL, "vramd.exe did not start");
+    bool up = wait_pipe(pipe, d, 20000);
+    if (!up)
+        print_log();
+    REQUIRE(up, "vramd's pipe %ls did not appear", pipe);
+
+    /* One client, then another that gets the chunks the first gave back. */
+    HANDLE c1 = client(pipe, 0x11, log);
+    DWORD s1 = c1 ? wait_exit(c1, 60000) : 997;
+    CHECK(s1 == 0, "the first client exited with %lu", s1);
+    HANDLE c2 = client(pipe, 0x22, log);
+    DWORD s2 = c2 ? wait_exit(c2, 60000) : 997;
+    CHECK(s2 == 0, "the second client exited with %lu", s2);
+    /* Two at once. */
+    HANDLE c3 = client(pipe, 0x33, log), c4 = client(pipe, 0x44, log);
+    DWORD s3 = c3 ? wait_exit(c3, 60000) : 997, s4 = c4 ? wait_exit(c4, 60000) : 997;
+    CHECK(s3 == 0 && s4 == 0, "the concurrent clients exited with %lu and %lu", s3, s4);
+    CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "vramd ended while serving");
+
+    /* A client that exits holding its chunks: quarantined until vramd sees
+     * its process gone (the pin's wait), then back in the pool, and a
+     * client after it gets them zeroed. */
+    HANDLE c6 = client_mode(pipe, 0x66, L"hold", log);
+    DWORD s6 = c6 ? wait_exit(c6, 60000) : 997;
+    CHECK(s6 == 0, "the holding client exited with %lu", s6);
+    CHECK(log_wait("chunks quarantined until pid", 10000),
+          "its chunks were not quarantined");
+    CHECK(log_wait("quarantined chunks back in the pool", 10000),
+          "its chunks did not come back when its process ended");
+    HANDLE c7 = client(pipe, 0x77, log);
+    DWORD s7 = c7 ? wait_exit(c7, 60000) : 997;
+    CHECK(s7 == 0, "the client after it exited with %lu", s7);
+
+    /* A second daemon on the same run directory and pipe: refused. */
+    HANDLE d2 = start(exe, line, log);
+    DWORD s5 = d2 ? wait_exit(d2, 30000) : 997;
+    CHECK(s5 == 1, "a second vramd exited with %lu, not 1", s5);
+    CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "the first vramd ended");
+
+    CHECK(log_has("(wine-engine, pid ") && log_has("said hello as engine"),
+          "no hello in vramd's log");
+    CHECK(log_has("another vramd runs"), "the second vramd did not say why");
+
+    TerminateProcess(d, 9);
+    WaitForSingleObject(d, 10000);
+    if (check_failures)
+        print_log();
+    CloseHandle(log);
+    CloseHandle(d);
+    for (HANDLE *h = (HANDLE[]){c1, c2, c3, c4, c6, c7, d2, NULL}; *h; h++)
+        CloseHandle(*h);
+    return check_report("test_win_vramd");
+}

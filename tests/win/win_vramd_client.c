@@ -1,0 +1,116 @@
+/* An engine-style client of the real vramd.exe, started by test_win_vramd
+ * as a process of its own: built from vram.h and linked against
+ * libvram.dll.a only. Connects to the pipe named on its command line,
+ * registers an ad-hoc stage, grows a fixed region by a few host chunks
+ * (sections vramd pushed into this process, their values inline in the
+ * reply), writes and reads them through the region's slots, shrinks and
+ * releases (or, with argv[3] "hold", exits holding them). Exits 0 when
+ * every check passed. argv[2], when given, is a byte
+ * the chunks are filled with (the second client checks it does not see the
+ * first one's bytes: chunks come back zeroed or not at all). */
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vram.h>
+
+#include "check.h"
+
+#define NCHUNKS 3
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: win_vramd_client PIPE [FILL [hold]]\n");
+        return 2;
+    }
+    unsigned fill = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 0x5a;
+    char err[512] = "";
+    struct vram_client_options o = {.name = "wine-engine", .error = err,
+                                    .error_len = sizeof(err)};
+    vram_client *c = NULL;
+    int e = vram_client_connect(argv[1], &o, &c);
+    REQUIRE(e == 0 && c, "connect to vramd at %s: %d (%s)", argv[1], e, err);
+    CHECK(vram_client_id(c) > 0, "client id %u", vram_client_id(c));
+    CHECK(strcmp(vram_client_backend(c), "host") == 0, "backend %s",
+          vram_client_backend(c));
+    CHECK(vram_client_ping(c) == 0, "ping: %s", vram_client_last_error(c));
+
+    struct vram_device_info devs[4];
+    int nd = vram_devices(c, devs, 4);
+    CHECK(nd == 1, "devices: %d (%s)", nd, vram_client_last_error(c));
+    uint64_t chunk = nd >= 1 ? devs[0].chunk_bytes : 0;
+    REQUIRE(chunk && chunk % 65536 == 0, "chunk of %llu bytes",
+            (unsigned long long)chunk);
+
+    uint32_t stage = 0, region = 0;
+    e = vram_stage_register_adhoc(c, 0, 0, 0, &stage);
+    REQUIRE(e == 0, "register: %d (%s)", e, vram_client_last_error(c));
+    e = vram_region_create(c, stage, VRAM_REGION_FIXED, NCHUNKS * chunk, 1, &region);
+    REQUIRE(e == 0, "region: %d (%s)", e, vram_client_last_error(c));
+    uint8_t *s0 = vram_region_slot(c, region, 0, 0);
+    REQUIRE(s0 != NULL, "no slot 0");
+    MEMORY_BASIC_INFORMATION mbi;
+    CHECK(VirtualQuery(s0, &mbi, sizeof(mbi)) && mbi.State == MEM_RESERVE,
+          "the region is not reserved before it is grown (state 0x%lx)", mbi.State);
+
+    /* Two grows: one chunk, then the rest, each a reply whose sections
+     * vramd pushed into this process. */
+    e = vram_region_grow(c, region, 1);
+    REQUIRE(e == 0, "grow 1: %d (%s)", e, vram_client_last_error(c));
+    e = vram_region_grow(c, region, NCHUNKS - 1);
+    REQUIRE(e == 0, "grow 2: %d (%s)", e, vram_client_last_error(c));
+    CHECK_EQ_U(vram_client_chunks_held(c), NCHUNKS);
+    uint64_t ids[NCHUNKS];
+    for (uint32_t i = 0; i < NCHUNKS; i++) {
+        ids[i] = 0;
+        CHECK(vram_region_chunk(c, region, 0, i, &ids[i]) == 0, "slot %u holds no chunk", i);
+        for (uint32_t k = 0; k < i; k++)
+            CHECK(ids[k] != ids[i], "slots %u and %u hold chunk %llu", k, i,
+                  (unsigned long long)ids[i]);
+        uint8_t *s = vram_region_slot(c, region, 0, i);
+        CHECK(s == s0 + i * chunk, "slot %u at %p", i, (void *)s);
+        /* A chunk handed out again must not carry anyone's bytes. */
+        CHECK(s[0] == 0 && s[chunk - 1] == 0 && s[chunk / 2] == 0,
+              "slot %u is not zero: 0x%x 0x%x", i, s[0], s[chunk - 1]);
+        memset(s, (int)(fill + i), chunk);
+    }
+    for (uint32_t i = 0; i < NCHUNKS; i++) {
+        uint8_t *s = vram_region_slot(c, region, 0, i);
+        CHECK(s[0] == (uint8_t)(fill + i) && s[chunk - 1] == (uint8_t)(fill + i),
+              "slot %u reads 0x%x", i, s[0]);
+    }
+    /* "hold": end here, holding the chunks (no release, no close): vramd
+     * must keep them quarantined until this process is gone, which it
+     * learns from the process handle (platform/win32/watch.c). */
+    if (argc > 3 && strcmp(argv[3], "hold") == 0) {
+        printf("win_vramd_client: holding %u chunks, exiting\n", NCHUNKS);
+        fflush(stdout);
+        ExitProcess(check_failures ? 1 : 0);
+    }
+    char *json = NULL;
+    e = vram_status_json(c, &json);
+    CHECK(e == 0 && json && strstr(json, "\"devices\""), "status: %d (%s)", e,
+          vram_client_last_error(c));
+    vram_free(json);
+
+    e = vram_region_shrink(c, region, 1);
+    CHECK(e == 0, "shrink: %d (%s)", e, vram_client_last_error(c));
+    CHECK_EQ_U(vram_client_chunks_held(c), NCHUNKS - 1);
+    uint8_t *last = vram_region_slot(c, region, 0, NCHUNKS - 1);
+    CHECK(last && VirtualQuery(last, &mbi, sizeof(mbi)) && mbi.State != MEM_COMMIT,
+          "the shrunk slot is still mapped (state 0x%lx)", mbi.State);
+    e = vram_region_release(c, region);
+    CHECK(e == 0, "release: %d (%s)", e, vram_client_last_error(c));
+    CHECK_EQ_U(vram_client_chunks_held(c), 0);
+    e = vram_stage_release(c, stage);
+    CHECK(e == 0, "stage release: %d (%s)", e, vram_client_last_error(c));
+    CHECK(vram_client_ping(c) == 0, "ping after release: %s", vram_client_last_error(c));
+    vram_client_close(c);
+    return check_report("win_vramd_client");
+}
