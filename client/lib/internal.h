@@ -20,7 +20,9 @@
 struct vc_chunk {
     uint64_t id;
     vp_handle h;         /* host: the memory object; cuda: the exported
-                            handle, kept until the release */
+                            handle, kept until the release on Linux (closing
+                            it is slow there), closed after the import on
+                            Windows (VP_NONE) */
     uint64_t handle;     /* cuda: CUmemGenericAllocationHandle */
     uint32_t device;
     uint32_t region;     /* 0 when not mapped */
