@@ -247,7 +247,8 @@ set(VRAMD_WIN_CORE_SOURCES
   daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c)
 add_executable(vramd
   daemon/main.c daemon/config.c daemon/log.c
-  daemon/io/io_pipe.c daemon/io/session_pipe.c daemon/io/peer_map.c
+  daemon/io/io_pipe.c daemon/io/io_port.c daemon/io/session_pipe.c
+  daemon/io/session_rules.c daemon/io/peer_map.c
   ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
   daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c
   daemon/state/format.c daemon/state/state.c)

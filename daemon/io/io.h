@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "core.h"
+#include "io_port.h"
 #include "session.h"
 #include "watch.h"
 
@@ -30,8 +31,6 @@ struct vd_io {
     char path[108];
 };
 
-/* The port the core answers through (for vd_core_init). */
-struct vd_port vd_io_port(struct vd_io *io);
 /* Takes a listener passed by the service manager, or checks the
  * directory of path; afterwards io->path is the socket's path. Logs why it
  * fails. */

@@ -1,7 +1,8 @@
 /* One connection: its bytes and handles through the wire, frames handed to
  * the core, what the core sends queued and flushed, and its end, always
  * deferred to the end of the loop turn (never inside a send), after which
- * the core hears of it. */
+ * the core hears of it. Each platform has its file (session.c,
+ * session_pipe.c); the rules they share are session_rules.h's. */
 #ifndef VRAMD_SESSION_H
 #define VRAMD_SESSION_H
 
@@ -9,24 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core.h"
 #include "handle.h"
-#include "watch.h"
+#include "session_rules.h"
 #include "wire.h"
 
-struct vd_sessions {
-    uv_loop_t *loop;
-    struct vd_core *core;
-    struct vd_session *list;
-    struct vd_session *closing; /* to be closed at the end of this turn */
-    uv_idle_t closer;
-    uv_timer_t deadlines;      /* silent peers and half-sent frames */
-    size_t queued;             /* bytes queued towards all peers */
-    bool stopping;             /* stop the loop once every session is gone */
-};
-
-void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
-                      struct vd_core *core);
 /* A new connection: admitted by the core or turned away with one error
  * frame. */
 void vd_session_accept(struct vd_sessions *ss, vp_handle h);
@@ -43,7 +30,9 @@ void vd_session_close(void *session, const char *why, bool after_flush);
 int vd_session_room(void *session);
 int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,
                    uint64_t *start_time);
-/* Closes every session, then stops the loop. */
-void vd_sessions_stop(struct vd_sessions *ss);
+/* For session_rules.c, at the end of the loop turn that closes it: the
+ * connection's handle is closed, and the session freed once the loop lets
+ * go of it. */
+void vd_session_release(struct vd_session *s);
 
 #endif
