@@ -327,4 +327,8 @@ if(VRAM_BUILD_TESTS)
   # test_win_thread loads libvram.dll by its path (and refuses it by a bare
   # name, which looks in System32 only).
   add_dependencies(test_win_thread vram)
+  # The tools (vramctl.exe, vram-replay.exe) and vramd.exe as a service,
+  # each with its tests, in files of their own.
+  include(${CMAKE_CURRENT_LIST_DIR}/windows_tools.cmake OPTIONAL)
+  include(${CMAKE_CURRENT_LIST_DIR}/windows_service_daemon.cmake OPTIONAL)
 endif()
