@@ -1,6 +1,7 @@
 /* vramd: the GPU memory broker daemon. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "entry.h"
 #include "io.h"
 #include "log.h"
 #include "platform.h"
@@ -59,8 +61,21 @@ static void usage(FILE *f)
             "  -l, --log-level LEVEL  error, warning, notice, info (default), "
             "debug\n"
             "  -V, --version          print the version\n"
-            "  -h, --help             this text\n\n"
-            "Exit status: 0 stopped by a signal, 1 failed, 2 usage, 65 the state\n"
+            "  -h, --help             this text\n"
+#ifdef _WIN32
+            "\nAs a Windows service (one of these; the other options go into\n"
+            "the service's command line on install):\n"
+            "      --install-service  install (LocalSystem, automatic start,\n"
+            "                         restarted on failure); needs an\n"
+            "                         administrator\n"
+            "      --uninstall-service  stop and remove\n"
+            "      --service          what the service manager runs (the log\n"
+            "                         goes to RUN-DIR\\vramd.log)\n"
+            "      --console          run in the foreground (the default):\n"
+            "                         Ctrl-C stops, Ctrl-Break reloads\n"
+            "      --service-name NAME  the service's name (default vramd)\n"
+#endif
+            "\nExit status: 0 stopped by a signal, 1 failed, 2 usage, 65 the state\n"
             "file cannot be trusted (see --discard-state).\n");
 }
 
@@ -105,12 +120,34 @@ static int check_config(const char *path)
     return rc;
 }
 
+/* What the command line asked for. */
+struct opts {
+    const char *socket_path, *backend_name, *config_path;
+    int level;
+    bool discard_state;
+    const char *run_dir;      /* Windows: the state file, the lock, the log */
+    const char *service_name; /* Windows: the service's name */
+};
+
 struct daemon {
+    const struct opts *o;
+    struct vp_entry *entry; /* the service's run (NULL on POSIX) */
     uv_loop_t loop;
     struct vd_core core;
     struct vd_io io;
     uv_signal_t sig[3];
+    /* Stop and reload asked from another thread (the service manager's
+     * handler, platform/entry.h): flags, and wake to bring them to the
+     * loop's thread. wake_ready (under wake_lock) says wake may be sent:
+     * from its init until the loop closes it. */
+    uv_async_t wake;
+    uv_mutex_t wake_lock;
+    bool wake_ready;
+    atomic_bool stop_asked, reload_asked;
 };
+
+/* One daemon a process; the service's callbacks reach it here. */
+static struct daemon the_daemon;
 
 #ifdef _WIN32
 /* A console has no SIGHUP to reload with: Ctrl-Break reloads (as
@@ -123,6 +160,14 @@ struct daemon {
 #define SIG_STOP2 SIGTERM
 #endif
 
+static void shut_down(struct daemon *d, const char *reason)
+{
+    vlog(VLOG_NOTICE, "%s: shutting down", reason);
+    vp_service_notify("STOPPING=1\nSTATUS=shutting down");
+    vd_core_stopping(&d->core);
+    vd_io_stop(&d->io);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
@@ -130,16 +175,53 @@ static void on_signal(uv_signal_t *h, int signum)
         vd_core_reload(&d->core);
         return;
     }
-    vlog(VLOG_NOTICE, "%s: shutting down", signum == SIG_STOP2 ?
+    shut_down(d, signum == SIG_STOP2 ?
 #ifdef _WIN32
-         "console closed"
+              "console closed"
 #else
-         "SIGTERM"
+              "SIGTERM"
 #endif
-         : "SIGINT");
-    vp_service_notify("STOPPING=1\nSTATUS=shutting down");
-    vd_core_stopping(&d->core);
-    vd_io_stop(&d->io);
+              : "SIGINT");
+}
+
+/* On the loop's thread: what the service manager asked for meanwhile. */
+static void on_wake(uv_async_t *h)
+{
+    struct daemon *d = h->data;
+    if (atomic_exchange(&d->reload_asked, false)) {
+        vlog(VLOG_NOTICE, "reload asked by %s",
+             vp_entry_under_manager(d->entry)
+                 ? "the service manager (PARAMCHANGE)"
+                 : "the console (Ctrl-Break)");
+        vd_core_reload(&d->core); /* SIGHUP's path */
+    }
+    if (atomic_exchange(&d->stop_asked, false))
+        shut_down(d, "stop asked by the service manager");
+}
+
+static void wake(struct daemon *d)
+{
+    uv_mutex_lock(&d->wake_lock);
+    if (d->wake_ready)
+        uv_async_send(&d->wake);
+    uv_mutex_unlock(&d->wake_lock);
+}
+
+/* From the service manager's thread (platform/entry.h). A request made
+ * before the loop could take it stays in its flag: the loop looks once it
+ * is ready. */
+static void ask_stop(void *data)
+{
+    struct daemon *d = data;
+    atomic_store(&d->stop_asked, true);
+    wake(d);
+}
+
+static void ask_reload(void *data)
+{
+    struct daemon *d = data;
+    atomic_store(&d->reload_asked, true);
+    wake(d);
 }
 
 static void close_quietly(uv_handle_t *h, void *arg)
@@ -149,12 +231,18 @@ static void close_quietly(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+static int run(struct vp_entry *e, void *data);
+
 int main(int argc, char **argv)
 {
+    /* Windows' --service, --console, --install-service and
+     * --uninstall-service are taken out before getopt (nothing on POSIX). */
+    enum vp_entry_mode mode = vp_entry_mode(&argc, argv);
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'},
 #ifdef _WIN32
         {"run-dir", required_argument, 0, 'r'},
+        {"service-name", required_argument, 0, 'N'},
 #endif
         {"backend", required_argument, 0, 'b'},
         {"config", required_argument, 0, 'c'},
@@ -170,7 +258,7 @@ int main(int argc, char **argv)
     int level = VLOG_INFO, c;
     bool discard_state = false;
 #ifdef _WIN32
-    const char *run_dir = NULL;
+    const char *run_dir = NULL, *service_name = NULL;
 #define OPTSTRING "s:r:b:c:l:Vh"
 #else
 #define OPTSTRING "s:b:c:l:Vh"
@@ -180,6 +268,7 @@ int main(int argc, char **argv)
         case 's': socket_path = optarg; break;
 #ifdef _WIN32
         case 'r': run_dir = optarg; break;
+        case 'N': service_name = optarg; break;
 #endif
         case 'b':
             if (!vd_backend_known(optarg)) {
@@ -210,12 +299,57 @@ int main(int argc, char **argv)
         fprintf(stderr, "vramd: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if (mode == VP_ENTRY_CONFLICT) {
+        fprintf(stderr, "vramd: --service, --console, --install-service and "
+                "--uninstall-service exclude each other\n");
+        return 2;
+    }
+    static struct opts o;
+    o = (struct opts){.socket_path = socket_path, .backend_name = backend_name,
+                      .config_path = config_path, .level = level,
+                      .discard_state = discard_state};
+#ifdef _WIN32
+    o.run_dir = run_dir;
+    o.service_name = service_name;
+#endif
+    the_daemon.o = &o;
+    /* The log of the service goes beside its state (the run directory,
+     * %ProgramData%\vramd by default). */
+    struct vp_entry_cfg ecfg = {.name = o.service_name, .data_dir = o.run_dir,
+                                .start_wait_hint_ms = 30000,
+                                .stop_wait_hint_ms = 30000};
+    struct vp_entry_ops ops = {.main = run, .stop = ask_stop,
+                               .reload = ask_reload, .data = &the_daemon};
+    char why[512];
+    int rc = vp_entry_exec(mode, argc, argv, &ecfg, &ops, why, sizeof(why));
+    if (why[0])
+        fprintf(stderr, "vramd: %s\n", why);
+    if (mode == VP_ENTRY_INSTALL || mode == VP_ENTRY_UNINSTALL)
+        return rc < 0 ? 1 : 0;
+    return rc < 0 ? 1 : rc;
+}
+
+/* The daemon, in the foreground or as the service (e). */
+static int run(struct vp_entry *e, void *data)
+{
+    struct daemon *d = data;
+    const struct opts *o = d->o;
+    d->entry = e;
+    const char *socket_path = o->socket_path;
+    const char *backend_name = o->backend_name, *config_path = o->config_path;
+    int level = o->level;
+    bool discard_state = o->discard_state;
+#ifdef _WIN32
+    const char *run_dir = o->run_dir;
+#endif
     if (!socket_path || !*socket_path)
         socket_path = DEFAULT_SOCKET;
     vlog_init(level);
     vp_process_init();
     /* Handles in flight to clients and the backends' pools are fds. */
     vp_raise_handle_limit();
+    /* Reading the configuration and opening the backend. */
+    vp_entry_starting(e, 30000);
 
     struct vd_config cfg;
 #ifdef _WIN32
@@ -262,35 +396,46 @@ int main(int argc, char **argv)
         vd_config_free(&cfg);
         return 1;
     }
-    static struct daemon d;
-    uv_loop_init(&d.loop);
-    struct vd_port port = vd_io_port(&d.io);
-    int rc = 1, e;
-    if (vd_core_init(&d.core, &d.loop, &cfg, config_path, backend, &port) < 0 ||
-        vd_io_prepare(&d.io, &d.loop, &d.core, socket_path) < 0)
+    uv_loop_init(&d->loop);
+    uv_mutex_init(&d->wake_lock);
+    uv_async_init(&d->loop, &d->wake, on_wake);
+    d->wake.data = d;
+    uv_mutex_lock(&d->wake_lock);
+    d->wake_ready = true;
+    uv_mutex_unlock(&d->wake_lock);
+    /* What was asked before wake could be sent. */
+    if (atomic_load(&d->stop_asked) || atomic_load(&d->reload_asked))
+        uv_async_send(&d->wake);
+    /* The state file: reading it back and resuming what it names. */
+    vp_entry_starting(e, 30000);
+    struct vd_port port = vd_io_port(&d->io);
+    int rc = 1, err;
+    if (vd_core_init(&d->core, &d->loop, &cfg, config_path, backend, &port) < 0 ||
+        vd_io_prepare(&d->io, &d->loop, &d->core, socket_path) < 0)
         goto out;
-    d.core.discard_state = discard_state;
+    d->core.discard_state = discard_state;
 #ifdef _WIN32
-    e = vd_core_start(&d.core, run_base);
+    err = vd_core_start(&d->core, run_base);
 #else
-    e = vd_core_start(&d.core, d.io.path);
+    err = vd_core_start(&d->core, d->io.path);
 #endif
-    if (e < 0) {
-        rc = e == -EBADMSG ? EXIT_STATE : 1;
+    if (err < 0) {
+        rc = err == -EBADMSG ? EXIT_STATE : 1;
         goto out;
     }
-    if (vd_io_listen(&d.io) < 0)
+    vp_entry_starting(e, 10000);
+    if (vd_io_listen(&d->io) < 0)
         goto out;
     int sigs[3] = {SIG_STOP2, SIGINT, SIG_RELOAD};
     for (int i = 0; i < 3; i++) {
-        uv_signal_init(&d.loop, &d.sig[i]);
-        d.sig[i].data = &d;
-        uv_signal_start(&d.sig[i], on_signal, sigs[i]);
+        uv_signal_init(&d->loop, &d->sig[i]);
+        d->sig[i].data = d;
+        uv_signal_start(&d->sig[i], on_signal, sigs[i]);
     }
-    for (uint32_t i = 0; i < vl_device_count(d.core.ledger); i++) {
+    for (uint32_t i = 0; i < vl_device_count(d->core.ledger); i++) {
         char cap[32], ch[32];
         struct vl_device_view dv;
-        vl_device_view(d.core.ledger, i, &dv);
+        vl_device_view(d->core.ledger, i, &dv);
         vlog(VLOG_INFO, "device %u: %s, %s in chunks of %s", dv.id,
              backend->info[i].name,
              vram_size_format((uint64_t)dv.chunks * dv.chunk_bytes, cap,
@@ -298,21 +443,27 @@ int main(int argc, char **argv)
              vram_size_format(dv.chunk_bytes, ch, sizeof(ch)));
     }
     vlog(VLOG_NOTICE, "vramd %s ready on %s (backend %s, %u devices, %u "
-         "stages configured)", VRAM_VERSION, d.io.path, backend->ops->name,
-         vl_device_count(d.core.ledger), cfg.nstages);
+         "stages configured)", VRAM_VERSION, d->io.path, backend->ops->name,
+         vl_device_count(d->core.ledger), cfg.nstages);
     char state[256];
     snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %u devices on %s "
-             "(%s backend)", vl_device_count(d.core.ledger), d.io.path,
+             "(%s backend)", vl_device_count(d->core.ledger), d->io.path,
              backend->ops->name);
     vp_service_notify(state);
-    uv_run(&d.loop, UV_RUN_DEFAULT);
+    vp_entry_running(e);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
     rc = 0;
 out:
-    vd_io_fini(&d.io);
-    uv_walk(&d.loop, close_quietly, NULL);
-    uv_run(&d.loop, UV_RUN_DEFAULT);
-    vd_core_fini(&d.core);
-    uv_loop_close(&d.loop);
+    /* wake is closed below: from here a stop or reload only sets its flag. */
+    uv_mutex_lock(&d->wake_lock);
+    d->wake_ready = false;
+    uv_mutex_unlock(&d->wake_lock);
+    vd_io_fini(&d->io);
+    uv_walk(&d->loop, close_quietly, NULL);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    vd_core_fini(&d->core);
+    uv_loop_close(&d->loop);
+    uv_mutex_destroy(&d->wake_lock);
     vd_backend_destroy(backend);
     vd_config_free(&cfg);
     if (rc == 0)

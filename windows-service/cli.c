@@ -6,6 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* platform/entry.h, implemented here on the SCM (inline no-ops on POSIX):
+ * vramd's main reaches the service through that platform-neutral seam.
+ * vram_winsvc's include path does not name platform/: hence the relative
+ * path. */
+#include "../platform/entry.h"
+
 static const struct {
     const char *opt;
     enum vram_service_mode mode;
@@ -88,4 +94,90 @@ int vram_service_exec(enum vram_service_mode mode, int argc, char **argv,
         snprintf(why, whylen, "no service option given");
         return -EINVAL;
     }
+}
+
+
+enum vp_entry_mode vp_entry_mode(int *argc, char **argv)
+{
+    switch (vram_service_mode(argc, argv)) {
+    case VRAM_SERVICE_SCM: return VP_ENTRY_SERVICE;
+    case VRAM_SERVICE_CONSOLE: return VP_ENTRY_CONSOLE;
+    case VRAM_SERVICE_INSTALL: return VP_ENTRY_INSTALL;
+    case VRAM_SERVICE_UNINSTALL: return VP_ENTRY_UNINSTALL;
+    case VRAM_SERVICE_CONFLICT: return VP_ENTRY_CONFLICT;
+    default: return VP_ENTRY_FOREGROUND;
+    }
+}
+
+/* The service's callbacks take vram_service's shape; these hand them on to
+ * the program's (the ops travel as the data pointer). struct vp_entry is
+ * struct vram_service: the seam only names it. */
+static int entry_main(struct vram_service *svc, void *data)
+{
+    const struct vp_entry_ops *o = data;
+    return o->main((struct vp_entry *)svc, o->data);
+}
+
+static void entry_stop(void *data)
+{
+    const struct vp_entry_ops *o = data;
+    o->stop(o->data);
+}
+
+static void entry_reload(void *data)
+{
+    const struct vp_entry_ops *o = data;
+    o->reload(o->data);
+}
+
+int vp_entry_exec(enum vp_entry_mode mode, int argc, char **argv,
+                  const struct vp_entry_cfg *cfg, const struct vp_entry_ops *ops,
+                  char *why, size_t whylen)
+{
+    static const enum vram_service_mode as_service[] = {
+        [VP_ENTRY_FOREGROUND] = VRAM_SERVICE_CONSOLE,
+        [VP_ENTRY_SERVICE] = VRAM_SERVICE_SCM,
+        [VP_ENTRY_CONSOLE] = VRAM_SERVICE_CONSOLE,
+        [VP_ENTRY_INSTALL] = VRAM_SERVICE_INSTALL,
+        [VP_ENTRY_UNINSTALL] = VRAM_SERVICE_UNINSTALL,
+        [VP_ENTRY_CONFLICT] = VRAM_SERVICE_CONFLICT,
+    };
+    if ((unsigned)mode >= sizeof(as_service) / sizeof(as_service[0])) {
+        snprintf(why, whylen, "unknown mode %d", (int)mode);
+        return -EINVAL;
+    }
+    /* Without a mode option the program runs as with --console: the same
+     * main, with Ctrl-C and Ctrl-Break handled the same way. */
+    struct vram_service_cli cli = {
+        .cfg = {.name = cfg->name, .data_dir = cfg->data_dir,
+                .start_wait_hint_ms = cfg->start_wait_hint_ms,
+                .stop_wait_hint_ms = cfg->stop_wait_hint_ms,
+                /* As a service, stderr (the daemon's log) goes to
+                 * data_dir\vramd.log; in the foreground it stays where it
+                 * is. */
+                .log_to_file = true},
+        .ops = {.main = entry_main, .stop = entry_stop,
+                .reload = ops->reload ? entry_reload : NULL, .data = (void *)ops},
+    };
+    return vram_service_exec(as_service[mode], argc, argv, &cli, why, whylen);
+}
+
+void vp_entry_starting(struct vp_entry *e, uint32_t wait_hint_ms)
+{
+    vram_service_starting((struct vram_service *)e, wait_hint_ms);
+}
+
+void vp_entry_running(struct vp_entry *e)
+{
+    vram_service_running((struct vram_service *)e);
+}
+
+void vp_entry_stopping(struct vp_entry *e, uint32_t wait_hint_ms)
+{
+    vram_service_stopping((struct vram_service *)e, wait_hint_ms);
+}
+
+bool vp_entry_under_manager(const struct vp_entry *e)
+{
+    return vram_service_under_scm((const struct vram_service *)e);
 }

@@ -1,0 +1,333 @@
+/* vramd.exe itself as a Windows service under wine's Service Control
+ * Manager: installed by its own --install-service (with a configuration,
+ * a run directory and a pipe of this test's, which go into the service's
+ * command line), started (START_PENDING with checkpoints and wait hints,
+ * then RUNNING once it serves), serving win_vramd_client.exe (libvram.dll.a
+ * only) over its pipe, PARAMCHANGE reloading the configuration through
+ * SIGHUP's path (the log says so, and the new capacity), STOP (the loop
+ * ends, the state file is written, STOPPED with exit code 0), started
+ * again, and removed (running) by its own --uninstall-service. Also: --service outside the SCM, two
+ * modes at once, installing twice, uninstalling what is not there, and
+ * --console serving a client in the foreground.
+ *
+ * Runs under scripts/windows-test.sh's persistent wineserver: wineserver
+ * kills services 3 s after the last ordinary process ends. The service's
+ * name and pipe carry this process's id, and the service is removed at
+ * exit whatever happened (a failed check must not leave a vramd running in
+ * the prefix). */
+#include "wintest.h"
+
+#include <errno.h>
+
+#include "install.h"
+#include "paths.h"
+#include "proc.h"
+
+static char name[64], pipe_name[128], dir[MAX_PATH * 3], exe[MAX_PATH * 3],
+    client_exe[MAX_PATH * 3], cfg_path[MAX_PATH * 3], log_path[MAX_PATH * 3];
+
+static void write_config(const char *capacity)
+{
+    FILE *f = fopen(cfg_path, "wb");
+    MUST(f, "cannot write %s", cfg_path);
+    /* One small host device in 2 MiB chunks (as test_win_vramd's). */
+    fprintf(f, "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"%s\","
+               " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}}\n",
+            capacity);
+    fclose(f);
+}
+
+/* Runs argv (argv[0] the program) to its end within timeout_ms: its exit
+ * status, or -1 (not started, or killed at the timeout). */
+static int run_prog(char *const argv[], DWORD timeout_ms)
+{
+    int64_t pid;
+    if (vp_spawn(argv[0], argv, &pid) < 0)
+        return -1;
+    vp_handle pin;
+    bool late = false;
+    if (vp_proc_pin(pid, &pin) == 0) {
+        if (WaitForSingleObject((HANDLE)pin.v, timeout_ms) != WAIT_OBJECT_0) {
+            late = true;
+            vp_proc_kill(pin);
+        }
+        vp_close(&pin);
+    }
+    int status = -1;
+    if (vp_wait_child(pid, &status) < 0 || late)
+        return -1;
+    return status;
+}
+
+static bool log_has(const char *what)
+{
+    FILE *f = fopen(log_path, "rb");
+    if (!f)
+        return false;
+    static char buf[1 << 18];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, what) != NULL;
+}
+
+static bool log_wait(const char *what, int ms)
+{
+    for (int t = 0; t <= ms; t += 50) {
+        if (log_has(what))
+            return true;
+        Sleep(50);
+    }
+    return false;
+}
+
+static void print_log(void)
+{
+    FILE *f = fopen(log_path, "rb");
+    if (!f)
+        return;
+    fprintf(stderr, "---- vramd's log (%s) ----\n", log_path);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        fwrite(buf, 1, n, stderr);
+    fprintf(stderr, "---- end of the log ----\n");
+    fclose(f);
+}
+
+static struct vram_service_state wait_state(uint32_t want, int timeout_ms, bool *saw_pending,
+                                            uint32_t *max_checkpoint, uint32_t *hint)
+{
+    struct vram_service_state st = {0};
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+        int e = vram_service_query(name, &st);
+        MUST(e == 0, "query: %d", e);
+        if (st.state == SERVICE_START_PENDING) {
+            if (saw_pending)
+                *saw_pending = true;
+            if (max_checkpoint && st.checkpoint > *max_checkpoint)
+                *max_checkpoint = st.checkpoint;
+            if (hint && st.wait_hint_ms > *hint)
+                *hint = st.wait_hint_ms;
+        }
+        if (st.state == want)
+            return st;
+        /* Stopped while waiting for something else: it failed to start. */
+        if (st.state == SERVICE_STOPPED && want != SERVICE_STOPPED)
+            break;
+        Sleep(10);
+    }
+    CHECK(false, "state %s (exit %u/%u), waited for %s", vram_service_state_name(st.state),
+          st.win32_exit, st.service_exit, vram_service_state_name(want));
+    return st;
+}
+
+static int client(unsigned fill)
+{
+    char f[16];
+    snprintf(f, sizeof(f), "0x%x", fill);
+    char *argv[] = {client_exe, pipe_name, f, NULL};
+    return run_prog(argv, 60000);
+}
+
+/* Whatever happened: no service of this test left in the prefix. */
+static void remove_service(void)
+{
+    char why[256];
+    vram_service_uninstall(name, 15000, why, sizeof(why));
+}
+
+static void test_outside_scm(void)
+{
+    /* The SCM did not start it: the dispatcher says so at once (1063). */
+    char *a1[] = {exe, "--service", "-s", pipe_name, "-r", dir, "-c", cfg_path, NULL};
+    ULONGLONG t0 = GetTickCount64();
+    CHECK(run_prog(a1, 60000) == 1, "--service outside the SCM exits 1");
+    CHECK(GetTickCount64() - t0 < 60000, "and at once");
+    char *a2[] = {exe, "--service", "--console", NULL};
+    CHECK(run_prog(a2, 30000) == 2, "two modes: a usage error (2)");
+    char *a3[] = {exe, "--uninstall-service", "--service-name", name, NULL};
+    CHECK(run_prog(a3, 30000) == 1, "uninstalling what is not there fails (1)");
+}
+
+static void test_service(void)
+{
+    struct vram_service_state st;
+    CHECK(vram_service_query(name, &st) == -ENOENT, "not installed yet");
+    char *inst[] = {exe,      "--install-service", "--service-name", name, "-s", pipe_name,
+                    "-r",     dir,                 "-c",             cfg_path, "-l",
+                    "debug",  NULL};
+    int s = run_prog(inst, 30000);
+    REQUIRE(s == 0, "vramd --install-service exited %d", s);
+    atexit(remove_service);
+    CHECK(run_prog(inst, 30000) == 1, "installing twice fails (1)");
+
+    /* What the SCM was told: LocalSystem, automatic, and the command line
+     * with --service and this test's options. */
+    SC_HANDLE m = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
+    wchar_t wname[64];
+    MultiByteToWideChar(CP_UTF8, 0, name, -1, wname, 64);
+    SC_HANDLE h = m ? OpenServiceW(m, wname, SERVICE_QUERY_CONFIG) : NULL;
+    MUST(h, "OpenServiceW");
+    static BYTE buf[8192];
+    DWORD n;
+    QUERY_SERVICE_CONFIGW *qc = (void *)buf;
+    MUST(QueryServiceConfigW(h, qc, sizeof(buf), &n), "QueryServiceConfigW");
+    CHECK(qc->dwStartType == SERVICE_AUTO_START, "automatic start");
+    CHECK(qc->lpServiceStartName && _wcsicmp(qc->lpServiceStartName, L"LocalSystem") == 0,
+          "as LocalSystem: %ls", qc->lpServiceStartName);
+    wchar_t wpipe[128];
+    MultiByteToWideChar(CP_UTF8, 0, pipe_name, -1, wpipe, 128);
+    CHECK(wcsstr(qc->lpBinaryPathName, L"vramd.exe\" --service ") &&
+              wcsstr(qc->lpBinaryPathName, L"--service-name") &&
+              wcsstr(qc->lpBinaryPathName, wpipe) && wcsstr(qc->lpBinaryPathName, L" -r "),
+          "the command line: %ls", qc->lpBinaryPathName);
+    if (WINDOWS_ONLY("the failure actions of vramd's service (restart)",
+                     "wine stores no failure actions: QueryServiceConfig2W says 124")) {
+        SERVICE_FAILURE_ACTIONSW *fa = (void *)buf;
+        CHECK(QueryServiceConfig2W(h, SERVICE_CONFIG_FAILURE_ACTIONS, buf, sizeof(buf), &n) &&
+                  fa->cActions == 3 && fa->lpsaActions[0].Type == SC_ACTION_RESTART,
+              "restarted on failure");
+    }
+    CloseServiceHandle(h);
+    CloseServiceHandle(m);
+
+    /* Start: START_PENDING with vramd's checkpoints, RUNNING once it
+     * serves. */
+    CHECK(vram_service_start(name) == 0, "start");
+    bool pending = false;
+    uint32_t cp = 0, hint = 0;
+    st = wait_state(SERVICE_RUNNING, 30000, &pending, &cp, &hint);
+    if (st.state != SERVICE_RUNNING)
+        print_log();
+    REQUIRE(st.state == SERVICE_RUNNING, "vramd's service did not run");
+    CHECK(pending && cp >= 1 && hint >= 10000,
+          "START_PENDING seen (checkpoint up to %u, wait hint %u ms)", cp, hint);
+    CHECK((st.controls & SERVICE_ACCEPT_STOP) && (st.controls & SERVICE_ACCEPT_PARAMCHANGE),
+          "STOP and PARAMCHANGE accepted: %lx", (unsigned long)st.controls);
+    int64_t pid = st.pid;
+    CHECK(log_wait("ready on ", 5000), "the log file %s says it is ready", log_path);
+    CHECK(WaitNamedPipeA(pipe_name, 0) || GetLastError() == ERROR_SEM_TIMEOUT,
+          "its pipe %s is there", pipe_name);
+
+    /* It serves. */
+    CHECK(client(0x11) == 0, "a client served by the service");
+    CHECK(log_wait("said hello as engine", 5000), "the hello is in the service's log");
+
+    /* PARAMCHANGE: the new configuration through SIGHUP's path. */
+    write_config("32MiB");
+    CHECK(vram_service_control(name, SERVICE_CONTROL_PARAMCHANGE) == 0, "paramchange");
+    CHECK(log_wait("reload asked by the service manager (PARAMCHANGE)", 10000),
+          "the log shows PARAMCHANGE");
+    CHECK(log_wait("SIGHUP: reloaded ", 10000), "the log shows the reload");
+    CHECK(log_wait("capacity 32 MiB (was 64)", 10000), "the new capacity taken");
+    CHECK(client(0x22) == 0, "a client after the reload");
+    CHECK(vram_service_query(name, &st) == 0 && st.state == SERVICE_RUNNING && st.pid == pid,
+          "still running, the same process");
+
+    /* STOP: the loop ends, the state is saved, STOPPED with 0. */
+    CHECK(vram_service_control(name, SERVICE_CONTROL_STOP) == 0, "stop");
+    st = wait_state(SERVICE_STOPPED, 30000, NULL, NULL, NULL);
+    CHECK(st.state == SERVICE_STOPPED && st.win32_exit == 0 && st.service_exit == 0,
+          "stopped with exit code 0 (%u/%u)", st.win32_exit, st.service_exit);
+    CHECK(log_wait("stop asked by the service manager: shutting down", 5000),
+          "the log shows the stop");
+    CHECK(log_wait("notice: stopped", 5000) || log_wait("stopped\r\n", 1000),
+          "the loop ended (\"stopped\")");
+    const char *leaf = strrchr(pipe_name, '\\') + 1;
+    char state_path[MAX_PATH * 3];
+    snprintf(state_path, sizeof(state_path), "%s\\%s.state", dir, leaf);
+    CHECK(GetFileAttributesA(state_path) != INVALID_FILE_ATTRIBUTES, "the state file %s",
+          state_path);
+    HANDLE p = OpenProcess(SYNCHRONIZE, FALSE, (DWORD)pid);
+    if (p) {
+        CHECK(WaitForSingleObject(p, 10000) == WAIT_OBJECT_0, "its process ended");
+        CloseHandle(p);
+    }
+
+    /* Not started again over the state it saved: vramd.exe refuses to
+     * start over an existing state file (in the foreground too: the new
+     * state file is renamed over the old one while the old one is still
+     * mapped, which Windows and wine refuse), the restart and resume of
+     * issue 13 item 6. */
+    printf("NOT TESTED: the service started again over its saved state (vramd.exe "
+           "cannot yet start over an existing state file on Windows)\n");
+    DeleteFileA(state_path);
+    CHECK(vram_service_start(name) == 0, "start again (the state file removed)");
+    st = wait_state(SERVICE_RUNNING, 30000, NULL, NULL, NULL);
+    CHECK(st.state == SERVICE_RUNNING && st.pid != pid, "running again as a new process");
+    CHECK(client(0x33) == 0, "a client of the restarted service");
+
+    /* --uninstall-service stops the running one and removes it. */
+    char *un[] = {exe, "--uninstall-service", "--service-name", name, NULL};
+    s = run_prog(un, 60000);
+    CHECK(s == 0, "vramd --uninstall-service exited %d", s);
+    CHECK(vram_service_query(name, &st) == -ENOENT, "gone");
+    if (check_failures)
+        print_log();
+    printf("NOT TESTED: SHUTDOWN and boot-time start (wine's SCM sends neither "
+           "to a test's service)\n");
+}
+
+/* --console: the same main in the foreground. No console control event
+ * reaches a process under wine's ctest (test_win_vramd), so it is ended
+ * with TerminateProcess. */
+static void test_console(void)
+{
+    unique_pipe(pipe_name, sizeof(pipe_name), "console");
+    char *argv[] = {exe, "--console", "-s", pipe_name, "-r", dir, "-c", cfg_path, "-l",
+                    "warning", NULL};
+    int64_t pid;
+    MUST(vp_spawn(exe, argv, &pid) == 0, "spawn --console");
+    vp_handle pin = VP_NONE;
+    MUST(vp_proc_pin(pid, &pin) == 0, "pin");
+    bool up = false;
+    for (int t = 0; t < 20000 && !up; t += 50) {
+        up = WaitNamedPipeA(pipe_name, 0) || GetLastError() == ERROR_SEM_TIMEOUT;
+        if (!up && WaitForSingleObject((HANDLE)pin.v, 50) == WAIT_OBJECT_0)
+            break;
+    }
+    CHECK(up, "--console serves on %s", pipe_name);
+    if (up)
+        CHECK(client(0x44) == 0, "a client of --console");
+    CHECK(!vp_proc_exited(pin), "--console still runs");
+    vp_proc_kill(pin);
+    vp_close(&pin);
+    int status;
+    vp_wait_child(pid, &status);
+}
+
+int main(void)
+{
+    snprintf(name, sizeof(name), "vramd-svcd-%lu", GetCurrentProcessId());
+    unique_pipe(pipe_name, sizeof(pipe_name), "svcd");
+    beside_me("vramd.exe", exe, sizeof(exe));
+    beside_me("win_vramd_client.exe", client_exe, sizeof(client_exe));
+    beside_me("", dir, sizeof(dir));
+    size_t n = strlen(dir);
+    snprintf(dir + n, sizeof(dir) - n, "svcd-%lu", GetCurrentProcessId());
+    char why[512];
+    MUST(vram_service_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
+    snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", dir);
+    snprintf(log_path, sizeof(log_path), "%s\\vramd.log", dir);
+    write_config("64MiB");
+    test_outside_scm();
+    test_service();
+    test_console();
+    /* Leave nothing behind. */
+    WIN32_FIND_DATAA fd;
+    char pat[MAX_PATH * 3];
+    snprintf(pat, sizeof(pat), "%s\\*", dir);
+    HANDLE fh = FindFirstFileA(pat, &fd);
+    if (fh != INVALID_HANDLE_VALUE) {
+        do {
+            char p[MAX_PATH * 3];
+            snprintf(p, sizeof(p), "%s\\%s", dir, fd.cFileName);
+            if (!(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY))
+                DeleteFileA(p);
+        } while (FindNextFileA(fh, &fd));
+        FindClose(fh);
+    }
+    RemoveDirectoryA(dir);
+    return win_report("test_win_service_daemon");
+}
