@@ -507,6 +507,9 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
         vlog(VLOG_NOTICE, "restart: %zu processes still hold %zu chunks; they "
              "stay theirs until each comes back or exits", norph, nrc);
     }
+    /* Everything of the old file was copied out: let it go before the new
+     * one replaces it (Windows refuses to replace a file that is mapped). */
+    vp_mapfile_close(&p.file);
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.new", path);
     if ((e = vp_file_rename(tmp, path)) < 0) {

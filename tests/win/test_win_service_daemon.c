@@ -245,15 +245,10 @@ static void test_service(void)
         CloseHandle(p);
     }
 
-    /* Not started again over the state it saved: vramd.exe refuses to
-     * start over an existing state file (in the foreground too: the new
-     * state file is renamed over the old one while the old one is still
-     * mapped, which Windows and wine refuse), the restart and resume of
-     * issue 13 item 6. */
-    printf("NOT TESTED: the service started again over its saved state (vramd.exe "
-           "cannot yet start over an existing state file on Windows)\n");
-    DeleteFileA(state_path);
-    CHECK(vram_service_start(name) == 0, "start again (the state file removed)");
+    /* Started again over the state it saved (the old file is let go
+     * before the new one replaces it: Windows refuses to replace a mapped
+     * file). */
+    CHECK(vram_service_start(name) == 0, "start again over the saved state");
     st = wait_state(SERVICE_RUNNING, 30000, NULL, NULL, NULL);
     CHECK(st.state == SERVICE_RUNNING && st.pid != pid, "running again as a new process");
     CHECK(client(0x33) == 0, "a client of the restarted service");
