@@ -38,10 +38,15 @@
 #     Windows (daemon/io/io_pipe.c, session_pipe.c, peer_map.c) and the
 #     rest of platform/win32/ it needs (watch: process handles; lock;
 #     mapfile: the state file; service; peer), and test_win_vramd, which
-#     runs it against win_vramd_client.exe (libvram.dll.a only).
+#     runs it against win_vramd_client.exe (libvram.dll.a only);
+#   - in cmake/windows_service_daemon.cmake: vramd.exe's service mode
+#     (--service, --console, --install-service, --uninstall-service) and
+#     test_win_service_daemon under wine's SCM; in cmake/windows_tools.cmake:
+#     the tools and their test.
 # Not yet: listener.h's POSIX-shaped calls and proc.h's mapping counts,
-# vramd's service mode, libvram's CUDA mapper, the tools, the integration
-# suites, installing; test_transport and test_transport_greedy (they test
+# libvram's CUDA mapper and the cuda backend in this build (they are
+# compiled by scripts/windows-cuda-check.sh), the integration suites,
+# installing; test_transport and test_transport_greedy (they test
 # SCM_RIGHTS, which Windows does not have: handles travel inline there).
 
 if(NOT CMAKE_C_COMPILER_ID STREQUAL "GNU")
