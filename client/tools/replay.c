@@ -466,7 +466,7 @@ static void usage(FILE *f, bool full)
             "the daemon's configured stages are used.\n\n"
             "Options:\n"
             "  -s, --socket PATH  vramd's socket (default $VRAM_SOCKET, else "
-            "/run/vramd/vramd.sock)\n"
+            VP_DEFAULT_ENDPOINT ")\n"
             "      --one-client   one client, in this process, for every stage\n"
             "      --hold         keep the clients and their memory after the "
             "last step,\n"

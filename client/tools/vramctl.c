@@ -393,7 +393,7 @@ static void usage(FILE *f)
                 commands[i].args);
     fprintf(f, "\nOptions:\n"
             "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
-            "/run/vramd/vramd.sock)\n"
+            VP_DEFAULT_ENDPOINT ")\n"
             "  --json              (status, clients, stages, loans) JSON with "
             "stable keys\n"
             "  --no-legend         (status, clients, stages, loans, watch) tables "
@@ -447,7 +447,10 @@ int main(int argc, char **argv)
         return 2;
     }
     struct opts o = {.legend = true, .interval_ms = 1000};
-    long evict = -1, device = -1;
+    /* long long: a client id is 32 bits unsigned, and long is 32 bits signed
+     * on Windows. */
+    long long evict = -1;
+    long device = -1;
     int e;
     uint64_t capacity = 0;
     bool have_capacity = false;
@@ -473,7 +476,7 @@ int main(int argc, char **argv)
         }
         if (strcmp(cmd, "evict") == 0 && evict < 0 && a[0] != '-') {
             char *end;
-            evict = strtol(a, &end, 10);
+            evict = strtoll(a, &end, 10);
             if (*end || evict <= 0 || evict > UINT32_MAX) {
                 fprintf(stderr, "vramctl evict: '%s' is not a client id\n", a);
                 return 2;
@@ -523,7 +526,7 @@ int main(int argc, char **argv)
     }
     const char *shown = path ? path : getenv("VRAM_SOCKET");
     if (!shown || !*shown)
-        shown = "/run/vramd/vramd.sock";
+        shown = VP_DEFAULT_ENDPOINT; /* libvram's default, named in messages */
     if (o.listen) {
         /* The endpoint outlives vramd: it connects per scrape, not now. */
         struct tool_listen_addr la;
@@ -577,7 +580,7 @@ int main(int argc, char **argv)
         if (rc)
             fprintf(stderr, "vramctl: evict: %s\n", vram_client_last_error(cl));
         else
-            printf("client %ld evicted\n", evict);
+            printf("client %lld evicted\n", evict);
     } else if (strcmp(cmd, "watch") == 0) {
         rc = cmd_watch(cl, &o);
     } else if (strcmp(cmd, "top") == 0) {

@@ -6,14 +6,15 @@
  * memory objects (vp_proc_count_mapped, vp_proc_count_held,
  * vp_procs_holding: Linux reads /proc; Windows would need the system's
  * handle table, NtQuerySystemInformation, which this port avoids by
- * holding process handles for liveness instead), and vp_spawn_piped. They
- * return -ENOSYS. */
+ * holding process handles for liveness instead). They return -ENOSYS. */
 #include "proc.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <io.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wchar.h>
@@ -214,10 +215,156 @@ int vp_spawn(const char *path, char *const argv[], int64_t *pid_out)
     return 0;
 }
 
+/* A pipe whose child's end (*child) is inheritable and whose parent's end
+ * (*mine) is not, so that only the child gets it. */
+static int child_pipe(bool child_reads, HANDLE *child, HANDLE *mine)
+{
+    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
+    HANDLE r, w;
+    if (!CreatePipe(&r, &w, &sa, 0))
+        return vpw_last_errno();
+    HANDLE c = child_reads ? r : w, m = child_reads ? w : r;
+    if (!SetHandleInformation(m, HANDLE_FLAG_INHERIT, 0)) {
+        int e = vpw_last_errno();
+        CloseHandle(r);
+        CloseHandle(w);
+        return e;
+    }
+    *child = c;
+    *mine = m;
+    return 0;
+}
+
+/* The parent's end of a pipe as a stdio stream; the handle is the
+ * stream's from then on, and closed with it (also on failure). Text mode,
+ * as the child's standard streams are: the child writes "\r\n" for "\n",
+ * which must read back as "\n" ("ready\n"), and reads "\r\n" as "\n". */
+static FILE *pipe_stream(HANDLE h, bool write)
+{
+    /* _O_TEXT said, not left to the default (binary for a handle here):
+     * the child's streams translate, so these must too. */
+    int fd = _open_osfhandle((intptr_t)h, (write ? _O_WRONLY : _O_RDONLY) | _O_TEXT);
+    if (fd < 0) {
+        CloseHandle(h);
+        return NULL;
+    }
+    FILE *f = _fdopen(fd, write ? "w" : "r");
+    if (!f)
+        _close(fd);
+    return f;
+}
+
+/* The child gets the two pipes as its standard input and output and this
+ * process's standard error, and no other handle: the list of handles to
+ * inherit (PROC_THREAD_ATTRIBUTE_HANDLE_LIST) keeps a handle another
+ * thread made inheritable at the same moment out of it. */
 int vp_spawn_piped(const char *path, char *const argv[], int64_t *pid_out,
                    FILE **to_child, FILE **from_child)
 {
-    return -ENOSYS;
+    wchar_t wpath[MAX_PATH * 4];
+    int e = vpw_wide(path, wpath, sizeof(wpath) / sizeof(wpath[0]));
+    if (e < 0)
+        return e;
+    wchar_t *line = NULL;
+    struct child *c = NULL;
+    HANDLE in_child = NULL, in_mine = NULL, out_child = NULL, out_mine = NULL;
+    HANDLE err_child = NULL;
+    LPPROC_THREAD_ATTRIBUTE_LIST attrs = NULL;
+    FILE *to = NULL, *from = NULL;
+    if ((e = command_line(argv, &line)) < 0)
+        goto cleanup;
+    if (!(c = malloc(sizeof(*c)))) {
+        e = -ENOMEM;
+        goto cleanup;
+    }
+    if ((e = child_pipe(true, &in_child, &in_mine)) < 0 ||
+        (e = child_pipe(false, &out_child, &out_mine)) < 0)
+        goto cleanup;
+    /* Standard error: an inheritable copy of this process's, where it has
+     * one (a GUI parent may not). */
+    HANDLE err = GetStdHandle(STD_ERROR_HANDLE);
+    if (err && err != INVALID_HANDLE_VALUE &&
+        !DuplicateHandle(GetCurrentProcess(), err, GetCurrentProcess(), &err_child,
+                         0, TRUE, DUPLICATE_SAME_ACCESS))
+        err_child = NULL; /* the child then has none, as its parent nearly */
+    HANDLE inherit[3] = {in_child, out_child, err_child};
+    DWORD ninherit = err_child ? 3 : 2;
+    SIZE_T size = 0;
+    InitializeProcThreadAttributeList(NULL, 1, 0, &size);
+    if (!(attrs = malloc(size))) {
+        e = -ENOMEM;
+        goto cleanup;
+    }
+    if (!InitializeProcThreadAttributeList(attrs, 1, 0, &size)) {
+        e = vpw_last_errno();
+        free(attrs);
+        attrs = NULL;
+        goto cleanup;
+    }
+    if (!UpdateProcThreadAttribute(attrs, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit,
+                                   ninherit * sizeof(HANDLE), NULL, NULL)) {
+        e = vpw_last_errno();
+        goto cleanup;
+    }
+    STARTUPINFOEXW si = {.StartupInfo = {.cb = sizeof(si)}};
+    si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    si.StartupInfo.hStdInput = in_child;
+    si.StartupInfo.hStdOutput = out_child;
+    si.StartupInfo.hStdError = err_child;
+    si.lpAttributeList = attrs;
+    /* What this process buffered goes out before the child writes, as a
+     * fork would leave it. */
+    fflush(NULL);
+    PROCESS_INFORMATION pi;
+    if (!CreateProcessW(wpath, line, NULL, NULL, TRUE, EXTENDED_STARTUPINFO_PRESENT,
+                        NULL, NULL, &si.StartupInfo, &pi)) {
+        e = vpw_last_errno();
+        goto cleanup;
+    }
+    CloseHandle(pi.hThread);
+    c->pid = pi.dwProcessId;
+    c->h = pi.hProcess;
+    /* The streams take the parent's ends (closing them on failure). */
+    to = pipe_stream(in_mine, true);
+    from = pipe_stream(out_mine, false);
+    in_mine = out_mine = NULL;
+    if (!to || !from) {
+        /* Without its pipes the child is of no use: it is ended, never
+         * left waiting for input nobody sends. */
+        e = -EMFILE;
+        TerminateProcess(c->h, KILLED_STATUS);
+        WaitForSingleObject(c->h, INFINITE);
+        CloseHandle(c->h);
+        goto cleanup;
+    }
+    AcquireSRWLockExclusive(&children_lock);
+    c->next = children;
+    children = c;
+    ReleaseSRWLockExclusive(&children_lock);
+    c = NULL;
+    *to_child = to;
+    *from_child = from;
+    *pid_out = pi.dwProcessId;
+    to = from = NULL;
+    e = 0;
+cleanup:
+    if (to)
+        fclose(to);
+    if (from)
+        fclose(from);
+    if (attrs) {
+        DeleteProcThreadAttributeList(attrs);
+        free(attrs);
+    }
+    /* The child's ends are the child's now (or nobody's); the parent's
+     * ends are here only when no stream took them. */
+    HANDLE left[] = {in_child, out_child, err_child, in_mine, out_mine};
+    for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++)
+        if (left[i])
+            CloseHandle(left[i]);
+    free(c);
+    free(line);
+    return e;
 }
 
 int vp_self_exe(char *buf, size_t len)

@@ -21,5 +21,10 @@
 #ifndef ESTALE
 #define ESTALE 10070 /* WSAESTALE */
 #endif
+/* ESHUTDOWN: a fetch asked of vramctl's fetcher (client/tools/fetcher.c)
+ * that is being freed; it never leaves the process. */
+#ifndef ESHUTDOWN
+#define ESHUTDOWN 10058 /* WSAESHUTDOWN */
+#endif
 
 #endif

@@ -1,0 +1,547 @@
+/* The tools on Windows: the real vramd.exe (host backend, a configuration,
+ * run directory and pipe of its own, as in test_win_vramd) and vramctl.exe
+ * and vram-replay.exe run against it as separate processes, each a program
+ * an operator would type, their standard output and error caught in files
+ * and checked:
+ *   - vramctl status: the device's table (backend, chunk, capacity), the
+ *     configured stages, the client table with vramctl itself;
+ *   - status --json: the same as JSON (parsed: capacity_bytes, the stages,
+ *     vramctl's own row);
+ *   - vram-replay --one-client --hold as an engine holding memory, and
+ *     vramctl clients (table and --json) showing it with its pid and what
+ *     it holds, stages and loans naming its stages;
+ *   - vram-replay in its default mode, one worker process per stage
+ *     (vp_spawn_piped), every step's line for both stages;
+ *   - metrics (the exposition), top with its output not a terminal (one
+ *     frame), watch --count 2, and metrics --listen (libuv's TCP under
+ *     wine: a GET /metrics over Windows sockets);
+ *   - errors: an unknown command and an unknown option (exit 2, what was
+ *     wrong named), a pipe nobody serves (exit 3, the pipe named), a
+ *     socket path that is not a pipe name (exit 1, the path named).
+ * vramd and the background tools are ended with TerminateProcess (no
+ * console control event reaches a process under wine's ctest). vramd's log
+ * is printed when a check fails. */
+#define WIN32_LEAN_AND_MEAN
+#include <winsock2.h>
+#include <windows.h>
+#include <ws2tcpip.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "check.h"
+
+static wchar_t dir[MAX_PATH];   /* this program's directory */
+static wchar_t tmp[MAX_PATH];   /* the test's run directory */
+static wchar_t log_path[MAX_PATH];
+static wchar_t pipe_name[128];
+static int runs; /* output files' numbers */
+
+static void init_paths(void)
+{
+    DWORD n = GetModuleFileNameW(NULL, dir, MAX_PATH);
+    REQUIRE(n > 0 && n < MAX_PATH, "GetModuleFileNameW: %lu", GetLastError());
+    wchar_t *slash = wcsrchr(dir, L'\\');
+    REQUIRE(slash != NULL, "no directory in the program's path");
+    *slash = 0;
+    wchar_t base[MAX_PATH];
+    REQUIRE(GetTempPathW(MAX_PATH, base) > 0, "GetTempPathW: %lu", GetLastError());
+    _snwprintf(tmp, MAX_PATH, L"%lsvramctl-test-%lu", base, GetCurrentProcessId());
+    REQUIRE(CreateDirectoryW(tmp, NULL) || GetLastError() == ERROR_ALREADY_EXISTS,
+            "CreateDirectoryW: %lu", GetLastError());
+    _snwprintf(log_path, MAX_PATH, L"%ls\\vramd.log", tmp);
+}
+
+/* One host device; two configured stages, small enough for wine's page
+ * file (sizes multiples of Windows' 64 KiB granularity); the scenario part
+ * is vram-replay's. */
+static const char config[] =
+    "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"128MiB\","
+    "  \"chunk\": \"2MiB\"}],\n"
+    " \"pool\": {\"prefill_chunks\": 2},\n"
+    " \"stages\": [\n"
+    "  {\"id\": 0, \"name\": \"s0\", \"device\": 0, \"first_layer\": 0, \"last_layer\": 3,\n"
+    "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
+    "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
+    "   \"expert_slot\": \"2MiB\",\n"
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"8MiB\"}]},\n"
+    "  {\"id\": 1, \"name\": \"s1\", \"device\": 0, \"first_layer\": 4, \"last_layer\": 7,\n"
+    "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
+    "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
+    "   \"expert_slot\": \"2MiB\",\n"
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"4MiB\"}]}],\n"
+    " \"scenario\": {\"steps\": [{\"prompt_tokens\": 16384, \"output_tokens\": 1024},\n"
+    "                          {\"prompt_tokens\": 4096, \"output_tokens\": 512}]}}\n";
+
+static void write_config(const wchar_t *path)
+{
+    FILE *f = _wfopen(path, L"wb");
+    REQUIRE(f != NULL, "cannot write the configuration");
+    fputs(config, f);
+    fclose(f);
+}
+
+static HANDLE open_out(const wchar_t *path, bool append)
+{
+    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
+    HANDLE h = CreateFileW(path, append ? FILE_APPEND_DATA : GENERIC_WRITE,
+                           FILE_SHARE_READ | FILE_SHARE_WRITE, &sa,
+                           append ? OPEN_ALWAYS : CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL,
+                           NULL);
+    REQUIRE(h != INVALID_HANDLE_VALUE, "cannot open %ls: %lu", path, GetLastError());
+    return h;
+}
+
+/* Starts dir\exe with args, its stdout to out and its stderr to err. */
+static HANDLE start(const wchar_t *exe, const wchar_t *args, HANDLE out, HANDLE err)
+{
+    wchar_t path[MAX_PATH], line[4096];
+    _snwprintf(path, MAX_PATH, L"%ls\\%ls", dir, exe);
+    _snwprintf(line, 4096, L"\"%ls\" %ls", path, args);
+    STARTUPINFOW si = {.cb = sizeof(si), .dwFlags = STARTF_USESTDHANDLES,
+                       .hStdOutput = out, .hStdError = err};
+    PROCESS_INFORMATION pi;
+    if (!CreateProcessW(path, line, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
+        fprintf(stderr, "CreateProcessW(%ls): %lu\n", path, GetLastError());
+        return NULL;
+    }
+    CloseHandle(pi.hThread);
+    return pi.hProcess;
+}
+
+static DWORD wait_exit(HANDLE p, DWORD ms)
+{
+    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0)
+        return 999;
+    DWORD code = 998;
+    GetExitCodeProcess(p, &code);
+    return code;
+}
+
+/* A whole file as text (free it); "" when it cannot be read. */
+static char *slurp(const wchar_t *path)
+{
+    FILE *f = _wfopen(path, L"rb");
+    char *buf = calloc(1, 1 << 20);
+    /* Not a CHECK: polling calls this a varying number of times, and the
+     * count of checks should not vary with it. */
+    if (!buf)
+        abort();
+    if (f) {
+        size_t n = fread(buf, 1, (1 << 20) - 1, f);
+        buf[n] = 0;
+        fclose(f);
+    }
+    return buf;
+}
+
+static void print_log(void)
+{
+    char *t = slurp(log_path);
+    fprintf(stderr, "---- vramd's log ----\n%s---- end of the log ----\n", t);
+    free(t);
+}
+
+/* What one run of a tool gave. */
+struct run {
+    DWORD code;
+    char *out, *err;
+    wchar_t out_path[MAX_PATH];
+};
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Starts a tool with stdout and stderr in files of their own. */
+static HANDLE start_tool(const wchar_t *exe, const wchar_t *args, struct run *r,
+                         wchar_t *err_path)
+{
+    int n = runs++;
+    _snwprintf(r->out_path, MAX_PATH, L"%ls\\out-%d.txt", tmp, n);
+    _snwprintf(err_path, MAX_PATH, L"%ls\\err-%d.txt", tmp, n);
+    HANDLE out = open_out(r->out_path, false), err = open_out(err_path, false);
+    HANDLE p = start(exe, args, out, err);
+    CloseHandle(out);
+    CloseHandle(err);
+    return p;
+}
+
+/* Runs a tool to its end (a minute at most) and reads what it printed. */
+static struct run tool(const wchar_t *exe, const wchar_t *args)
+{
+    struct run r = {.code = 997};
+    wchar_t err_path[MAX_PATH];
+    HANDLE p = start_tool(exe, args, &r, err_path);
+    if (p) {
+        r.code = wait_exit(p, 60000);
+        if (r.code == 999)
+            TerminateProcess(p, 9);
+        CloseHandle(p);
+    }
+    r.out = slurp(r.out_path);
+    r.err = slurp(err_path);
+    return r;
+}
+
+static struct run vramctl(const wchar_t *args)
+{
+    wchar_t line[2048];
+    _snwprintf(line, 2048, L"--socket %ls %ls", pipe_name, args);
+    return tool(L"vramctl.exe", line);
+}
+
+/* Waits until the pipe exists (vramd is ready). */
+static bool wait_pipe(const wchar_t *name, HANDLE daemon, int ms)
+{
+    for (int t = 0; t < ms; t += 50) {
+        if (WaitNamedPipeW(name, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
+            return true;
+        if (WaitForSingleObject(daemon, 50) == WAIT_OBJECT_0)
+            return false;
+    }
+    return false;
+}
+
+/* Polls a file until it holds what (or the process ended), up to ms. */
+static bool file_wait(const wchar_t *path, const char *what, HANDLE proc, int ms)
+{
+    for (int t = 0; t < ms; t += 50) {
+        char *s = slurp(path);
+        bool found = strstr(s, what) != NULL;
+        free(s);
+        if (found)
+            return true;
+        if (WaitForSingleObject(proc, 50) == WAIT_OBJECT_0)
+            return false;
+    }
+    return false;
+}
+
+/* The line of table text that starts with prefix (copied into line). */
+static bool row(const char *text, const char *prefix, char *line, size_t len)
+{
+    for (const char *at = text; at && *at; at = strchr(at, '\n'), at = at ? at + 1 : NULL) {
+        if (strncmp(at, prefix, strlen(prefix)) != 0)
+            continue;
+        size_t n = strcspn(at, "\r\n");
+        snprintf(line, len, "%.*s", (int)(n < len ? n : len - 1), at);
+        return true;
+    }
+    return false;
+}
+
+/* The client named name in a status's or clients' JSON array. */
+static const cJSON *client_named(const cJSON *arr, const char *name)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, arr) {
+        const cJSON *n = cJSON_GetObjectItem(c, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static void check_status(void)
+{
+    struct run r = vramctl(L"status");
+    CHECK(r.code == 0, "status exited %lu: %s", r.code, r.err);
+    char line[512];
+    CHECK(strstr(r.out, "DEVICE BACKEND CHUNK     CAPACITY") != NULL,
+          "status: no device table:\n%s", r.out);
+    CHECK(row(r.out, "0      host    2 MiB     128 MiB", line, sizeof(line)),
+          "status: device 0 is not host, 2 MiB chunks, 128 MiB:\n%s", r.out);
+    CHECK(row(r.out, "0      host memory pool 0     128 MiB", line, sizeof(line)),
+          "status: no device name and total:\n%s", r.out);
+    CHECK(row(r.out, "STAGE DEVICE LAYERS", line, sizeof(line)) &&
+              row(r.out, "0     0      0-3", line, sizeof(line)) &&
+              row(r.out, "1     0      4-7", line, sizeof(line)),
+          "status: the two stages are not listed:\n%s", r.out);
+    CHECK(row(r.out, "CLIENT NAME", line, sizeof(line)), "status: no client table");
+    CHECK(strstr(r.out, " vramctl ") && strstr(r.out, " ctl    connected "),
+          "status: vramctl's own row is missing:\n%s", r.out);
+    CHECK(r.err[0] == 0, "status wrote to stderr: %s", r.err);
+    run_free(&r);
+
+    r = vramctl(L"status --json");
+    CHECK(r.code == 0, "status --json exited %lu: %s", r.code, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    CHECK(j != NULL, "status --json is not JSON:\n%s", r.out);
+    const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
+    CHECK(num(dev, "capacity_bytes") == 134217728.0 &&
+              num(dev, "chunk_bytes") == 2097152.0,
+          "status --json: device 0's capacity or chunk is wrong:\n%s", r.out);
+    const cJSON *be = cJSON_GetObjectItem(j, "backend");
+    CHECK(cJSON_IsString(be) && strcmp(be->valuestring, "host") == 0,
+          "status --json: the backend is not host");
+    CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(j, "stages")) == 2,
+          "status --json: not two stages");
+    const cJSON *me = client_named(cJSON_GetObjectItem(j, "clients"), "vramctl");
+    const cJSON *role = cJSON_GetObjectItem(me, "role");
+    CHECK(me && cJSON_IsString(role) && strcmp(role->valuestring, "ctl") == 0 &&
+              num(me, "held_bytes") == 0,
+          "status --json: vramctl's row (role ctl, nothing held) is missing");
+    cJSON_Delete(j);
+    run_free(&r);
+}
+
+/* An engine (vram-replay holding its memory) as vramctl sees it. */
+static void check_clients(void)
+{
+    wchar_t args[1024], err_path[MAX_PATH], cfg[MAX_PATH];
+    _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
+    _snwprintf(args, 1024, L"--socket %ls --one-client --hold \"%ls\"", pipe_name, cfg);
+    struct run rp = {0};
+    HANDLE replay = start_tool(L"vram-replay.exe", args, &rp, err_path);
+    REQUIRE(replay != NULL, "vram-replay.exe did not start");
+    bool holding = file_wait(rp.out_path, "\"event\":\"holding\"", replay, 60000);
+    CHECK(holding, "vram-replay --hold did not get to holding its memory");
+    DWORD pid = GetProcessId(replay);
+
+    struct run r = vramctl(L"clients");
+    CHECK(r.code == 0, "clients exited %lu: %s", r.code, r.err);
+    char line[512], want[64];
+    CHECK(row(r.out, "CLIENT NAME                 PID      ROLE   STATE", line,
+              sizeof(line)),
+          "clients: no header:\n%s", r.out);
+    /* Its row: id, name, pid, role, state, held (not 0 B), stages 0,1. */
+    const char *at = strstr(r.out, "replay ");
+    CHECK(at != NULL, "clients: no row for vram-replay:\n%s", r.out);
+    if (at) {
+        snprintf(want, sizeof(want), " %lu ", pid);
+        size_t n = strcspn(at, "\r\n");
+        snprintf(line, sizeof(line), "%.*s", (int)n, at);
+        CHECK(strstr(line, want) && strstr(line, " engine ") &&
+                  strstr(line, " connected ") && !strstr(line, " 0 B        0 B") &&
+                  strstr(line, " 0,1"),
+              "clients: vram-replay's row is not pid %lu, engine, connected, "
+              "holding memory, stages 0,1: '%s'", pid, line);
+    }
+    run_free(&r);
+
+    r = vramctl(L"clients --json");
+    CHECK(r.code == 0, "clients --json exited %lu: %s", r.code, r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    const cJSON *c = client_named(j, "replay");
+    CHECK(cJSON_IsArray(j) && c && num(c, "pid") == (double)pid &&
+              num(c, "held_bytes") > 0 &&
+              cJSON_GetArraySize(cJSON_GetObjectItem(c, "stages")) == 2,
+          "clients --json: vram-replay (pid %lu) holding memory on two stages "
+          "is missing:\n%s", pid, r.out);
+    cJSON_Delete(j);
+    run_free(&r);
+
+    r = vramctl(L"stages --no-legend");
+    CHECK(r.code == 0 && !strstr(r.out, "STAGE") && row(r.out, "0     0      0-3", line,
+                                                         sizeof(line)),
+          "stages --no-legend: %lu:\n%s", r.code, r.out);
+    run_free(&r);
+    r = vramctl(L"loans");
+    CHECK(r.code == 0 && strstr(r.out, "EXPERT-LOANS") && row(r.out, "1     0", line,
+                                                              sizeof(line)),
+          "loans: %lu:\n%s", r.code, r.out);
+    run_free(&r);
+
+    TerminateProcess(replay, 9);
+    WaitForSingleObject(replay, 10000);
+    CloseHandle(replay);
+    free(rp.out);
+}
+
+/* vram-replay's default mode: a worker process per stage, its steps and
+ * results over the worker's standard input and output. */
+static void check_replay(void)
+{
+    wchar_t args[1024], cfg[MAX_PATH];
+    _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
+    _snwprintf(args, 1024, L"--socket %ls \"%ls\"", pipe_name, cfg);
+    struct run r = tool(L"vram-replay.exe", args);
+    CHECK(r.code == 0, "vram-replay (a process per stage) exited %lu: %s", r.code,
+          r.err);
+    int lines = 0;
+    for (char *s = strtok(r.out, "\r\n"); s; s = strtok(NULL, "\r\n")) {
+        cJSON *j = cJSON_Parse(s);
+        const cJSON *st = cJSON_GetObjectItem(j, "stages");
+        CHECK(j && num(j, "step") == lines + 1 && cJSON_GetArraySize(st) == 2 &&
+                  num(cJSON_GetArrayItem(st, 0), "kv_mapped_bytes") >=
+                      num(cJSON_GetArrayItem(st, 0), "kv_needed_bytes") &&
+                  num(cJSON_GetArrayItem(st, 1), "stage") == 1,
+              "vram-replay: step line %d is not both stages' figures: %s",
+              lines + 1, s);
+        cJSON_Delete(j);
+        lines++;
+    }
+    CHECK(lines == 2, "vram-replay printed %d step lines, not 2", lines);
+    run_free(&r);
+
+    r = tool(L"vram-replay.exe", L"--no-such-option x.json");
+    CHECK(r.code == 2 && strstr(r.err, "Usage: vram-replay"),
+          "vram-replay with a bad option: %lu: %s", r.code, r.err);
+    run_free(&r);
+}
+
+/* GET /metrics from 127.0.0.1:port; the reply (free it), or NULL. */
+static char *http_get(int port, const char *path)
+{
+    WSADATA wsa;
+    if (WSAStartup(MAKEWORD(2, 2), &wsa) != 0)
+        return NULL;
+    char *reply = NULL;
+    SOCKET s = socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+    if (s == INVALID_SOCKET)
+        goto cleanup;
+    DWORD ms = 10000;
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, (const char *)&ms, sizeof(ms));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((u_short)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0)
+        goto cleanup;
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Connection: close\r\n\r\n", path);
+    if (send(s, req, n, 0) != n)
+        goto cleanup;
+    size_t len = 0, room = 1 << 16;
+    reply = calloc(1, room + 1);
+    if (!reply)
+        goto cleanup;
+    int got;
+    while (len < room && (got = recv(s, reply + len, (int)(room - len), 0)) > 0)
+        len += (size_t)got;
+    reply[len] = 0;
+cleanup:
+    if (s != INVALID_SOCKET)
+        closesocket(s);
+    WSACleanup();
+    return reply;
+}
+
+static void check_metrics_and_views(void)
+{
+    struct run r = vramctl(L"metrics");
+    CHECK(r.code == 0 && strstr(r.out, "\nvramd_up 1") &&
+              strstr(r.out, "vramd_info{version=\"" VRAM_VERSION "\",backend=\"host\"} 1"),
+          "metrics: %lu:\n%s", r.code, r.out);
+    run_free(&r);
+
+    /* Not a terminal: one frame without escapes. */
+    r = vramctl(L"top");
+    CHECK(r.code == 0 && strstr(r.out, "vramctl top  vramd " VRAM_VERSION " (host)") &&
+              strstr(r.out, "DEVICE 0  host memory pool 0  capacity 128 MiB") &&
+              !strchr(r.out, '\033'),
+          "top (not on a terminal): %lu:\n%s%s", r.code, r.out, r.err);
+    run_free(&r);
+
+    r = vramctl(L"watch --count 2 --interval 100");
+    const char *first = strstr(r.out, "vramd at ");
+    CHECK(r.code == 0 && first && strstr(first + 1, "vramd at ") &&
+              !strstr(strstr(first + 1, "vramd at ") + 1, "vramd at "),
+          "watch --count 2: %lu:\n%s", r.code, r.out);
+    run_free(&r);
+
+    /* The HTTP endpoint: libuv's TCP listener under wine. */
+    wchar_t args[512], err_path[MAX_PATH];
+    _snwprintf(args, 512, L"--socket %ls metrics --listen 127.0.0.1:0", pipe_name);
+    struct run l = {0};
+    HANDLE srv = start_tool(L"vramctl.exe", args, &l, err_path);
+    REQUIRE(srv != NULL, "vramctl metrics --listen did not start");
+    bool serving = file_wait(l.out_path, "/metrics for vramd on", srv, 30000);
+    char *said = slurp(l.out_path);
+    const char *at = strstr(said, "http://127.0.0.1:");
+    int port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
+    CHECK(serving && port > 0, "metrics --listen did not say where it serves: %s", said);
+    if (port > 0) {
+        char *reply = http_get(port, "/metrics");
+        CHECK(reply && strncmp(reply, "HTTP/1.1 200", 12) == 0 &&
+                  strstr(reply, "\nvramd_up 1"),
+              "GET /metrics: %s", reply ? reply : "(no reply)");
+        free(reply);
+        reply = http_get(port, "/nope");
+        CHECK(reply && strncmp(reply, "HTTP/1.1 404", 12) == 0, "GET /nope: %s",
+              reply ? reply : "(no reply)");
+        free(reply);
+    }
+    free(said);
+    TerminateProcess(srv, 9);
+    WaitForSingleObject(srv, 10000);
+    CloseHandle(srv);
+}
+
+static void check_errors(void)
+{
+    struct run r = vramctl(L"frobnicate");
+    CHECK(r.code == 2 && strstr(r.err, "vramctl: unknown command 'frobnicate' (try --help)"),
+          "a bad command: exit %lu, '%s'", r.code, r.err);
+    CHECK(r.out[0] == 0, "a bad command printed on stdout: %s", r.out);
+    run_free(&r);
+
+    r = vramctl(L"status --bogus");
+    CHECK(r.code == 2 && strstr(r.err, "vramctl status: unknown option '--bogus'"),
+          "a bad option: exit %lu, '%s'", r.code, r.err);
+    run_free(&r);
+
+    r = tool(L"vramctl.exe", L"--socket \\\\.\\pipe\\vramd-test-nobody status");
+    CHECK(r.code == 3 &&
+              strstr(r.err, "vramctl: no vramd is listening on \\\\.\\pipe\\vramd-test-nobody"),
+          "no daemon: exit %lu, '%s'", r.code, r.err);
+    run_free(&r);
+
+    /* A POSIX socket path means nothing here: libvram refuses it (-EINVAL)
+     * and the message names it. */
+    r = tool(L"vramctl.exe", L"--socket /run/vramd/vramd.sock status");
+    CHECK(r.code == 1 &&
+              strstr(r.err, "vramctl: cannot connect to vramd at /run/vramd/vramd.sock: "
+                            "invalid argument"),
+          "a path that is not a pipe: exit %lu, '%s'", r.code, r.err);
+    run_free(&r);
+
+    r = tool(L"vramctl.exe", L"--help");
+    CHECK(r.code == 0 && strstr(r.out, "default $VRAM_SOCKET, else \\\\.\\pipe\\vramd)"),
+          "--help does not name the pipe as the default: %s", r.out);
+    run_free(&r);
+}
+
+int main(void)
+{
+    init_paths();
+    wchar_t cfg[MAX_PATH], line[2048];
+    _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
+    _snwprintf(pipe_name, 128, L"\\\\.\\pipe\\vramd-test-ctl-%lu", GetCurrentProcessId());
+    write_config(cfg);
+    _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe_name, tmp, cfg);
+    HANDLE log = open_out(log_path, true);
+    HANDLE d = start(L"vramd.exe", line, log, log);
+    REQUIRE(d != NULL, "vramd.exe did not start");
+    bool up = wait_pipe(pipe_name, d, 20000);
+    if (!up)
+        print_log();
+    REQUIRE(up, "vramd's pipe %ls did not appear", pipe_name);
+
+    check_status();
+    check_clients();
+    check_replay();
+    check_metrics_and_views();
+    check_errors();
+    CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "vramd ended while serving");
+
+    TerminateProcess(d, 9);
+    WaitForSingleObject(d, 10000);
+    if (check_failures)
+        print_log();
+    CloseHandle(log);
+    CloseHandle(d);
+    return check_report("test_win_vramctl");
+}
