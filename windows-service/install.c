@@ -83,8 +83,18 @@ int vram_service_install(const struct vram_service_install_cfg *cfg, char *why,
                          size_t whylen)
 {
     wchar_t name[257], display[257], exe[WPATH_MAX], desc[1024];
+    /* Display names are unique too: a second instance under its own name
+     * gets its name in its display name, or the SCM refuses it as a
+     * duplicate. */
+    char own_display[300];
+    const char *shown = cfg->display_name;
+    if (!shown && cfg->name && strcmp(cfg->name, DEFAULT_NAME) != 0) {
+        snprintf(own_display, sizeof(own_display), "%s (%s)", DEFAULT_DISPLAY,
+                 cfg->name);
+        shown = own_display;
+    }
     if (svc_wide(or(cfg->name, DEFAULT_NAME), name, 257) < 0 ||
-        svc_wide(or(cfg->display_name, DEFAULT_DISPLAY), display, 257) < 0 ||
+        svc_wide(or(shown, DEFAULT_DISPLAY), display, 257) < 0 ||
         svc_wide(or(cfg->description, DEFAULT_DESCRIPTION), desc, 1024) < 0) {
         snprintf(why, whylen, "service name, display name or description: too "
                  "long or not UTF-8");
@@ -163,7 +173,10 @@ static int install(const struct vram_service_install_cfg *cfg, const wchar_t *na
         DWORD err = GetLastError();
         e = svc_errno(err);
         snprintf(why, whylen, "cannot create service %s: %s", or(cfg->name, DEFAULT_NAME),
-                 e == -EEXIST ? "it exists already (--uninstall-service first)"
+                 err == ERROR_DUPLICATE_SERVICE_NAME
+                     ? "another service has its display name (give another "
+                       "service name)"
+                 : e == -EEXIST ? "it exists already (--uninstall-service first)"
                  : e == -EACCES ? "access denied (run it as Administrator)"
                                 : "refused by the service manager");
         CloseServiceHandle(m);
