@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "run_dir.h"
 
 static wchar_t dir[MAX_PATH];   /* this program's directory */
 static wchar_t tmp[MAX_PATH];   /* the test's run directory */
@@ -30,17 +31,7 @@ static wchar_t log_path[MAX_PATH];
 
 static void init_paths(void)
 {
-    DWORD n = GetModuleFileNameW(NULL, dir, MAX_PATH);
-    REQUIRE(n > 0 && n < MAX_PATH, "GetModuleFileNameW: %lu", GetLastError());
-    wchar_t *slash = wcsrchr(dir, L'\\');
-    REQUIRE(slash != NULL, "no directory in the program's path");
-    *slash = 0;
-    wchar_t base[MAX_PATH];
-    REQUIRE(GetTempPathW(MAX_PATH, base) > 0, "GetTempPathW: %lu", GetLastError());
-    _snwprintf(tmp, MAX_PATH, L"%lsvramd-test-%lu", base, GetCurrentProcessId());
-    REQUIRE(CreateDirectoryW(tmp, NULL) || GetLastError() == ERROR_ALREADY_EXISTS,
-            "CreateDirectoryW: %lu", GetLastError());
-    _snwprintf(log_path, MAX_PATH, L"%ls\\vramd.log", tmp);
+    wt_run_dir(L"vramd-test", dir, tmp, log_path);
 }
 
 static void write_config(const wchar_t *path)
