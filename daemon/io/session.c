@@ -12,7 +12,8 @@
 #include "peer.h"
 
 /* The POSIX side of a session: a socket watched on the loop (vp_watch),
- * bytes and handles through the wire (SCM_RIGHTS). The rules it obeys are
+ * bytes and handles through the wire (handles as the connection's
+ * ancillary data, which platform/ sends and receives). The rules it obeys are
  * session_rules.c's. */
 struct vd_session {
     struct vd_session_state st;
@@ -28,7 +29,8 @@ void vd_session_close(void *session, const char *why, bool after_flush)
     struct vd_session *s = session;
     /* Not draining, the watch stays as it is until the end of the turn
      * closes it, before the loop polls again (on_ready ignores a closing
-     * session meanwhile): one epoll_ctl less per connection. */
+     * session meanwhile): one change of the loop's watch less per
+     * connection. */
     if (vd_rules_close(&s->st, why, after_flush) && s->st.drain)
         vp_watch_set(&s->watch, VP_WRITABLE, on_ready);
 }
