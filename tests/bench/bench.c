@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "frame.h"
 #include "harness.h"
 
@@ -72,28 +73,9 @@ static int start_reps;     /* daemon starts */
 
 /* ---- time and statistics ------------------------------------------------ */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static double us_since(uint64_t t0)
 {
     return (double)(now_ns() - t0) / 1e3;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-    nanosleep(&ts, NULL);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 struct stat2 {
@@ -1293,21 +1275,6 @@ out:
 }
 
 /* ---- 5: control round trip ---------------------------------------------- */
-
-static int full_io(int fd, void *buf, size_t n, bool wr)
-{
-    uint8_t *p = buf;
-    while (n) {
-        ssize_t r = wr ? write(fd, p, n) : read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
 
 static int one_ping(enum be b, vram_client *c)
 {

@@ -66,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "frame.h"
 #include "vram.h"
 
@@ -122,25 +123,6 @@ static const char *opt_vramd;
 static int failures;
 
 /* ---- time ---------------------------------------------------------------- */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-    nanosleep(&ts, NULL);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median(double *v, size_t n)
 {
@@ -626,21 +608,6 @@ static void do_cmd(const struct cmd *c, struct res *r)
     }
     r->us = (double)(now_ns() - t0) / 1e3;
     r->rc = e;
-}
-
-static int full_io(int fd, void *buf, size_t n, bool wr)
-{
-    uint8_t *p = buf;
-    while (n) {
-        ssize_t r = wr ? write(fd, p, n) : read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
 }
 
 static int worker_start(struct worker *w)
