@@ -7,7 +7,8 @@
 # tensors, the allocator shim under a MemPool, CUDA graphs) and the MoE
 # engine example (token for token against plain CUDA memory) on the cuda
 # backend,
-# and the benchmark. Logs and results go to $OUT (default ./gpu-out).
+# and the benchmarks (vram-bench; vram-bench-driver, what the driver lets a
+# broker overlap). Logs and results go to $OUT (default ./gpu-out).
 #
 #   sh scripts/gpu.sh                 # build in build-gpu, then run
 #   VRAM_GPU_BUILD=DIR sh scripts/gpu.sh   # use a build made elsewhere
@@ -84,5 +85,12 @@ if [ -x "$b/tests/vram-bench" ] && [ -z "${NO_BENCH:-}" ]; then
     # grow with the device.
     timeout 200 "$b/tests/vram-bench" --backend cuda --capacity 128GiB \
         --out "$out/bench-128g.jsonl" >"$out/bench-128g.log" 2>&1 || rc=1
+fi
+# What the driver lets a broker overlap (no vramd): explains the cold grant.
+if [ -x "$b/tests/vram-bench-driver" ] && [ -z "${NO_BENCH:-}" ]; then
+    echo "== driver"
+    timeout 120 "$b/tests/vram-bench-driver" --out "$out/driver.jsonl" \
+        >"$out/driver.log" 2>&1 || rc=1
+    cat "$out/driver.jsonl"
 fi
 exit $rc
