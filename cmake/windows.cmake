@@ -37,8 +37,10 @@
 #   - vramd.exe: the daemon with the host backend, its io layer on
 #     Windows (daemon/io/io_pipe.c, session_pipe.c, peer_map.c) and the
 #     rest of platform/win32/ it needs (watch: process handles; lock;
-#     mapfile: the state file; service; peer), and test_win_vramd, which
-#     runs it against win_vramd_client.exe (libvram.dll.a only);
+#     mapfile: the state file; service; peer: SIDs numbered for the core's
+#     access lists), test_win_vramd, which runs it against
+#     win_vramd_client.exe (libvram.dll.a only), and test_win_access (the
+#     access lists of names and SIDs, with the daemon's own sources);
 #   - in cmake/windows_service_daemon.cmake: vramd.exe's service mode
 #     (--service, --console, --install-service, --uninstall-service) and
 #     test_win_service_daemon under wine's SCM; in cmake/windows_tools.cmake:
@@ -322,6 +324,15 @@ if(VRAM_BUILD_TESTS)
   # libvram.dll.a, nothing else of the project's (a stand-in daemon in the
   # test answers the library's frames and grants host chunks inline).
   vram_win_test(test_win_libvram SOURCES tests/win/test_win_libvram.c LIBS vram)
+  # vramd's access lists of account names, SIDs and groups: the
+  # configuration, the numbering of SIDs and the judging of tokens, with
+  # the daemon's own sources (config, core/access, io/peer_map).
+  vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
+    daemon/config.c daemon/log.c daemon/core/access.c daemon/io/peer_map.c
+    LIBS vram_ledger vram_proto vram_platform vram_cjson)
+  target_include_directories(test_win_access PRIVATE daemon daemon/core)
+  target_compile_options(test_win_access PRIVATE
+    -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
   # The first integration test: the real vramd.exe serving
   # win_vramd_client.exe (vram.h and libvram.dll.a only) over its pipe.
   add_executable(win_vramd_client tests/win/win_vramd_client.c)

@@ -407,6 +407,12 @@ static void parse_who(struct ctx *x, const cJSON *o, const char *path,
             char ep[96];
             snprintf(ep, sizeof(ep), "%s.%s[%d]", path, keys[k], i++);
             uint32_t id;
+            if (k % 2 == 1 && !vp_ids_numeric()) {
+                err(x, "%s: uids and gids are POSIX numbers; on this system "
+                    "name users and groups by account name or SID (\"users\", "
+                    "\"groups\")", ep);
+                continue;
+            }
             if (k % 2 == 1) { /* numeric */
                 uint64_t num;
                 if (!vram_json_uint(e, UINT32_MAX, &num)) {

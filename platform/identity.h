@@ -87,6 +87,20 @@ enum vp_account_kind {
 int vp_account_lookup(const char *name, struct vp_sid *out,
                       enum vp_account_kind *kind);
 
+/* SIDs as numbers of peer.h's shape (struct vp_peer's uid and groups,
+ * vp_user_id, vp_group_id, vp_self_uid), which the core's access lists and
+ * per-user limits compare. Each SID gets its number the first time it is
+ * named (by the configuration, or as a connecting user), and keeps it for
+ * the life of the process, so a reload that names it again gets the same
+ * one. Numbers start at VP_SID_ID_BASE: never root's 0, nor -1.
+ * vp_sid_id: 0 and *out; -ENOENT when sid has no number and add is false
+ * (a group no list names stays unnumbered); -ENOSPC when VP_SID_IDS_MAX
+ * SIDs have numbers already. vp_id_sid: the SID of a number, or -ENOENT. */
+#define VP_SID_ID_BASE 0x40000000u
+#define VP_SID_IDS_MAX 4096
+int vp_sid_id(const struct vp_sid *sid, bool add, uint32_t *out);
+int vp_id_sid(uint32_t id, struct vp_sid *out);
+
 /* Who may connect (or administer): users and groups, by SID. */
 struct vp_access_list {
     struct vp_sid sids[VP_ACCESS_MAX];

@@ -4,6 +4,7 @@
 #ifndef VRAM_PLATFORM_PEER_H
 #define VRAM_PLATFORM_PEER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,8 +38,17 @@ int vp_peer_pin(vp_handle c, const struct vp_peer *p, vp_handle *pin,
 
 /* This process's effective user. */
 uint32_t vp_self_uid(void);
-/* Account lookups: 0, or -ENOENT when there is no such user or group. */
+/* Account lookups: 0, or -ENOENT when there is no such user or group. On
+ * Windows a name is an account name or a SID string ("S-1-5-32-545"), and
+ * the number is the one vramd gives that SID (identity.h's vp_sid_id). */
 int vp_user_id(const char *name, uint32_t *uid);
 int vp_group_id(const char *name, uint32_t *gid);
+/* Whether users and groups have numbers of the system's own (POSIX uids
+ * and gids) that a configuration may give as numbers. False on Windows:
+ * there the numbers are vramd's for SIDs, and mean nothing outside it. */
+bool vp_ids_numeric(void);
+/* The user of that number in words for a message: "uid 1000" (POSIX),
+ * "user S-1-5-21-..." (Windows). */
+void vp_user_describe(uint32_t uid, char *buf, size_t len);
 
 #endif

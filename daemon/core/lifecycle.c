@@ -106,9 +106,12 @@ int vd_core_client_open(struct vd_core *core, void *conn,
                         struct vd_refusal *ref)
 {
     if (!vd_access_connect(&core->cfg, peer)) {
-        snprintf(ref->message, sizeof(ref->message), "uid %u (gid %u) may not "
-                 "use vramd: not in its access list (access.allow)",
-                 (unsigned)peer->uid, (unsigned)peer->gid);
+        char who[128], gid[24] = ""; /* "user " and a SID string */
+        vp_user_describe(peer->uid, who, sizeof(who));
+        if (vp_ids_numeric())
+            snprintf(gid, sizeof(gid), " (gid %u)", (unsigned)peer->gid);
+        snprintf(ref->message, sizeof(ref->message), "%s%s may not use vramd: "
+                 "not in its access list (access.allow)", who, gid);
         vlog(VLOG_WARNING, "refusing pid %lld: %s", (long long)peer->pid,
              ref->message);
         core->counters.errors++;

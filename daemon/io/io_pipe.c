@@ -6,8 +6,11 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core.h"
+#include "identity.h"
 #include "log.h"
 #include "pipe_listener.h"
 #include "stream.h"
@@ -51,13 +54,49 @@ int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
     return 0;
 }
 
+/* Who the pipe's security descriptor lets open it besides SYSTEM,
+ * Administrators and vramd's user: access.allow's users and groups, or by
+ * default the group vramd where there is one (the core's default). Their
+ * numbers are the platform's for SIDs. The core still judges every client
+ * (core/access.c): the descriptor is set when vramd starts listening, so
+ * a reload that takes someone off the list refuses them at once, while
+ * one that adds someone lets them in only after a restart. */
+static int pipe_allow(const struct vd_config *cfg, struct vp_access_list *out)
+{
+    struct vp_access_list l;
+    l.n = 0;
+    uint32_t def_gid;
+    struct vd_access_list def = {.nuids = 0, .ngids = 0};
+    if (!cfg->allow_given && vp_group_id("vramd", &def_gid) == 0) {
+        def.gids[0] = def_gid;
+        def.ngids = 1;
+    }
+    const struct vd_access_list *src = cfg->allow_given ? &cfg->allow : &def;
+    for (uint32_t i = 0; i < src->nuids + src->ngids; i++) {
+        uint32_t id = i < src->nuids ? src->uids[i] : src->gids[i - src->nuids];
+        if (l.n >= VP_ACCESS_MAX)
+            return -ENOSPC;
+        if (vp_id_sid(id, &l.sids[l.n]) < 0)
+            return -ENOENT; /* config.c numbered every entry */
+        l.n++;
+    }
+    *out = l;
+    return 0;
+}
+
 int vd_io_listen(struct vd_io *io)
 {
     char why[256] = "";
-    /* No allow list: SYSTEM, Administrators and vramd's own user only, as
-     * daemon/io/peer_map.c admits (access lists of SIDs: docs/windows.md). */
-    struct vp_pipe_listen_cfg lc = {.name = io->path};
-    int e = vp_pipe_listen(&lc, &io->pipe, why, sizeof(why));
+    struct vp_access_list *allow = malloc(sizeof(*allow));
+    int e = allow ? pipe_allow(&io->core->cfg, allow) : -ENOMEM;
+    if (e < 0) {
+        vlog(VLOG_ERR, "cannot write %s's access list: %s", io->path, strerror(-e));
+        free(allow);
+        return e;
+    }
+    struct vp_pipe_listen_cfg lc = {.name = io->path, .allow = allow};
+    e = vp_pipe_listen(&lc, &io->pipe, why, sizeof(why));
+    free(allow);
     if (e < 0) {
         if (e == -EADDRINUSE)
             vlog(VLOG_ERR, "%s is served already (another vramd, or someone "
@@ -66,6 +105,8 @@ int vd_io_listen(struct vd_io *io)
             vlog(VLOG_ERR, "%s", why);
         return e;
     }
+    vlog(VLOG_INFO, "%s: security descriptor %s", io->path,
+         vp_pipe_listen_sddl(io->pipe));
     io->listening = true;
     e = vp_acceptor_start(io->loop, io->pipe, on_conn, on_accept_error, io,
                           &io->acceptor);

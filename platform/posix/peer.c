@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <stdio.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -126,4 +127,14 @@ int vp_group_id(const char *name, uint32_t *gid)
         return -ENOENT;
     *gid = gr->gr_gid;
     return 0;
+}
+
+bool vp_ids_numeric(void)
+{
+    return true;
+}
+
+void vp_user_describe(uint32_t uid, char *buf, size_t len)
+{
+    snprintf(buf, len, "uid %u", (unsigned)uid);
 }

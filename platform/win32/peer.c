@@ -1,17 +1,65 @@
-/* peer.h on Windows: its uid and gid shape is POSIX's. Windows names users
- * by SIDs (identity.h), which the daemon's io layer maps onto the core's
- * numbers (daemon/io/peer_map.c); connections are identified there with
- * vp_identity_of_pipe, not with vp_peer_of. Account names do not resolve
- * to numbers: a configuration's access lists of names find nobody on
- * Windows (fail closed) until they are lists of SIDs. */
+/* peer.h on Windows: its uid and gid shape is POSIX's, and Windows names
+ * users and groups by SIDs (identity.h). Each SID gets a number of vramd's
+ * own here (vp_sid_id), so the core's access lists and per-user limits
+ * work on SIDs unchanged: the configuration's account names and SID
+ * strings resolve to those numbers (vp_user_id, vp_group_id), and the io
+ * layer gives a connecting client's user and listed groups theirs
+ * (daemon/io/peer_map.c). Connections are identified with
+ * vp_identity_of_pipe, not with vp_peer_of. */
 #include "peer.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <windows.h>
 
-/* The number the io layer gives the daemon's own user (any user that is
- * neither SYSTEM nor an administrator gets none, and is refused). Not 0,
- * which is root's, who is always allowed. */
-#define VP_WIN_SELF_UID 1u
+#include "identity.h"
+
+/* Append-only: a number, once given, names its SID for good. Locked, so
+ * that callers need not agree on one thread (the configuration is read
+ * before the loop runs, clients are numbered on it). */
+static SRWLOCK ids_lock = SRWLOCK_INIT;
+static struct vp_sid ids[VP_SID_IDS_MAX];
+static uint32_t nids;
+
+int vp_sid_id(const struct vp_sid *sid, bool add, uint32_t *out)
+{
+    if (!sid || !sid->len)
+        return -EINVAL;
+    int e = -ENOENT;
+    AcquireSRWLockExclusive(&ids_lock);
+    for (uint32_t i = 0; i < nids; i++)
+        if (vp_sid_equal(&ids[i], sid)) {
+            *out = VP_SID_ID_BASE + i;
+            e = 0;
+            goto out;
+        }
+    if (!add)
+        goto out;
+    if (nids >= VP_SID_IDS_MAX) {
+        e = -ENOSPC;
+        goto out;
+    }
+    ids[nids] = *sid;
+    *out = VP_SID_ID_BASE + nids++;
+    e = 0;
+out:
+    ReleaseSRWLockExclusive(&ids_lock);
+    return e;
+}
+
+int vp_id_sid(uint32_t id, struct vp_sid *out)
+{
+    int e = -ENOENT;
+    AcquireSRWLockShared(&ids_lock);
+    if (id >= VP_SID_ID_BASE && id - VP_SID_ID_BASE < nids) {
+        *out = ids[id - VP_SID_ID_BASE];
+        e = 0;
+    }
+    ReleaseSRWLockShared(&ids_lock);
+    return e;
+}
 
 int vp_peer_of(vp_handle c, struct vp_peer *out)
 {
@@ -32,19 +80,54 @@ int vp_peer_pin(vp_handle c, const struct vp_peer *p, vp_handle *pin,
 
 uint32_t vp_self_uid(void)
 {
-    return VP_WIN_SELF_UID;
+    struct vp_identity *me = malloc(sizeof(*me)); /* 9 KiB of groups */
+    uint32_t id = (uint32_t)-2; /* matches nobody */
+    if (me && vp_identity_self(me) == 0)
+        vp_sid_id(&me->user, true, &id);
+    free(me);
+    return id;
+}
+
+/* A SID string, or an account of the kind asked, numbered. */
+static int account_id(const char *name, bool group, uint32_t *out)
+{
+    struct vp_sid sid;
+    enum vp_account_kind kind;
+    if (!name || !name[0])
+        return -ENOENT;
+    if ((name[0] == 'S' || name[0] == 's') && name[1] == '-') {
+        if (vp_sid_parse(name, &sid) < 0)
+            return -ENOENT;
+    } else if (vp_account_lookup(name, &sid, &kind) < 0 ||
+               kind != (group ? VP_ACCOUNT_GROUP : VP_ACCOUNT_USER)) {
+        return -ENOENT;
+    }
+    return vp_sid_id(&sid, true, out) < 0 ? -ENOENT : 0;
 }
 
 int vp_user_id(const char *name, uint32_t *uid)
 {
-    (void)name;
-    (void)uid;
-    return -ENOENT;
+    return account_id(name, false, uid);
 }
 
 int vp_group_id(const char *name, uint32_t *gid)
 {
-    (void)name;
-    (void)gid;
-    return -ENOENT;
+    return account_id(name, true, gid);
+}
+
+bool vp_ids_numeric(void)
+{
+    return false;
+}
+
+void vp_user_describe(uint32_t uid, char *buf, size_t len)
+{
+    struct vp_sid sid;
+    char s[VP_SID_STRING_MAX];
+    if (uid == 0)
+        snprintf(buf, len, "SYSTEM or an administrator");
+    else if (vp_id_sid(uid, &sid) == 0 && vp_sid_format(&sid, s, sizeof(s)) == 0)
+        snprintf(buf, len, "user %s", s);
+    else
+        snprintf(buf, len, "user number %u", (unsigned)uid);
 }

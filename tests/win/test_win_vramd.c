@@ -34,14 +34,16 @@ static void init_paths(void)
     wt_run_dir(L"vramd-test", dir, tmp, log_path);
 }
 
-static void write_config(const wchar_t *path)
+/* access: the "access" member, or "" for none. */
+static void write_config(const wchar_t *path, const char *access)
 {
     FILE *f = _wfopen(path, L"wb");
     REQUIRE(f != NULL, "cannot write the configuration");
     /* One small host device in 2 MiB chunks (the configuration's unit; a multiple of Windows' 64 KiB
      * granularity); a small pool so that chunks are made and reused. */
-    fputs("{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"64MiB\","
-          " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}}\n", f);
+    fprintf(f, "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"64MiB\","
+            " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}%s%s}\n",
+            access[0] ? ", " : "", access);
     fclose(f);
 }
 
@@ -154,10 +156,31 @@ int main(void)
     _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
     _snwprintf(pipe, 128, L"\\\\.\\pipe\\vramd-test-%lu", GetCurrentProcessId());
     _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);
-    write_config(cfg);
     _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe,
                pipe, tmp, cfg);
     HANDLE log = open_log();
+    /* Access lists are of account names and SIDs here: a numeric uid is a
+     * configuration error, and vramd.exe says so and exits 1. */
+    write_config(cfg, "\"access\": {\"allow\": {\"uids\": [1000]}}");
+    HANDLE bad = start(exe, line, log);
+    DWORD sb = bad ? wait_exit(bad, 30000) : 997;
+    CHECK(sb == 1, "vramd.exe with numeric uids exited with %lu, not 1", sb);
+    CHECK(log_has("access.allow.uids[0]: uids and gids are POSIX numbers"),
+          "vramd.exe did not say why it refused the numeric uids");
+    if (bad)
+        CloseHandle(bad);
+    /* The lists by name and SID: this user, the group Users, and a SID no
+     * account has (the pipe's descriptor names them all). Under wine
+     * every client is an administrator and served whatever the lists say
+     * (test_win_access judges tokens of other users). */
+    wchar_t wuser[256];
+    DWORD ulen = 256;
+    REQUIRE(GetUserNameW(wuser, &ulen), "GetUserNameW");
+    char user[512], access[1024];
+    WideCharToMultiByte(CP_UTF8, 0, wuser, -1, user, sizeof(user), NULL, NULL);
+    snprintf(access, sizeof(access), "\"access\": {\"allow\": {\"users\": [\"%s\", "
+             "\"S-1-5-21-111-222-333-4001\"], \"groups\": [\"Users\"]}}", user);
+    write_config(cfg, access);
     HANDLE d = start(exe, line, log);
     REQUIRE(d != NULL, "vramd.exe did not start");
     bool up = wait_pipe(pipe, d, 20000);
@@ -198,6 +221,11 @@ int main(void)
     CHECK(s5 == 1, "a second vramd exited with %lu, not 1", s5);
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "the first vramd ended");
 
+    /* The pipe's descriptor gives the listed ones read and write-data
+     * (0x12008b, platform/win32/pipe_listener.c), and nothing to others. */
+    CHECK(log_has("(A;;0x12008b;;;S-1-5-21-111-222-333-4001)") &&
+              log_has("(A;;0x12008b;;;S-1-5-32-545)"),
+          "the pipe's descriptor lacks the access list's SIDs");
     CHECK(log_has("(wine-engine, pid ") && log_has("said hello as engine"),
           "no hello in vramd's log");
     CHECK(log_has("another vramd runs"), "the second vramd did not say why");
