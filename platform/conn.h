@@ -34,6 +34,21 @@
  * -EACCES, -ENAMETOOLONG as the system says. */
 int vp_dial(const char *path, vp_handle *out);
 
+/* The system service that vramd runs as, by default (Windows). */
+#define VP_DEFAULT_SERVICE "vramd"
+
+/* vp_dial, and where vramd runs as the system service named service
+ * (non-NULL, non-empty), a check that the process serving path is that
+ * service's: a pipe of vramd's name that someone else made first, while the
+ * service was stopped, is never talked to. On Windows: no such service
+ * installed, plain vp_dial (vramd run by hand); installed and running,
+ * another server is refused with -EPERM; installed but not running, any
+ * server is refused with -ECONNREFUSED. POSIX: plain vp_dial (the socket's
+ * directory is what keeps impostors out). why says what failed (may be
+ * NULL). Writes *out only on success. */
+int vp_dial_daemon(const char *path, const char *service, vp_handle *out,
+                   char *why, size_t whylen);
+
 /* Sends up to len bytes without blocking, with n handles attached to the
  * first byte (the caller keeps its handles). Returns the bytes sent (the
  * handles went with them when > 0), -EAGAIN when nothing could be sent, or

@@ -119,6 +119,17 @@ int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt
     return 0;
 }
 
+/* Dials path; where vramd runs as a system service (Windows), only that
+ * service's process is talked to: the one $VRAM_SERVICE names (empty: no
+ * check), else for the default endpoint the default service. */
+static int dial(const char *path, vp_handle *h, char *why, size_t whylen)
+{
+    const char *svc = getenv("VRAM_SERVICE");
+    if (!svc)
+        svc = strcmp(path, DEFAULT_SOCKET) == 0 ? VP_DEFAULT_SERVICE : NULL;
+    return vp_dial_daemon(path, svc, h, why, whylen);
+}
+
 int vram_client_connect(const char *path, const struct vram_client_options *opt,
                         vram_client **out)
 {
@@ -127,10 +138,15 @@ int vram_client_connect(const char *path, const struct vram_client_options *opt,
     if (!path || !*path)
         path = DEFAULT_SOCKET;
     vp_handle h;
-    int e = vp_dial(path, &h);
+    char why[256];
+    int e = dial(path, &h, why, sizeof(why));
     if (e < 0) {
         /* The caller's error text says what failed, and where. */
-        if (opt && opt->error && opt->error_len)
+        if (opt && opt->error && opt->error_len && why[0])
+            snprintf(opt->error, opt->error_len, "cannot connect to vramd at "
+                     "%s: %s (set VRAM_SERVICE to the service that serves it, "
+                     "or to nothing to skip the check)", path, why);
+        else if (opt && opt->error && opt->error_len)
             snprintf(opt->error, opt->error_len, "cannot connect to vramd at "
                      "%s: %s%s", path, vram_strerror(e),
                      e == -ENOENT || e == -ECONNREFUSED
@@ -141,7 +157,6 @@ int vram_client_connect(const char *path, const struct vram_client_options *opt,
     }
     e = vram_client_connect_fd(h.v, opt, out);
     if (e < 0 && opt && opt->error && opt->error_len) {
-        char why[256];
         snprintf(why, sizeof(why), "%s", opt->error);
         snprintf(opt->error, opt->error_len, "vramd at %s: %s", path,
                  why[0] ? why : vram_strerror(e));
@@ -183,7 +198,8 @@ void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
 static int connect_again(vram_client *c)
 {
     vp_handle h;
-    int e = vp_dial(c->path, &h);
+    char why[256];
+    int e = dial(c->path, &h, why, sizeof(why));
     if (e < 0)
         return e;
     if (!c->blocking)

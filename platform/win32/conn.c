@@ -34,7 +34,9 @@
 
 #include "clock.h"
 #include "conn_state.h"
+#include "identity.h"
 #include "winerr.h"
+#include "wstr.h"
 
 /* Where pipes live: a dial to anything else would open a file. */
 #define PIPE_PREFIX L"\\\\.\\pipe\\"
@@ -333,4 +335,62 @@ int vp_conn_wait(vp_handle c, int events, int timeout_ms)
         GetOverlappedResult(s->h, &s->zov, &x, TRUE);
     }
     return werr ? werr : ready_now(s, events);
+}
+
+/* The service's state and process id, by the service manager:
+ * 0, -ENOENT (no such service), or another negative errno. */
+static int service_status(const char *service, SERVICE_STATUS_PROCESS *out)
+{
+    wchar_t w[256];
+    if (vpw_wide(service, w, 256) < 0)
+        return -EINVAL;
+    SC_HANDLE m = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
+    if (!m)
+        return vpw_last_errno();
+    int e = 0;
+    SC_HANDLE s = OpenServiceW(m, w, SERVICE_QUERY_STATUS);
+    if (!s) {
+        DWORD err = GetLastError();
+        e = err == ERROR_SERVICE_DOES_NOT_EXIST ? -ENOENT : vpw_errno(err);
+    } else {
+        DWORD n;
+        if (!QueryServiceStatusEx(s, SC_STATUS_PROCESS_INFO, (BYTE *)out,
+                                  sizeof(*out), &n))
+            e = vpw_last_errno();
+        CloseServiceHandle(s);
+    }
+    CloseServiceHandle(m);
+    return e;
+}
+
+int vp_dial_daemon(const char *path, const char *service, vp_handle *out,
+                   char *why, size_t whylen)
+{
+    char none[8];
+    if (!why || !whylen) {
+        why = none;
+        whylen = sizeof(none);
+    }
+    why[0] = '\0';
+    if (!service || !service[0])
+        return vp_dial(path, out);
+    SERVICE_STATUS_PROCESS st;
+    int e = service_status(service, &st);
+    if (e == -ENOENT)
+        return vp_dial(path, out); /* no service: vramd runs by hand */
+    if (e < 0) {
+        snprintf(why, whylen, "cannot ask the service manager about service "
+                 "%s: %s", service, strerror(-e));
+        return e;
+    }
+    /* The pipe exists from the start's first steps (START_PENDING) to the
+     * end of the stop (STOP_PENDING); the process is the service's then. */
+    if (st.dwProcessId == 0 || (st.dwCurrentState != SERVICE_RUNNING &&
+                                st.dwCurrentState != SERVICE_START_PENDING &&
+                                st.dwCurrentState != SERVICE_STOP_PENDING)) {
+        snprintf(why, whylen, "service %s is installed but not running: "
+                 "refusing whoever serves %s", service, path);
+        return -ECONNREFUSED;
+    }
+    return vp_dial_server(path, (int64_t)st.dwProcessId, out, why, whylen);
 }

@@ -130,6 +130,56 @@ static int client(unsigned fill)
     return run_prog(argv, 60000);
 }
 
+/* win_vramd_client.exe on pipe with $VRAM_SERVICE set to service (NULL:
+ * unset), expecting the connection refused with errno `refused` (0: served
+ * in full). Its exit status. */
+static int client_with_service(const char *pipe, const char *service, int refused)
+{
+    char f[16] = "0x55", e[16];
+    snprintf(e, sizeof(e), "%d", refused);
+    char *argv[] = {client_exe, (char *)pipe, f, refused ? "refused" : NULL, e, NULL};
+    SetEnvironmentVariableA("VRAM_SERVICE", service);
+    int s = run_prog(argv, 60000);
+    SetEnvironmentVariableA("VRAM_SERVICE", NULL);
+    return s;
+}
+
+/* A vramd.exe run by hand (--console) on a pipe and run directory of its
+ * own, while the service is installed: the server a client must tell from
+ * the service's. */
+static char hand_pipe[128], hand_dir[MAX_PATH * 3];
+static int64_t hand_pid;
+static vp_handle hand_pin = {-1}; /* VP_NONE */
+
+static bool start_by_hand(void)
+{
+    unique_pipe(hand_pipe, sizeof(hand_pipe), "byhand");
+    snprintf(hand_dir, sizeof(hand_dir), "%s-byhand", dir);
+    char why[512];
+    MUST(vram_service_prepare_dir(hand_dir, why, sizeof(why)) >= 0, "run dir: %s", why);
+    char *argv[] = {exe, "--console", "-s", hand_pipe, "-r", hand_dir, "-c", cfg_path,
+                    "-l", "warning", NULL};
+    MUST(vp_spawn(exe, argv, &hand_pid) == 0, "spawn vramd by hand");
+    MUST(vp_proc_pin(hand_pid, &hand_pin) == 0, "pin");
+    for (int t = 0; t < 20000; t += 50) {
+        if (WaitNamedPipeA(hand_pipe, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
+            return true;
+        if (WaitForSingleObject((HANDLE)hand_pin.v, 50) == WAIT_OBJECT_0)
+            break;
+    }
+    return false;
+}
+
+static void stop_by_hand(void)
+{
+    if (!vp_ok(hand_pin))
+        return;
+    vp_proc_kill(hand_pin);
+    vp_close(&hand_pin);
+    int status;
+    vp_wait_child(hand_pid, &status);
+}
+
 /* Whatever happened: no service of this test left in the prefix. */
 static void remove_service(void)
 {
@@ -214,6 +264,24 @@ static void test_service(void)
     CHECK(client(0x11) == 0, "a client served by the service");
     CHECK(log_wait("said hello as engine", 5000), "the hello is in the service's log");
 
+    /* libvram talks only to the service's process where $VRAM_SERVICE
+     * (or, for the default pipe, the default service) is installed: by the
+     * service manager's pid against the pipe server's. */
+    bool by_hand = start_by_hand();
+    CHECK(by_hand, "a vramd by hand serves %s", hand_pipe);
+    CHECK(client_with_service(pipe_name, name, 0) == 0,
+          "VRAM_SERVICE=%s: its own pipe is served", name);
+    if (by_hand) {
+        CHECK(client_with_service(hand_pipe, name, EPERM) == 0,
+              "VRAM_SERVICE=%s: another process's pipe is refused (-EPERM)", name);
+        CHECK(client_with_service(hand_pipe, "", 0) == 0,
+              "VRAM_SERVICE empty: no check, served");
+        CHECK(client_with_service(hand_pipe, NULL, 0) == 0,
+              "no VRAM_SERVICE and not the default pipe: no check, served");
+        CHECK(client_with_service(hand_pipe, "vramd-no-such-service", 0) == 0,
+              "a service that is not installed: no check, served");
+    }
+
     /* PARAMCHANGE: the new configuration through SIGHUP's path. */
     write_config("32MiB");
     CHECK(vram_service_control(name, SERVICE_CONTROL_PARAMCHANGE) == 0, "paramchange");
@@ -244,6 +312,11 @@ static void test_service(void)
         CHECK(WaitForSingleObject(p, 10000) == WAIT_OBJECT_0, "its process ended");
         CloseHandle(p);
     }
+    /* Installed but stopped: whoever serves is not the service. */
+    if (by_hand)
+        CHECK(client_with_service(hand_pipe, name, ECONNREFUSED) == 0,
+              "VRAM_SERVICE=%s, the service stopped: refused (-ECONNREFUSED)", name);
+    stop_by_hand();
 
     /* Started again over the state it saved (the old file is let go
      * before the new one replaces it: Windows refuses to replace a mapped
@@ -292,6 +365,25 @@ static void test_console(void)
     vp_wait_child(pid, &status);
 }
 
+/* Removes directory d and the files in it. */
+static void remove_dir(const char *d)
+{
+    WIN32_FIND_DATAA fd;
+    char pat[MAX_PATH * 3];
+    snprintf(pat, sizeof(pat), "%s\\*", d);
+    HANDLE fh = FindFirstFileA(pat, &fd);
+    if (fh != INVALID_HANDLE_VALUE) {
+        do {
+            char p[MAX_PATH * 3];
+            snprintf(p, sizeof(p), "%s\\%s", d, fd.cFileName);
+            if (!(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY))
+                DeleteFileA(p);
+        } while (FindNextFileA(fh, &fd));
+        FindClose(fh);
+    }
+    RemoveDirectoryA(d);
+}
+
 int main(void)
 {
     /* Not the pid alone: wine's pids repeat from run to run, and a service
@@ -314,19 +406,8 @@ int main(void)
     test_service();
     test_console();
     /* Leave nothing behind. */
-    WIN32_FIND_DATAA fd;
-    char pat[MAX_PATH * 3];
-    snprintf(pat, sizeof(pat), "%s\\*", dir);
-    HANDLE fh = FindFirstFileA(pat, &fd);
-    if (fh != INVALID_HANDLE_VALUE) {
-        do {
-            char p[MAX_PATH * 3];
-            snprintf(p, sizeof(p), "%s\\%s", dir, fd.cFileName);
-            if (!(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY))
-                DeleteFileA(p);
-        } while (FindNextFileA(fh, &fd));
-        FindClose(fh);
-    }
-    RemoveDirectoryA(dir);
+    remove_dir(dir);
+    if (hand_dir[0])
+        remove_dir(hand_dir);
     return win_report("test_win_service_daemon");
 }

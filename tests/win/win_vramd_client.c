@@ -4,7 +4,9 @@
  * registers an ad-hoc stage, grows a fixed region by a few host chunks
  * (sections vramd pushed into this process, their values inline in the
  * reply), writes and reads them through the region's slots, shrinks and
- * releases (or, with argv[3] "hold", exits holding them). Exits 0 when
+ * releases (or, with argv[3] "hold", exits holding them; with argv[3]
+ * "refused" and argv[4] an errno, expects the connection to be refused with
+ * it, and a message that says so). Exits 0 when
  * every check passed. argv[2], when given, is a byte
  * the chunks are filled with (the second client checks it does not see the
  * first one's bytes: chunks come back zeroed or not at all). */
@@ -26,7 +28,7 @@
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: win_vramd_client PIPE [FILL [hold]]\n");
+        fprintf(stderr, "usage: win_vramd_client PIPE [FILL [hold | refused ERRNO]]\n");
         return 2;
     }
     unsigned fill = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 0x5a;
@@ -35,6 +37,18 @@ int main(int argc, char **argv)
                                     .error_len = sizeof(err)};
     vram_client *c = NULL;
     int e = vram_client_connect(argv[1], &o, &c);
+    /* "refused ERRNO": the connection must fail with -ERRNO, saying why. */
+    if (argc > 4 && strcmp(argv[3], "refused") == 0) {
+        int want = atoi(argv[4]);
+        CHECK(e == -want && c == NULL, "connect to %s gave %d, not %d: %s", argv[1], e,
+              -want, err);
+        CHECK(strstr(err, argv[1]) && strstr(err, "refusing"),
+              "the refusal names the pipe and says it refuses: %s", err);
+        printf("win_vramd_client: refused as expected: %s\n", err);
+        if (c)
+            vram_client_close(c);
+        return check_report("win_vramd_client");
+    }
     REQUIRE(e == 0 && c, "connect to vramd at %s: %d (%s)", argv[1], e, err);
     CHECK(vram_client_id(c) > 0, "client id %u", vram_client_id(c));
     CHECK(strcmp(vram_client_backend(c), "host") == 0, "backend %s",
