@@ -47,6 +47,7 @@
 #include "harness.h"
 
 #ifdef VRAM_HAVE_CUDA_H
+#include "bench_cuda.h"
 #include "cuda_driver.h"
 #endif
 
@@ -315,23 +316,12 @@ static void cu_teardown(void)
  * handle (the true floor; the broker's chunks also ask for a POSIX fd). */
 static CUmemAllocationProp cu_prop(void)
 {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof(p));
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    return p;
+    return bench_cu_prop(false);
 }
 
 static CUmemAccessDesc cu_access(void)
 {
-    CUmemAccessDesc a;
-    memset(&a, 0, sizeof(a));
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    return a;
+    return bench_cu_access();
 }
 
 /* Writes every byte of [p, p + n) from the GPU: the range is accessible. */

@@ -39,6 +39,7 @@
 #include "bench_util.h"
 
 #ifdef VRAM_HAVE_CUDA_H
+#include "bench_cuda.h"
 #include "cuda_driver.h"
 
 #define CHUNK (2ull << 20)
@@ -85,27 +86,6 @@ static void skip_line(char *why)
     json_safe(why);
     line("{\"bench\":\"driver\",\"backend\":\"cuda\",\"skipped\":true,"
          "\"why\":\"%s\"}", why);
-}
-
-static CUmemAllocationProp prop(bool shareable)
-{
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof(p));
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.requestedHandleTypes = shareable ? FD_TYPE : CU_MEM_HANDLE_TYPE_NONE;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    return p;
-}
-
-static CUmemAccessDesc access_rw(void)
-{
-    CUmemAccessDesc a;
-    memset(&a, 0, sizeof(a));
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    return a;
 }
 
 static int ctx_on(CUcontext *ctx)
@@ -176,7 +156,7 @@ static int importer(int s)
     char why[256];
     if (vcu_load(&cu, why, sizeof(why)) < 0 || ctx_on(&ctx) < 0)
         return 1;
-    CUmemAccessDesc acc = access_rw();
+    CUmemAccessDesc acc = bench_cu_access();
     uint32_t n;
     while (full_io(s, &n, sizeof(n), false) == 0 && n) {
         CUdeviceptr va = 0;
@@ -275,7 +255,7 @@ struct maker {
 static void *make_chunks(void *arg)
 {
     struct maker *m = arg;
-    CUmemAllocationProp p = prop(true);
+    CUmemAllocationProp p = bench_cu_prop(true);
     for (uint32_t i = m->from; i < m->n; i += m->step) {
         if (cu.cuMemCreate(&m->h[i], CHUNK, &p, 0) != CUDA_SUCCESS) {
             m->failed = true;
@@ -351,6 +331,15 @@ static int peer_end(struct peer *p, uint64_t t0, double *us)
     return full_io(p->s, &c, 1, false) < 0 || c != 'c' ? -1 : 0;
 }
 
+/* The set's descriptors, in order. */
+static int send_set(struct peer *p, const int *fd)
+{
+    for (uint32_t i = 0; i < nchunks; i++)
+        if (send_fd(p->s, fd[i]) < 0)
+            return -1;
+    return 0;
+}
+
 /* One repetition of every kind; per-chunk microseconds into the arrays. */
 struct figs {
     double floor[8], make[MAX_THREADS + 1][8], import[8], seq[8], pipe[8];
@@ -358,8 +347,8 @@ struct figs {
 
 static int floor_rep(double *per_chunk)
 {
-    CUmemAllocationProp p = prop(false);
-    CUmemAccessDesc acc = access_rw();
+    CUmemAllocationProp p = bench_cu_prop(false);
+    CUmemAccessDesc acc = bench_cu_access();
     CUmemGenericAllocationHandle *h = calloc(nchunks, sizeof(*h));
     CUdeviceptr va = 0;
     size_t bytes = (size_t)nchunks * CHUNK;
@@ -412,22 +401,15 @@ static int run_rep(struct peer *p, int rep, struct figs *f,
     if (peer_begin(p) < 0)
         return -1;
     uint64_t t0 = now_ns();
-    for (uint32_t i = 0; i < nchunks; i++)
-        if (send_fd(p->s, fd[i]) < 0)
-            return -1;
-    if (peer_end(p, t0, &f->import[rep]) < 0)
+    if (send_set(p, fd) < 0 || peer_end(p, t0, &f->import[rep]) < 0)
         return -1;
     release_set(h, fd);
     /* Made on the grant's path, then sent. */
     if (peer_begin(p) < 0)
         return -1;
     t0 = now_ns();
-    if (make_set(h, fd, 1, -1) < 0)
-        return -1;
-    for (uint32_t i = 0; i < nchunks; i++)
-        if (send_fd(p->s, fd[i]) < 0)
-            return -1;
-    if (peer_end(p, t0, &f->seq[rep]) < 0)
+    if (make_set(h, fd, 1, -1) < 0 || send_set(p, fd) < 0 ||
+        peer_end(p, t0, &f->seq[rep]) < 0)
         return -1;
     release_set(h, fd);
     /* Each sent as soon as it is exported. */
