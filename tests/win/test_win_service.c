@@ -359,12 +359,6 @@ int main(void)
     test_lifecycle();
     test_console();
     /* Leave nothing behind. */
-    char *what[] = {"vramd.log", "vramd.log.1"};
-    for (int i = 0; i < 2; i++) {
-        char p[MAX_PATH * 3];
-        snprintf(p, sizeof(p), "%s\\%s", data_dir, what[i]);
-        DeleteFileA(p);
-    }
-    RemoveDirectoryA(data_dir);
+    remove_dir(data_dir);
     return win_report("test_win_service");
 }

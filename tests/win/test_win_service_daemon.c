@@ -365,25 +365,6 @@ static void test_console(void)
     vp_wait_child(pid, &status);
 }
 
-/* Removes directory d and the files in it. */
-static void remove_dir(const char *d)
-{
-    WIN32_FIND_DATAA fd;
-    char pat[MAX_PATH * 3];
-    snprintf(pat, sizeof(pat), "%s\\*", d);
-    HANDLE fh = FindFirstFileA(pat, &fd);
-    if (fh != INVALID_HANDLE_VALUE) {
-        do {
-            char p[MAX_PATH * 3];
-            snprintf(p, sizeof(p), "%s\\%s", d, fd.cFileName);
-            if (!(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY))
-                DeleteFileA(p);
-        } while (FindNextFileA(fh, &fd));
-        FindClose(fh);
-    }
-    RemoveDirectoryA(d);
-}
-
 int main(void)
 {
     /* Not the pid alone: wine's pids repeat from run to run, and a service

@@ -73,6 +73,25 @@ static inline void unique_pipe(char *buf, size_t len, const char *what)
              GetCurrentProcessId(), n++);
 }
 
+/* Removes directory d and the files in it (a test's run directory). */
+static inline void remove_dir(const char *d)
+{
+    WIN32_FIND_DATAA fd;
+    char pat[MAX_PATH * 3];
+    snprintf(pat, sizeof(pat), "%s\\*", d);
+    HANDLE fh = FindFirstFileA(pat, &fd);
+    if (fh != INVALID_HANDLE_VALUE) {
+        do {
+            char p[MAX_PATH * 3];
+            snprintf(p, sizeof(p), "%s\\%s", d, fd.cFileName);
+            if (!(fd.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY))
+                DeleteFileA(p);
+        } while (FindNextFileA(fh, &fd));
+        FindClose(fh);
+    }
+    RemoveDirectoryA(d);
+}
+
 /* Sends all of s. */
 static inline bool send_all(vp_handle c, const char *s)
 {
