@@ -347,4 +347,7 @@ if(VRAM_BUILD_TESTS)
   # each with its tests, in files of their own.
   include(${CMAKE_CURRENT_LIST_DIR}/windows_tools.cmake OPTIONAL)
   include(${CMAKE_CURRENT_LIST_DIR}/windows_service_daemon.cmake OPTIONAL)
+  # Tests that only real Windows can run (another user's processes): built
+  # here, skipped under wine with the reason.
+  include(${CMAKE_CURRENT_LIST_DIR}/windows_crossuser.cmake OPTIONAL)
 endif()
