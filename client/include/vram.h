@@ -86,7 +86,9 @@ enum vram_event_type {
      * same stages, regions, addresses and chunks; nchunks kept, lost_chunks
      * that could not be (unmapped already). The request that was in flight
      * was sent again and returns normally. vram_client_fd() keeps its
-     * number, but epoll users must add it again (it is a new socket). */
+     * number, but epoll users must add it again (it is a new socket). On
+     * Windows it is a new pipe HANDLE with another value: ask for it
+     * again. */
     VRAM_EVENT_RECONNECTED = 4,
     /* During a reconnect (before RECONNECTED), a stage could not be taken
      * back (the configuration changed, or vramd lost its state): its
@@ -229,7 +231,8 @@ VRAM_API int vram_client_connect_fd(vram_handle fd,
 VRAM_API void vram_client_close(vram_client *c);
 /* What an engine's event loop waits on: on POSIX the connection's socket
  * (poll it for readability, then call vram_client_dispatch); its number
- * stays the same across a reconnect. */
+ * stays the same across a reconnect on POSIX (on Windows a reconnect gives
+ * another pipe HANDLE: VRAM_EVENT_RECONNECTED). */
 VRAM_API vram_handle vram_client_fd(const vram_client *c);
 /* Handles whatever arrived: events are delivered and recalls answered.
  * It does not wait for data; only when the connection broke does it block,

@@ -67,6 +67,7 @@ void vram_client_close(vram_client *c)
     free(c->stages);
     vram_wire_fini(&c->wire);
     vp_close(&c->h);
+    vp_close(&c->retired);
     vp_mutex_free(c->lock);
     free(c);
 }

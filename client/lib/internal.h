@@ -167,6 +167,9 @@ struct vram_client {
     vp_mutex *lock;
     vp_thread *thread;
     bool thread_stop;
+    vp_handle thread_h;  /* the connection the thread waits on, or VP_NONE */
+    vp_handle retired;   /* a replaced connection the thread may still wait
+                            on (Windows: session.c), closed by the thread */
     /* new chunks being mapped in the background (background.c) */
     struct vc_bg bg;
     /* fire-and-forget requests (releases answering recalls) */

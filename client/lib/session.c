@@ -93,6 +93,7 @@ int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt
     }
     vp_set_noinherit(h);
     c->h = h;
+    c->thread_h = c->retired = VP_NONE;
     c->timeout_ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : 30000;
     vc_conn_setup(c);
     snprintf(c->name, sizeof(c->name), "%s", opt && opt->name ? opt->name : "");
@@ -194,7 +195,8 @@ void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
 }
 
 /* A new connection in place of the broken one, under the same handle
- * number (an engine's event loop keeps waiting on it). */
+ * number where the platform can keep it (POSIX: an engine's event loop
+ * keeps waiting on it). */
 static int connect_again(vram_client *c)
 {
     vp_handle h;
@@ -205,6 +207,21 @@ static int connect_again(vram_client *c)
     if (!c->blocking)
         vp_conn_set_blocking(h, false);
     e = vp_replace(c->h, &h);
+    if (e == -ENOSYS) {
+        /* Windows: no handle value can be made to name another pipe, so the
+         * connection takes the new one's (vram_client_fd changes; vram.h).
+         * The event thread may be waiting on the old one at this moment:
+         * then it is closed when the thread comes back (thread.c), not
+         * under its wait. */
+        if (c->thread && vp_same(c->thread_h, c->h)) {
+            vp_close(&c->retired);
+            c->retired = c->h;
+        } else {
+            vp_close(&c->h);
+        }
+        c->h = h;
+        e = 0;
+    }
     if (e < 0) {
         vp_close(&h);
         return e;

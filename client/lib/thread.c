@@ -9,15 +9,36 @@
 #include "conn.h"
 #include "internal.h"
 
+/* The connection to wait on, read under the lock: a reconnect on another
+ * thread may replace it (session.c), and on Windows it then has another
+ * number. The lock alone, not vc_enter: that would wait for chunks being
+ * mapped in the background, which the engine may not need yet. */
+static vp_handle wait_begin(vram_client *c)
+{
+    vp_mutex_lock(c->lock);
+    vp_handle h = c->h;
+    c->thread_h = h;
+    vp_mutex_unlock(c->lock);
+    return h;
+}
+
 static void event_loop(void *p)
 {
     vram_client *c = p;
     for (;;) {
-        int r = vp_conn_wait(c->h, VP_READABLE, -1);
+        vp_handle h = wait_begin(c);
+        int r = vp_conn_wait(h, VP_READABLE, -1);
         vc_enter(c);
+        c->thread_h = VP_NONE;
+        vp_close(&c->retired); /* out of its wait now */
         if (c->thread_stop) {
             vc_leave(c, 0);
             return;
+        }
+        if (!vp_same(h, c->h)) {
+            /* Replaced while we waited (Windows): r was the old one's. */
+            vc_leave(c, 0);
+            continue;
         }
         /* The engine reads last_error after its own failed calls: what the
          * thread meets stays out of it (but for a lost connection). */
@@ -59,8 +80,9 @@ void vc_thread_stop(vram_client *c)
         return;
     vc_enter(c);
     c->thread_stop = true;
+    /* Wakes its wait, on whichever connection it waits. */
+    vp_conn_shut_receive(vp_ok(c->thread_h) ? c->thread_h : c->h);
     vc_leave(c, 0);
-    vp_conn_shut_receive(c->h); /* wakes its wait */
     vp_thread_join(c->thread);
     c->thread = NULL;
 }

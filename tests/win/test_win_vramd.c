@@ -8,7 +8,9 @@
  * after the other (the second gets chunks the first gave back, zeroed),
  * then two at once; one that exits holding its chunks (quarantined until
  * vramd sees its process end, then back in the pool). A second vramd on the same run directory and pipe is
- * refused. The daemon is ended with TerminateProcess (no console control
+ * refused. Last, vramd is killed and started again under two clients
+ * holding chunks, which connect again and resume (the same chunks at the
+ * same addresses, their bytes kept). The daemon is ended with TerminateProcess (no console control
  * event reaches a process under wine's ctest); its log is printed when a
  * check fails.
  *
@@ -230,13 +232,49 @@ int main(void)
           "no hello in vramd's log");
     CHECK(log_has("another vramd runs"), "the second vramd did not say why");
 
+    /* Restart and resume: two clients hold chunks (one with libvram's
+     * event thread), vramd is killed and started again over its state
+     * file, and each client's library connects again by itself and takes
+     * its memory back (win_vramd_client.c, "resume"). The file go says
+     * the new vramd listens. */
+    wchar_t go[MAX_PATH];
+    _snwprintf(go, MAX_PATH, L"%ls\\go", tmp);
+    SetEnvironmentVariableW(L"VRAM_TEST_GO", go);
+    HANDLE r1 = client_mode(pipe, 0x88, L"resume", log);
+    HANDLE r2 = client_mode(pipe, 0x99, L"resume thread", log);
+    CHECK(log_wait("holding 3 chunks for a restart (fill 0x88)", 30000) &&
+              log_wait("holding 3 chunks for a restart (fill 0x99)", 30000),
+          "the resuming clients did not get their chunks");
+    TerminateProcess(d, 9);
+    WaitForSingleObject(d, 10000);
+    CloseHandle(d);
+    d = start(exe, line, log);
+    REQUIRE(d != NULL, "vramd.exe did not start again");
+    up = wait_pipe(pipe, d, 20000);
+    CHECK(up, "vramd's pipe did not come back after the restart");
+    CHECK(log_has("held memory before the restart"),
+          "the new vramd did not find the clients' memory in its state file");
+    HANDLE g = CreateFileW(go, GENERIC_WRITE, 0, NULL, CREATE_NEW, 0, NULL);
+    CHECK(g != INVALID_HANDLE_VALUE, "cannot write %ls", go);
+    if (g != INVALID_HANDLE_VALUE)
+        CloseHandle(g);
+    DWORD sr1 = r1 ? wait_exit(r1, 90000) : 997, sr2 = r2 ? wait_exit(r2, 90000) : 997;
+    CHECK(sr1 == 0 && sr2 == 0, "the resuming clients exited with %lu and %lu", sr1, sr2);
+    CHECK(log_has("reconnected (on the next call)") && log_has("reconnected (event thread)"),
+          "a client did not say how it reconnected");
+    CHECK(log_has("chunks kept, 0 freed, 0 lost"), "vramd did not log the resume");
+    CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "the restarted vramd ended");
+    HANDLE c8 = client(pipe, 0x12, log);
+    DWORD s8 = c8 ? wait_exit(c8, 60000) : 997;
+    CHECK(s8 == 0, "a client after the resume exited with %lu", s8);
+
     TerminateProcess(d, 9);
     WaitForSingleObject(d, 10000);
     if (check_failures)
         print_log();
     CloseHandle(log);
     CloseHandle(d);
-    for (HANDLE *h = (HANDLE[]){c1, c2, c3, c4, c6, c7, d2, NULL}; *h; h++)
+    for (HANDLE *h = (HANDLE[]){c1, c2, c3, c4, c6, c7, d2, r1, r2, c8, NULL}; *h; h++)
         CloseHandle(*h);
     return check_report("test_win_vramd");
 }

@@ -6,7 +6,10 @@
  * reply), writes and reads them through the region's slots, shrinks and
  * releases (or, with argv[3] "hold", exits holding them; with argv[3]
  * "refused" and argv[4] an errno, expects the connection to be refused with
- * it, and a message that says so). Exits 0 when
+ * it, and a message that says so; with argv[3] "resume" [argv[4] "thread"],
+ * holds the chunks until vramd is restarted under it, then checks that the
+ * library connected again and took them back: see resume() below). Exits 0
+ * when
  * every check passed. argv[2], when given, is a byte
  * the chunks are filled with (the second client checks it does not see the
  * first one's bytes: chunks come back zeroed or not at all). */
@@ -14,6 +17,7 @@
 #include <windows.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +29,93 @@
 
 #define NCHUNKS 3
 
+/* What the event callback heard (on the event thread, in "thread" mode). */
+static volatile LONG reconnected, kept_chunks = -1, lost_chunks = -1;
+
+static void on_event(void *user, const struct vram_event *ev)
+{
+    (void)user;
+    if (ev->type == VRAM_EVENT_RECONNECTED) {
+        InterlockedExchange(&kept_chunks, (LONG)ev->nchunks);
+        InterlockedExchange(&lost_chunks, (LONG)ev->lost_chunks);
+        InterlockedIncrement(&reconnected);
+    }
+}
+
+/* "resume": the chunks are held while the test ends vramd and starts it
+ * again over its state file; the file $VRAM_TEST_GO, once it exists,
+ * says the new one listens. Then the library must connect again by itself
+ * (on the next call, or on its event thread, which meets the broken pipe
+ * first), say what it holds, and get it all back: the same ids at the same
+ * slots with the bytes written before; then a shrink and a grow through
+ * the new connection. */
+static int resume(vram_client *c, uint32_t region, uint32_t stage, uint64_t chunk,
+                  const uint64_t *ids, unsigned fill, bool thread)
+{
+    const char *go = getenv("VRAM_TEST_GO");
+    REQUIRE(go && *go, "VRAM_TEST_GO names no file");
+    vram_handle before = vram_client_fd(c);
+    printf("win_vramd_client: holding %u chunks for a restart (fill 0x%x)\n", NCHUNKS, fill);
+    fflush(stdout);
+    int t = 0;
+    while (GetFileAttributesA(go) == INVALID_FILE_ATTRIBUTES && t < 60000) {
+        Sleep(50);
+        t += 50;
+    }
+    REQUIRE(t < 60000, "no word that vramd was started again (%s)", go);
+    if (thread) {
+        /* The event thread meets the broken pipe and connects again. */
+        for (t = 0; !reconnected && t < 40000; t += 20)
+            Sleep(20);
+        CHECK(reconnected == 1, "the event thread did not connect again (%ld)",
+              (long)reconnected);
+    }
+    CHECK(vram_client_ping(c) == 0, "ping after the restart: %s", vram_client_last_error(c));
+    CHECK(reconnected == 1, "RECONNECTED told %ld times", (long)reconnected);
+    CHECK(kept_chunks == NCHUNKS && lost_chunks == 0, "resume kept %ld, lost %ld",
+          (long)kept_chunks, (long)lost_chunks);
+    CHECK_EQ_U(vram_client_chunks_held(c), NCHUNKS);
+    printf("win_vramd_client: reconnected (%s), connection %lld then %lld\n",
+           thread ? "event thread" : "on the next call", (long long)before,
+           (long long)vram_client_fd(c));
+    for (uint32_t i = 0; i < NCHUNKS; i++) {
+        uint64_t id = 0;
+        CHECK(vram_region_chunk(c, region, 0, i, &id) == 0 && id == ids[i],
+              "slot %u holds chunk %llu after the resume, not %llu", i,
+              (unsigned long long)id, (unsigned long long)ids[i]);
+        uint8_t *s = vram_region_slot(c, region, 0, i);
+        CHECK(s && s[0] == (uint8_t)(fill + i) && s[chunk - 1] == (uint8_t)(fill + i),
+              "slot %u lost its bytes over the restart: 0x%x", i, s ? s[0] : 0);
+    }
+    /* The new connection takes back and grants: the last slot's chunk
+     * given back, and another pushed in through it. */
+    int e = vram_region_shrink(c, region, 1);
+    CHECK(e == 0, "shrink after the resume: %d (%s)", e, vram_client_last_error(c));
+    e = vram_region_grow(c, region, 1);
+    CHECK(e == 0, "grow after the resume: %d (%s)", e, vram_client_last_error(c));
+    uint64_t nid = 0;
+    CHECK(vram_region_chunk(c, region, 0, NCHUNKS - 1, &nid) == 0 && nid != 0,
+          "the last slot holds no chunk after the grow");
+    uint8_t *sl = vram_region_slot(c, region, 0, NCHUNKS - 1);
+    CHECK(e == 0 && sl && sl[0] == 0 && sl[chunk - 1] == 0,
+          "the chunk granted after the resume is not zero");
+    if (e == 0 && sl)
+        memset(sl, 0x7e, chunk);
+    CHECK_EQ_U(vram_client_chunks_held(c), NCHUNKS);
+    e = vram_region_release(c, region);
+    CHECK(e == 0, "release after the resume: %d (%s)", e, vram_client_last_error(c));
+    e = vram_stage_release(c, stage);
+    CHECK(e == 0, "stage release after the resume: %d (%s)", e, vram_client_last_error(c));
+    CHECK_EQ_U(vram_client_chunks_held(c), 0);
+    vram_client_close(c);
+    return check_report("win_vramd_client");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: win_vramd_client PIPE [FILL [hold | refused ERRNO]]\n");
+        fprintf(stderr, "usage: win_vramd_client PIPE [FILL [hold | refused ERRNO | "
+                "resume [thread]]]\n");
         return 2;
     }
     unsigned fill = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 0x5a;
@@ -50,6 +137,12 @@ int main(int argc, char **argv)
         return check_report("win_vramd_client");
     }
     REQUIRE(e == 0 && c, "connect to vramd at %s: %d (%s)", argv[1], e, err);
+    bool resuming = argc > 3 && strcmp(argv[3], "resume") == 0;
+    bool thread = resuming && argc > 4 && strcmp(argv[4], "thread") == 0;
+    vram_client_set_event_callback(c, on_event, NULL);
+    if (thread)
+        REQUIRE(vram_client_start_event_thread(c) == 0, "event thread: %s",
+                vram_client_last_error(c));
     CHECK(vram_client_id(c) > 0, "client id %u", vram_client_id(c));
     CHECK(strcmp(vram_client_backend(c), "host") == 0, "backend %s",
           vram_client_backend(c));
@@ -102,6 +195,8 @@ int main(int argc, char **argv)
     /* "hold": end here, holding the chunks (no release, no close): vramd
      * must keep them quarantined until this process is gone, which it
      * learns from the process handle (platform/win32/watch.c). */
+    if (resuming)
+        return resume(c, region, stage, chunk, ids, fill, thread);
     if (argc > 3 && strcmp(argv[3], "hold") == 0) {
         printf("win_vramd_client: holding %u chunks, exiting\n", NCHUNKS);
         fflush(stdout);
