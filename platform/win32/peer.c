@@ -16,12 +16,41 @@
 
 #include "identity.h"
 
-/* Append-only: a number, once given, names its SID for good. Locked, so
+/* A SID's number comes from its bytes: FNV-1a folded to 30 bits above
+ * VP_SID_ID_BASE. So the same SID has the same number in every vramd
+ * process: the state file keeps each client's uid (for its per-user limits
+ * and whether it is an administrator) across a restart, and numbers given
+ * in order of first sight would name someone else after one. Two SIDs
+ * whose hashes meet (for ten users, about one chance in 10^8) take the
+ * next free number, in order of first sight.
+ *
+ * Append-only: a number, once given, names its SID for good. Locked, so
  * that callers need not agree on one thread (the configuration is read
  * before the loop runs, clients are numbered on it). */
+#define ID_SPAN 0x40000000u /* 2^30 numbers from VP_SID_ID_BASE */
+
 static SRWLOCK ids_lock = SRWLOCK_INIT;
-static struct vp_sid ids[VP_SID_IDS_MAX];
+static struct sid_num {
+    struct vp_sid sid;
+    uint32_t id;
+} ids[VP_SID_IDS_MAX];
 static uint32_t nids;
+
+static uint32_t sid_hash(const struct vp_sid *sid)
+{
+    uint32_t h = 2166136261u;
+    for (uint8_t i = 0; i < sid->len; i++)
+        h = (h ^ sid->b[i]) * 16777619u;
+    return (h ^ (h >> 30)) % ID_SPAN;
+}
+
+static bool id_taken(uint32_t id)
+{
+    for (uint32_t i = 0; i < nids; i++)
+        if (ids[i].id == id)
+            return true;
+    return false;
+}
 
 int vp_sid_id(const struct vp_sid *sid, bool add, uint32_t *out)
 {
@@ -30,8 +59,8 @@ int vp_sid_id(const struct vp_sid *sid, bool add, uint32_t *out)
     int e = -ENOENT;
     AcquireSRWLockExclusive(&ids_lock);
     for (uint32_t i = 0; i < nids; i++)
-        if (vp_sid_equal(&ids[i], sid)) {
-            *out = VP_SID_ID_BASE + i;
+        if (vp_sid_equal(&ids[i].sid, sid)) {
+            *out = ids[i].id;
             e = 0;
             goto out;
         }
@@ -41,8 +70,12 @@ int vp_sid_id(const struct vp_sid *sid, bool add, uint32_t *out)
         e = -ENOSPC;
         goto out;
     }
-    ids[nids] = *sid;
-    *out = VP_SID_ID_BASE + nids++;
+    uint32_t off = sid_hash(sid);
+    while (id_taken(VP_SID_ID_BASE + off))
+        off = (off + 1) % ID_SPAN;
+    ids[nids].sid = *sid;
+    ids[nids].id = VP_SID_ID_BASE + off;
+    *out = ids[nids++].id;
     e = 0;
 out:
     ReleaseSRWLockExclusive(&ids_lock);
@@ -53,10 +86,12 @@ int vp_id_sid(uint32_t id, struct vp_sid *out)
 {
     int e = -ENOENT;
     AcquireSRWLockShared(&ids_lock);
-    if (id >= VP_SID_ID_BASE && id - VP_SID_ID_BASE < nids) {
-        *out = ids[id - VP_SID_ID_BASE];
-        e = 0;
-    }
+    for (uint32_t i = 0; i < nids; i++)
+        if (ids[i].id == id) {
+            *out = ids[i].sid;
+            e = 0;
+            break;
+        }
     ReleaseSRWLockShared(&ids_lock);
     return e;
 }

@@ -93,6 +93,38 @@ static void test_numbering(const char *me_name, const struct vp_sid *me_sid)
     CHECK(strstr(d, "SYSTEM") != NULL, "0 is SYSTEM or an administrator: %s", d);
 }
 
+/* A SID's number is the same in another process that numbered other SIDs
+ * first, or none: what a vramd started again over its state file (whose
+ * clients' uids are numbers) needs. The other process is this program,
+ * run with "--number SID": its exit code is the number. */
+static void test_stable_numbers(void)
+{
+    const char *others[] = {"S-1-5-21-7-8-9-1001", "S-1-5-21-7-8-9-1002",
+                            "S-1-5-21-7-8-9-1003", NULL};
+    for (int i = 0; others[i]; i++) {
+        uint32_t x;
+        MUST(vp_user_id(others[i], &x) == 0, "numbering %s", others[i]);
+    }
+    uint32_t here = 0, again = 0;
+    CHECK(vp_user_id(NOBODY_B, &here) == 0 && vp_user_id(NOBODY_B, &again) == 0 &&
+              here == again && here >= VP_SID_ID_BASE && here < 2 * VP_SID_ID_BASE,
+          "%s numbered %u, then %u", NOBODY_B, here, again);
+    char exe[MAX_PATH], line[MAX_PATH + 64];
+    MUST(GetModuleFileNameA(NULL, exe, MAX_PATH), "GetModuleFileNameA");
+    snprintf(line, sizeof(line), "\"%s\" --number %s", exe, NOBODY_B);
+    STARTUPINFOA si = {.cb = sizeof(si)};
+    PROCESS_INFORMATION pi;
+    MUST(CreateProcessA(exe, line, NULL, NULL, FALSE, 0, NULL, NULL, &si, &pi),
+         "CreateProcessA: %lu", GetLastError());
+    DWORD code = 0;
+    WaitForSingleObject(pi.hProcess, 30000);
+    GetExitCodeProcess(pi.hProcess, &code);
+    CloseHandle(pi.hThread);
+    CloseHandle(pi.hProcess);
+    CHECK(code == here, "%s is %u here, after three others, and %lu in a process "
+          "that numbered it first", NOBODY_B, here, code);
+}
+
 static void test_config_errors(const char *me_name)
 {
     struct vd_config c;
@@ -197,8 +229,13 @@ static void test_judging(const char *me_sid)
     free(me);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* test_stable_numbers' other process. */
+    if (argc == 3 && strcmp(argv[1], "--number") == 0) {
+        uint32_t id = 0;
+        return vp_user_id(argv[2], &id) == 0 ? (int)id : 1;
+    }
     DWORD n = GetTempPathA(sizeof(tmpdir), tmpdir);
     MUST(n > 0 && n < sizeof(tmpdir), "GetTempPath");
     snprintf(tmpdir + n, sizeof(tmpdir) - n, "vram-access-%lu", GetCurrentProcessId());
@@ -214,6 +251,7 @@ int main(void)
     vp_sid_format(&me->user, sid, sizeof(sid));
 
     test_numbering(name, &me->user);
+    test_stable_numbers();
     test_config_errors(name);
     test_judging(sid);
 
