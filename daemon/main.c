@@ -168,11 +168,21 @@ static void shut_down(struct daemon *d, const char *reason)
     vd_io_stop(&d->io);
 }
 
+/* SIGHUP's work, also the service manager's PARAMCHANGE and the console's
+ * Ctrl-Break: the core takes the new configuration (or refuses it and keeps
+ * its own), then io brings the endpoint in line with what the core has (on
+ * Windows the pipe's descriptor, from access.allow). */
+static void reload(struct daemon *d)
+{
+    vd_core_reload(&d->core);
+    vd_io_reload(&d->io);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
     if (signum == SIG_RELOAD) {
-        vd_core_reload(&d->core);
+        reload(d);
         return;
     }
     shut_down(d, signum == SIG_STOP2 ?
@@ -193,7 +203,7 @@ static void on_wake(uv_async_t *h)
              vp_entry_under_manager(d->entry)
                  ? "the service manager (PARAMCHANGE)"
                  : "the console (Ctrl-Break)");
-        vd_core_reload(&d->core); /* SIGHUP's path */
+        reload(d); /* SIGHUP's path */
     }
     if (atomic_exchange(&d->stop_asked, false))
         shut_down(d, "stop asked by the service manager");

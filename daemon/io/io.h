@@ -38,6 +38,12 @@ int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
                   const char *path);
 /* Listens (under the core's lock) and accepts from now on. */
 int vd_io_listen(struct vd_io *io);
+/* After the core reloaded its configuration (vd_core_reload): what the
+ * endpoint itself enforces follows it. Windows: the pipe's security
+ * descriptor gets access.allow's users and groups (logged; on failure the
+ * old one stays, and says so). POSIX: nothing, the socket's group and mode
+ * take a restart (the core refuses a reload that changes them). */
+void vd_io_reload(struct vd_io *io);
 /* Stops accepting, closes every connection, then stops the loop. */
 void vd_io_stop(struct vd_io *io);
 /* After the loop's last turn: the listener's path goes (unless it is the

@@ -57,10 +57,11 @@ int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
 /* Who the pipe's security descriptor lets open it besides SYSTEM,
  * Administrators and vramd's user: access.allow's users and groups, or by
  * default the group vramd where there is one (the core's default). Their
- * numbers are the platform's for SIDs. The core still judges every client
- * (core/access.c): the descriptor is set when vramd starts listening, so
- * a reload that takes someone off the list refuses them at once, while
- * one that adds someone lets them in only after a restart. */
+ * numbers are the platform's for SIDs. The descriptor is set when vramd
+ * starts listening and again after each reload (vd_io_reload), so someone
+ * added to the list can open the pipe at once. The core still judges every
+ * client (core/access.c): that is what refuses a user taken off the list,
+ * even if setting the pipe's new descriptor failed. */
 static int pipe_allow(const struct vd_config *cfg, struct vp_access_list *out)
 {
     struct vp_access_list l;
@@ -117,6 +118,32 @@ int vd_io_listen(struct vd_io *io)
         return e;
     }
     return 0;
+}
+
+void vd_io_reload(struct vd_io *io)
+{
+    if (!io->pipe || !io->listening)
+        return; /* stopping: no new client is taken anyway */
+    char why[512] = "";
+    struct vp_access_list *allow = malloc(sizeof(*allow));
+    int e = allow ? pipe_allow(&io->core->cfg, allow) : -ENOMEM;
+    if (e < 0) {
+        vlog(VLOG_ERR, "SIGHUP: cannot write %s's access list: %s; its security "
+             "descriptor stays %s", io->path, strerror(-e),
+             vp_pipe_listen_sddl(io->pipe));
+        free(allow);
+        return;
+    }
+    e = vp_pipe_listen_set_allow(io->pipe, allow, why, sizeof(why));
+    free(allow);
+    if (e < 0)
+        vlog(VLOG_ERR, "SIGHUP: %s: %s; its security descriptor stays %s", io->path,
+             why, vp_pipe_listen_sddl(io->pipe));
+    else if (e > 0)
+        vlog(VLOG_INFO, "SIGHUP: %s: security descriptor %s", io->path,
+             vp_pipe_listen_sddl(io->pipe));
+    else
+        vlog(VLOG_DEBUG, "SIGHUP: %s: security descriptor unchanged", io->path);
 }
 
 void vd_io_stop(struct vd_io *io)

@@ -1,7 +1,18 @@
 /* The named-pipe listener: one instance at a time waits for a client with
  * an overlapped ConnectNamedPipe; when it is connected the next instance
  * is made before the connected one goes to the caller (so the name is held
- * throughout, and nobody can make a "first" instance of it in between). */
+ * throughout, and nobody can make a "first" instance of it in between).
+ *
+ * The pipe has one security descriptor, not one per instance: a later
+ * instance's is ignored (NPFS and wine's server both keep the first
+ * instance's and only check later creates against it). So a new one is
+ * set on the pipe through the waiting instance's handle
+ * (SetKernelObjectSecurity, which takes WRITE_DAC: every instance is
+ * opened with it), and holds for every instance at once; no instance is
+ * replaced and the name is never let go. The acceptor thread makes and
+ * closes instances while another thread may set the descriptor: the lock
+ * keeps the handle alive while it is used, and says which descriptor a
+ * new instance gets. */
 #include "pipe_listener.h"
 
 #define WIN32_LEAN_AND_MEAN
@@ -28,6 +39,10 @@
  * of GENERIC_WRITE), nor FILE_WRITE_ATTRIBUTES, WRITE_DAC or WRITE_OWNER. */
 #define CLIENT_ACCESS (FILE_GENERIC_READ | FILE_WRITE_DATA)
 
+/* The longest SDDL vp_pipe_sddl writes: four ACEs of its own and the
+ * list's, each at most a SID and 16 characters. */
+#define SDDL_MAX (VP_SID_STRING_MAX * (VP_ACCESS_MAX + 4))
+
 enum state {
     NO_INSTANCE, /* making one failed: the next accept tries again */
     IDLE,        /* an instance, not yet waiting */
@@ -38,8 +53,15 @@ enum state {
 struct vp_pipe_listener {
     wchar_t wname[PIPE_NAME_MAX + 1];
     char *name;
+    /* Under lock: pending's value (not its I/O, which is the accepting
+     * thread's), sd, and sd_stale. sddl changes only with sd, on
+     * set_allow's thread. */
+    SRWLOCK lock;
     char *sddl;
     PSECURITY_DESCRIPTOR sd;
+    /* sd was set while no instance existed: the pipe still has the one
+     * before, until the next instance made gives it sd. */
+    bool sd_stale;
     DWORD bufsize, max_instances;
     HANDLE pending;
     OVERLAPPED ov;
@@ -63,6 +85,8 @@ int vp_pipe_sddl(const struct vp_access_list *allow, const struct vp_sid *self,
             return e;
         self = &own;
     }
+    if (allow && (allow->n < 0 || allow->n > VP_ACCESS_MAX))
+        return -EINVAL;
     char s[VP_SID_STRING_MAX];
     /* P: protected, nothing inherited. SYSTEM and Administrators: full
      * control, as the system's default descriptor for pipes gives them. */
@@ -94,13 +118,63 @@ int vp_pipe_sddl(const struct vp_access_list *allow, const struct vp_sid *self,
     return 0;
 }
 
-/* A new instance of l's pipe into l->pending (IDLE). */
-static int make_instance(struct vp_pipe_listener *l, bool first)
+/* The descriptor for allow, as SDDL (*sddl, malloc'd) and converted (*sd,
+ * LocalAlloc'd): 0 or a negative errno, with why. */
+static int make_sd(const struct vp_access_list *allow, char **sddl,
+                   PSECURITY_DESCRIPTOR *sd, char *why, size_t whylen)
+{
+    char *s = malloc(SDDL_MAX);
+    wchar_t *w = malloc(SDDL_MAX * sizeof(wchar_t));
+    PSECURITY_DESCRIPTOR d = NULL;
+    int e = s && w ? 0 : -ENOMEM;
+    if (e < 0) {
+        snprintf(why, whylen, "out of memory");
+        goto out;
+    }
+    if ((e = vp_pipe_sddl(allow, NULL, s, SDDL_MAX)) < 0) {
+        snprintf(why, whylen, "cannot write the pipe's security descriptor: %s",
+                 e == -EINVAL ? "an entry of the access list is no SID"
+                              : strerror(-e));
+        goto out;
+    }
+    if ((e = vpw_wide(s, w, SDDL_MAX)) < 0) {
+        snprintf(why, whylen, "security descriptor %s: not valid UTF-8", s);
+        goto out;
+    }
+    if (!ConvertStringSecurityDescriptorToSecurityDescriptorW(w, SDDL_REVISION_1, &d,
+                                                              NULL)) {
+        DWORD err = GetLastError();
+        e = vpw_errno(err);
+        snprintf(why, whylen, "security descriptor %s refused: error %lu", s, err);
+        goto out;
+    }
+    *sddl = s;
+    *sd = d;
+    s = NULL;
+out:
+    free(s);
+    free(w);
+    return e;
+}
+
+/* Gives the pipe that h is an instance of sd's DACL, protected as sd's:
+ * 0 or a Win32 error. SetKernelObjectSecurity takes the protection from
+ * sd's control (wine's SetSecurityInfo drops the protection); the owner
+ * stays the pipe's. */
+static DWORD set_pipe_dacl(HANDLE h, PSECURITY_DESCRIPTOR sd)
+{
+    return SetKernelObjectSecurity(h, DACL_SECURITY_INFORMATION, sd) ? 0 : GetLastError();
+}
+
+/* A new instance of l's pipe into l->pending (IDLE); l->lock held. */
+static int make_instance_locked(struct vp_pipe_listener *l, bool first)
 {
     SECURITY_ATTRIBUTES sa = {sizeof(sa), l->sd, FALSE};
+    /* WRITE_DAC: set_allow sets the pipe's descriptor through this
+     * handle. */
     HANDLE h = CreateNamedPipeW(
         l->wname,
-        PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED |
+        PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED | WRITE_DAC |
             (first ? FILE_FLAG_FIRST_PIPE_INSTANCE : 0),
         PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS,
         l->max_instances, l->bufsize, l->bufsize, 0, &sa);
@@ -115,9 +189,22 @@ static int make_instance(struct vp_pipe_listener *l, bool first)
             return -EBUSY; /* max_instances connected */
         return vpw_errno(err);
     }
+    /* A descriptor set while there was no instance: the connected ones
+     * kept the pipe, and its old descriptor, alive (sa was ignored). If
+     * this fails too, the next instance tries again. */
+    if (l->sd_stale && set_pipe_dacl(h, l->sd) == 0)
+        l->sd_stale = false;
     l->pending = h;
     l->state = IDLE;
     return 0;
+}
+
+static int make_instance(struct vp_pipe_listener *l, bool first)
+{
+    AcquireSRWLockExclusive(&l->lock);
+    int e = make_instance_locked(l, first);
+    ReleaseSRWLockExclusive(&l->lock);
+    return e;
 }
 
 static void drop_instance(struct vp_pipe_listener *l)
@@ -127,10 +214,12 @@ static void drop_instance(struct vp_pipe_listener *l)
         CancelIoEx(l->pending, &l->ov);
         GetOverlappedResult(l->pending, &l->ov, &n, TRUE);
     }
+    AcquireSRWLockExclusive(&l->lock);
     if (l->pending)
         CloseHandle(l->pending);
     l->pending = NULL;
     l->state = NO_INSTANCE;
+    ReleaseSRWLockExclusive(&l->lock);
 }
 
 /* Starts waiting for a client on the IDLE instance. */
@@ -183,26 +272,13 @@ int vp_pipe_listen(const struct vp_pipe_listen_cfg *cfg,
     l->max_instances = cfg->max_instances && cfg->max_instances < PIPE_UNLIMITED_INSTANCES
                            ? cfg->max_instances
                            : PIPE_UNLIMITED_INSTANCES;
-    char sddl[VP_SID_STRING_MAX * (VP_ACCESS_MAX + 4)];
-    if ((e = vp_pipe_sddl(cfg->allow, NULL, sddl, sizeof(sddl))) < 0) {
-        snprintf(why, whylen, "cannot write the pipe's security descriptor: %s",
-                 strerror(-e));
+    InitializeSRWLock(&l->lock);
+    if ((e = make_sd(cfg->allow, &l->sddl, &l->sd, why, whylen)) < 0)
         goto fail;
-    }
-    wchar_t wsddl[sizeof(sddl)];
-    if (vpw_wide(sddl, wsddl, sizeof(sddl)) < 0 ||
-        !ConvertStringSecurityDescriptorToSecurityDescriptorW(wsddl, SDDL_REVISION_1,
-                                                              &l->sd, NULL)) {
-        e = vpw_last_errno();
-        snprintf(why, whylen, "security descriptor %s refused: error %lu", sddl,
-                 GetLastError());
-        goto fail;
-    }
     l->name = _strdup(name);
-    l->sddl = _strdup(sddl);
     l->ov.hEvent = CreateEventW(NULL, TRUE, FALSE, NULL);
     l->wake = CreateEventW(NULL, FALSE, FALSE, NULL);
-    if (!l->name || !l->sddl || !l->ov.hEvent || !l->wake) {
+    if (!l->name || !l->ov.hEvent || !l->wake) {
         e = -ENOMEM;
         snprintf(why, whylen, "out of memory");
         goto fail;
@@ -268,11 +344,13 @@ int vp_pipe_accept(struct vp_pipe_listener *l, int timeout_ms,
         /* CONNECTED */
         struct vp_pipe_conn c = {.h = {(intptr_t)l->pending},
                                  .connected_at = vp_identity_now()};
+        AcquireSRWLockExclusive(&l->lock);
         l->pending = NULL;
         l->state = NO_INSTANCE;
         /* The next instance now; if that fails, the next accept tries
          * again (and reports it). */
-        make_instance(l, false);
+        make_instance_locked(l, false);
+        ReleaseSRWLockExclusive(&l->lock);
         *out = c;
         return 0;
     }
@@ -281,6 +359,48 @@ int vp_pipe_accept(struct vp_pipe_listener *l, int timeout_ms,
 void vp_pipe_listen_wake(struct vp_pipe_listener *l)
 {
     SetEvent(l->wake);
+}
+
+int vp_pipe_listen_set_allow(struct vp_pipe_listener *l,
+                             const struct vp_access_list *allow, char *why,
+                             size_t whylen)
+{
+    char *sddl = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    int e = make_sd(allow, &sddl, &sd, why, whylen);
+    if (e < 0)
+        return e;
+    AcquireSRWLockExclusive(&l->lock);
+    if (strcmp(sddl, l->sddl) == 0 && !l->sd_stale)
+        goto out; /* e == 0: the pipe has it */
+    if (l->pending) {
+        /* The pipe's own descriptor, whoever's instance the next client
+         * opens. */
+        DWORD err = set_pipe_dacl(l->pending, sd);
+        if (err) {
+            e = vpw_errno(err);
+            snprintf(why, whylen, "cannot give pipe %s the security descriptor %s: "
+                     "error %lu", l->name, sddl, err);
+            goto out;
+        }
+        l->sd_stale = false;
+    } else {
+        l->sd_stale = true; /* the next instance made sets it */
+    }
+    /* The old ones are freed below; an instance being made holds the
+     * lock, so none uses them any more. */
+    char *old_sddl = l->sddl;
+    PSECURITY_DESCRIPTOR old_sd = l->sd;
+    l->sddl = sddl;
+    l->sd = sd;
+    sddl = old_sddl;
+    sd = old_sd;
+    e = 1;
+out:
+    ReleaseSRWLockExclusive(&l->lock);
+    free(sddl);
+    LocalFree(sd);
+    return e;
 }
 
 const char *vp_pipe_listen_name(const struct vp_pipe_listener *l)

@@ -1,8 +1,10 @@
 /* The named-pipe listener (platform/pipe_listener.h) under wine: the
- * security descriptor it writes and the one the pipe gets, one server per
- * name, accepting (timeouts, wake-ups, a client gone before it was taken,
- * the next instance ready before the connected one is handed on), and the
- * client's access. What wine does not enforce (the DACL at open, the first
+ * security descriptor it writes and the one the pipe gets, a new one set
+ * while it listens (vp_pipe_listen_set_allow: every instance has it, also
+ * while another thread accepts, and a bad list changes nothing), one
+ * server per name, accepting (timeouts, wake-ups, a client gone before it
+ * was taken, the next instance ready before the connected one is handed
+ * on), and the client's access. What wine does not enforce (the DACL at open, the first
  * instance flag itself) is checked on real Windows only. */
 #include "wintest.h"
 
@@ -104,6 +106,171 @@ static void check_dacl(HANDLE h, const char *sddl)
     }
     LocalFree(wsd);
     LocalFree(gsd);
+}
+
+/* Whether h's pipe's DACL, as the system keeps it, has an ACE for sid. */
+static bool dacl_names(HANDLE h, const char *sid)
+{
+    PACL got = NULL;
+    PSECURITY_DESCRIPTOR gsd = NULL;
+    if (GetSecurityInfo(h, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL, &got,
+                        NULL, &gsd) != 0 || !got)
+        return false;
+    struct vp_sid want;
+    bool found = false;
+    if (vp_sid_parse(sid, &want) == 0)
+        for (DWORD i = 0; i < got->AceCount && !found; i++) {
+            ACCESS_ALLOWED_ACE *a;
+            GetAce(got, i, (void **)&a);
+            found = EqualSid((PSID)&a->SidStart, (PSID)want.b);
+        }
+    LocalFree(gsd);
+    return found;
+}
+
+struct accept_arg {
+    struct vp_pipe_listener *l;
+    struct vp_pipe_conn c;
+    int e;
+};
+
+static DWORD WINAPI accept_thread(void *p)
+{
+    struct accept_arg *a = p;
+    a->e = vp_pipe_accept(a->l, 10000, &a->c);
+    return 0;
+}
+
+/* A new descriptor while listening: the pipe has one for all its
+ * instances, so it reaches the one waiting, the connected ones and the
+ * next; a bad list leaves the old one. */
+static void test_set_allow(void)
+{
+    char name[128], why[256];
+    unique_pipe(name, sizeof(name), "reallow");
+    struct vp_access_list a1 = {0}, a2 = {0};
+    MUST(vp_access_add(&a1, "S-1-5-32-545", why, sizeof(why)) == 0, "Users: %s", why);
+    MUST(vp_access_add(&a1, "S-1-5-21-7-8-9-1001", why, sizeof(why)) == 0, "%s", why);
+    /* 1001 taken off, 2002 added, Users kept. */
+    MUST(vp_access_add(&a2, "S-1-5-32-545", why, sizeof(why)) == 0, "Users: %s", why);
+    MUST(vp_access_add(&a2, "S-1-5-21-7-8-9-2002", why, sizeof(why)) == 0, "%s", why);
+    char want1[2048], want2[2048];
+    MUST(vp_pipe_sddl(&a1, NULL, want1, sizeof(want1)) == 0, "sddl 1");
+    MUST(vp_pipe_sddl(&a2, NULL, want2, sizeof(want2)) == 0, "sddl 2");
+    struct vp_pipe_listener *l = listen_on(name, &a1);
+    CHECK(strcmp(vp_pipe_listen_sddl(l), want1) == 0, "the first descriptor: %s",
+          vp_pipe_listen_sddl(l));
+
+    /* A client connected under the first descriptor. */
+    vp_handle c1;
+    struct vp_pipe_conn s1;
+    MUST(vp_dial(name, &c1) == 0, "dial 1");
+    MUST(vp_pipe_accept(l, 2000, &s1) == 0, "accept 1");
+    check_dacl((HANDLE)s1.h.v, want1);
+
+    /* The second, while the next instance waits. */
+    CHECK(vp_pipe_listen_set_allow(l, &a2, why, sizeof(why)) == 1, "set_allow: %s", why);
+    CHECK(strcmp(vp_pipe_listen_sddl(l), want2) == 0, "the SDDL is the new one: %s",
+          vp_pipe_listen_sddl(l));
+    CHECK(strstr(vp_pipe_listen_sddl(l), "(A;;0x12008b;;;S-1-5-21-7-8-9-2002)") &&
+              !strstr(vp_pipe_listen_sddl(l), "S-1-5-21-7-8-9-1001"),
+          "2002 in, 1001 out: %s", vp_pipe_listen_sddl(l));
+    /* The instance that waited when it was set is the next client's. */
+    vp_handle c2;
+    struct vp_pipe_conn s2;
+    MUST(vp_dial(name, &c2) == 0, "dial 2 after set_allow");
+    MUST(vp_pipe_accept(l, 2000, &s2) == 0, "accept 2");
+    check_dacl((HANDLE)s2.h.v, want2);
+    CHECK(dacl_names((HANDLE)s2.h.v, "S-1-5-21-7-8-9-2002") &&
+              !dacl_names((HANDLE)s2.h.v, "S-1-5-21-7-8-9-1001"),
+          "the next instance's DACL has 2002 and not 1001");
+    /* The pipe has one descriptor: the connected instance and the
+     * client's end read the new one too (the connected client stays). */
+    CHECK(dacl_names((HANDLE)s1.h.v, "S-1-5-21-7-8-9-2002") &&
+              !dacl_names((HANDLE)s1.h.v, "S-1-5-21-7-8-9-1001"),
+          "the connected instance reads the new DACL");
+    CHECK(dacl_names((HANDLE)c2.v, "S-1-5-21-7-8-9-2002"), "and a client's end");
+    char line[64];
+    CHECK(send_all(c2, "after\n") && recv_line(s2.h, line, sizeof(line), 2000) == 5 &&
+              strcmp(line, "after") == 0,
+          "a client after set_allow is served: %s", line);
+    CHECK(send_all(c1, "still\n") && recv_line(s1.h, line, sizeof(line), 2000) == 5 &&
+              strcmp(line, "still") == 0,
+          "the one connected before still is: %s", line);
+
+    /* The same list again: nothing to do. */
+    CHECK(vp_pipe_listen_set_allow(l, &a2, why, sizeof(why)) == 0, "unchanged: 0");
+
+    /* A bad list: an entry that is no SID, a count out of range. Nothing
+     * changes, and why says what. */
+    struct vp_access_list *bad = calloc(1, sizeof(*bad));
+    MUST(bad, "calloc");
+    MUST(vp_access_add(bad, "S-1-5-21-7-8-9-3003", why, sizeof(why)) == 0, "%s", why);
+    bad->n = 2; /* sids[1] is all zero */
+    why[0] = 0;
+    CHECK(vp_pipe_listen_set_allow(l, bad, why, sizeof(why)) == -EINVAL,
+          "an entry that is no SID: -EINVAL");
+    CHECK(strstr(why, "no SID") != NULL, "why: %s", why);
+    bad->n = VP_ACCESS_MAX + 1;
+    CHECK(vp_pipe_listen_set_allow(l, bad, why, sizeof(why)) == -EINVAL,
+          "a count beyond the list: -EINVAL");
+    bad->n = -1;
+    CHECK(vp_pipe_listen_set_allow(l, bad, why, sizeof(why)) == -EINVAL,
+          "a negative count: -EINVAL");
+    free(bad);
+    CHECK(strcmp(vp_pipe_listen_sddl(l), want2) == 0, "the SDDL stays: %s",
+          vp_pipe_listen_sddl(l));
+    check_dacl((HANDLE)s2.h.v, want2);
+    CHECK(!dacl_names((HANDLE)s2.h.v, "S-1-5-21-7-8-9-3003"), "the DACL stays");
+
+    /* Set from another thread while one waits in vp_pipe_accept (the
+     * daemon's loop and its acceptor): back to the first list. */
+    struct accept_arg arg = {.l = l, .e = 1};
+    HANDLE t = CreateThread(NULL, 0, accept_thread, &arg, 0, NULL);
+    MUST(t, "thread");
+    Sleep(100);
+    CHECK(vp_pipe_listen_set_allow(l, &a1, why, sizeof(why)) == 1,
+          "set_allow during an accept: %s", why);
+    vp_handle c3;
+    CHECK(vp_dial(name, &c3) == 0, "dial 3");
+    CHECK(WaitForSingleObject(t, 10000) == WAIT_OBJECT_0 && arg.e == 0,
+          "the waiting accept took it: %d", arg.e);
+    CloseHandle(t);
+    if (arg.e == 0) {
+        check_dacl((HANDLE)arg.c.h.v, want1);
+        CHECK(dacl_names((HANDLE)arg.c.h.v, "S-1-5-21-7-8-9-1001") &&
+                  !dacl_names((HANDLE)arg.c.h.v, "S-1-5-21-7-8-9-2002"),
+              "1001 back, 2002 gone");
+        CHECK(send_all(c3, "third\n") && recv_line(arg.c.h, line, sizeof(line), 2000) == 5,
+              "and it is served");
+        vp_close(&arg.c.h);
+    }
+
+    /* Why it is set on the pipe: an instance made with a descriptor of
+     * its own does not change the pipe's (the first instance's stays). */
+    PSECURITY_DESCRIPTOR other = NULL;
+    MUST(ConvertStringSecurityDescriptorToSecurityDescriptorW(L"D:P(A;;GA;;;WD)",
+                                                              SDDL_REVISION_1, &other, NULL),
+         "sd");
+    SECURITY_ATTRIBUTES sa = {sizeof(sa), other, FALSE};
+    wchar_t wn[128];
+    MultiByteToWideChar(CP_UTF8, 0, name, -1, wn, 128);
+    HANDLE raw = CreateNamedPipeW(wn, PIPE_ACCESS_DUPLEX, PIPE_TYPE_BYTE,
+                                  PIPE_UNLIMITED_INSTANCES, 4096, 4096, 0, &sa);
+    CHECK(raw != INVALID_HANDLE_VALUE, "another instance: %lu", GetLastError());
+    if (raw != INVALID_HANDLE_VALUE) {
+        check_dacl(raw, want1);
+        CHECK(!dacl_names(raw, "S-1-1-0"), "its own descriptor was ignored");
+        CloseHandle(raw);
+    }
+    LocalFree(other);
+
+    vp_close(&c3);
+    vp_close(&s1.h);
+    vp_close(&s2.h);
+    vp_close(&c1);
+    vp_close(&c2);
+    vp_pipe_listen_close(&l);
 }
 
 static void test_listen_and_accept(void)
@@ -282,6 +449,7 @@ int main(void)
 {
     test_sddl();
     test_listen_and_accept();
+    test_set_allow();
     test_one_server_per_name();
     test_windows_enforcement();
     return win_report("test_win_listener");

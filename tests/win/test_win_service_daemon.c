@@ -4,7 +4,8 @@
  * command line), started (START_PENDING with checkpoints and wait hints,
  * then RUNNING once it serves), serving win_vramd_client.exe (libvram.dll.a
  * only) over its pipe, PARAMCHANGE reloading the configuration through
- * SIGHUP's path (the log says so, and the new capacity), STOP (the loop
+ * SIGHUP's path (the log says so, the new capacity, and the pipe's new
+ * security descriptor with a user added to access.allow), STOP (the loop
  * ends, the state file is written, STOPPED with exit code 0), started
  * again, and removed (running) by its own --uninstall-service. Also: --service outside the SCM, two
  * modes at once, installing twice, uninstalling what is not there, and
@@ -17,6 +18,9 @@
  * the prefix). */
 #include "wintest.h"
 
+#include <aclapi.h>
+#include <sddl.h>
+
 #include <errno.h>
 
 #include "install.h"
@@ -26,14 +30,15 @@
 static char name[64], pipe_name[128], dir[MAX_PATH * 3], exe[MAX_PATH * 3],
     client_exe[MAX_PATH * 3], cfg_path[MAX_PATH * 3], log_path[MAX_PATH * 3];
 
-static void write_config(const char *capacity)
+/* access: the "access" member, or "" for none. */
+static void write_config(const char *capacity, const char *access)
 {
     FILE *f = fopen(cfg_path, "wb");
     MUST(f, "cannot write %s", cfg_path);
     /* One small host device in 2 MiB chunks (as test_win_vramd's). */
     fprintf(f, "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"%s\","
-               " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}}\n",
-            capacity);
+               " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}%s%s}\n",
+            capacity, access[0] ? ", " : "", access);
     fclose(f);
 }
 
@@ -59,16 +64,23 @@ static int run_prog(char *const argv[], DWORD timeout_ms)
     return status;
 }
 
-static bool log_has(const char *what)
+/* The log so far (its first 256 KiB), or NULL. */
+static const char *read_log(void)
 {
     FILE *f = fopen(log_path, "rb");
     if (!f)
-        return false;
+        return NULL;
     static char buf[1 << 18];
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = 0;
-    return strstr(buf, what) != NULL;
+    return buf;
+}
+
+static bool log_has(const char *what)
+{
+    const char *buf = read_log();
+    return buf && strstr(buf, what) != NULL;
 }
 
 static bool log_wait(const char *what, int ms)
@@ -79,6 +91,45 @@ static bool log_wait(const char *what, int ms)
         Sleep(50);
     }
     return false;
+}
+
+/* Whether one line of the log has both a and b, b after a. */
+static bool log_line_has(const char *a, const char *b)
+{
+    const char *buf = read_log();
+    for (const char *p = buf ? strstr(buf, a) : NULL; p; p = strstr(p + 1, a)) {
+        const char *eol = strchr(p, '\n'), *q = strstr(p, b);
+        if (q && (!eol || q < eol))
+            return true;
+    }
+    return false;
+}
+
+/* The DACL of the pipe as a client reads it (READ_CONTROL is part of the
+ * read access every client gets), as SDDL into buf; false if it cannot. */
+static bool pipe_dacl(const char *pipe, char *buf, size_t len)
+{
+    HANDLE h = INVALID_HANDLE_VALUE;
+    for (int t = 0; t < 5000 && h == INVALID_HANDLE_VALUE; t += 50) {
+        h = CreateFileA(pipe, GENERIC_READ | FILE_WRITE_DATA, 0, NULL, OPEN_EXISTING, 0,
+                        NULL);
+        if (h == INVALID_HANDLE_VALUE)
+            WaitNamedPipeA(pipe, 50);
+    }
+    if (h == INVALID_HANDLE_VALUE)
+        return false;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    char *s = NULL;
+    bool ok = GetSecurityInfo(h, SE_KERNEL_OBJECT, DACL_SECURITY_INFORMATION, NULL, NULL,
+                              NULL, NULL, &sd) == 0 &&
+              ConvertSecurityDescriptorToStringSecurityDescriptorA(
+                  sd, SDDL_REVISION_1, DACL_SECURITY_INFORMATION, &s, NULL);
+    if (ok)
+        snprintf(buf, len, "%s", s);
+    LocalFree(s);
+    LocalFree(sd);
+    CloseHandle(h);
+    return ok;
 }
 
 static void print_log(void)
@@ -282,13 +333,36 @@ static void test_service(void)
               "a service that is not installed: no check, served");
     }
 
-    /* PARAMCHANGE: the new configuration through SIGHUP's path. */
-    write_config("32MiB");
+    /* PARAMCHANGE: the new configuration through SIGHUP's path, with a
+     * user added to access.allow (this one, and a SID no account has):
+     * the pipe's descriptor gets it without a restart. */
+    const char *added = "S-1-5-21-111-222-333-4002";
+    char dacl[4096] = "";
+    CHECK(log_wait(": security descriptor D:P(", 5000) && !log_has(added),
+          "the descriptor at start, without the SID to add");
+    CHECK(pipe_dacl(pipe_name, dacl, sizeof(dacl)) && !strstr(dacl, added),
+          "the pipe's DACL at start: %s", dacl);
+    wchar_t wuser[256];
+    DWORD ulen = 256;
+    MUST(GetUserNameW(wuser, &ulen), "GetUserNameW");
+    char user[512], access[1024];
+    WideCharToMultiByte(CP_UTF8, 0, wuser, -1, user, sizeof(user), NULL, NULL);
+    snprintf(access, sizeof(access), "\"access\": {\"allow\": {\"users\": [\"%s\", \"%s\"]}}",
+             user, added);
+    write_config("32MiB", access);
     CHECK(vram_service_control(name, SERVICE_CONTROL_PARAMCHANGE) == 0, "paramchange");
     CHECK(log_wait("reload asked by the service manager (PARAMCHANGE)", 10000),
           "the log shows PARAMCHANGE");
     CHECK(log_wait("SIGHUP: reloaded ", 10000), "the log shows the reload");
     CHECK(log_wait("capacity 32 MiB (was 64)", 10000), "the new capacity taken");
+    char line_start[200], ace[128];
+    snprintf(line_start, sizeof(line_start), "SIGHUP: %s: security descriptor D:P(",
+             pipe_name);
+    snprintf(ace, sizeof(ace), "(A;;0x12008b;;;%s)", added);
+    CHECK(log_wait(line_start, 10000) && log_line_has(line_start, ace),
+          "the log shows the pipe's new descriptor with %s", ace);
+    CHECK(pipe_dacl(pipe_name, dacl, sizeof(dacl)) && strstr(dacl, added),
+          "the pipe's DACL has %s after the reload: %s", added, dacl);
     CHECK(client(0x22) == 0, "a client after the reload");
     CHECK(vram_service_query(name, &st) == 0 && st.state == SERVICE_RUNNING && st.pid == pid,
           "still running, the same process");
@@ -382,7 +456,7 @@ int main(void)
     MUST(vram_service_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
     snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", dir);
     snprintf(log_path, sizeof(log_path), "%s\\vramd.log", dir);
-    write_config("64MiB");
+    write_config("64MiB", "");
     test_outside_scm();
     test_service();
     test_console();
