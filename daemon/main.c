@@ -378,6 +378,23 @@ static int run(struct vp_entry *e, void *data)
         }
         run_dir = data_dir;
     }
+    /* The run directory holds the state file, whose word decides what
+     * engines get back after a restart, so it must be vramd's: a real
+     * directory owned by SYSTEM, Administrators or vramd's user
+     * (windows-service/paths.h). As a service it was made so before main.
+     * In a console it is checked here, and made only when --run-dir named
+     * it: the default one is the service's to make (if another user made
+     * it first, the service would refuse it). */
+    if (!o->run_dir && !vp_path_exists(run_dir)) {
+        vlog(VLOG_ERR, "%s does not exist: installing the service makes it, "
+             "or give --run-dir", run_dir);
+        return 1;
+    }
+    char dir_why[512];
+    if (vram_service_prepare_dir(run_dir, dir_why, sizeof(dir_why)) < 0) {
+        vlog(VLOG_ERR, "run directory: %s", dir_why);
+        return 1;
+    }
     const char *leaf = strrchr(socket_path, '\\');
     snprintf(run_base, sizeof(run_base), "%s\\%s", run_dir,
              leaf && leaf[1] ? leaf + 1 : "vramd");

@@ -4,12 +4,14 @@
  * rename is); the mapping object is closed once the view is made (the view
  * keeps it). What POSIX checks with fstat (a regular file of this user) is
  * checked here as "not a directory and not a reparse point (link,
- * junction)"; the owner is not compared yet (the directory's DACL keeps
- * others out: docs/windows.md). */
+ * junction)", and an owner that is vramd's: its user, the owner its token
+ * gives new files (Administrators, for an elevated one), SYSTEM or
+ * Administrators. */
 #include "mapfile.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
+#include <aclapi.h>
 #include <winternl.h>
 
 #include <errno.h>
@@ -73,6 +75,37 @@ int vp_mapfile_create(const char *path, size_t size, struct vp_mapfile *out,
     return 0;
 }
 
+/* Whether sid is what this process's files are owned by (the token's user
+ * or its default owner), or SYSTEM or Administrators, who could replace
+ * vramd itself anyway. Anyone else's file is not vramd's state. */
+static bool owner_is_ours(PSID sid)
+{
+    BYTE wk[SECURITY_MAX_SID_SIZE];
+    DWORD n = sizeof(wk);
+    if (CreateWellKnownSid(WinLocalSystemSid, NULL, wk, &n) && EqualSid(sid, wk))
+        return true;
+    n = sizeof(wk);
+    if (CreateWellKnownSid(WinBuiltinAdministratorsSid, NULL, wk, &n) && EqualSid(sid, wk))
+        return true;
+    HANDLE t;
+    if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &t))
+        return false;
+    bool ours = false;
+    TOKEN_INFORMATION_CLASS cls[2] = {TokenUser, TokenOwner};
+    for (int i = 0; i < 2 && !ours; i++) {
+        union {
+            TOKEN_USER user;
+            TOKEN_OWNER owner;
+            BYTE b[sizeof(TOKEN_USER) + SECURITY_MAX_SID_SIZE];
+        } ti;
+        DWORD len = 0;
+        if (GetTokenInformation(t, cls[i], &ti, sizeof(ti), &len))
+            ours = EqualSid(sid, i == 0 ? ti.user.User.Sid : ti.owner.Owner);
+    }
+    CloseHandle(t);
+    return ours;
+}
+
 int vp_mapfile_open(const char *path, struct vp_mapfile *out, char *why,
                     size_t whylen)
 {
@@ -82,10 +115,13 @@ int vp_mapfile_open(const char *path, struct vp_mapfile *out, char *why,
     if (e < 0)
         return e;
     /* FILE_FLAG_OPEN_REPARSE_POINT: a link is opened as itself, and
-     * refused below, never followed. */
-    HANDLE f = CreateFileW(w, GENERIC_READ,
+     * refused below, never followed. FILE_FLAG_BACKUP_SEMANTICS: a
+     * directory opens too, and is refused as not a regular file (without
+     * it, the open fails with an access error that says nothing). */
+    HANDLE f = CreateFileW(w, GENERIC_READ | READ_CONTROL,
                            FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE,
-                           NULL, OPEN_EXISTING, FILE_FLAG_OPEN_REPARSE_POINT, NULL);
+                           NULL, OPEN_EXISTING,
+                           FILE_FLAG_OPEN_REPARSE_POINT | FILE_FLAG_BACKUP_SEMANTICS, NULL);
     if (f == INVALID_HANDLE_VALUE) {
         DWORD err = GetLastError();
         snprintf(why, whylen, "%s: cannot open it (error %lu)", path,
@@ -107,6 +143,23 @@ int vp_mapfile_open(const char *path, struct vp_mapfile *out, char *why,
     if (info.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY) {
         CloseHandle(f);
         snprintf(why, whylen, "%s is not a regular file", path);
+        return -EPERM;
+    }
+    PSID owner = NULL;
+    PSECURITY_DESCRIPTOR sd = NULL;
+    DWORD se = GetSecurityInfo(f, SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION, &owner,
+                               NULL, NULL, NULL, &sd);
+    bool ours = se == ERROR_SUCCESS && owner && owner_is_ours(owner);
+    if (sd)
+        LocalFree(sd);
+    if (!ours) {
+        CloseHandle(f);
+        if (se != ERROR_SUCCESS)
+            snprintf(why, whylen, "%s: cannot read its owner (error %lu)", path,
+                     (unsigned long)se);
+        else
+            snprintf(why, whylen, "%s is not a file of this user (its owner is "
+                     "not vramd's user, SYSTEM or Administrators)", path);
         return -EPERM;
     }
     uint64_t size = (uint64_t)info.nFileSizeHigh << 32 | info.nFileSizeLow;

@@ -161,6 +161,26 @@ int main(void)
     _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe,
                pipe, tmp, cfg);
     HANDLE log = open_log();
+    /* The run directory must be a directory of vramd's: a file is refused
+     * (exit 1, with the reason), as a junction or another user's would be. */
+    {
+        wchar_t notdir[MAX_PATH], bad_line[2048];
+        _snwprintf(notdir, MAX_PATH, L"%ls\\not-a-dir", tmp);
+        HANDLE f = CreateFileW(notdir, GENERIC_WRITE, 0, NULL, CREATE_NEW, 0, NULL);
+        REQUIRE(f != INVALID_HANDLE_VALUE, "cannot make %ls", notdir);
+        CloseHandle(f);
+        write_config(cfg, "");
+        _snwprintf(bad_line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\"", exe, pipe,
+                   notdir, cfg);
+        HANDLE b = start(exe, bad_line, log);
+        DWORD sd = b ? wait_exit(b, 30000) : 997;
+        CHECK(sd == 1, "vramd.exe with a file for its run directory exited with %lu", sd);
+        CHECK(log_has("run directory: data directory") && log_has("is not a directory"),
+              "vramd.exe did not say why it refused its run directory");
+        if (b)
+            CloseHandle(b);
+        DeleteFileW(notdir);
+    }
     /* Access lists are of account names and SIDs here: a numeric uid is a
      * configuration error, and vramd.exe says so and exits 1. */
     write_config(cfg, "\"access\": {\"allow\": {\"uids\": [1000]}}");
