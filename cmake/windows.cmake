@@ -39,8 +39,11 @@
 #     rest of platform/win32/ it needs (watch: process handles; lock;
 #     mapfile: the state file; service; peer: SIDs numbered for the core's
 #     access lists), test_win_vramd, which runs it against
-#     win_vramd_client.exe (libvram.dll.a only), and test_win_access (the
-#     access lists of names and SIDs, with the daemon's own sources);
+#     win_vramd_client.exe (libvram.dll.a only), test_win_access (the
+#     access lists of names and SIDs, with the daemon's own sources), and
+#     test_win_backend ("backend": "cuda" refused at start and "auto"
+#     falling back to host, each with its reason; host chunks' handles
+#     pushed into a client with map access only, as backend.h's kinds say);
 #   - in cmake/windows_service_daemon.cmake: vramd.exe's service mode
 #     (--service, --console, --install-service, --uninstall-service) and
 #     test_win_service_daemon under wine's SCM; in cmake/windows_tools.cmake:
@@ -340,6 +343,14 @@ if(VRAM_BUILD_TESTS)
   target_link_libraries(win_vramd_client PRIVATE vram)
   vram_win_test(test_win_vramd SOURCES tests/win/test_win_vramd.c TIMEOUT 240)
   add_dependencies(test_win_vramd vramd win_vramd_client)
+  # vramd.exe's backends: "cuda" refused at start and "auto" falling back
+  # to host where nvcuda.dll cannot be loaded (wine), each with its reason;
+  # the handles pushed into a client (this test, through libvram.dll) with
+  # the access their backend's kind asks for (backend.h).
+  vram_win_test(test_win_backend SOURCES tests/win/test_win_backend.c
+                LIBS vram ntdll TIMEOUT 240)
+  target_include_directories(test_win_backend PRIVATE daemon/backends platform)
+  add_dependencies(test_win_backend vramd)
   # test_win_thread loads libvram.dll by its path (and refuses it by a bare
   # name, which looks in System32 only).
   add_dependencies(test_win_thread vram)

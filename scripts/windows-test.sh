@@ -41,7 +41,9 @@
 #     fixed region grown by host chunks pushed in as sections, written and
 #     read, released; clients in sequence and at once; a client that exits
 #     holding chunks (quarantined until its process ends); a second vramd
-#     refused.
+#     refused. test_win_backend: "backend": "cuda" stops vramd.exe with
+#     exit 1 and the reason, "auto" falls back to host saying why, and
+#     host chunks reach a client as sections with map access only;
 # What it does not cover yet: the tools, the integration and attack
 # suites, the service mode of vramd.exe, installing. What wine does not enforce (a
 # pipe's DACL, FILE_FLAG_FIRST_PIPE_INSTANCE, identification-only

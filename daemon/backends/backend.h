@@ -10,6 +10,30 @@
 #include <stdint.h>
 
 #include "handle.h"
+#include "push.h"
+
+/* What a backend's chunk handles are. On POSIX an fd travels as it is and
+ * this is unused. On Windows io/ duplicates each handle into the client's
+ * process (platform/push.h) and must name the copy's access: a section's
+ * map rights mean nothing on any other object, and a section pushed with
+ * its original's access would give the client SECTION_EXTEND_SIZE and
+ * WRITE_DAC over memory vramd shares out. Zero is sections: a backend that
+ * forgot to say pushes least access, which fails closed (an import refused)
+ * rather than open. */
+enum vd_handle_kind {
+    VD_HANDLES_SECTIONS = 0, /* memory objects the client maps (host) */
+    VD_HANDLES_OPAQUE,       /* a driver's objects the client imports (cuda) */
+};
+
+/* The access a pushed handle of this kind gets: a section exactly what
+ * mapping it read-write needs (map_host.c maps every chunk so); any other
+ * object the original's, as NVIDIA's IPC sample duplicates CUDA's Win32
+ * handles (DUPLICATE_SAME_ACCESS). */
+static inline unsigned vd_handle_push_access(enum vd_handle_kind k)
+{
+    return k == VD_HANDLES_OPAQUE ? VP_PUSH_SAME
+                                  : VP_PUSH_MAP_READ | VP_PUSH_MAP_WRITE;
+}
 
 struct vd_device_info {
     uint32_t id;
@@ -53,6 +77,7 @@ struct vd_backend_ops {
 struct vd_backend {
     const struct vd_backend_ops *ops;
     bool gpu; /* its devices are GPUs (granularity, VMM, peers are real) */
+    enum vd_handle_kind handles; /* what chunk_handle gives (how to push it) */
     uint32_t ndev;
     struct vd_device_info info[64];
 };

@@ -513,6 +513,9 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
     }
     b->base.ops = &cuda_ops;
     b->base.gpu = true;
+    /* The driver's NT handles on Windows, whose access is no section's: a
+     * copy with map rights would not import (backend.h). */
+    b->base.handles = VD_HANDLES_OPAQUE;
     b->zero = strcmp(cfg->cuda_scrub, "fresh") != 0;
     int n = 0;
     b->cu.cuDeviceGetCount(&n);

@@ -148,6 +148,8 @@ int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
         return -ENOMEM;
     }
     h->base.ops = &host_ops;
+    /* Sections on Windows: pushed with map access only (backend.h). */
+    h->base.handles = VD_HANDLES_SECTIONS;
     h->base.ndev = cfg->ndev;
     for (uint32_t i = 0; i < cfg->ndev; i++) {
         struct host_dev *d = &h->dev[i];

@@ -114,10 +114,13 @@ static int flush(struct vd_session *s)
 static int push_all(struct vd_session *s, vp_handle *hs, int n, vp_handle *vals)
 {
     int e = 0, i;
+    /* Every handle the core sends is a chunk's, of the one backend: the
+     * backend says what they are (host: sections, mapped read-write by the
+     * client; cuda: the driver's objects, imported as they are). */
+    unsigned access = vd_handle_push_access(s->st.ss->core->backend->handles);
     for (i = 0; i < n; i++) {
         uint64_t v;
-        /* Host chunks are sections, mapped read-write by the client. */
-        e = vp_handle_push(s->pin, hs[i], VP_PUSH_MAP_READ | VP_PUSH_MAP_WRITE, &v);
+        e = vp_handle_push(s->pin, hs[i], access, &v);
         if (e < 0)
             break;
         vals[i].v = (intptr_t)v;
