@@ -23,36 +23,50 @@
 #     vram_msggen built for the build machine) and its unit tests
 #     test_frame, test_json, test_codec and test_catalogue;
 #   - libvram.dll with its import library libvram.dll.a (client/lib/, the
-#     host mapper; exports exactly vram.h's functions, from a .def written
-#     from vram.h), and test_win_libvram, linked against the import library
-#     only, against a stand-in daemon in the test;
+#     host mapper, and the CUDA mapper where cuda.h is found; exports
+#     exactly vram.h's functions, from a .def written from vram.h), and
+#     test_win_libvram, linked against the import library only, against a
+#     stand-in daemon in the test;
 #   - the platform's own tests (tests/win/): test_win_conn, test_win_listener,
 #     test_win_identity, test_win_stream, test_win_push and test_win_mem
 #     (with win_child.exe, a helper process they start), and
 #     test_win_service (with win_test_service.exe, a small service built on
 #     windows-service/, under wine's SCM).
-# ctest runs the tests under wine (CMAKE_CROSSCOMPILING_EMULATOR); what wine
-# does not enforce is checked on real Windows only and skipped under wine
-# with the reason (docs/windows.md lists both).
-#   - vramd.exe: the daemon with the host backend, its io layer on
-#     Windows (daemon/io/io_pipe.c, session_pipe.c, peer_map.c) and the
-#     rest of platform/win32/ it needs (watch: process handles; lock;
-#     mapfile: the state file; service; peer: SIDs numbered for the core's
-#     access lists), test_win_vramd, which runs it against
-#     win_vramd_client.exe (libvram.dll.a only), test_win_access (the
-#     access lists of names and SIDs, with the daemon's own sources), and
-#     test_win_backend ("backend": "cuda" refused at start and "auto"
-#     falling back to host, each with its reason; host chunks' handles
-#     pushed into a client with map access only, as backend.h's kinds say);
+#   - vramd.exe: the daemon with the host backend (and the cuda backend
+#     where cuda.h is found, below), its io layer on Windows
+#     (daemon/io/io_pipe.c, session_pipe.c, peer_map.c) and the rest of
+#     platform/win32/ it needs (watch: process handles; lock; mapfile: the
+#     state file; service; peer: SIDs numbered for the core's access
+#     lists); test_win_vramd, which runs it against win_vramd_client.exe
+#     (libvram.dll.a only); test_win_access (the access lists of names and
+#     SIDs, with the daemon's own sources); test_win_backend ("backend":
+#     "cuda" refused at start and "auto" falling back to host where
+#     nvcuda.dll cannot be loaded, each with its reason; host chunks'
+#     handles pushed into a client with map access only, as backend.h's
+#     kinds say);
+#   - where cuda.h is found (CUDA_PATH, -DCUDA_INCLUDE, /usr/local/cuda,
+#     as on Linux; the configure step says which, or that there is none,
+#     and then all of this is left out and the rest is built host only):
+#     vram_cuda (common/cuda_driver.c, common/nvml.c: nvcuda.dll and
+#     nvml.dll loaded at run time, never imported), platform/win32/
+#     cuda_share.c in vram_platform (the chunks' security descriptor),
+#     daemon/backends/cuda.c in vramd.exe and client/lib/map_cuda.c with
+#     common/cuda_driver.c in libvram.dll; test_win_cuda (the descriptor,
+#     the loaders without the DLLs, the WDDM bound; no GPU) and
+#     test_win_cuda_objects (scripts/windows-cuda-check.sh: nm and objdump
+#     on the build's objects and libvram.dll, without wine);
 #   - in cmake/windows_service_daemon.cmake: vramd.exe's service mode
 #     (--service, --console, --install-service, --uninstall-service) and
 #     test_win_service_daemon under wine's SCM; in cmake/windows_tools.cmake:
 #     the tools and their test.
+# ctest runs the tests under wine (CMAKE_CROSSCOMPILING_EMULATOR); what wine
+# does not enforce is checked on real Windows only and skipped under wine
+# with the reason (docs/windows.md lists both). Nothing runs the CUDA path
+# itself: that needs a Windows GPU machine.
 # Not yet: listener.h's POSIX-shaped calls and proc.h's mapping counts,
-# libvram's CUDA mapper and the cuda backend in this build (they are
-# compiled by scripts/windows-cuda-check.sh), the integration suites,
-# installing; test_transport and test_transport_greedy (they test
-# SCM_RIGHTS, which Windows does not have: handles travel inline there).
+# the integration suites, installing; test_transport and
+# test_transport_greedy (they test SCM_RIGHTS, which Windows does not have:
+# handles travel inline there).
 
 if(NOT CMAKE_C_COMPILER_ID STREQUAL "GNU")
   message(FATAL_ERROR "The Windows build is for mingw-w64's gcc "
@@ -78,6 +92,27 @@ function(vram_win_dep var glob marker)
 endfunction()
 vram_win_dep(VRAM_WIN_LIBUV_DIR "libuv1-*" CMakeLists.txt)
 vram_win_dep(VRAM_WIN_CJSON_DIR "cjson-*" cJSON.c)
+
+# The CUDA toolkit's headers are optional, as on Linux: with cuda.h the
+# cuda backend, libvram's CUDA mapper and their platform piece compile; the
+# driver (nvcuda.dll) and NVML (nvml.dll) are loaded at run time from
+# System32, so nothing links against them and a machine without them runs
+# the host backend. cuda.h is the same file for every target, so it is
+# looked for outside the mingw-w64 sysroot (NO_CMAKE_FIND_ROOT_PATH): by
+# -DVRAM_CUDA_INCLUDE_DIR (the cache variable, as on Linux), then
+# -DCUDA_INCLUDE or $CUDA_INCLUDE (a folder that holds cuda.h), $CUDA_PATH
+# or $CUDA_HOME (a toolkit), /usr/local/cuda.
+find_path(VRAM_CUDA_INCLUDE_DIR cuda.h
+  HINTS ${CUDA_INCLUDE} ENV CUDA_INCLUDE ENV CUDA_PATH ENV CUDA_HOME /usr/local/cuda
+  PATH_SUFFIXES include NO_CMAKE_FIND_ROOT_PATH)
+if(VRAM_CUDA_INCLUDE_DIR)
+  message(STATUS "CUDA headers: ${VRAM_CUDA_INCLUDE_DIR} (cuda backend, libvram's "
+    "CUDA mapper and test_win_cuda built; nvcuda.dll is loaded at run time)")
+else()
+  message(STATUS "CUDA headers not found (no cuda.h under -DCUDA_INCLUDE, "
+    "$CUDA_PATH or /usr/local/cuda): building without the cuda backend, host "
+    "only (vramd.exe refuses \"cuda\", libvram.dll refuses a cuda daemon)")
+endif()
 
 # libuv: only the static uv_a is built (EXCLUDE_FROM_ALL: what links it);
 # its tests stay off as it is not the top-level project. Added before the
@@ -180,6 +215,12 @@ add_library(vram_platform STATIC
   platform/win32/peer.c)
 target_include_directories(vram_platform PUBLIC platform)
 target_link_libraries(vram_platform PUBLIC ntdll uv_a)
+if(VRAM_CUDA_INCLUDE_DIR)
+  # The CUDA chunks' security descriptor (only the cuda backend calls it;
+  # advapi32, which mingw links by default). It needs no cuda.h, but has no
+  # caller without it.
+  target_sources(vram_platform PRIVATE platform/win32/cuda_share.c)
+endif()
 
 # The protocol: the Linux build's list (CMakeLists.txt sets it after the
 # Windows branch has returned, so it is repeated here).
@@ -194,12 +235,25 @@ target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)
 # format strings; here msg.c's (its bad()) would fail for nothing.
 set_source_files_properties(proto/msg.c PROPERTIES COMPILE_OPTIONS -Wno-format)
 
+# The CUDA driver's and NVML's loaders (the Linux build's vram_cuda), for
+# the cuda backend and test_win_cuda; libvram.dll compiles the driver's
+# loader itself, as on Linux.
+if(VRAM_CUDA_INCLUDE_DIR)
+  add_library(vram_cuda STATIC common/cuda_driver.c common/nvml.c)
+  target_include_directories(vram_cuda PUBLIC common)
+  target_include_directories(vram_cuda SYSTEM PUBLIC ${VRAM_CUDA_INCLUDE_DIR})
+  target_compile_definitions(vram_cuda PUBLIC VRAM_HAVE_CUDA_H)
+  target_link_libraries(vram_cuda PUBLIC vram_platform)
+endif()
+
 # libvram as libvram.dll with its import library libvram.dll.a, which
 # engines link (with mingw, or MSVC: link.exe takes the import library as it
-# is), and vram.h unchanged. The Linux build's list of sources, less what is
-# not here yet: the CUDA mapper needs cuda.h and common/cuda_driver.c, which
-# this build does not have, so map_cuda.c compiles to nothing (as on Linux
-# without the CUDA headers) and a "cuda" daemon is refused with -ENOTSUP.
+# is), and vram.h unchanged. The Linux build's list of sources: with cuda.h,
+# client/lib/map_cuda.c is the CUDA mapper (it imports the NT handles vramd
+# pushes) and common/cuda_driver.c is compiled in, nvcuda.dll loaded by it
+# at run time (never imported: an engine without NVIDIA's driver loads the
+# DLL all the same); without cuda.h, map_cuda.c compiles to the refusal of
+# a cuda daemon, as on Linux.
 #
 # What the DLL exports is vram.h's VRAM_API functions and nothing else: gcc
 # ignores visibility on PE targets, and without a single dllexport ld would
@@ -211,6 +265,9 @@ set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/sessio
     client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
     client/lib/chunk_table.c client/lib/lock.c client/lib/thread.c
     client/lib/background.c)
+if(VRAM_CUDA_INCLUDE_DIR)
+  list(APPEND VRAM_WIN_CLIENT_SOURCES common/cuda_driver.c)
+endif()
 set(VRAM_DEF ${CMAKE_CURRENT_BINARY_DIR}/libvram.def)
 add_custom_command(
   OUTPUT ${VRAM_DEF}
@@ -224,6 +281,11 @@ add_library(vram SHARED ${VRAM_WIN_CLIENT_SOURCES} ${VRAM_DEF})
 target_include_directories(vram PUBLIC ${PROJECT_SOURCE_DIR}/client/include)
 target_include_directories(vram PRIVATE common)
 target_link_libraries(vram PRIVATE vram_proto vram_platform vram_cjson)
+if(VRAM_CUDA_INCLUDE_DIR)
+  # libvram exports nothing new: libvram.def, from vram.h, is the same.
+  target_include_directories(vram SYSTEM PRIVATE ${VRAM_CUDA_INCLUDE_DIR})
+  target_compile_definitions(vram PRIVATE VRAM_HAVE_CUDA_H)
+endif()
 add_dependencies(vram vram_generated)
 # libvram.dll, libvram.dll.a; nothing of libgcc's for an engine to ship
 # beside it.
@@ -244,9 +306,12 @@ target_link_libraries(vram_winsvc PUBLIC shell32 ole32 uuid advapi32)
 # vramd.exe: the Linux build's daemon sources, with the io layer's Windows
 # side (io_pipe.c, session_pipe.c, peer_map.c: the pipe acceptor's
 # connections as libuv streams, SIDs as the core's peers) instead of io.c
-# and session.c, and the host backend (cuda.c compiles to nothing without
-# cuda.h, and the registry refuses "cuda" with the reason). Runs in the
-# foreground; --run-dir names where the state file and the lock go.
+# and session.c, and both backends: with cuda.h, cuda.c is the cuda backend
+# (CU_MEM_HANDLE_TYPE_WIN32 chunks, the WDDM bound; "auto" tries it first
+# and falls back to host, saying why, where the driver cannot be loaded);
+# without it, cuda.c compiles to the refusal of "cuda" with the reason.
+# Runs in the foreground; --run-dir names where the state file and the
+# lock go.
 set(VRAMD_WIN_CORE_SOURCES
   daemon/core/access.c daemon/core/clients.c daemon/core/declaration.c daemon/core/dispatch.c
   daemon/core/effects.c daemon/core/lifecycle.c daemon/core/reapers.c daemon/core/recalls.c
@@ -274,6 +339,9 @@ target_compile_options(vramd PRIVATE -iquote ${PROJECT_SOURCE_DIR}/daemon/io)
 target_compile_options(vramd PRIVATE -Wno-format)
 target_link_libraries(vramd PRIVATE vram_ledger vram_proto vram_platform
   vram_winsvc uv_a vram_cjson)
+if(VRAM_CUDA_INCLUDE_DIR)
+  target_link_libraries(vramd PRIVATE vram_cuda)
+endif()
 add_dependencies(vramd vram_generated)
 target_link_options(vramd PRIVATE -Wl,--stack,8388608 -static-libgcc)
 
@@ -350,7 +418,28 @@ if(VRAM_BUILD_TESTS)
   vram_win_test(test_win_backend SOURCES tests/win/test_win_backend.c
                 LIBS vram ntdll TIMEOUT 240)
   target_include_directories(test_win_backend PRIVATE daemon/backends platform)
+  if(VRAM_CUDA_INCLUDE_DIR)
+    target_compile_definitions(test_win_backend PRIVATE VRAM_HAVE_CUDA_H)
+  endif()
   add_dependencies(test_win_backend vramd)
+  if(VRAM_CUDA_INCLUDE_DIR)
+    # The CUDA pieces that run without a GPU: the chunks' security
+    # descriptor, the loaders failing cleanly without nvcuda.dll and
+    # nvml.dll, the WDDM bound's arithmetic.
+    vram_win_test(test_win_cuda SOURCES tests/win/test_win_cuda.c
+                  LIBS vram_cuda vram_platform)
+    target_include_directories(test_win_cuda PRIVATE platform/win32)
+    # That the objects hold the Windows CUDA paths, not the "built without
+    # cuda.h" stubs, and that libvram.dll imports no NVIDIA DLL (nvcuda.dll
+    # is loaded at run time): nm and objdump on the build's own files, no
+    # wine.
+    add_test(NAME test_win_cuda_objects
+      COMMAND sh ${PROJECT_SOURCE_DIR}/scripts/windows-cuda-check.sh
+              ${CMAKE_NM} ${CMAKE_OBJDUMP} $<TARGET_FILE:vram>
+              "$<FILTER:$<TARGET_OBJECTS:vramd>,INCLUDE,/daemon/backends/cuda\\.c\\.obj$>"
+              "$<FILTER:$<TARGET_OBJECTS:vram>,INCLUDE,/client/lib/map_cuda\\.c\\.obj$>"
+              "$<FILTER:$<TARGET_OBJECTS:vram_cuda>,INCLUDE,/common/cuda_driver\\.c\\.obj$>")
+  endif()
   # test_win_thread loads libvram.dll by its path (and refuses it by a bare
   # name, which looks in System32 only).
   add_dependencies(test_win_thread vram)

@@ -42,13 +42,25 @@
 #     read, released; clients in sequence and at once; a client that exits
 #     holding chunks (quarantined until its process ends); a second vramd
 #     refused. test_win_backend: "backend": "cuda" stops vramd.exe with
-#     exit 1 and the reason, "auto" falls back to host saying why, and
-#     host chunks reach a client as sections with map access only;
-# What it does not cover yet: the tools, the integration and attack
-# suites, the service mode of vramd.exe, installing. What wine does not enforce (a
-# pipe's DACL, FILE_FLAG_FIRST_PIPE_INSTANCE, identification-only
-# impersonation, placeholders, failure actions, file DACLs) is checked only
-# on real Windows: the tests print "SKIP (real Windows only)" with the
+#     exit 1 and the reason, "auto" falls back to host saying why (wine has
+#     no nvcuda.dll), and host chunks reach a client as sections with map
+#     access only;
+#   - the CUDA pieces, where cmake/windows.cmake finds cuda.h (CUDA_PATH,
+#     -DCUDA_INCLUDE, /usr/local/cuda; configure.log says which, or that it
+#     builds host only): test_win_cuda (the chunks' security descriptor,
+#     the loaders failing cleanly without nvcuda.dll and nvml.dll, the WDDM
+#     bound) and test_win_cuda_objects (scripts/windows-cuda-check.sh, no
+#     wine: the objects hold the Windows CUDA code, not the no-cuda.h
+#     stubs, and libvram.dll imports only system DLLs). No GPU here: the
+#     CUDA path itself never runs;
+#   - the tools (test_win_vramctl) and vramd.exe as a service
+#     (test_win_service_daemon), in cmake/windows_tools.cmake and
+#     cmake/windows_service_daemon.cmake.
+# What it does not cover yet: the integration and attack suites,
+# installing. What wine does not enforce (a pipe's DACL,
+# FILE_FLAG_FIRST_PIPE_INSTANCE, identification-only impersonation,
+# placeholders, failure actions, file DACLs) is checked only on real
+# Windows: the tests print "SKIP (real Windows only)" with the
 # reason (docs/windows.md lists them); nothing here runs on real Windows.
 #
 #   sh scripts/windows-test.sh            # BUILD_TYPE=Debug by default

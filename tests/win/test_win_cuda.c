@@ -6,8 +6,8 @@
  * and the bound against a real GPU need a Windows GPU machine: nothing of
  * that runs here (docs/windows.md, "CUDA on Windows").
  *
- * Built with cuda.h (the driver loader's types); scripts/windows-cuda-check.sh
- * builds and runs it. */
+ * Built with cuda.h (the driver loader's types): cmake/windows.cmake
+ * registers it where it finds cuda.h, and scripts/windows-test.sh runs it. */
 #include "wintest.h"
 
 #include <sddl.h>
