@@ -375,7 +375,7 @@ if(VRAM_BUILD_TESTS)
   add_executable(win_child tests/win/win_child.c)
   target_include_directories(win_child PRIVATE tests platform/win32)
   target_link_libraries(win_child PRIVATE vram_platform)
-  foreach(t listener identity stream push mem thread)
+  foreach(t listener identity stream push mem thread mapfile)
     vram_win_test(test_win_${t} SOURCES tests/win/test_win_${t}.c LIBS vram_platform)
     target_include_directories(test_win_${t} PRIVATE platform/win32)
     add_dependencies(test_win_${t} win_child)
@@ -450,4 +450,6 @@ if(VRAM_BUILD_TESTS)
   # Tests that only real Windows can run (another user's processes): built
   # here, skipped under wine with the reason.
   include(${CMAKE_CURRENT_LIST_DIR}/windows_crossuser.cmake OPTIONAL)
+  # Hostile peers against the real vramd.exe.
+  include(${CMAKE_CURRENT_LIST_DIR}/windows_attack.cmake OPTIONAL)
 endif()
