@@ -453,3 +453,6 @@ if(VRAM_BUILD_TESTS)
   # Hostile peers against the real vramd.exe.
   include(${CMAKE_CURRENT_LIST_DIR}/windows_attack.cmake OPTIONAL)
 endif()
+
+# The layout an operator copies to Windows (cmake --install), and its test.
+include(${CMAKE_CURRENT_LIST_DIR}/windows_install.cmake)
