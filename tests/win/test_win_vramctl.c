@@ -384,6 +384,117 @@ static void check_replay(void)
     run_free(&r);
 }
 
+/* Loans and recalls across Windows processes: a second vramd.exe whose two
+ * stages lend their unused KV windows to experts (loan.enabled), and
+ * vram-replay's scenario asking for every expert loan at the start, then
+ * growing KV out of them (a recall: the experts' chunks move to the KV
+ * region) and trimming back (the loans come back). The figures follow from
+ * the configuration: 2 lanes of 512 bytes a token in 2 MiB chunks are
+ * 4,096 tokens a chunk a lane; the native 32,768 tokens are 8 chunks a
+ * lane, 16 in all (32 MiB), of which the initial 4,096-token window maps
+ * 2 and lends the other 14 to 2 MiB expert slots. They are Linux's for
+ * the same scenario. */
+static const char loans_config[] =
+    "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"256MiB\","
+    "  \"chunk\": \"2MiB\"}],\n"
+    " \"pool\": {\"prefill_chunks\": 2},\n"
+    " \"stages\": [\n"
+    "  {\"id\": 0, \"name\": \"s0\", \"device\": 0, \"first_layer\": 0, \"last_layer\": 3,\n"
+    "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
+    "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
+    "   \"expert_slot\": \"2MiB\",\n"
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"8MiB\"}],\n"
+    "   \"loan\": {\"enabled\": true, \"headroom\": 0, \"recall_deadline_ms\": 2000,"
+    " \"hold_ms\": 10000}},\n"
+    "  {\"id\": 1, \"name\": \"s1\", \"device\": 0, \"first_layer\": 4, \"last_layer\": 7,\n"
+    "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
+    "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
+    "   \"expert_slot\": \"2MiB\",\n"
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"4MiB\"}],\n"
+    "   \"loan\": {\"enabled\": true, \"headroom\": 0, \"recall_deadline_ms\": 2000,"
+    " \"hold_ms\": 10000}}],\n"
+    " \"scenario\": {\"expert_request_at_start\": true, \"trim_after_each_step\": true,\n"
+    "  \"steps\": [{\"prompt_tokens\": 16384, \"output_tokens\": 1024},\n"
+    "            {\"prompt_tokens\": 30720, \"output_tokens\": 1024},\n"
+    "            {\"prompt_tokens\": 2048, \"output_tokens\": 1024}]}}\n";
+
+#define MIB (1024.0 * 1024.0)
+
+/* Step i's expected figures for each stage: KV mapped, loaned to experts,
+ * slots backed, chunks recalled. */
+static const struct {
+    double needed, mapped, loaned, slots, recalled;
+} loans_want[3] = {
+    /* 17,408 tokens: a 20,480-token window, 5 chunks a lane; 8 recalled. */
+    {2.0 * 17408 * 512, 20 * MIB, 12 * MIB, 6, 8},
+    /* 31,744 tokens: the whole native window; every loan recalled. */
+    {2.0 * 31744 * 512, 32 * MIB, 0, 0, 14},
+    /* 3,072 tokens: the initial window; after the trims, all lent again. */
+    {2.0 * 3072 * 512, 4 * MIB, 28 * MIB, 14, 0},
+};
+
+static void check_loans_replay(const wchar_t *pipe, const wchar_t *cfg, const wchar_t *mode)
+{
+    wchar_t args[1024];
+    _snwprintf(args, 1024, L"--socket %ls %ls \"%ls\"", pipe, mode, cfg);
+    struct run r = tool(L"vram-replay.exe", args);
+    CHECK(r.code == 0, "vram-replay %ls (loans) exited %lu: %s", mode, r.code, r.err);
+    int lines = 0;
+    for (char *s = strtok(r.out, "\r\n"); s; s = strtok(NULL, "\r\n"), lines++) {
+        cJSON *j = cJSON_Parse(s);
+        const cJSON *st = cJSON_GetObjectItem(j, "stages");
+        CHECK(j && lines < 3 && cJSON_GetArraySize(st) == 2, "vram-replay %ls: line %d: %s",
+              mode, lines + 1, s);
+        for (int k = 0; j && lines < 3 && k < 2; k++) {
+            const cJSON *o = cJSON_GetArrayItem(st, k);
+            CHECK(num(o, "stage") == k && num(o, "kv_needed_bytes") == loans_want[lines].needed &&
+                      num(o, "kv_mapped_bytes") == loans_want[lines].mapped &&
+                      num(o, "expert_loaned_bytes") == loans_want[lines].loaned &&
+                      num(o, "expert_slots_backed") == loans_want[lines].slots &&
+                      num(o, "recalled_chunks") == loans_want[lines].recalled,
+                  "vram-replay %ls: step %d, stage %d: needed %.0f mapped %.0f loaned %.0f "
+                  "slots %.0f recalled %.0f",
+                  mode, lines + 1, k, num(o, "kv_needed_bytes"), num(o, "kv_mapped_bytes"),
+                  num(o, "expert_loaned_bytes"), num(o, "expert_slots_backed"),
+                  num(o, "recalled_chunks"));
+        }
+        cJSON_Delete(j);
+    }
+    CHECK(lines == 3, "vram-replay %ls printed %d step lines, not 3", mode, lines);
+    run_free(&r);
+}
+
+static void check_loans(void)
+{
+    wchar_t cfg[MAX_PATH], pipe[128], line[2048];
+    _snwprintf(cfg, MAX_PATH, L"%ls\\loans.json", tmp);
+    _snwprintf(pipe, 128, L"\\\\.\\pipe\\vramd-test-loans-%lu", GetCurrentProcessId());
+    FILE *f = _wfopen(cfg, L"wb");
+    REQUIRE(f != NULL, "cannot write the loans configuration");
+    fputs(loans_config, f);
+    fclose(f);
+    _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe, tmp, cfg);
+    HANDLE log = open_out(log_path, true);
+    HANDLE d = start(L"vramd.exe", line, log, log);
+    REQUIRE(d != NULL && wait_pipe(pipe, d, 20000), "the loans vramd did not start");
+    check_loans_replay(pipe, cfg, L"");            /* a process per stage */
+    check_loans_replay(pipe, cfg, L"--one-client"); /* one connection */
+    _snwprintf(line, 2048, L"--socket %ls status --json", pipe);
+    struct run r = tool(L"vramctl.exe", line);
+    cJSON *j = cJSON_Parse(r.out);
+    const cJSON *ctr = cJSON_GetObjectItem(j, "counters");
+    CHECK(r.code == 0 && num(ctr, "moves") > 0 && num(ctr, "recalls_missed") == 0,
+          "the loans vramd's counters: moves %.0f, missed recalls %.0f: %s",
+          num(ctr, "moves"), num(ctr, "recalls_missed"), r.out);
+    cJSON_Delete(j);
+    run_free(&r);
+    CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "the loans vramd ended");
+    TerminateProcess(d, 9);
+    WaitForSingleObject(d, 10000);
+    CloseHandle(d);
+    CloseHandle(log);
+}
+
 /* GET /metrics from 127.0.0.1:port; the reply (free it), or NULL. */
 static char *http_get(int port, const char *path)
 {
@@ -524,6 +635,7 @@ int main(void)
     check_status();
     check_clients();
     check_replay();
+    check_loans();
     check_metrics_and_views();
     check_errors();
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "vramd ended while serving");
