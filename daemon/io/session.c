@@ -77,16 +77,7 @@ int vd_session_send(void *session, const char *payload, size_t len,
         return r;
     r = vram_wire_queue(&s->wire, payload, len, hs, n);
     if (r < 0) {
-        char why[160];
-        if (r == -ENOBUFS)
-            snprintf(why, sizeof(why), "the peer does not read its socket "
-                     "(%zu KiB queued, at most %u MiB or %u fds)",
-                     vram_codec_tx_bytes(&s->wire.codec) >> 10,
-                     VRAM_CODEC_MAX_TX_BYTES >> 20, VRAM_CODEC_MAX_TX_HANDLES);
-        else
-            snprintf(why, sizeof(why), "cannot queue a message: %s",
-                     strerror(-r));
-        vd_session_close(s, why, false);
+        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->wire.codec));
         return r;
     }
     flush(s); /* counts what it leaves queued */

@@ -159,16 +159,7 @@ int vd_session_send(void *session, const char *payload, size_t len,
     if (r < 0) {
         for (int i = 0; i < n; i++)
             vp_handle_close_remote(s->pin, (uint64_t)vals[i].v);
-        char why[160];
-        if (r == -ENOBUFS)
-            snprintf(why, sizeof(why), "the peer does not read its pipe "
-                     "(%zu KiB queued, at most %u MiB)",
-                     (vram_codec_tx_bytes(&s->codec) + s->st.inflight) >> 10,
-                     VRAM_CODEC_MAX_TX_BYTES >> 20);
-        else
-            snprintf(why, sizeof(why), "cannot queue a message: %s",
-                     strerror(-r));
-        vd_session_close(s, why, false);
+        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->codec) + s->st.inflight);
         return r;
     }
     if ((r = flush(s)) < 0) {

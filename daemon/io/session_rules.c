@@ -243,3 +243,15 @@ void vd_sessions_stop(struct vd_sessions *ss)
     else if (!uv_is_active((uv_handle_t *)&ss->closer))
         uv_idle_start(&ss->closer, on_closer);
 }
+
+void vd_rules_queue_failed(struct vd_session_state *st, int r, size_t queued)
+{
+    char why[160];
+    if (r == -ENOBUFS)
+        snprintf(why, sizeof(why), "the peer does not read its connection "
+                 "(%zu KiB queued, at most %u MiB or %u handles)", queued >> 10,
+                 VRAM_CODEC_MAX_TX_BYTES >> 20, VRAM_CODEC_MAX_TX_HANDLES);
+    else
+        snprintf(why, sizeof(why), "cannot queue a message: %s", strerror(-r));
+    vd_session_close(st->owner, why, false);
+}

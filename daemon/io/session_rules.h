@@ -76,6 +76,10 @@ bool vd_rules_close(struct vd_session_state *st, const char *why,
  * and -ECONNABORTED returned; 0 when the send may go on. */
 int vd_rules_send_refused(const struct vd_session_state *st, vp_handle *hs,
                           int n);
+/* A frame the codec would not queue (vram_codec_tx's r): the session is
+ * closed, saying why; queued is what waits for the peer (codec and
+ * transport). */
+void vd_rules_queue_failed(struct vd_session_state *st, int r, size_t queued);
 /* Counts its queued bytes into the sum of all peers' (limits.queued_bytes). */
 void vd_rules_account(struct vd_session_state *st);
 /* The end of a send, its frame queued and what fits written: its bytes
