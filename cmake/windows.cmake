@@ -236,15 +236,8 @@ target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)
 set_source_files_properties(proto/msg.c PROPERTIES COMPILE_OPTIONS -Wno-format)
 
 # The CUDA driver's and NVML's loaders (the Linux build's vram_cuda), for
-# the cuda backend and test_win_cuda; libvram.dll compiles the driver's
-# loader itself, as on Linux.
-if(VRAM_CUDA_INCLUDE_DIR)
-  add_library(vram_cuda STATIC common/cuda_driver.c common/nvml.c)
-  target_include_directories(vram_cuda PUBLIC common)
-  target_include_directories(vram_cuda SYSTEM PUBLIC ${VRAM_CUDA_INCLUDE_DIR})
-  target_compile_definitions(vram_cuda PUBLIC VRAM_HAVE_CUDA_H)
-  target_link_libraries(vram_cuda PUBLIC vram_platform)
-endif()
+# the cuda backend and test_win_cuda.
+include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 
 # libvram as libvram.dll with its import library libvram.dll.a, which
 # engines link (with mingw, or MSVC: link.exe takes the import library as it
