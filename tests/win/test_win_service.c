@@ -91,8 +91,8 @@ static void test_paths(void)
               "protected, three ACEs");
         LocalFree(sd);
     }
-    printf("NOT TESTED: a data directory another user made first is refused "
-           "(a second user is needed; wine has one)\n");
+    /* A data directory another user made first, refused: test_win_crossuser
+     * (real Windows only: it needs a second user). */
 }
 
 /* The dispatcher refuses a process the SCM did not start. */
