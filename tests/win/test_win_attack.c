@@ -39,7 +39,7 @@
 
 #include "check.h"
 #include "frame.h"
-#include "run_dir.h"
+#include "winproc.h"
 
 #define MIB (1ull << 20)
 #define CLIENTS 4     /* limits.clients */
@@ -73,63 +73,12 @@ static void *xmalloc(size_t n)
 
 /* ---- vramd.exe and its log ---------------------------------------------- */
 
-static HANDLE start(const wchar_t *exe, wchar_t *line, HANDLE out)
-{
-    STARTUPINFOW si = {.cb = sizeof(si)};
-    si.dwFlags = STARTF_USESTDHANDLES;
-    si.hStdInput = NULL;
-    si.hStdOutput = out;
-    si.hStdError = out;
-    PROCESS_INFORMATION pi;
-    if (!CreateProcessW(exe, line, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
-        fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe, GetLastError());
-        return NULL;
-    }
-    CloseHandle(pi.hThread);
-    return pi.hProcess;
-}
-
-static DWORD wait_exit(HANDLE p, DWORD ms)
-{
-    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0)
-        return 999;
-    DWORD code = 998;
-    GetExitCodeProcess(p, &code);
-    return code;
-}
-
-static char *log_text(void)
-{
-    FILE *f = _wfopen(log_path, L"rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while (buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (cap - n < 4096) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = 0;
-    return buf;
-}
-
 /* How often needle is in the log. */
 static int log_count(const char *needle)
 {
-    char *t = log_text();
+    char *t = wt_slurp(log_path, NULL);
     int n = 0;
-    for (const char *p = t; p && (p = strstr(p, needle)); p += strlen(needle))
+    for (const char *p = t; (p = strstr(p, needle)); p += strlen(needle))
         n++;
     free(t);
     return n;
@@ -164,15 +113,6 @@ static void remove_run_dir(void)
         FindClose(fh);
     }
     RemoveDirectoryW(tmp);
-}
-
-static void print_log(void)
-{
-    char *t = log_text();
-    if (!t)
-        return;
-    fprintf(stderr, "---- vramd's log ----\n%s---- end of the log ----\n", t);
-    free(t);
 }
 
 /* ---- vramd's handles ---------------------------------------------------- */
@@ -526,10 +466,10 @@ static DWORD run_client(void)
     _snwprintf(exe, MAX_PATH, L"%ls\\win_vramd_client.exe", dir);
     _snwprintf(line, 1024, L"\"%ls\" %ls 0x%x", exe, wpipe, fill);
     fill += 0x10;
-    HANDLE p = start(exe, line, log_file);
-    DWORD s = p ? wait_exit(p, 90000) : 997;
+    HANDLE p = wt_start(exe, line, log_file, log_file);
+    DWORD s = wt_wait_exit(p, 90000);
     if (p) {
-        if (s == 999)
+        if (s == WT_TIMED_OUT)
             TerminateProcess(p, 1);
         CloseHandle(p);
     }
@@ -579,7 +519,7 @@ static void after(const char *what, const char *needle, int mark)
     DWORD code = 0;
     if (WaitForSingleObject(vramd, 0) != WAIT_TIMEOUT) {
         GetExitCodeProcess(vramd, &code);
-        print_log();
+        wt_show_log(log_path, NULL);
     }
     REQUIRE(WaitForSingleObject(vramd, 0) == WAIT_TIMEOUT,
             "%s: vramd.exe is gone (exit %lu)", what, code);
@@ -604,83 +544,89 @@ static void after(const char *what, const char *needle, int mark)
 
 /* ---- the attacks -------------------------------------------------------- */
 
+/* One attack: its connection (and a second one, peer, where it takes two),
+ * and what vramd's log must say for it, counted before it began so that
+ * the after-check sees this attack's line and not an earlier one's. */
+struct attack {
+    HANDLE h, peer;
+    const char *logged;
+    int mark;
+};
+
+static struct attack attack_begin(const char *logged, bool two)
+{
+    struct attack at = {.logged = logged, .mark = log_count(logged)};
+    at.h = raw_open();
+    at.peer = two ? raw_open() : NULL;
+    REQUIRE(at.h && (at.peer || !two), "connect");
+    return at;
+}
+
+/* The connections closed, then the check after each attack. */
+static void attack_end(struct attack *at, const char *what)
+{
+    raw_close(&at->h);
+    raw_close(&at->peer);
+    after(what, at->logged, at->mark);
+}
+
+/* The end of an attack that vramd must answer by closing the connection at
+ * once, sending nothing first; sent: whether the attack's bytes went out. */
+static void attack_end_silent(struct attack *at, bool sent, const char *what)
+{
+    CHECK(sent, "%s: write", what);
+    expect_silent_close(at->h, what);
+    attack_end(at, what);
+}
+
 /* Bad headers and payloads on fresh connections: each closed, the reason
  * logged (as on Linux: frame.c and the core's dispatch are shared). */
 static void bad_frames(void)
 {
-    HANDLE h;
-    int mark;
-
-    mark = log_count("bad frame magic 0x42524147");
-    h = raw_open();
-    REQUIRE(h, "connect");
-    CHECK(send_bytes(h, "GARBAGE GARBAGE GARBAGE!", 24), "write garbage");
-    expect_silent_close(h, "garbage");
-    raw_close(&h);
-    after("garbage bytes", "bad frame magic 0x42524147", mark);
+    struct attack at = attack_begin("bad frame magic 0x42524147", false);
+    attack_end_silent(&at, send_bytes(at.h, "GARBAGE GARBAGE GARBAGE!", 24),
+                      "garbage bytes");
 
     /* Another version in the header: an error frame, then closed. */
-    mark = log_count("closed after a fatal error reply");
-    h = raw_open();
-    REQUIRE(h, "connect");
+    at = attack_begin("closed after a fatal error reply", false);
     const char *hello2 = "{\"type\":\"hello\",\"id\":1,\"version\":2}";
-    CHECK(send_frame(h, 2, 0, hello2, (uint32_t)strlen(hello2), 0, NULL, 0), "write");
+    CHECK(send_frame(at.h, 2, 0, hello2, (uint32_t)strlen(hello2), 0, NULL, 0), "write");
     bool closed = false;
-    cJSON *r = recv_frame(h, 5000, NULL, NULL, &closed);
+    cJSON *r = recv_frame(at.h, 5000, NULL, NULL, &closed);
     CHECK(r && num_of(r, "id") == 0, "header version: the refusal's id is not 0");
     error_is(r, "EPROTONOSUPPORT", "protocol version mismatch: client 2, server 1",
              "header version");
-    CHECK(closed_within(h, 5000, NULL), "header version: not disconnected");
-    raw_close(&h);
-    after("a header of version 2", "closed after a fatal error reply", mark);
+    CHECK(closed_within(at.h, 5000, NULL), "header version: not disconnected");
+    attack_end(&at, "a header of version 2");
 
     /* Reserved bits. */
-    mark = log_count("reserved header bits set (flags 0x1)");
-    h = raw_open();
-    REQUIRE(h, "connect");
+    at = attack_begin("reserved header bits set (flags 0x1)", false);
     const char *ping = "{\"type\":\"ping\",\"id\":1}";
-    CHECK(send_frame(h, 1, 1, ping, (uint32_t)strlen(ping), 0, NULL, 0), "write");
-    expect_silent_close(h, "reserved bits");
-    raw_close(&h);
-    after("reserved header bits", "reserved header bits set (flags 0x1)", mark);
+    attack_end_silent(&at, send_frame(at.h, 1, 1, ping, (uint32_t)strlen(ping), 0, NULL, 0),
+                      "reserved header bits");
 
     /* A length over the limit: refused from the header alone. */
-    mark = log_count("payload of 1048577 bytes exceeds the limit of 1048576");
-    h = raw_open();
-    REQUIRE(h, "connect");
-    CHECK(send_frame(h, 1, 0, NULL, VRAM_MAX_PAYLOAD + 1, 0, NULL, 0), "write");
-    expect_silent_close(h, "oversized");
-    raw_close(&h);
-    after("a length over the frame limit",
-          "payload of 1048577 bytes exceeds the limit of 1048576", mark);
+    at = attack_begin("payload of 1048577 bytes exceeds the limit of 1048576", false);
+    attack_end_silent(&at, send_frame(at.h, 1, 0, NULL, VRAM_MAX_PAYLOAD + 1, 0, NULL, 0),
+                      "a length over the frame limit");
 
     /* More handles announced than a frame may carry. */
-    mark = log_count("frame announces 33 fds, the limit is 32");
-    h = raw_open();
-    REQUIRE(h, "connect");
-    CHECK(send_frame(h, 1, 0, NULL, 0, VRAM_MAX_FDS_PER_FRAME + 1, NULL, 0), "write");
-    expect_silent_close(h, "33 handles");
-    raw_close(&h);
-    after("33 handles announced", "frame announces 33 fds, the limit is 32", mark);
+    at = attack_begin("frame announces 33 fds, the limit is 32", false);
+    attack_end_silent(&at,
+                      send_frame(at.h, 1, 0, NULL, 0, VRAM_MAX_FDS_PER_FRAME + 1, NULL, 0),
+                      "33 handles announced");
 
     /* A payload that is not JSON. */
-    mark = log_count("frame payload is not a JSON object");
-    h = raw_open();
-    REQUIRE(h, "connect");
-    CHECK(send_json(h, "this is not json"), "write");
-    expect_silent_close(h, "not JSON");
-    raw_close(&h);
-    after("a payload that is not JSON", "frame payload is not a JSON object", mark);
+    at = attack_begin("frame payload is not a JSON object", false);
+    attack_end_silent(&at, send_json(at.h, "this is not json"),
+                      "a payload that is not JSON");
 
     /* A hello of another version: refused, then closed. */
-    mark = log_count("closed after a fatal error reply");
-    h = raw_open();
-    REQUIRE(h, "connect");
-    error_is(ask(h, "{\"type\":\"hello\",\"id\":1,\"version\":7}"), "EPROTONOSUPPORT",
+    at = attack_begin("closed after a fatal error reply", false);
+    error_is(ask(at.h, "{\"type\":\"hello\",\"id\":1,\"version\":7}"), "EPROTONOSUPPORT",
              "client 7, server 1", "hello version");
-    CHECK(closed_within(h, 5000, NULL), "hello version: not disconnected");
-    raw_close(&h);
-    after("a hello of version 7", "closed after a fatal error reply", mark);
+    CHECK(closed_within(at.h, 5000, NULL), "hello version: not disconnected");
+    attack_end(&at, "a hello of version 7");
 }
 
 /* Requests out of order and of unknown types: error replies, and the
@@ -688,10 +634,9 @@ static void bad_frames(void)
  * that is no object. */
 static void bad_requests(void)
 {
-    int mark = log_count("refused: EPROTO: say hello first");
     int mark_obj = log_count("frame payload is not a JSON object");
-    HANDLE h = raw_open();
-    REQUIRE(h, "connect");
+    struct attack at = attack_begin("refused: EPROTO: say hello first", false);
+    HANDLE h = at.h;
     expect_error(h, "{\"type\":\"status\",\"id\":5}", "EPROTO", "say hello first",
                  "status before hello");
     expect_error(h, "{\"type\":\"region_grow\",\"id\":5,\"chunks\":\"many\"}", "EPROTO",
@@ -714,9 +659,7 @@ static void bad_requests(void)
     expect_ok(h, "{\"type\":\"ping\",\"id\":10}", "ping after the errors");
     CHECK(send_json(h, "[1,2,3]"), "write");
     expect_silent_close(h, "an array payload");
-    raw_close(&h);
-    after("requests before hello, unknown and malformed",
-          "refused: EPROTO: say hello first", mark);
+    attack_end(&at, "requests before hello, unknown and malformed");
     CHECK(log_count("frame payload is not a JSON object") > mark_obj,
           "the array payload's close is not logged");
 }
@@ -729,21 +672,16 @@ static void bad_requests(void)
  * it would likely stop serving. */
 static void handles_sent(void)
 {
-    int mark = log_count("sent handles (no request carries any)");
-    HANDLE h = raw_open();
-    REQUIRE(h, "connect");
-    hello(h, "handles", "engine");
+    struct attack at = attack_begin("sent handles (no request carries any)", false);
+    hello(at.h, "handles", "engine");
     uint64_t vals[VRAM_MAX_FDS_PER_FRAME];
     for (int i = 0; i < VRAM_MAX_FDS_PER_FRAME; i++)
         vals[i] = 4 * (uint64_t)(i + 1);
     const char *st = "{\"type\":\"status\",\"id\":2}";
-    CHECK(send_frame(h, 1, 0, st, (uint32_t)strlen(st), VRAM_MAX_FDS_PER_FRAME, vals,
-                     VRAM_MAX_FDS_PER_FRAME),
-          "write");
-    expect_silent_close(h, "handles on a request");
-    raw_close(&h);
-    after("a request with 32 handle values",
-          "sent handles (no request carries any)", mark);
+    attack_end_silent(&at,
+                      send_frame(at.h, 1, 0, st, (uint32_t)strlen(st),
+                                 VRAM_MAX_FDS_PER_FRAME, vals, VRAM_MAX_FDS_PER_FRAME),
+                      "a request with 32 handle values");
 }
 
 /* Silence: without hello the connection is closed at the hello deadline,
@@ -754,27 +692,22 @@ static void deadlines(void)
     char needle[128];
     snprintf(needle, sizeof(needle), "said no hello within %u ms "
              "(limits.hello_timeout_ms)", HELLO_MS);
-    int mark = log_count(needle);
-    HANDLE h = raw_open();
-    REQUIRE(h, "connect");
+    struct attack at = attack_begin(needle, false);
     DWORD t0 = GetTickCount();
-    CHECK(!closed_within(h, HELLO_MS - 200, NULL),
+    CHECK(!closed_within(at.h, HELLO_MS - 200, NULL),
           "silent: closed before the hello deadline");
-    CHECK(closed_within(h, 5000, NULL), "silent: not closed after the hello deadline");
+    CHECK(closed_within(at.h, 5000, NULL), "silent: not closed after the hello deadline");
     DWORD took = GetTickCount() - t0;
     CHECK(took >= HELLO_MS - 50, "silent: closed after %lu ms", took);
-    raw_close(&h);
-    after("a connection that says nothing", needle, mark);
+    attack_end(&at, "a connection that says nothing");
 
     snprintf(needle, sizeof(needle), "left a frame half-sent for %u ms "
              "(limits.frame_timeout_ms)", FRAME_MS);
     const char *ping = "{\"type\":\"ping\",\"id\":2}";
     for (int part = 0; part < 2; part++) {
         /* Half a header, then half a payload. */
-        mark = log_count(needle);
-        h = raw_open();
-        REQUIRE(h, "connect");
-        hello(h, "half", "engine");
+        at = attack_begin(needle, false);
+        hello(at.h, "half", "engine");
         uint8_t b[64];
         struct vram_frame_header fh = {.magic = VRAM_FRAME_MAGIC,
                                        .version = VRAM_PROTOCOL_VERSION,
@@ -783,37 +716,34 @@ static void deadlines(void)
         memcpy(b + VRAM_FRAME_HEADER_SIZE, ping, strlen(ping));
         size_t n = part == 0 ? VRAM_FRAME_HEADER_SIZE / 2 : VRAM_FRAME_HEADER_SIZE + 8;
         t0 = GetTickCount();
-        CHECK(send_bytes(h, b, n), "write");
-        CHECK(!closed_within(h, FRAME_MS - 200, NULL),
+        CHECK(send_bytes(at.h, b, n), "write");
+        CHECK(!closed_within(at.h, FRAME_MS - 200, NULL),
               "half a %s: closed before the frame deadline",
               part == 0 ? "header" : "payload");
-        CHECK(closed_within(h, 5000, NULL), "half a %s: not closed after the frame "
+        CHECK(closed_within(at.h, 5000, NULL), "half a %s: not closed after the frame "
               "deadline", part == 0 ? "header" : "payload");
         took = GetTickCount() - t0;
         CHECK(took >= FRAME_MS - 50, "half a %s: closed after %lu ms",
               part == 0 ? "header" : "payload", took);
-        raw_close(&h);
-        after(part == 0 ? "half a header, then silence" : "half a payload, then silence",
-              needle, mark);
+        attack_end(&at, part == 0 ? "half a header, then silence"
+                                  : "half a payload, then silence");
     }
 
     /* Hello, then silence past both deadlines: still served. */
     snprintf(needle, sizeof(needle), "said no hello within");
-    mark = log_count(needle);
     int mark_half = log_count("left a frame half-sent");
-    h = raw_open();
-    REQUIRE(h, "connect");
-    uint32_t id = hello(h, "idle", "engine");
-    CHECK(!closed_within(h, HELLO_MS + FRAME_MS + 1000, NULL),
+    at = attack_begin(needle, false);
+    uint32_t id = hello(at.h, "idle", "engine");
+    CHECK(!closed_within(at.h, HELLO_MS + FRAME_MS + 1000, NULL),
           "an idle client that said hello was disconnected");
-    expect_ok(h, "{\"type\":\"ping\",\"id\":2}", "ping after being idle");
+    expect_ok(at.h, "{\"type\":\"ping\",\"id\":2}", "ping after being idle");
     char gone[128];
     snprintf(gone, sizeof(gone), "client %u (idle, pid %lu): disconnected", id,
              GetCurrentProcessId());
     int mark_gone = log_count(gone);
     CHECK(mark_gone == 0, "the idle client's end is logged before it ended");
-    raw_close(&h);
-    CHECK(log_count(needle) == mark && log_count("left a frame half-sent") == mark_half,
+    raw_close(&at.h);
+    CHECK(log_count(needle) == at.mark && log_count("left a frame half-sent") == mark_half,
           "an idle client was taken for a silent one");
     /* Its end is its own: the log says it went. */
     after("hello, then idle past the deadlines", gone, mark_gone);
@@ -825,9 +755,8 @@ static void deadlines(void)
 static void never_reads(void)
 {
     const char *cap = "the peers' queued output passed limits.queued_bytes (1 MiB)";
-    int mark = log_count(cap);
-    HANDLE by = raw_open(), fl = raw_open();
-    REQUIRE(by && fl, "connect");
+    struct attack at = attack_begin(cap, true);
+    HANDLE by = at.h, fl = at.peer;
     hello(by, "bystander", "engine");
     uint32_t id = hello(fl, "flood", "ctl");
     int sent = 0;
@@ -839,9 +768,9 @@ static void never_reads(void)
         if (!send_json(fl, m))
             break; /* dropped: the pipe is broken */
         if (sent % 200 == 199)
-            dropped = log_count(cap) > mark;
+            dropped = log_count(cap) > at.mark;
     }
-    CHECK(log_wait(cap, mark, 20000), "the flood was not dropped for the cap "
+    CHECK(log_wait(cap, at.mark, 20000), "the flood was not dropped for the cap "
           "(%d requests sent in %lu ms)", sent, GetTickCount() - t0);
     char who[160];
     snprintf(who, sizeof(who), "client %u (flood, pid %lu): %s", id,
@@ -854,9 +783,7 @@ static void never_reads(void)
     printf("never reads: %d requests sent, dropped, %zu bytes left in the pipe\n",
            sent, bytes);
     expect_ok(by, "{\"type\":\"ping\",\"id\":2}", "the bystander's ping");
-    raw_close(&fl);
-    raw_close(&by);
-    after("a peer that never reads its replies", cap, mark);
+    attack_end(&at, "a peer that never reads its replies");
 }
 
 /* limits.clients: the connections up to it (and an administrator's slots
@@ -918,10 +845,8 @@ static uint64_t stage_of(HANDLE h, const char *what)
  * disconnect, and nothing changes. */
 static void over_limits(void)
 {
-    const char *logged = "refused: ENOSPC: device 0: 48 chunks asked";
-    int mark = log_count(logged);
-    HANDLE h = raw_open();
-    REQUIRE(h, "connect");
+    struct attack at = attack_begin("refused: ENOSPC: device 0: 48 chunks asked", false);
+    HANDLE h = at.h;
     hello(h, "greedy", "engine");
     uint64_t st = stage_of(h, "over limits");
     char m[256];
@@ -951,17 +876,14 @@ static void over_limits(void)
     snprintf(m, sizeof(m), "{\"type\":\"stage_release\",\"id\":10,\"stage\":%llu}",
              (unsigned long long)st);
     expect_ok(h, m, "stage release");
-    raw_close(&h);
-    after("requests over the limits", logged, mark);
+    attack_end(&at, "requests over the limits");
 }
 
 /* Another client's chunk and region: ENOENT, and the owner keeps them. */
 static void foreign(void)
 {
-    const char *logged = "is not held by you";
-    int mark = log_count(logged);
-    HANDLE a = raw_open(), b = raw_open();
-    REQUIRE(a && b, "connect");
+    struct attack at = attack_begin("is not held by you", true);
+    HANDLE a = at.h, b = at.peer;
     hello(a, "owner", "engine");
     hello(b, "thief", "engine");
     uint64_t st = stage_of(a, "foreign");
@@ -1022,9 +944,7 @@ static void foreign(void)
     snprintf(m, sizeof(m), "{\"type\":\"stage_release\",\"id\":7,\"stage\":%llu}",
              (unsigned long long)st);
     expect_ok(a, m, "the owner's stage release");
-    raw_close(&a);
-    raw_close(&b);
-    after("another client's chunk and region", logged, mark);
+    attack_end(&at, "another client's chunk and region");
 }
 
 int main(void)
@@ -1044,21 +964,9 @@ int main(void)
             " \"hello_timeout_ms\": %d, \"frame_timeout_ms\": %d,"
             " \"queued_bytes\": \"1MiB\"}}\n", CLIENTS, ADMIN_SLOTS, HELLO_MS, FRAME_MS);
     fclose(f);
-    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
-    log_file = CreateFileW(log_path, FILE_APPEND_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE,
-                           &sa, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    REQUIRE(log_file != INVALID_HANDLE_VALUE, "cannot open the log: %lu", GetLastError());
-    vramd = start(exe, line, log_file);
-    REQUIRE(vramd != NULL, "vramd.exe did not start");
-    bool up = false;
-    for (int t = 0; t < 20000 && !up; t += 50) {
-        up = WaitNamedPipeW(wpipe, 0) || GetLastError() == ERROR_SEM_TIMEOUT;
-        if (!up && WaitForSingleObject(vramd, 50) == WAIT_OBJECT_0)
-            break;
-    }
-    if (!up)
-        print_log();
-    REQUIRE(up, "vramd's pipe %ls did not appear", wpipe);
+    log_file = wt_open_out(log_path, true);
+    vramd = wt_start(exe, line, log_file, log_file);
+    wt_require_serving(vramd, wpipe, log_path);
     vramd_query = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, GetProcessId(vramd));
     REQUIRE(vramd_query != NULL, "OpenProcess(vramd): %lu", GetLastError());
 
@@ -1094,14 +1002,10 @@ int main(void)
     raw_close(&h);
     CHECK(WaitForSingleObject(vramd, 0) == WAIT_TIMEOUT, "vramd.exe ended");
 
-    TerminateProcess(vramd, 9);
-    WaitForSingleObject(vramd, 10000);
+    wt_end_daemon(vramd, log_path);
     CloseHandle(vramd_query);
-    CloseHandle(vramd);
     CloseHandle(log_file);
-    if (check_failures)
-        print_log();
-    else
+    if (!check_failures)
         remove_run_dir();
     return check_report("test_win_attack");
 }

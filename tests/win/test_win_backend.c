@@ -34,7 +34,7 @@
 
 #include "backend.h"
 #include "check.h"
-#include "run_dir.h"
+#include "winproc.h"
 
 #ifdef VRAM_HAVE_CUDA_H
 #define CUDA_REASON "cuda backend unavailable: no NVIDIA driver (nvcuda.dll cannot be loaded from System32)"
@@ -55,65 +55,9 @@ static void write_config(const wchar_t *path, const char *backend)
     fclose(f);
 }
 
-static HANDLE open_log(void)
-{
-    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
-    HANDLE h = CreateFileW(log_path, FILE_APPEND_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE,
-                           &sa, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    REQUIRE(h != INVALID_HANDLE_VALUE, "cannot open the log: %lu", GetLastError());
-    return h;
-}
-
-static HANDLE start(const wchar_t *exe, wchar_t *line, HANDLE out)
-{
-    STARTUPINFOW si = {.cb = sizeof(si), .dwFlags = STARTF_USESTDHANDLES,
-                       .hStdOutput = out, .hStdError = out};
-    PROCESS_INFORMATION pi;
-    if (!CreateProcessW(exe, line, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
-        fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe, GetLastError());
-        return NULL;
-    }
-    CloseHandle(pi.hThread);
-    return pi.hProcess;
-}
-
-static DWORD wait_exit(HANDLE p, DWORD ms)
-{
-    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0)
-        return 999;
-    DWORD code = 998;
-    GetExitCodeProcess(p, &code);
-    return code;
-}
-
-static bool wait_pipe(const wchar_t *name, HANDLE daemon, int ms)
-{
-    for (int t = 0; t < ms; t += 50) {
-        if (WaitNamedPipeW(name, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
-            return true;
-        if (WaitForSingleObject(daemon, 50) == WAIT_OBJECT_0)
-            return false;
-    }
-    return false;
-}
-
-static char logbuf[1 << 16];
-
 static bool log_has(const char *what)
 {
-    FILE *f = _wfopen(log_path, L"rb");
-    if (!f)
-        return false;
-    size_t n = fread(logbuf, 1, sizeof(logbuf) - 1, f);
-    logbuf[n] = 0;
-    fclose(f);
-    return strstr(logbuf, what) != NULL;
-}
-
-static void print_log(void)
-{
-    if (log_has(""))
-        fprintf(stderr, "---- vramd's log ----\n%s---- end of the log ----\n", logbuf);
+    return wt_file_has(log_path, what);
 }
 
 /* This process's section handles: their values, and what each may do. */
@@ -239,7 +183,7 @@ int main(void)
     _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);
     _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe, wpipe, tmp,
                cfg);
-    HANDLE log = open_log();
+    HANDLE log = wt_open_out(log_path, true);
 
     /* LoadLibraryEx from System32 only, as common/cuda_driver.c looks. */
     HMODULE nv = LoadLibraryExW(L"nvcuda.dll", NULL, LOAD_LIBRARY_SEARCH_SYSTEM32);
@@ -251,8 +195,8 @@ int main(void)
                "fallback are checked where there is none (wine)\n");
     } else {
         write_config(cfg, "cuda");
-        HANDLE d = start(exe, line, log);
-        DWORD st = d ? wait_exit(d, 30000) : 997;
+        HANDLE d = wt_start(exe, line, log, log);
+        DWORD st = wt_wait_exit(d, 30000);
         CHECK(st == 1, "vramd.exe with \"backend\": \"cuda\" exited with %lu, not 1", st);
         CHECK(log_has(CUDA_REASON), "vramd.exe did not say \"%s\"", CUDA_REASON);
         CHECK(!log_has(" ready on "), "vramd.exe said it was ready with no driver");
@@ -261,12 +205,8 @@ int main(void)
     }
 
     write_config(cfg, driver ? "host" : "auto");
-    HANDLE d = start(exe, line, log);
-    REQUIRE(d != NULL, "vramd.exe did not start");
-    bool up = wait_pipe(wpipe, d, 20000);
-    if (!up)
-        print_log();
-    REQUIRE(up, "vramd's pipe %ls did not appear", wpipe);
+    HANDLE d = wt_start(exe, line, log, log);
+    wt_require_serving(d, wpipe, log_path);
     if (!driver) {
         CHECK(log_has(CUDA_REASON "; --backend auto goes on"),
               "auto did not say why it left cuda");
@@ -275,11 +215,7 @@ int main(void)
     test_pushed(pipe);
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "vramd ended while serving");
 
-    TerminateProcess(d, 9);
-    WaitForSingleObject(d, 10000);
-    if (check_failures)
-        print_log();
-    CloseHandle(d);
+    wt_end_daemon(d, log_path);
     CloseHandle(log);
     return check_report("test_win_backend");
 }

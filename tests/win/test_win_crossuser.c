@@ -75,6 +75,7 @@
 #include "identity.h" /* VP_SID_ID_BASE */
 #include "install.h"
 #include "paths.h"
+#include "winproc.h"
 
 #define WPATH (MAX_PATH * 2)
 #define PW_LEN 24
@@ -356,33 +357,28 @@ static bool copy_in(const char *name, const char *as)
 
 /* ---- programs ----------------------------------------------------------- */
 
+/* p's exit code (winproc.h's wt_wait_exit), a program still running at the
+ * deadline ended first: a user's program must not outlive its check. */
 static DWORD wait_code(HANDLE p, DWORD ms)
 {
-    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0) {
-        TerminateProcess(p, 999);
+    DWORD code = wt_wait_exit(p, ms);
+    if (code == WT_TIMED_OUT) {
+        TerminateProcess(p, WT_TIMED_OUT);
         WaitForSingleObject(p, 5000);
-        return 999;
     }
-    DWORD code = 998;
-    GetExitCodeProcess(p, &code);
     return code;
 }
 
 /* Runs line as this user (an administrator's program: vramd's install):
- * its exit code, or 997 when it could not start. */
+ * its exit code, or WT_NOT_STARTED when it could not start. */
 static DWORD run_here(const char *line)
 {
     wchar_t w[4096];
     wide(line, w, 4096);
-    STARTUPINFOW si = {.cb = sizeof(si)};
-    PROCESS_INFORMATION pi;
-    if (!CreateProcessW(NULL, w, NULL, NULL, FALSE, 0, NULL, NULL, &si, &pi)) {
-        fprintf(stderr, "CreateProcessW(%s): %lu\n", line, GetLastError());
-        return 997;
-    }
-    CloseHandle(pi.hThread);
-    DWORD code = wait_code(pi.hProcess, RUN_MS);
-    CloseHandle(pi.hProcess);
+    HANDLE p = wt_start(NULL, w, NULL, NULL);
+    DWORD code = wait_code(p, RUN_MS);
+    if (p)
+        CloseHandle(p);
     return code;
 }
 
@@ -408,7 +404,7 @@ static int process_user(HANDLE p, char *sid, size_t n)
 }
 
 struct run {
-    DWORD code; /* exit code; 997 not started, 999 killed at the timeout */
+    DWORD code; /* exit code; WT_NOT_STARTED, or WT_TIMED_OUT (killed) */
     DWORD pid;
     /* Its token's user was the one asked for, or could not be read (then
      * the logon's user, which is what CreateProcessWithLogonW runs as). */
@@ -425,7 +421,7 @@ static void run_as(const struct user *u, const char *exe, const char *args, void
                    struct run *r)
 {
     memset(r, 0, sizeof(*r));
-    r->code = 997;
+    r->code = WT_NOT_STARTED;
     static int n;
     char out_path[WPATH], line[4096];
     wchar_t wout[WPATH], wexe[WPATH], wline[4096], wdir[WPATH];
@@ -522,40 +518,16 @@ static DWORD probe_as(const struct user *u, const char *how)
     struct run r;
     run_as(u, exe, args, NULL, &r);
     if (!r.as_user)
-        return 997;
+        return WT_NOT_STARTED;
     return r.code;
 }
 
 /* ---- vramd's log ---------------------------------------------------------- */
 
+/* The whole log (free it), its length in *len; "" before vramd wrote it. */
 static char *read_log(size_t *len)
 {
-    FILE *f = fopen(log_path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf)
-            break;
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1)
-            break;
-        char *more = realloc(buf, cap * 2);
-        if (!more) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = more;
-        cap *= 2;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = n;
-    }
-    return buf;
+    return wt_slurp_a(log_path, len);
 }
 
 static size_t log_size(void)
@@ -623,12 +595,8 @@ static long hello_uid(size_t from, DWORD pid)
 
 static void print_log(void)
 {
-    size_t n = 0;
-    char *buf = read_log(&n);
-    if (!buf)
-        return;
-    fprintf(stderr, "---- vramd's log (%s) ----\n%s---- end of the log ----\n", log_path,
-            buf);
+    char *buf = read_log(NULL);
+    wt_print_log(log_path, buf);
     free(buf);
 }
 

@@ -26,6 +26,7 @@
 #include "install.h"
 #include "paths.h"
 #include "proc.h"
+#include "winproc.h"
 
 static char name[64], pipe_name[128], dir[MAX_PATH * 3], exe[MAX_PATH * 3],
     client_exe[MAX_PATH * 3], cfg_path[MAX_PATH * 3], log_path[MAX_PATH * 3];
@@ -64,45 +65,31 @@ static int run_prog(char *const argv[], DWORD timeout_ms)
     return status;
 }
 
-/* The log so far (its first 256 KiB), or NULL. */
-static const char *read_log(void)
-{
-    FILE *f = fopen(log_path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 18];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
+/* vramd's log, for winproc.h's readers (log_path is the same name in the
+ * ANSI code page, for messages). */
+static wchar_t wlog_path[MAX_PATH * 3];
 
 static bool log_has(const char *what)
 {
-    const char *buf = read_log();
-    return buf && strstr(buf, what) != NULL;
+    return wt_file_has(wlog_path, what);
 }
 
 static bool log_wait(const char *what, int ms)
 {
-    for (int t = 0; t <= ms; t += 50) {
-        if (log_has(what))
-            return true;
-        Sleep(50);
-    }
-    return false;
+    return wt_file_wait(wlog_path, what, NULL, ms);
 }
 
 /* Whether one line of the log has both a and b, b after a. */
 static bool log_line_has(const char *a, const char *b)
 {
-    const char *buf = read_log();
-    for (const char *p = buf ? strstr(buf, a) : NULL; p; p = strstr(p + 1, a)) {
+    char *buf = wt_slurp(wlog_path, NULL);
+    bool yes = false;
+    for (const char *p = strstr(buf, a); p && !yes; p = strstr(p + 1, a)) {
         const char *eol = strchr(p, '\n'), *q = strstr(p, b);
-        if (q && (!eol || q < eol))
-            return true;
+        yes = q && (!eol || q < eol);
     }
-    return false;
+    free(buf);
+    return yes;
 }
 
 /* The DACL of the pipe as a client reads it (READ_CONTROL is part of the
@@ -134,16 +121,7 @@ static bool pipe_dacl(const char *pipe, char *buf, size_t len)
 
 static void print_log(void)
 {
-    FILE *f = fopen(log_path, "rb");
-    if (!f)
-        return;
-    fprintf(stderr, "---- vramd's log (%s) ----\n", log_path);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        fwrite(buf, 1, n, stderr);
-    fprintf(stderr, "---- end of the log ----\n");
-    fclose(f);
+    wt_show_log(wlog_path, log_path);
 }
 
 static struct vram_service_state wait_state(uint32_t want, int timeout_ms, bool *saw_pending,
@@ -212,13 +190,7 @@ static bool start_by_hand(void)
                     "-l", "warning", NULL};
     MUST(vp_spawn(exe, argv, &hand_pid) == 0, "spawn vramd by hand");
     MUST(vp_proc_pin(hand_pid, &hand_pin) == 0, "pin");
-    for (int t = 0; t < 20000; t += 50) {
-        if (WaitNamedPipeA(hand_pipe, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
-            return true;
-        if (WaitForSingleObject((HANDLE)hand_pin.v, 50) == WAIT_OBJECT_0)
-            break;
-    }
-    return false;
+    return wt_wait_pipe_a(hand_pipe, (HANDLE)hand_pin.v, 20000);
 }
 
 static void stop_by_hand(void)
@@ -427,12 +399,7 @@ static void test_console(void)
     MUST(vp_spawn(exe, argv, &pid) == 0, "spawn --console");
     vp_handle pin = VP_NONE;
     MUST(vp_proc_pin(pid, &pin) == 0, "pin");
-    bool up = false;
-    for (int t = 0; t < 20000 && !up; t += 50) {
-        up = WaitNamedPipeA(pipe_name, 0) || GetLastError() == ERROR_SEM_TIMEOUT;
-        if (!up && WaitForSingleObject((HANDLE)pin.v, 50) == WAIT_OBJECT_0)
-            break;
-    }
+    bool up = wt_wait_pipe_a(pipe_name, (HANDLE)pin.v, 20000);
     CHECK(up, "--console serves on %s", pipe_name);
     if (up)
         CHECK(client(0x44) == 0, "a client of --console");
@@ -460,6 +427,7 @@ int main(void)
     MUST(vram_service_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
     snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", dir);
     snprintf(log_path, sizeof(log_path), "%s\\vramd.log", dir);
+    MultiByteToWideChar(CP_ACP, 0, log_path, -1, wlog_path, MAX_PATH * 3);
     write_config("64MiB", "");
     test_outside_scm();
     test_service();

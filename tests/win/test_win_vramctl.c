@@ -34,7 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
-#include "run_dir.h"
+#include "winproc.h"
 
 static wchar_t dir[MAX_PATH];   /* this program's directory */
 static wchar_t tmp[MAX_PATH];   /* the test's run directory */
@@ -76,65 +76,13 @@ static void write_config(const wchar_t *path)
     fclose(f);
 }
 
-static HANDLE open_out(const wchar_t *path, bool append)
-{
-    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
-    HANDLE h = CreateFileW(path, append ? FILE_APPEND_DATA : GENERIC_WRITE,
-                           FILE_SHARE_READ | FILE_SHARE_WRITE, &sa,
-                           append ? OPEN_ALWAYS : CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL,
-                           NULL);
-    REQUIRE(h != INVALID_HANDLE_VALUE, "cannot open %ls: %lu", path, GetLastError());
-    return h;
-}
-
 /* Starts dir\exe with args, its stdout to out and its stderr to err. */
 static HANDLE start(const wchar_t *exe, const wchar_t *args, HANDLE out, HANDLE err)
 {
     wchar_t path[MAX_PATH], line[4096];
     _snwprintf(path, MAX_PATH, L"%ls\\%ls", dir, exe);
     _snwprintf(line, 4096, L"\"%ls\" %ls", path, args);
-    STARTUPINFOW si = {.cb = sizeof(si), .dwFlags = STARTF_USESTDHANDLES,
-                       .hStdOutput = out, .hStdError = err};
-    PROCESS_INFORMATION pi;
-    if (!CreateProcessW(path, line, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) {
-        fprintf(stderr, "CreateProcessW(%ls): %lu\n", path, GetLastError());
-        return NULL;
-    }
-    CloseHandle(pi.hThread);
-    return pi.hProcess;
-}
-
-static DWORD wait_exit(HANDLE p, DWORD ms)
-{
-    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0)
-        return 999;
-    DWORD code = 998;
-    GetExitCodeProcess(p, &code);
-    return code;
-}
-
-/* A whole file as text (free it); "" when it cannot be read. */
-static char *slurp(const wchar_t *path)
-{
-    FILE *f = _wfopen(path, L"rb");
-    char *buf = calloc(1, 1 << 20);
-    /* Not a CHECK: polling calls this a varying number of times, and the
-     * count of checks should not vary with it. */
-    if (!buf)
-        abort();
-    if (f) {
-        size_t n = fread(buf, 1, (1 << 20) - 1, f);
-        buf[n] = 0;
-        fclose(f);
-    }
-    return buf;
-}
-
-static void print_log(void)
-{
-    char *t = slurp(log_path);
-    fprintf(stderr, "---- vramd's log ----\n%s---- end of the log ----\n", t);
-    free(t);
+    return wt_start(path, line, out, err);
 }
 
 /* What one run of a tool gave. */
@@ -157,7 +105,7 @@ static HANDLE start_tool(const wchar_t *exe, const wchar_t *args, struct run *r,
     int n = runs++;
     _snwprintf(r->out_path, MAX_PATH, L"%ls\\out-%d.txt", tmp, n);
     _snwprintf(err_path, MAX_PATH, L"%ls\\err-%d.txt", tmp, n);
-    HANDLE out = open_out(r->out_path, false), err = open_out(err_path, false);
+    HANDLE out = wt_open_out(r->out_path, false), err = wt_open_out(err_path, false);
     HANDLE p = start(exe, args, out, err);
     CloseHandle(out);
     CloseHandle(err);
@@ -167,17 +115,17 @@ static HANDLE start_tool(const wchar_t *exe, const wchar_t *args, struct run *r,
 /* Runs a tool to its end (a minute at most) and reads what it printed. */
 static struct run tool(const wchar_t *exe, const wchar_t *args)
 {
-    struct run r = {.code = 997};
+    struct run r = {.code = WT_NOT_STARTED};
     wchar_t err_path[MAX_PATH];
     HANDLE p = start_tool(exe, args, &r, err_path);
     if (p) {
-        r.code = wait_exit(p, 60000);
-        if (r.code == 999)
+        r.code = wt_wait_exit(p, 60000);
+        if (r.code == WT_TIMED_OUT)
             TerminateProcess(p, 9);
         CloseHandle(p);
     }
-    r.out = slurp(r.out_path);
-    r.err = slurp(err_path);
+    r.out = wt_slurp(r.out_path, NULL);
+    r.err = wt_slurp(err_path, NULL);
     return r;
 }
 
@@ -186,33 +134,6 @@ static struct run vramctl(const wchar_t *args)
     wchar_t line[2048];
     _snwprintf(line, 2048, L"--socket %ls %ls", pipe_name, args);
     return tool(L"vramctl.exe", line);
-}
-
-/* Waits until the pipe exists (vramd is ready). */
-static bool wait_pipe(const wchar_t *name, HANDLE daemon, int ms)
-{
-    for (int t = 0; t < ms; t += 50) {
-        if (WaitNamedPipeW(name, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
-            return true;
-        if (WaitForSingleObject(daemon, 50) == WAIT_OBJECT_0)
-            return false;
-    }
-    return false;
-}
-
-/* Polls a file until it holds what (or the process ended), up to ms. */
-static bool file_wait(const wchar_t *path, const char *what, HANDLE proc, int ms)
-{
-    for (int t = 0; t < ms; t += 50) {
-        char *s = slurp(path);
-        bool found = strstr(s, what) != NULL;
-        free(s);
-        if (found)
-            return true;
-        if (WaitForSingleObject(proc, 50) == WAIT_OBJECT_0)
-            return false;
-    }
-    return false;
 }
 
 /* The line of table text that starts with prefix (copied into line). */
@@ -298,7 +219,7 @@ static void check_clients(void)
     struct run rp = {0};
     HANDLE replay = start_tool(L"vram-replay.exe", args, &rp, err_path);
     REQUIRE(replay != NULL, "vram-replay.exe did not start");
-    bool holding = file_wait(rp.out_path, "\"event\":\"holding\"", replay, 60000);
+    bool holding = wt_file_wait(rp.out_path, "\"event\":\"holding\"", replay, 60000);
     CHECK(holding, "vram-replay --hold did not get to holding its memory");
     DWORD pid = GetProcessId(replay);
 
@@ -474,9 +395,9 @@ static void check_loans(void)
     fputs(loans_config, f);
     fclose(f);
     _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe, tmp, cfg);
-    HANDLE log = open_out(log_path, true);
+    HANDLE log = wt_open_out(log_path, true);
     HANDLE d = start(L"vramd.exe", line, log, log);
-    REQUIRE(d != NULL && wait_pipe(pipe, d, 20000), "the loans vramd did not start");
+    REQUIRE(d != NULL && wt_wait_pipe(pipe, d, 20000), "the loans vramd did not start");
     check_loans_replay(pipe, cfg, L"");            /* a process per stage */
     check_loans_replay(pipe, cfg, L"--one-client"); /* one connection */
     _snwprintf(line, 2048, L"--socket %ls status --json", pipe);
@@ -560,8 +481,8 @@ static void check_metrics_and_views(void)
     struct run l = {0};
     HANDLE srv = start_tool(L"vramctl.exe", args, &l, err_path);
     REQUIRE(srv != NULL, "vramctl metrics --listen did not start");
-    bool serving = file_wait(l.out_path, "/metrics for vramd on", srv, 30000);
-    char *said = slurp(l.out_path);
+    bool serving = wt_file_wait(l.out_path, "/metrics for vramd on", srv, 30000);
+    char *said = wt_slurp(l.out_path, NULL);
     const char *at = strstr(said, "http://127.0.0.1:");
     int port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
     CHECK(serving && port > 0, "metrics --listen did not say where it serves: %s", said);
@@ -624,13 +545,9 @@ int main(void)
     _snwprintf(pipe_name, 128, L"\\\\.\\pipe\\vramd-test-ctl-%lu", GetCurrentProcessId());
     write_config(cfg);
     _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe_name, tmp, cfg);
-    HANDLE log = open_out(log_path, true);
+    HANDLE log = wt_open_out(log_path, true);
     HANDLE d = start(L"vramd.exe", line, log, log);
-    REQUIRE(d != NULL, "vramd.exe did not start");
-    bool up = wait_pipe(pipe_name, d, 20000);
-    if (!up)
-        print_log();
-    REQUIRE(up, "vramd's pipe %ls did not appear", pipe_name);
+    wt_require_serving(d, pipe_name, log_path);
 
     check_status();
     check_clients();
@@ -640,11 +557,7 @@ int main(void)
     check_errors();
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "vramd ended while serving");
 
-    TerminateProcess(d, 9);
-    WaitForSingleObject(d, 10000);
-    if (check_failures)
-        print_log();
+    wt_end_daemon(d, log_path);
     CloseHandle(log);
-    CloseHandle(d);
     return check_report("test_win_vramctl");
 }

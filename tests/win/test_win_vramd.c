@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "run_dir.h"
+#include "winproc.h"
 
 static wchar_t dir[MAX_PATH];   /* this program's directory */
 static wchar_t tmp[MAX_PATH];   /* the test's run directory */
@@ -49,81 +49,9 @@ static void write_config(const wchar_t *path, const char *access)
     fclose(f);
 }
 
-/* Starts exe with the command line (its stdout and stderr to out, when
- * given). */
-static HANDLE start(const wchar_t *exe, wchar_t *line, HANDLE out)
-{
-    STARTUPINFOW si = {.cb = sizeof(si)};
-    if (out) {
-        si.dwFlags = STARTF_USESTDHANDLES;
-        si.hStdInput = NULL;
-        si.hStdOutput = out;
-        si.hStdError = out;
-    }
-    PROCESS_INFORMATION pi;
-    if (!CreateProcessW(exe, line, NULL, NULL, out != NULL, 0, NULL, NULL, &si, &pi)) {
-        fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe, GetLastError());
-        return NULL;
-    }
-    CloseHandle(pi.hThread);
-    return pi.hProcess;
-}
-
-static HANDLE open_log(void)
-{
-    SECURITY_ATTRIBUTES sa = {.nLength = sizeof(sa), .bInheritHandle = TRUE};
-    HANDLE h = CreateFileW(log_path, FILE_APPEND_DATA, FILE_SHARE_READ | FILE_SHARE_WRITE,
-                           &sa, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-    REQUIRE(h != INVALID_HANDLE_VALUE, "cannot open the log: %lu", GetLastError());
-    return h;
-}
-
-static void print_log(void)
-{
-    FILE *f = _wfopen(log_path, L"rb");
-    if (!f)
-        return;
-    fprintf(stderr, "---- vramd's log ----\n");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        fwrite(buf, 1, n, stderr);
-    fprintf(stderr, "---- end of the log ----\n");
-    fclose(f);
-}
-
 static bool log_has(const char *what)
 {
-    FILE *f = _wfopen(log_path, L"rb");
-    if (!f)
-        return false;
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return strstr(buf, what) != NULL;
-}
-
-static DWORD wait_exit(HANDLE p, DWORD ms)
-{
-    if (WaitForSingleObject(p, ms) != WAIT_OBJECT_0)
-        return 999;
-    DWORD code = 998;
-    GetExitCodeProcess(p, &code);
-    return code;
-}
-
-/* Waits until the pipe exists (vramd is ready): WaitNamedPipeW says so
- * without connecting. */
-static bool wait_pipe(const wchar_t *name, HANDLE daemon, int ms)
-{
-    for (int t = 0; t < ms; t += 50) {
-        if (WaitNamedPipeW(name, 0) || GetLastError() == ERROR_SEM_TIMEOUT)
-            return true;
-        if (WaitForSingleObject(daemon, 50) == WAIT_OBJECT_0)
-            return false;
-    }
-    return false;
+    return wt_file_has(log_path, what);
 }
 
 static HANDLE client_mode(const wchar_t *pipe, unsigned fill, const wchar_t *mode,
@@ -132,7 +60,7 @@ static HANDLE client_mode(const wchar_t *pipe, unsigned fill, const wchar_t *mod
     wchar_t exe[MAX_PATH], line[1024];
     _snwprintf(exe, MAX_PATH, L"%ls\\win_vramd_client.exe", dir);
     _snwprintf(line, 1024, L"\"%ls\" %ls 0x%x %ls", exe, pipe, fill, mode);
-    return start(exe, line, out);
+    return wt_start(exe, line, out, out);
 }
 
 static HANDLE client(const wchar_t *pipe, unsigned fill, HANDLE out)
@@ -143,12 +71,7 @@ static HANDLE client(const wchar_t *pipe, unsigned fill, HANDLE out)
 /* Polls the log for what, up to ms. */
 static bool log_wait(const char *what, int ms)
 {
-    for (int t = 0; t < ms; t += 50) {
-        if (log_has(what))
-            return true;
-        Sleep(50);
-    }
-    return false;
+    return wt_file_wait(log_path, what, NULL, ms);
 }
 
 int main(void)
@@ -160,7 +83,7 @@ int main(void)
     _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);
     _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe,
                pipe, tmp, cfg);
-    HANDLE log = open_log();
+    HANDLE log = wt_open_out(log_path, true);
     /* The run directory must be a directory of vramd's: a file is refused
      * (exit 1, with the reason), as a junction or another user's would be. */
     {
@@ -172,8 +95,8 @@ int main(void)
         write_config(cfg, "");
         _snwprintf(bad_line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\"", exe, pipe,
                    notdir, cfg);
-        HANDLE b = start(exe, bad_line, log);
-        DWORD sd = b ? wait_exit(b, 30000) : 997;
+        HANDLE b = wt_start(exe, bad_line, log, log);
+        DWORD sd = wt_wait_exit(b, 30000);
         CHECK(sd == 1, "vramd.exe with a file for its run directory exited with %lu", sd);
         CHECK(log_has("run directory: data directory") && log_has("is not a directory"),
               "vramd.exe did not say why it refused its run directory");
@@ -184,8 +107,8 @@ int main(void)
     /* Access lists are of account names and SIDs here: a numeric uid is a
      * configuration error, and vramd.exe says so and exits 1. */
     write_config(cfg, "\"access\": {\"allow\": {\"uids\": [1000]}}");
-    HANDLE bad = start(exe, line, log);
-    DWORD sb = bad ? wait_exit(bad, 30000) : 997;
+    HANDLE bad = wt_start(exe, line, log, log);
+    DWORD sb = wt_wait_exit(bad, 30000);
     CHECK(sb == 1, "vramd.exe with numeric uids exited with %lu, not 1", sb);
     CHECK(log_has("access.allow.uids[0]: uids and gids are POSIX numbers"),
           "vramd.exe did not say why it refused the numeric uids");
@@ -203,23 +126,19 @@ int main(void)
     snprintf(access, sizeof(access), "\"access\": {\"allow\": {\"users\": [\"%s\", "
              "\"S-1-5-21-111-222-333-4001\"], \"groups\": [\"Users\"]}}", user);
     write_config(cfg, access);
-    HANDLE d = start(exe, line, log);
-    REQUIRE(d != NULL, "vramd.exe did not start");
-    bool up = wait_pipe(pipe, d, 20000);
-    if (!up)
-        print_log();
-    REQUIRE(up, "vramd's pipe %ls did not appear", pipe);
+    HANDLE d = wt_start(exe, line, log, log);
+    wt_require_serving(d, pipe, log_path);
 
     /* One client, then another that gets the chunks the first gave back. */
     HANDLE c1 = client(pipe, 0x11, log);
-    DWORD s1 = c1 ? wait_exit(c1, 60000) : 997;
+    DWORD s1 = wt_wait_exit(c1, 60000);
     CHECK(s1 == 0, "the first client exited with %lu", s1);
     HANDLE c2 = client(pipe, 0x22, log);
-    DWORD s2 = c2 ? wait_exit(c2, 60000) : 997;
+    DWORD s2 = wt_wait_exit(c2, 60000);
     CHECK(s2 == 0, "the second client exited with %lu", s2);
     /* Two at once. */
     HANDLE c3 = client(pipe, 0x33, log), c4 = client(pipe, 0x44, log);
-    DWORD s3 = c3 ? wait_exit(c3, 60000) : 997, s4 = c4 ? wait_exit(c4, 60000) : 997;
+    DWORD s3 = wt_wait_exit(c3, 60000), s4 = wt_wait_exit(c4, 60000);
     CHECK(s3 == 0 && s4 == 0, "the concurrent clients exited with %lu and %lu", s3, s4);
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "vramd ended while serving");
 
@@ -227,19 +146,19 @@ int main(void)
      * its process gone (the pin's wait), then back in the pool, and a
      * client after it gets them zeroed. */
     HANDLE c6 = client_mode(pipe, 0x66, L"hold", log);
-    DWORD s6 = c6 ? wait_exit(c6, 60000) : 997;
+    DWORD s6 = wt_wait_exit(c6, 60000);
     CHECK(s6 == 0, "the holding client exited with %lu", s6);
     CHECK(log_wait("chunks quarantined until pid", 10000),
           "its chunks were not quarantined");
     CHECK(log_wait("quarantined chunks back in the pool", 10000),
           "its chunks did not come back when its process ended");
     HANDLE c7 = client(pipe, 0x77, log);
-    DWORD s7 = c7 ? wait_exit(c7, 60000) : 997;
+    DWORD s7 = wt_wait_exit(c7, 60000);
     CHECK(s7 == 0, "the client after it exited with %lu", s7);
 
     /* A second daemon on the same run directory and pipe: refused. */
-    HANDLE d2 = start(exe, line, log);
-    DWORD s5 = d2 ? wait_exit(d2, 30000) : 997;
+    HANDLE d2 = wt_start(exe, line, log, log);
+    DWORD s5 = wt_wait_exit(d2, 30000);
     CHECK(s5 == 1, "a second vramd exited with %lu, not 1", s5);
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "the first vramd ended");
 
@@ -268,32 +187,27 @@ int main(void)
     TerminateProcess(d, 9);
     WaitForSingleObject(d, 10000);
     CloseHandle(d);
-    d = start(exe, line, log);
+    d = wt_start(exe, line, log, log);
     REQUIRE(d != NULL, "vramd.exe did not start again");
-    up = wait_pipe(pipe, d, 20000);
-    CHECK(up, "vramd's pipe did not come back after the restart");
+    CHECK(wt_wait_pipe(pipe, d, 20000), "vramd's pipe did not come back after the restart");
     CHECK(log_has("held memory before the restart"),
           "the new vramd did not find the clients' memory in its state file");
     HANDLE g = CreateFileW(go, GENERIC_WRITE, 0, NULL, CREATE_NEW, 0, NULL);
     CHECK(g != INVALID_HANDLE_VALUE, "cannot write %ls", go);
     if (g != INVALID_HANDLE_VALUE)
         CloseHandle(g);
-    DWORD sr1 = r1 ? wait_exit(r1, 90000) : 997, sr2 = r2 ? wait_exit(r2, 90000) : 997;
+    DWORD sr1 = wt_wait_exit(r1, 90000), sr2 = wt_wait_exit(r2, 90000);
     CHECK(sr1 == 0 && sr2 == 0, "the resuming clients exited with %lu and %lu", sr1, sr2);
     CHECK(log_has("reconnected (on the next call)") && log_has("reconnected (event thread)"),
           "a client did not say how it reconnected");
     CHECK(log_has("chunks kept, 0 freed, 0 lost"), "vramd did not log the resume");
     CHECK(WaitForSingleObject(d, 0) == WAIT_TIMEOUT, "the restarted vramd ended");
     HANDLE c8 = client(pipe, 0x12, log);
-    DWORD s8 = c8 ? wait_exit(c8, 60000) : 997;
+    DWORD s8 = wt_wait_exit(c8, 60000);
     CHECK(s8 == 0, "a client after the resume exited with %lu", s8);
 
-    TerminateProcess(d, 9);
-    WaitForSingleObject(d, 10000);
-    if (check_failures)
-        print_log();
+    wt_end_daemon(d, log_path);
     CloseHandle(log);
-    CloseHandle(d);
     for (HANDLE *h = (HANDLE[]){c1, c2, c3, c4, c6, c7, d2, r1, r2, c8, NULL}; *h; h++)
         CloseHandle(*h);
     return check_report("test_win_vramd");
