@@ -398,13 +398,16 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
             norph++;
         }
         /* The same devices, in the same places, cut the same way: a chunk
-         * id means the same memory. */
+         * id means the same memory. A capacity may differ (a reload changes
+         * it at once, the configuration file with it), as long as every
+         * chunk still held is inside the new one (checked below). */
         bool same = h->ndev == ndev;
+        uint32_t now_chunks[VL_MAX_DEVICES] = {0};
         for (uint32_t i = 0; same && i < ndev; i++) {
             struct vl_device_view d;
             vl_device_view(L, i, &d);
-            same = h->dev[i].chunk_bytes == d.chunk_bytes &&
-                   h->dev[i].nchunks == d.chunks && h->dev[i].id == d.id &&
+            now_chunks[i] = d.chunks;
+            same = h->dev[i].chunk_bytes == d.chunk_bytes && h->dev[i].id == d.id &&
                    strncmp(h->dev[i].uuid, prm->uuid[i] ? prm->uuid[i] : "",
                            sizeof(h->dev[i].uuid)) == 0;
         }
@@ -424,6 +427,8 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
                 uint32_t who = (uint32_t)r;
                 for (size_t o = 0; who && o < norph; o++)
                     if (orph[o].client == who) {
+                        if (d >= ndev || k >= now_chunks[d])
+                            same = false; /* held beyond the capacity now */
                         rc[nrc++] = (struct vl_restore_chunk){
                             .chunk = vl_chunk_id(d, k), .client = who,
                             .stage = (uint16_t)(r >> 32),
@@ -450,8 +455,9 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
         if (nrc && !same) {
             vlog(VLOG_ERR, "state file %s: %zu chunks are still held by live "
                  "processes (pid %d first) under another device layout "
-                 "(devices, chunk sizes or capacities changed); stop those "
-                 "processes, or restore the old configuration",
+                 "(devices or chunk sizes changed, or a capacity no longer "
+                 "holds them); stop those processes, or restore the old "
+                 "configuration",
                  path, nrc, (int)orph[0].pid);
             e = -EBADMSG;
             goto out;

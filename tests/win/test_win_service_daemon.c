@@ -343,7 +343,29 @@ static void test_service(void)
     CHECK(vram_service_query(name, &st) == 0 && st.state == SERVICE_RUNNING && st.pid == pid,
           "still running, the same process");
 
-    /* STOP: the loop ends, the state is saved, STOPPED with 0. */
+    /* An engine holding chunks across the service's STOP and start: its
+     * library connects again to the new process and resumes
+     * (win_vramd_client.c, "resume"). $VRAM_TEST_HELD says it holds them,
+     * $VRAM_TEST_GO that the service runs again. */
+    char held[MAX_PATH * 3], go[MAX_PATH * 3];
+    snprintf(held, sizeof(held), "%s\\held", dir);
+    snprintf(go, sizeof(go), "%s\\go", dir);
+    SetEnvironmentVariableA("VRAM_TEST_HELD", held);
+    SetEnvironmentVariableA("VRAM_TEST_GO", go);
+    char *rargv[] = {client_exe, pipe_name, "0xaa", "resume", NULL};
+    int64_t rpid = 0;
+    bool resuming = vp_spawn(client_exe, rargv, &rpid) == 0;
+    SetEnvironmentVariableA("VRAM_TEST_HELD", NULL);
+    SetEnvironmentVariableA("VRAM_TEST_GO", NULL);
+    CHECK(resuming, "cannot start the resuming client");
+    for (int t = 0; resuming && t < 30000 && GetFileAttributesA(held) == INVALID_FILE_ATTRIBUTES;
+         t += 50)
+        Sleep(50);
+    CHECK(GetFileAttributesA(held) != INVALID_FILE_ATTRIBUTES,
+          "the resuming client does not hold its chunks");
+
+    /* STOP: the loop ends, the state is saved, STOPPED with 0 (with that
+     * client connected and holding). */
     CHECK(vram_service_control(name, SERVICE_CONTROL_STOP) == 0, "stop");
     st = wait_state(SERVICE_STOPPED, 30000, NULL, NULL, NULL);
     CHECK(st.state == SERVICE_STOPPED && st.win32_exit == 0 && st.service_exit == 0,
@@ -374,6 +396,17 @@ static void test_service(void)
     CHECK(vram_service_start(name) == 0, "start again over the saved state");
     st = wait_state(SERVICE_RUNNING, 30000, NULL, NULL, NULL);
     CHECK(st.state == SERVICE_RUNNING && st.pid != pid, "running again as a new process");
+    CHECK(log_wait("held memory before the restart", 10000),
+          "the restarted service did not find the engine's memory in its state");
+    HANDLE g = CreateFileA(go, GENERIC_WRITE, 0, NULL, CREATE_NEW, 0, NULL);
+    if (g != INVALID_HANDLE_VALUE)
+        CloseHandle(g);
+    int rs = -1;
+    if (resuming)
+        vp_wait_child(rpid, &rs);
+    CHECK(rs == 0, "the engine across the service's restart exited %d (resume)", rs);
+    CHECK(log_wait("chunks kept, 0 freed, 0 lost", 10000),
+          "the restarted service did not log the engine's resume");
     CHECK(client(0x33) == 0, "a client of the restarted service");
 
     /* --uninstall-service stops the running one and removes it. */
