@@ -49,9 +49,10 @@ static void init_paths(void)
 
 /* One host device; two configured stages, small enough for wine's page
  * file (sizes multiples of Windows' 64 KiB granularity); the scenario part
- * is vram-replay's. */
-static const char config[] =
-    "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"128MiB\","
+ * is vram-replay's. Filled with the device's capacity, each stage's loan
+ * member (or nothing) and the scenario. */
+static const char config_fmt[] =
+    "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"%s\","
     "  \"chunk\": \"2MiB\"}],\n"
     " \"pool\": {\"prefill_chunks\": 2},\n"
     " \"stages\": [\n"
@@ -59,21 +60,30 @@ static const char config[] =
     "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
     "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
     "   \"expert_slot\": \"2MiB\",\n"
-    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"8MiB\"}]},\n"
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"8MiB\"}]%s},\n"
     "  {\"id\": 1, \"name\": \"s1\", \"device\": 0, \"first_layer\": 4, \"last_layer\": 7,\n"
     "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
     "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
     "   \"expert_slot\": \"2MiB\",\n"
-    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"4MiB\"}]}],\n"
-    " \"scenario\": {\"steps\": [{\"prompt_tokens\": 16384, \"output_tokens\": 1024},\n"
-    "                          {\"prompt_tokens\": 4096, \"output_tokens\": 512}]}}\n";
+    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"4MiB\"}]%s}],\n"
+    " \"scenario\": %s}\n";
+
+static const char scenario[] =
+    "{\"steps\": [{\"prompt_tokens\": 16384, \"output_tokens\": 1024},\n"
+    "           {\"prompt_tokens\": 4096, \"output_tokens\": 512}]}";
+
+static void write_config_of(const wchar_t *path, const char *capacity, const char *loan,
+                            const char *scen)
+{
+    FILE *f = _wfopen(path, L"wb");
+    REQUIRE(f != NULL, "cannot write the configuration %ls", path);
+    fprintf(f, config_fmt, capacity, loan, loan, scen);
+    fclose(f);
+}
 
 static void write_config(const wchar_t *path)
 {
-    FILE *f = _wfopen(path, L"wb");
-    REQUIRE(f != NULL, "cannot write the configuration");
-    fputs(config, f);
-    fclose(f);
+    write_config_of(path, "128MiB", "", scenario);
 }
 
 /* Starts dir\exe with args, its stdout to out and its stderr to err. */
@@ -314,30 +324,16 @@ static void check_replay(void)
  * 4,096 tokens a chunk a lane; the native 32,768 tokens are 8 chunks a
  * lane, 16 in all (32 MiB), of which the initial 4,096-token window maps
  * 2 and lends the other 14 to 2 MiB expert slots. They are Linux's for
- * the same scenario. */
-static const char loans_config[] =
-    "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"256MiB\","
-    "  \"chunk\": \"2MiB\"}],\n"
-    " \"pool\": {\"prefill_chunks\": 2},\n"
-    " \"stages\": [\n"
-    "  {\"id\": 0, \"name\": \"s0\", \"device\": 0, \"first_layer\": 0, \"last_layer\": 3,\n"
-    "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
-    "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
-    "   \"expert_slot\": \"2MiB\",\n"
-    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"8MiB\"}],\n"
-    "   \"loan\": {\"enabled\": true, \"headroom\": 0, \"recall_deadline_ms\": 2000,"
-    " \"hold_ms\": 10000}},\n"
-    "  {\"id\": 1, \"name\": \"s1\", \"device\": 0, \"first_layer\": 4, \"last_layer\": 7,\n"
-    "   \"kv_lanes\": [{\"name\": \"kv\", \"bytes_per_token\": 512, \"count\": 2}],\n"
-    "   \"native_context\": 32768, \"initial_tokens\": 4096, \"step_tokens\": 4096,\n"
-    "   \"expert_slot\": \"2MiB\",\n"
-    "   \"fixed\": [{\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"4MiB\"}],\n"
-    "   \"loan\": {\"enabled\": true, \"headroom\": 0, \"recall_deadline_ms\": 2000,"
-    " \"hold_ms\": 10000}}],\n"
-    " \"scenario\": {\"expert_request_at_start\": true, \"trim_after_each_step\": true,\n"
+ * the same scenario. The configuration is config_fmt's at 256 MiB, with
+ * this loan member in each stage. */
+static const char loans_member[] =
+    ",\n   \"loan\": {\"enabled\": true, \"headroom\": 0, \"recall_deadline_ms\": 2000,"
+    " \"hold_ms\": 10000}";
+static const char loans_scenario[] =
+    "{\"expert_request_at_start\": true, \"trim_after_each_step\": true,\n"
     "  \"steps\": [{\"prompt_tokens\": 16384, \"output_tokens\": 1024},\n"
     "            {\"prompt_tokens\": 30720, \"output_tokens\": 1024},\n"
-    "            {\"prompt_tokens\": 2048, \"output_tokens\": 1024}]}}\n";
+    "            {\"prompt_tokens\": 2048, \"output_tokens\": 1024}]}";
 
 #define MIB (1024.0 * 1024.0)
 
@@ -390,10 +386,7 @@ static void check_loans(void)
     wchar_t cfg[MAX_PATH], pipe[128], line[2048];
     _snwprintf(cfg, MAX_PATH, L"%ls\\loans.json", tmp);
     _snwprintf(pipe, 128, L"\\\\.\\pipe\\vramd-test-loans-%lu", GetCurrentProcessId());
-    FILE *f = _wfopen(cfg, L"wb");
-    REQUIRE(f != NULL, "cannot write the loans configuration");
-    fputs(loans_config, f);
-    fclose(f);
+    write_config_of(cfg, "256MiB", loans_member, loans_scenario);
     _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe, tmp, cfg);
     HANDLE log = wt_open_out(log_path, true);
     HANDLE d = start(L"vramd.exe", line, log, log);
