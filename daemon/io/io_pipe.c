@@ -146,22 +146,24 @@ void vd_io_reload(struct vd_io *io)
         vlog(VLOG_DEBUG, "SIGHUP: %s: security descriptor unchanged", io->path);
 }
 
+/* No more connections: the acceptor thread is stopped and joined. */
+static void stop_accepting(struct vd_io *io)
+{
+    if (!io->acceptor)
+        return;
+    io->listening = false;
+    vp_acceptor_stop(io->acceptor);
+    io->acceptor = NULL;
+}
+
 void vd_io_stop(struct vd_io *io)
 {
-    if (io->listening) {
-        io->listening = false;
-        vp_acceptor_stop(io->acceptor);
-        io->acceptor = NULL;
-    }
+    stop_accepting(io);
     vd_sessions_stop(&io->sessions);
 }
 
 void vd_io_fini(struct vd_io *io)
 {
-    if (io->acceptor) {
-        io->listening = false;
-        vp_acceptor_stop(io->acceptor);
-        io->acceptor = NULL;
-    }
+    stop_accepting(io);
     vp_pipe_listen_close(&io->pipe);
 }

@@ -906,8 +906,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     atexit(cleanup_at_exit);
     SetConsoleCtrlHandler(on_ctrl, TRUE);
-    snprintf(svc_name, sizeof(svc_name), "vramd-xuser-%lu-%llu", GetCurrentProcessId(),
-             (unsigned long long)(GetTickCount64() % 1000000));
+    unique_service(svc_name, sizeof(svc_name), "xuser");
     unique_pipe(pipe_name, sizeof(pipe_name), "xuser");
     beside_me("", src_dir, sizeof(src_dir));
     /* This program's own name, for its copy (the probe). */

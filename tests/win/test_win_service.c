@@ -342,10 +342,7 @@ static void test_console(void)
 
 int main(void)
 {
-    /* Not the pid alone: wine's pids repeat from run to run (see
-     * test_win_service_daemon). */
-    snprintf(name, sizeof(name), "vramd-test-%lu-%llu", GetCurrentProcessId(),
-             (unsigned long long)(GetTickCount64() % 1000000));
+    unique_service(name, sizeof(name), "test");
     unique_pipe(pipe_name, sizeof(pipe_name), "svc");
     beside_me("win_test_service.exe", exe, sizeof(exe));
     beside_me("", data_dir, sizeof(data_dir));

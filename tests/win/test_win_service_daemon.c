@@ -445,11 +445,7 @@ static void test_console(void)
 
 int main(void)
 {
-    /* Not the pid alone: wine's pids repeat from run to run, and a service
-     * deleted while wine's SCM still held it open can outlive a run in the
-     * prefix's registry. */
-    snprintf(name, sizeof(name), "vramd-svcd-%lu-%llu", GetCurrentProcessId(),
-             (unsigned long long)(GetTickCount64() % 1000000));
+    unique_service(name, sizeof(name), "svcd");
     unique_pipe(pipe_name, sizeof(pipe_name), "svcd");
     beside_me("vramd.exe", exe, sizeof(exe));
     beside_me("win_vramd_client.exe", client_exe, sizeof(client_exe));

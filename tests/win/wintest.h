@@ -73,6 +73,16 @@ static inline void unique_pipe(char *buf, size_t len, const char *what)
              GetCurrentProcessId(), n++);
 }
 
+/* A service name of the test's own: "vramd-WHAT-PID-TICKS". Not the pid
+ * alone: wine's pids repeat from run to run, and a service deleted while
+ * wine's SCM still held it open can outlive a run in the prefix's
+ * registry. */
+static inline void unique_service(char *buf, size_t len, const char *what)
+{
+    snprintf(buf, len, "vramd-%s-%lu-%llu", what, GetCurrentProcessId(),
+             (unsigned long long)(GetTickCount64() % 1000000));
+}
+
 /* Removes directory d and the files in it (a test's run directory). */
 static inline void remove_dir(const char *d)
 {
