@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "errnames.h"
+#include "ledger.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "msg.h"
@@ -201,9 +202,17 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
                "connection");
         goto out;
     }
+    bool may_get = type != VRAM_REQ_HELLO && type != VRAM_REQ_PING &&
+                   type != VRAM_REQ_STATUS;
+    /* R16: its user's gone clients are counted before it may get memory,
+     * unless it comes back for one of them. */
+    if (may_get && type != VRAM_REQ_RESUME &&
+        (r = vl_client_admit(core->ledger, c->id)) < 0) {
+        refuse(core, c, env.id, type, r, "%s", vl_why(core->ledger));
+        goto out;
+    }
     /* Before anything that may give it memory: its process pinned. */
-    if (!c->pinned && type != VRAM_REQ_HELLO && type != VRAM_REQ_PING &&
-        type != VRAM_REQ_STATUS && (r = vd_lifecycle_pin(core, c)) < 0) {
+    if (!c->pinned && may_get && (r = vd_lifecycle_pin(core, c)) < 0) {
         if (r == -E2BIG)
             refuse(core, c, env.id, type, r, "too many clients and gone "
                    "clients: the state file has no room to record your "

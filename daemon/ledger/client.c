@@ -149,7 +149,7 @@ static void tenant_use(const struct vl_ledger *L, uint32_t tenant,
         const struct vl_client *c = &L->client[i];
         if (c->tenant != tenant || c->exempt)
             continue;
-        u->gone += c->gone;
+        u->gone += c->gone && !c->resumed; /* a resumed one holds nothing */
         u->va_bytes += c->va_bytes;
     }
     for (uint32_t i = 0; i < L->nstage; i++) {
@@ -213,23 +213,39 @@ void vli_client_va(struct vl_ledger *L, uint32_t client, int64_t delta)
 int vl_client_add_tenant(struct vl_ledger *L, uint32_t id, uint32_t tenant,
                          bool exempt)
 {
-    /* A tenant has no more gone clients than there are: most admissions
-     * need not count them. */
-    if (!exempt && L->limits.gone_per_tenant &&
-        L->ngone >= L->limits.gone_per_tenant) {
-        struct vli_tenant_use u;
-        tenant_use(L, tenant, &u);
-        if (u.gone >= L->limits.gone_per_tenant)
-            return vli_fail(L, -EDQUOT, "uid %u has %u gone clients whose "
-                            "processes still hold memory, its limit "
-                            "(limits.gone_clients_per_user)", tenant, u.gone);
-    }
     int e = vl_client_add(L, id);
     if (e < 0)
         return e;
     struct vl_client *cl = &L->client[L->nclient - 1];
     cl->tenant = tenant;
     cl->exempt = exempt;
+    cl->admitted = exempt;
+    return 0;
+}
+
+/* R16: gone clients are counted when a client first asks for memory, not
+ * when it connects: the connection may be the process of one of them
+ * coming back (a resume, which admits it without counting), and a client
+ * that only looks takes nothing a gone client would keep. */
+int vl_client_admit(struct vl_ledger *L, uint32_t client)
+{
+    struct vl_client *cl = vli_client_find(L, client);
+    if (!cl)
+        return vli_fail(L, -ENOENT, "no client %u", client);
+    if (cl->admitted)
+        return 0;
+    /* A tenant has no more gone clients than there are: most admissions
+     * need not count them. */
+    if (L->limits.gone_per_tenant && L->ngone >= L->limits.gone_per_tenant) {
+        struct vli_tenant_use u;
+        tenant_use(L, cl->tenant, &u);
+        if (u.gone >= L->limits.gone_per_tenant)
+            return vli_fail(L, -EDQUOT, "uid %u has %u gone clients whose "
+                            "processes still hold memory, its limit "
+                            "(limits.gone_clients_per_user)", cl->tenant,
+                            u.gone);
+    }
+    cl->admitted = true;
     return 0;
 }
 
@@ -260,7 +276,7 @@ int vl_client_add(struct vl_ledger *L, uint32_t id)
         L->client_cap = cap;
     }
     struct vl_client *cl = &L->client[L->nclient++];
-    *cl = (struct vl_client){.id = id, .exempt = true};
+    *cl = (struct vl_client){.id = id, .exempt = true, .admitted = true};
     ch_insert(L, id, L->nclient - 1);
     for (uint32_t di = 0; di < VL_MAX_DEVICES; di++)
         cl->hfirst[di] = VL_NONE;

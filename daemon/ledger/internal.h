@@ -124,6 +124,7 @@ struct vl_client {
     uint64_t va_bytes;          /* its regions' and held ranges' (R16) */
     uint32_t tenant;            /* R16 */
     bool exempt;
+    bool admitted;              /* counted against gone clients (R16) */
     bool holds_ids;             /* gone: ad-hoc stage ids may be held for
                                    it (held_by), which its reap frees */
     uint32_t hfirst[VL_MAX_DEVICES]; /* its chunks' list per device */

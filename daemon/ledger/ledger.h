@@ -185,11 +185,14 @@ int vl_kind_parse(const char *s);
 int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg);
 
 int vl_client_add(struct vl_ledger *L, uint32_t client);
-/* A client of tenant (R16; exempt: no tenant quota applies). -EDQUOT when
- * the tenant has its limit of gone clients. vl_client_add is tenant 0,
- * exempt. */
+/* A client of tenant (R16; exempt: no tenant quota applies). vl_client_add
+ * is tenant 0, exempt. */
 int vl_client_add_tenant(struct vl_ledger *L, uint32_t client, uint32_t tenant,
                          bool exempt);
+/* R16: before a client's first request that may give it memory, a resume
+ * excepted: -EDQUOT when its tenant has its limit of gone clients (resumed
+ * ones not counted); 0 once it passed, or resumed a gone client. */
+int vl_client_admit(struct vl_ledger *L, uint32_t client);
 /* A restored (gone) client's tenant, known once the state file is read. */
 void vl_client_set_tenant(struct vl_ledger *L, uint32_t client, uint32_t tenant,
                           bool exempt);

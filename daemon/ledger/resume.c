@@ -628,6 +628,7 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
         if (!rs->stages[i].lost && rs->stages[i].configured)
             L->stage[rs->stages[i].id].residency_version++;
     from->resumed = true;
+    cl->admitted = true; /* R16: it came back for a gone client */
     work_free(L, rs, &w);
     return 0;
 }

@@ -128,8 +128,32 @@ static int other_user(const struct daemon *d, void *p)
     return check_failures ? 1 : 0;
 }
 
+/* How many clients named name the daemon shows quarantined (gone, their
+ * process holding their memory). */
+static int gone_named(const struct daemon *d, const char *name)
+{
+    int fd = hello(d, "look");
+    if (fd < 0)
+        return -1;
+    raw_send(fd, "{\"type\":\"status\",\"id\":9}");
+    cJSON *st = raw_recv(fd, 3000);
+    int n = 0;
+    const cJSON *cl;
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItem(st, "clients")) {
+        const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(cl, "name"));
+        const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(cl, "state"));
+        n += nm && state && strcmp(nm, name) == 0 &&
+             strcmp(state, "quarantined") == 0;
+    }
+    cJSON_Delete(st);
+    close(fd);
+    return n;
+}
+
 /* Leaves gone clients (connections closed while the process lives and
- * holds their memory) until it is turned away. */
+ * holds their memory) until it is turned away: it may connect, but not
+ * get memory (the limit is counted at the first request for it, so that
+ * a gone client's process can always come back and resume). */
 static int leaves_gone(const struct daemon *d, void *p)
 {
     struct rendezvous *rv = p;
@@ -139,10 +163,15 @@ static int leaves_gone(const struct daemon *d, void *p)
     int n = 0;
     for (; n < 5; n++) {
         int fd = hello(d, "leaver");
-        if (fd < 0)
-            break;
+        REQUIRE(fd >= 0, "a user at its limit of gone clients may connect");
         uint64_t s = adhoc(fd, &e, why, sizeof(why));
-        REQUIRE(!*e, "stage: %s", why);
+        if (*e) {
+            CHECK(strcmp(e, "EDQUOT") == 0 &&
+                      strstr(why, "limits.gone_clients_per_user"),
+                  "refused with %s: %s", e, why);
+            close(fd);
+            break;
+        }
         REQUIRE(!*region(fd, s, 8 * MIB, why, sizeof(why)), "region: %s", why);
         char m[128];
         raw_send(fd, "{\"type\":\"status\",\"id\":9}");
@@ -158,7 +187,11 @@ static int leaves_gone(const struct daemon *d, void *p)
                  "%llu,\"chunks\":1}", (unsigned long long)rid);
         REQUIRE(!*ask(fd, m, why, sizeof(why), NULL), "grow: %s", why);
         close(fd);
-        usleep(200000); /* the daemon sees it gone */
+        int gone = 0;
+        for (int t = 0; t < 500 && (gone = gone_named(d, "leaver")) < n + 1; t++)
+            usleep(10000);
+        REQUIRE(gone == n + 1, "the daemon shows %d gone clients, not %d", gone,
+                n + 1);
     }
     rv_send(rv->to_parent[1], (uint64_t)n);
     rv_recv(rv->to_child[0]);

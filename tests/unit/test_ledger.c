@@ -2026,6 +2026,8 @@ static void test_r16_tenant_quotas(void)
     OP(&L, 0, vl_client_add_tenant(&L, 2, 1000, false));
     OP(&L, 0, vl_client_add_tenant(&L, 3, 2000, false));
     OP(&L, 0, vl_client_add_tenant(&L, 4, 1000, true));
+    for (uint32_t i = 1; i <= 4; i++) /* their first requests for memory */
+        OP(&L, 0, vl_client_admit(&L, i));
     uint32_t s1, s2, s3, s4, r;
     OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 1, &s1));
     OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 0, 1, &s2));
@@ -2067,16 +2069,25 @@ static void test_r16_tenant_quotas(void)
     REFUSED(&L, 2, -EDQUOT, "uid 1000's clients hold 2 ad-hoc stages, their "
             "limit (limits.stages_per_user)",
             vl_stage_register_adhoc(&L, 2, 0, 2, 3, &x));
-    CHECK(vl_client_add_tenant(&L, 5, 1000, false) == -EDQUOT &&
+    /* It connects (it might be the gone client's process coming back),
+     * but is turned away at its first request for memory. */
+    OP(&L, 0, vl_client_add_tenant(&L, 5, 1000, false));
+    CHECK(vl_client_admit(&L, 5) == -EDQUOT &&
               strcmp(vl_why(&L), "uid 1000 has 1 gone clients whose processes "
                                  "still hold memory, its limit "
                                  "(limits.gone_clients_per_user)") == 0,
           "a gone client's tenant got a new client: %s", vl_why(&L));
-    OP(&L, 0, vl_client_add_tenant(&L, 5, 2000, false));
+    OP(&L, 0, vl_client_add_tenant(&L, 8, 2000, false));
+    OP(&L, 0, vl_client_admit(&L, 8));
     OP(&L, 0, vl_client_add_tenant(&L, 6, 1000, true));
+    OP(&L, 0, vl_client_admit(&L, 6));
+    /* Client 2 was admitted before client 1 left: it is not counted again. */
+    OP(&L, 0, vl_client_admit(&L, 2));
     /* Reaped: everything of it is back. */
     OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    OP(&L, 0, vl_client_admit(&L, 5));
     OP(&L, 0, vl_client_add_tenant(&L, 7, 1000, false));
+    OP(&L, 0, vl_client_admit(&L, 7));
     OP(&L, 0, vl_stage_register_adhoc(&L, 7, 0, 2, 3, &x));
     OP(&L, 0, vl_region_create(&L, 7, x, VL_FIXED, GiB, 1, &r));
     OP(&L, 0, vl_region_create(&L, 7, x, VL_FIXED, GiB, 1, &r));

@@ -211,12 +211,26 @@ static void test_r16_gone_count(void)
                                           .gone_per_tenant = 2});
     for (uint32_t i = 1; i <= 2; i++) {
         OP(&L, 0, vl_client_add_tenant(&L, i, 7, false));
+        OP(&L, 0, vl_client_admit(&L, i));
         OP(&L, 0, vl_client_disconnect(&L, i, &fx));
     }
-    OP(&L, -EDQUOT, vl_client_add_tenant(&L, 3, 7, false));
-    OP(&L, 0, vl_client_add_tenant(&L, 4, 8, false)); /* another tenant */
-    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    /* Counted at its first request for memory, not when it connects. */
     OP(&L, 0, vl_client_add_tenant(&L, 3, 7, false));
+    OP(&L, -EDQUOT, vl_client_admit(&L, 3));
+    OP(&L, 0, vl_client_add_tenant(&L, 4, 8, false)); /* another tenant */
+    OP(&L, 0, vl_client_admit(&L, 4));
+    /* A resume is not counted: the client comes back for one of them; and
+     * a resumed gone client holds nothing, so it no longer counts. */
+    OP(&L, 0, vl_client_add_tenant(&L, 5, 7, false));
+    struct vl_resume rs = {.from = 2};
+    OP(&L, 0, vl_client_resume(&L, 5, &rs, &fx));
+    OP(&L, 0, vl_client_admit(&L, 5));
+    OP(&L, 0, vl_client_admit(&L, 3));
+    OP(&L, 0, vl_client_disconnect(&L, 3, &fx)); /* gone: 1 and 3 */
+    OP(&L, 0, vl_client_add_tenant(&L, 6, 7, false));
+    OP(&L, -EDQUOT, vl_client_admit(&L, 6));
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    OP(&L, 0, vl_client_admit(&L, 6));
     vl_fini(&L);
 }
 
