@@ -1,6 +1,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "handoff.h"
@@ -388,4 +389,43 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
             c->stages.v[c->stages.n++] = o->stages.v[j].id;
     }
     return 0;
+}
+
+uint32_t vd_status_blocker(struct vd_core *core, uint32_t stage, char *out,
+                           size_t len)
+{
+    struct vl_blocker b;
+    *out = 0;
+    if (!vl_stage_blocker(core->ledger, stage, &b))
+        return 0;
+    const char *name = "";
+    long long pid = 0;
+    const struct vd_client *c = vd_clients_find(&core->clients, b.client);
+    struct vd_reaper *rp = c ? NULL : vd_reapers_find(core, b.client);
+    if (c) {
+        name = c->name;
+        pid = (long long)c->peer.pid;
+    } else if (rp) {
+        name = vd_reaper_name(rp);
+        pid = (long long)vd_reaper_pid(rp);
+    }
+    char who[128];
+    snprintf(who, sizeof(who), "client %u (%s%spid %lld)", b.client, name,
+             *name ? ", " : "", pid);
+    if (b.quarantined)
+        snprintf(out, len, "blocked by gone client %s, whose %u chunks on the "
+                 "device stay quarantined until its process exits (an admin "
+                 "may end the process; vramctl evict %u stops it from "
+                 "resuming)", who, b.chunks, b.client);
+    else
+        snprintf(out, len, "blocked by %s, which has not given back %u "
+                 "recalled chunks of stage %u; its stage's on_missed_recall is "
+                 "%s%s", who, b.chunks, b.stage,
+                 b.kill_on_missed_recall ? "kill (it is killed at its deadline)"
+                                         : "deny_loans (it keeps them and gets no "
+                                           "new loans)",
+                 b.kill_on_missed_recall ? ""
+                                         : "; an admin can run vramctl evict "
+                                           "and end the process");
+    return b.client;
 }

@@ -19,6 +19,12 @@ int vd_status_stage(struct vd_core *core, uint32_t stage,
                     struct vram_t_stage *out, struct vram_arena *a);
 int vd_status_region(struct vd_core *core, uint32_t region,
                      struct vram_t_region *out, struct vram_arena *a);
+/* What a held grow of stage waits for, for its timeout's message and the
+ * log: "client 7 (engine-a, pid 123), which has not given back ..." with
+ * the policy in force and what an operator can do. Writes "" and returns 0
+ * when nothing is on its way back; else the client's id. */
+uint32_t vd_status_blocker(struct vd_core *core, uint32_t stage, char *out,
+                           size_t len);
 
 /* The summary that kv_reserve, kv_trim and expert_request replies share. */
 struct vd_kv_summary {

@@ -97,13 +97,18 @@ static bool try_held(struct vd_held *h, bool last)
         vd_effects_apply(core, &rq.fx, NULL, NULL); /* further recalls */
         done = false;
     } else if (e == VL_PENDING) {
-        char why[256];
+        char why[256], by[384];
         snprintf(why, sizeof(why), "%s", vl_why(core->ledger));
         vd_effects_apply(core, &rq.fx, NULL, NULL);
+        /* The operator's question is who: named in the reply and the log. */
+        vd_status_blocker(core, h->stage, by, sizeof(by));
+        vlog(VLOG_WARNING, "client %u: %s of stage %u timed out after %u ms: "
+             "%s", h->client, what(h), h->stage, h->bound_ms,
+             *by ? by : why);
         vd_reply(&rq, vd_fail(&rq, -ETIMEDOUT, "stage %u: %s held %u ms (the "
                               "stage's hold bound) and recalls did not "
-                              "complete (%s)", h->stage, what(h), h->bound_ms,
-                              why), NULL);
+                              "complete (%s)%s%s", h->stage, what(h),
+                              h->bound_ms, why, *by ? ": " : "", by), NULL);
     } else {
         vd_reply(&rq, vd_fail_ledger(&rq, e), NULL);
     }
@@ -183,6 +188,14 @@ void vd_waits_drop_client(struct vd_core *core, struct vd_client *c)
         if (h->client == c->id)
             held_remove(h);
     }
+}
+
+void vd_waits_each(struct vd_core *core, void (*fn)(void *ud, uint32_t stage),
+                   void *ud)
+{
+    for (struct vd_held *h = core->held; h; h = h->next)
+        if (!h->gone)
+            fn(ud, h->stage);
 }
 
 void vd_waits_fini(struct vd_core *core)

@@ -23,6 +23,9 @@ int vd_waits_hold_register(struct vd_request *rq, uint32_t stage,
 void vd_waits_retry(struct vd_core *core);
 /* The client is gone: its held grows end without a reply. */
 void vd_waits_drop_client(struct vd_core *core, struct vd_client *c);
+/* fn(ud, stage) for each held request, in the order they came. */
+void vd_waits_each(struct vd_core *core, void (*fn)(void *ud, uint32_t stage),
+                   void *ud);
 void vd_waits_fini(struct vd_core *core);
 
 /* The reply of a kv_reserve of stage that succeeded (here and in its

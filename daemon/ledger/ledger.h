@@ -325,6 +325,18 @@ bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
 /* The first stage id in use at or after from, or VL_NONE. */
 uint32_t vl_stage_next(const struct vl_ledger *L, uint32_t from);
 
+/* R6: whom a stage's held grow (or registration) waits for. */
+struct vl_blocker {
+    uint32_t client;            /* the lender, or a gone client */
+    uint32_t stage;             /* the lender's stage; VL_NONE for a gone one */
+    uint32_t chunks;            /* recalled and not given back, or quarantined */
+    bool quarantined;           /* a gone client, until its process exits */
+    bool kill_on_missed_recall; /* the lender's stage's policy */
+};
+/* false when nothing on the stage's device is on its way back. */
+bool vl_stage_blocker(const struct vl_ledger *L, uint32_t stage,
+                      struct vl_blocker *out);
+
 struct vl_region_view {
     uint32_t id, client, stage, device;
     int kind;

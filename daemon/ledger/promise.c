@@ -86,10 +86,17 @@ static uint32_t stage_need(const struct vl_stage *s)
 
 /* R5: what pool loans must leave free: everything promised, except the
  * window of a lending stage no client has registered, under
- * lend_unreserved. */
+ * lend_unreserved; its initial window stays free all the same, so that
+ * its registration never waits on another client's recall (a lender that
+ * does not answer would keep the stage from starting at all). */
 static uint32_t stage_claim(const struct vl_device *d, const struct vl_stage *s)
 {
-    return s->owner || !d->cfg.lend_unreserved ? stage_need(s) : stage_hard(s);
+    uint32_t need = stage_need(s);
+    if (s->owner || !d->cfg.lend_unreserved || s->no_loan)
+        return need;
+    uint32_t w = vli_window_free(s);
+    uint32_t n = stage_hard(s) + (s->register_chunks < w ? s->register_chunks : w);
+    return n < need ? n : need;
 }
 
 struct vli_promises vli_dev_promises(struct vl_ledger *L,

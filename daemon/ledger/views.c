@@ -217,3 +217,48 @@ size_t vl_client_chunk_ids(const struct vl_ledger *L, uint32_t client,
     }
     return n;
 }
+
+/* R6: what a stage's held grow waits for on its device. The lender with
+ * the most chunks on their way back first (its stage's policy says what a
+ * missed deadline does to it); else the gone client whose quarantined
+ * chunks are the most there. A walk of the stages, and of the clients only
+ * when no recall is pending: it serves an error and a status line. */
+bool vl_stage_blocker(const struct vl_ledger *L, uint32_t stage,
+                      struct vl_blocker *out)
+{
+    const struct vl_stage *s = vli_stage_peek(L, stage);
+    if (!s)
+        return false;
+    int di = vl_device_index(L, s->cfg.device);
+    if (di < 0)
+        return false;
+    struct vl_blocker b = {0};
+    for (uint32_t i = 0; i < L->nstage; i++) {
+        const struct vl_stage *o = &L->stage[i];
+        if (!o->used || o == s || o->cfg.device != s->cfg.device ||
+            !o->recalling || o->recalling <= b.chunks)
+            continue;
+        b = (struct vl_blocker){.client = o->owner, .stage = i,
+                                .chunks = o->recalling,
+                                .kill_on_missed_recall =
+                                    o->cfg.kill_on_missed_recall};
+    }
+    if (!b.client) {
+        const struct vl_device *d = &L->dev[di];
+        for (size_t i = 0; i < L->nclient; i++) {
+            const struct vl_client *c = &L->client[i];
+            if (!c->gone || c->resumed || c->hfirst[di] == VL_NONE)
+                continue;
+            uint32_t n = 0;
+            for (uint32_t k = c->hfirst[di]; k != VL_NONE; k = d->chunks[k].hnext)
+                n += d->chunks[k].state == VL_QUARANTINED;
+            if (n > b.chunks)
+                b = (struct vl_blocker){.client = c->id, .stage = VL_NONE,
+                                        .chunks = n, .quarantined = true};
+        }
+    }
+    if (!b.client)
+        return false;
+    *out = b;
+    return true;
+}

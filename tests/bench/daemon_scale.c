@@ -1216,10 +1216,10 @@ int main(int argc, char **argv)
         held += P.grant;
     }
 
-    /* L lends; R registers (its initial window is recalled from L's loans:
-     * L answers while R waits). A step that fails is reported and what
-     * depends on it is left out; the rest goes on (a daemon from before the
-     * fixes fails some of them). */
+    /* L lends; R registers (at once: its initial window is never lent).
+     * A step that fails is reported and what depends on it is left out;
+     * the rest goes on (a daemon from before the fixes fails some of
+     * them). */
     bool lending = worker_do(&L, OP_LEND, 0, 0, &r) == 0;
     uint64_t lent = r.v;
     if (!lending)
@@ -1227,12 +1227,9 @@ int main(int argc, char **argv)
                   "borrow: %s", r.why);
     held += lent;
     if (lending) {
-        struct res ra;
         worker_send(&R, OP_REGISTER, 0, 0);
-        /* the registration recalls the initial window: 256 chunks */
-        worker_send(&L, OP_ANSWER, 256, 0);
-        if (worker_wait(&R, &r) < 0 || worker_wait(&L, &ra) < 0) {
-            fail_line("register", "reserver: %s / lender: %s", r.why, ra.why);
+        if (worker_wait(&R, &r) < 0) {
+            fail_line("register", "reserver: %s", r.why);
             lending = false;
         }
     }

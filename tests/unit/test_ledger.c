@@ -977,33 +977,24 @@ static void test_r06_two_clients_recall(void)
     OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
 
     /* A asks for every loan it can get while stage 1 has no owner: its own
-     * window (61) + unreserved memory (182) + stage 1's idle window (264). */
+     * window (61) + unreserved memory (182) + stage 1's idle window beyond
+     * its initial window (264 - 20): R5 keeps the initial window free. */
     vl_fx_clear(&fx);
     OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
-    CHECK_EQ_U(L.stage[0].loan_chunks, 61 + 182 + 264);
-    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 507);
-    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 61 + 182 + 244);
+    CHECK_EQ_U(fx_count(VL_FX_MAP, 1), 487);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 20);
+    /* Asked again: the initial window is still not lent. */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
+    CHECK_EQ_U(fx.n, 0);
 
-    /* B registers: nothing is free, so the pool loans in its initial
-     * window (20 chunks) are recalled from A and the registration waits
-     * (VL_PENDING), changing nothing else. */
-    vl_fx_clear(&fx);
-    OP(&L, VL_PENDING, vl_stage_register(&L, 2, 1, false, &fx));
-    CHECK_EQ_U(fx_count(VL_FX_UNMAP, 1), 20);
-    CHECK_EQ_U(fx_count(VL_FX_MAP, VL_NONE), 0);
-    CHECK_EQ_U(L.stage[1].owner, 0);
-    CHECK_EQ_U(L.stage[1].kv_chunks, 0);
-    size_t nreg;
-    uint64_t *reg = fx_chunks(VL_FX_UNMAP, &nreg);
-    /* Asked again before A answers: no second round. */
-    vl_fx_clear(&fx);
-    OP(&L, VL_PENDING, vl_stage_register(&L, 2, 1, false, &fx));
-    CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
-    /* A gives them back: B registers with its initial window mapped. */
-    OP(&L, 0, vl_chunks_release(&L, 1, reg, nreg, &fx));
-    free(reg);
+    /* B registers at once, with its initial window mapped: a registration
+     * never waits on another client's recall (a lender that does not
+     * answer would keep the stage from starting at all). */
     vl_fx_clear(&fx);
     OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
     CHECK_EQ_U(fx_count(VL_FX_MAP, 2), 20);
     CHECK_EQ_U(L.stage[1].kv_chunks, 20);
     CHECK_EQ_U(L.stage[1].owner, 2);
@@ -1027,6 +1018,12 @@ static void test_r06_two_clients_recall(void)
     CHECK_EQ_U(L.stage[1].kv_chunks, 20);
     CHECK_EQ_U(L.stage[0].recalling, 56);
     CHECK_EQ_U(L.dev[0].count[VL_RECALLING], 56);
+    /* What B waits for: A, its 56 chunks of stage 0, and A's policy. */
+    struct vl_blocker bl;
+    CHECK(vl_stage_blocker(&L, 1, &bl) && bl.client == 1 && bl.stage == 0 &&
+              bl.chunks == 56 && !bl.quarantined && !bl.kill_on_missed_recall,
+          "blocker: client %u, stage %u, %u chunks", bl.client, bl.stage,
+          bl.chunks);
     /* The highest-numbered loans go first: A keeps a backed prefix. */
     CHECK_EQ_U(vl_expert_slots_backed(&L, 0), 574); /* 431 x 2 / 1.5 */
     size_t nrec;
@@ -1076,6 +1073,7 @@ static void test_r06_two_clients_recall(void)
                   (unsigned long long)fx.v[i].chunk);
         }
     CHECK_EQ_U(L.stage[0].recalling, 0);
+    CHECK(!vl_stage_blocker(&L, 1, &bl), "a blocker with nothing recalled");
     free(rec);
 
     /* Next B needs 36 chunks per lane (144): 68 more. A ignores the recall
@@ -1164,20 +1162,20 @@ static void test_r08_trim_keeps_pool_loans(void)
 {
     /* Stage 0 (client 1) borrows its own window (61) and, under
      * lend_unreserved, the pool: unreserved memory (182) and stage 1's idle
-     * window (264): 446 pool loans. */
+     * window beyond its initial window (264 - 20): 426 pool loans. */
     struct vl_ledger L;
     struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
     struct vl_stage_cfg b = stage_cfg(1, 0, 32, 47, 4);
     two_stages(&L, true, &a, &b, 1);
     OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
     OP(&L, 0, vl_expert_request(&L, 1, 0, 0, &fx));
-    CHECK_EQ_U(L.stage[0].loan_chunks, 507);
-    CHECK_EQ_U(vli_pool_loans(&L.stage[0]), 446);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 487);
+    CHECK_EQ_U(vli_pool_loans(&L.stage[0]), 426);
     /* A long prompt: 19 chunks of KV, 14 moved out of its own loans. */
     vl_fx_clear(&fx);
     OP(&L, 0, vl_kv_reserve(&L, 1, 0, 65536, 1024, NULL, &fx));
     CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 14);
-    CHECK_EQ_U(L.stage[0].loan_chunks, 493);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 473);
     /* The trim gives the 14 back to loans (its own window has room for
      * them), and the pool loans stay: nothing is unmapped or freed. */
     vl_fx_clear(&fx);
@@ -1185,9 +1183,9 @@ static void test_r08_trim_keeps_pool_loans(void)
     CHECK_EQ_U(fx_count(VL_FX_MOVE, 1), 14);
     CHECK_EQ_U(fx_count(VL_FX_UNMAP, VL_NONE), 0);
     CHECK_EQ_U(L.stage[0].kv_chunks, 5);
-    CHECK_EQ_U(L.stage[0].loan_chunks, 507);
-    CHECK_EQ_U(vli_pool_loans(&L.stage[0]), 446);
-    CHECK_EQ_U(L.dev[0].count[VL_FREE], 0);
+    CHECK_EQ_U(L.stage[0].loan_chunks, 487);
+    CHECK_EQ_U(vli_pool_loans(&L.stage[0]), 426);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 20); /* stage 1's initial window */
     check_conservation(&L);
     vl_fini(&L);
 }

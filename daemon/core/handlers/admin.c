@@ -8,13 +8,44 @@
 #include "request.h"
 #include "status.h"
 #include "vd_dispatch.h"
+#include "waits.h"
+
+struct blocked {
+    struct vd_core *core;
+    struct vram_rep_status *rep;
+};
+
+/* A stage with a held request shows whom it waits for (stages come in
+ * the order of their ids). */
+static void mark_blocked(void *ud, uint32_t stage)
+{
+    struct blocked *b = ud;
+    size_t lo = 0, hi = b->rep->stages.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->rep->stages.v[mid].id < stage)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == b->rep->stages.n || b->rep->stages.v[lo].id != stage)
+        return;
+    struct vl_blocker bl;
+    if (!vl_stage_blocker(b->core->ledger, stage, &bl))
+        return;
+    b->rep->stages.v[lo].blocked_by = bl.client;
+    b->rep->stages.v[lo].has_blocked_by = true;
+}
 
 int vd_handle_status(struct vd_request *rq, const struct vram_req_status *m,
                      struct vram_rep_status *rep)
 {
     (void)m;
     int e = vd_status_build(rq->core, rep, &rq->arena);
-    return e < 0 ? vd_fail(rq, e, "out of memory for the status") : 0;
+    if (e < 0)
+        return vd_fail(rq, e, "out of memory for the status");
+    vd_waits_each(rq->core, mark_blocked, &(struct blocked){rq->core, rep});
+    return 0;
 }
 
 int vd_handle_ping(struct vd_request *rq, const struct vram_req_ping *m,
