@@ -37,6 +37,11 @@ the positive ``errno``, vramd's meaning of it and the daemon's message.
 Exceptions raised by an event handler are re-raised from the call that
 delivered the event, once it returned (see :class:`Client`).
 
+Integer arguments are range-checked before they reach ctypes (which would
+wrap them modulo 2**32 or 2**64): a bad one raises TypeError, ValueError
+(negative for an unsigned type) or OverflowError, naming the call and the
+argument (see :class:`Client`).
+
 Memory views (:meth:`Client.lane_view`, :meth:`Client.expert_slot_view`)
 are numpy arrays over the mapped memory itself, on the host backend; they
 need numpy, which is imported only when a view is made.

@@ -14,6 +14,7 @@ from ctypes import POINTER, byref, c_char, c_uint32, c_uint64, c_void_p
 from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from . import _lib
+from ._args import checked, handle, i32, ms, u32, u64
 from .errors import VramError
 from .types import (
     DeviceInfo,
@@ -33,6 +34,17 @@ EventHandler = Callable[[Event], None]
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 _ERROR_BUFFER = 1024
+
+
+def _c_text(value: Optional[Union[str, bytes]], what: str) -> Optional[bytes]:
+    """A C string argument; a NUL inside would cut it short in C."""
+    if value is None:
+        return None
+    b = value.encode() if isinstance(value, str) else bytes(value)
+    if b"\0" in b:
+        raise ValueError(f"{what} contains a NUL byte (C would cut it there): "
+                         f"{value!r}")
+    return b
 
 # Per thread: the clients whose event callback runs on this thread now (a
 # stack, innermost last).  Calls a callback makes into its own client skip
@@ -139,6 +151,7 @@ class _CudaSpan:
             "version": 3, "strides": None}
 
 
+@checked
 class Client:
     """One connection to vramd (``vram_client``); a context manager.
 
@@ -160,6 +173,19 @@ class Client:
     :class:`VramError` (``e.errno`` positive, ``e.message`` the daemon's
     words, ``str(e)`` with vramd's meaning of the code too).  Calls on a
     closed client raise ``ValueError``, as for a closed file.
+
+    **Integer arguments** are checked before anything is sent or mapped
+    (ctypes would take them modulo 2**32 or 2**64): each is annotated with
+    its C range -- ``u32`` (ids, lanes, slots, layers, chunk counts),
+    ``u64`` (tokens, bytes), ``i32``, ``ms`` (0..2**31-1), ``handle`` -- and
+    a bad one raises ``TypeError`` (not an integer; a ``bool`` is refused
+    too), ``ValueError`` (negative for an unsigned type) or
+    ``OverflowError`` (too large), naming the call, the argument and the
+    range: ``stage_register: stage=4294967296 is out of range for u32
+    (0..4294967295)``.  Integers that are not ``int`` (numpy's, IntEnum
+    members) pass as the value ``operator.index`` gives.  The flags a call
+    takes (``hold``, ``keep_window``, ``on``, ``ctl``) are ``bool``
+    parameters of their own and take any truth value.
 
     **Events.**  ``on_event`` (an argument, or the attribute set later) is
     called with an :class:`Event` for every event the library delivers:
@@ -199,18 +225,18 @@ class Client:
     """
 
     def __init__(self, path: Optional[PathLike] = None, name: Optional[str] = None,
-                 timeout_ms: int = 0, reconnect_ms: int = 0, ctl: bool = False,
+                 timeout_ms: ms = 0, reconnect_ms: i32 = 0, ctl: bool = False,
                  *, peer_access: bool = False,
                  on_event: Optional[EventHandler] = None) -> None:
         """Connects to vramd (see the class documentation)."""
         self._setup(on_event)
         self._connect("vram_client_connect",
-                      None if path is None else os.fsencode(path),
+                      None if path is None else _c_text(os.fsencode(path), "path"),
                       name, timeout_ms, reconnect_ms, ctl, peer_access)
 
     @classmethod
-    def from_fd(cls, fd: int, name: Optional[str] = None, timeout_ms: int = 0,
-                reconnect_ms: int = 0, ctl: bool = False, *,
+    def from_fd(cls, fd: handle, name: Optional[str] = None, timeout_ms: ms = 0,
+                reconnect_ms: i32 = 0, ctl: bool = False, *,
                 peer_access: bool = False,
                 on_event: Optional[EventHandler] = None) -> "Client":
         """A Client over an already connected socket
@@ -237,7 +263,7 @@ class Client:
                  timeout_ms: int, reconnect_ms: int, ctl: bool,
                  peer_access: bool) -> None:
         err = ctypes.create_string_buffer(_ERROR_BUFFER)
-        name_b = name.encode() if name is not None else None
+        name_b = _c_text(name, "name")
         opt = _lib.vram_client_options(
             name=name_b, ctl=1 if ctl else 0, timeout_ms=int(timeout_ms),
             peer_access=1 if peer_access else 0,
@@ -463,7 +489,7 @@ class Client:
 
     # ---- stages ----------------------------------------------------------
 
-    def stage_register(self, stage: int, keep_window: bool = False) -> StageInfo:
+    def stage_register(self, stage: u32, keep_window: bool = False) -> StageInfo:
         """Takes a stage of vramd's configuration: its regions are created
         and its initial KV window mapped before this returns
         (``vram_stage_register``; keep_window: VRAM_STAGE_KEEP_WINDOW, trims
@@ -475,8 +501,8 @@ class Client:
         self._invoke("vram_stage_register", stage, flags, byref(out))
         return StageInfo.from_c(out)
 
-    def stage_register_adhoc(self, device: int, first_layer: int,
-                             last_layer: int) -> int:
+    def stage_register_adhoc(self, device: u32, first_layer: u32,
+                             last_layer: u32) -> int:
         """A stage outside the configuration, for regions made by hand;
         returns its id (``vram_stage_register_adhoc``)."""
         out = c_uint32()
@@ -484,20 +510,20 @@ class Client:
                      last_layer, byref(out))
         return out.value
 
-    def stage_release(self, stage: int) -> None:
+    def stage_release(self, stage: u32) -> None:
         """Unmaps and gives back everything of the stage
         (``vram_stage_release``).  ENOENT not this client's; EBUSY a chunk
         is still mapped or open elsewhere in this process."""
         self._invoke("vram_stage_release", stage)
 
-    def stage_info(self, stage: int) -> StageInfo:
+    def stage_info(self, stage: u32) -> StageInfo:
         """The stage's figures as this process maps them (no round trip;
         ``vram_stage_info``).  ENOENT not registered by this client."""
         out = _lib.vram_stage_info()
         self._invoke("vram_stage_info", stage, byref(out))
         return StageInfo.from_c(out)
 
-    def stage_regions(self, stage: int) -> List[int]:
+    def stage_regions(self, stage: u32) -> List[int]:
         """The ids of the stage's regions (``vram_stage_regions``)."""
         size = 16
         while True:
@@ -511,16 +537,16 @@ class Client:
 
     # ---- regions ---------------------------------------------------------
 
-    def region_create(self, stage: int, kind: Union[RegionKind, int],
-                      lane_bytes: int, lanes: int = 1) -> int:
+    def region_create(self, stage: u32, kind: Union[RegionKind, u32],
+                      lane_bytes: u64, lanes: u32 = 1) -> int:
         """A region of an ad-hoc stage, nothing mapped yet; returns its id
         (``vram_region_create``)."""
         out = c_uint32()
-        self._invoke("vram_region_create", stage, int(kind), lane_bytes,
+        self._invoke("vram_region_create", stage, kind, lane_bytes,
                      lanes, byref(out))
         return out.value
 
-    def region_info(self, region: int) -> RegionInfo:
+    def region_info(self, region: u32) -> RegionInfo:
         """The region's layout and mapped count (no round trip;
         ``vram_region_info``).  ENOENT not this client's region."""
         out = _lib.vram_region_info()
@@ -528,7 +554,7 @@ class Client:
                      message=f"region {region} is not this client's")
         return RegionInfo.from_c(out)
 
-    def region_name(self, region: int) -> str:
+    def region_name(self, region: u32) -> str:
         """A fixed or draft_kv region's configured name ("weights"), else its
         kind's name ("kv", "expert") (``vram_region_name``).  VramError
         ENOENT when the region is not this client's."""
@@ -538,35 +564,35 @@ class Client:
                             "client's", call="vram_region_name")
         return _decode(name)
 
-    def region_lane_slots(self, region: int, lane: int) -> int:
+    def region_lane_slots(self, region: u32, lane: u32) -> int:
         """Usable slots of one lane (``vram_region_lane_slots``).  ENOENT
         no such region or lane."""
         return int(self._invoke(
             "vram_region_lane_slots", region, lane,
             message=f"region {region} has no lane {lane} here"))
 
-    def region_grow(self, region: int, chunks: int) -> None:
+    def region_grow(self, region: u32, chunks: u32) -> None:
         """Backs the next chunks slots of every lane (ad-hoc stages and
         fixed regions; ``vram_region_grow``)."""
         self._invoke("vram_region_grow", region, chunks)
 
-    def region_shrink(self, region: int, chunks: int) -> None:
+    def region_shrink(self, region: u32, chunks: u32) -> None:
         """Unmaps and releases the last chunks of every lane
         (``vram_region_shrink``)."""
         self._invoke("vram_region_shrink", region, chunks)
 
-    def region_release(self, region: int) -> None:
+    def region_release(self, region: u32) -> None:
         """Unmaps and releases the region (``vram_region_release``)."""
         self._invoke("vram_region_release", region)
 
-    def region_move_chunk(self, src_region: int, src_lane: int, src_slot: int,
-                          dst_region: int, dst_lane: int, dst_slot: int) -> None:
+    def region_move_chunk(self, src_region: u32, src_lane: u32, src_slot: u32,
+                          dst_region: u32, dst_lane: u32, dst_slot: u32) -> None:
         """Moves a chunk to an empty slot of another region of this client
         (``vram_region_move_chunk``); the memory keeps its bytes."""
         self._invoke("vram_region_move_chunk", src_region, src_lane, src_slot,
                      dst_region, dst_lane, dst_slot)
 
-    def region_chunk(self, region: int, lane: int, slot: int) -> Optional[int]:
+    def region_chunk(self, region: u32, lane: u32, slot: u32) -> Optional[int]:
         """The id of the chunk mapped at slot of lane, or None when the slot
         holds no memory now (touching it would fault;
         ``vram_region_chunk``).  VramError ENOENT when the region is not
@@ -579,7 +605,7 @@ class Client:
         self.region_info(region)  # raises for a region not this client's
         return None
 
-    def region_slot(self, region: int, lane: int, slot: int) -> Optional[int]:
+    def region_slot(self, region: u32, lane: u32, slot: u32) -> Optional[int]:
         """The address of slot of lane, mapped or not: base + lane *
         lane_stride + slot * chunk_bytes; None out of range
         (``vram_region_slot``)."""
@@ -587,7 +613,7 @@ class Client:
 
     # ---- KV budget and expert loans ------------------------------------------
 
-    def kv_reserve(self, stage: int, prompt: int, output: int,
+    def kv_reserve(self, stage: u32, prompt: u64, output: u64,
                    hold: bool = True) -> KvResult:
         """Maps KV for prompt + output tokens before decode and returns when
         all of it is mapped (``vram_kv_reserve``; hold: VRAM_KV_HOLD, wait
@@ -599,13 +625,13 @@ class Client:
         self._invoke("vram_kv_reserve", stage, prompt, output, flags, byref(out))
         return KvResult.from_c(out)
 
-    def kv_trim(self, stage: int, tokens: int = 0) -> None:
+    def kv_trim(self, stage: u32, tokens: u64 = 0) -> None:
         """After a request: KV back to the initial window (tokens 0) or to
         tokens; the surplus becomes expert loans as far as there is room
         (``vram_kv_trim``)."""
         self._invoke("vram_kv_trim", stage, tokens)
 
-    def expert_request(self, stage: int, max_bytes: int = 0) -> Residency:
+    def expert_request(self, stage: u32, max_bytes: u64 = 0) -> Residency:
         """Asks for expert loans (at most max_bytes, whole chunks; 0: all
         there is) and returns the residency after
         (``vram_expert_request``).  Getting less, or nothing, is not an
@@ -614,7 +640,7 @@ class Client:
         self._invoke("vram_expert_request", stage, max_bytes)
         return self.expert_residency(stage)
 
-    def expert_claim(self, stage: int, layer: int, slots: Iterable[int]) -> None:
+    def expert_claim(self, stage: u32, layer: u32, slots: Iterable[u32]) -> None:
         """Claims backed expert slots for one layer, all or none
         (``vram_expert_claim``).  EINVAL a slot not backed; EBUSY claimed
         by another layer; EPERM layer outside the stage."""
@@ -622,7 +648,7 @@ class Client:
         arr = (c_uint32 * max(len(s), 1))(*s)
         self._invoke("vram_expert_claim", stage, layer, arr, len(s))
 
-    def expert_residency(self, stage: int) -> Residency:
+    def expert_residency(self, stage: u32) -> Residency:
         """The stage's residency, current (no round trip;
         ``vram_expert_residency``)."""
         out = _lib.vram_residency()
@@ -630,14 +656,14 @@ class Client:
                      message=f"stage {stage} is not registered by this client")
         return Residency.from_c(out)
 
-    def expert_slots(self, stage: int) -> int:
+    def expert_slots(self, stage: u32) -> int:
         """Expert slots of the stage's expert region, backed or not
         (``vram_expert_slots``)."""
         return int(self._invoke(
             "vram_expert_slots", stage,
             message=f"stage {stage} is not registered by this client"))
 
-    def expert_slot(self, stage: int, slot: int) -> Optional[int]:
+    def expert_slot(self, stage: u32, slot: u32) -> Optional[int]:
         """The address of expert slot (expert region base + slot *
         expert_slot_bytes), None past the region (``vram_expert_slot``).
         It has memory while slot < expert_slots_backed."""
@@ -645,11 +671,11 @@ class Client:
 
     # ---- administration --------------------------------------------------
 
-    def admin_evict(self, client: int) -> None:
+    def admin_evict(self, client: u32) -> None:
         """Admin only: disconnects another client (``vram_admin_evict``)."""
         self._invoke("vram_admin_evict", client)
 
-    def admin_set_capacity(self, device: int, nbytes: int) -> None:
+    def admin_set_capacity(self, device: u32, nbytes: u64) -> None:
         """Admin only: a device's capacity at run time
         (``vram_admin_set_capacity``)."""
         self._invoke("vram_admin_set_capacity", device, nbytes)
@@ -718,8 +744,8 @@ class Client:
                             "no view over it", call=what)
         return addr, info.expert_slot_bytes
 
-    def lane_view(self, region: int, lane: int, first_slot: int = 0,
-                  nslots: Optional[int] = None, dtype: Any = "uint8") -> Any:
+    def lane_view(self, region: u32, lane: u32, first_slot: u32 = 0,
+                  nslots: Optional[u32] = None, dtype: Any = "uint8") -> Any:
         """A writable numpy array over chunk slots [first_slot, first_slot +
         nslots) of one lane of a region, zero-copy (host backend).
 
@@ -739,7 +765,7 @@ class Client:
                                        "lane_view")
         return self._array(np, addr, nbytes, dtype, self)
 
-    def expert_slot_view(self, stage: int, slot: int, dtype: Any = "uint8") -> Any:
+    def expert_slot_view(self, stage: u32, slot: u32, dtype: Any = "uint8") -> Any:
         """A writable numpy array over expert slot of the stage
         (expert_slot_bytes long), zero-copy (host backend).
 
@@ -778,8 +804,8 @@ class Client:
         span = _CudaSpan(addr, nbytes, self)
         return torch.as_tensor(span, device="cuda").view(dtype)
 
-    def lane_tensor(self, region: int, lane: int, first_slot: int = 0,
-                    nslots: Optional[int] = None, dtype: Any = None) -> Any:
+    def lane_tensor(self, region: u32, lane: u32, first_slot: u32 = 0,
+                    nslots: Optional[u32] = None, dtype: Any = None) -> Any:
         """A torch tensor over mapped chunk slots of a lane, zero-copy: on
         the cuda backend a CUDA tensor over the chunks' device memory (its
         address never changes, so CUDA graphs captured over it replay after
@@ -791,7 +817,7 @@ class Client:
                                        "lane_tensor")
         return self._tensor(addr, nbytes, dtype)
 
-    def expert_slot_tensor(self, stage: int, slot: int, dtype: Any = None) -> Any:
+    def expert_slot_tensor(self, stage: u32, slot: u32, dtype: Any = None) -> Any:
         """A torch tensor over a backed expert slot (expert_slot_bytes),
         zero-copy, as lane_tensor; VramError EFAULT when the slot is not
         backed.  Valid until a RECALL or EXPERT_SHRINK covering it."""

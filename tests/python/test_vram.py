@@ -74,7 +74,8 @@ CONFIG = (
 class Daemon:
     """vramd on a socket in a private temporary directory."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: str = CONFIG) -> None:
+        self.config_text = config
         self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
         self.backend = os.environ.get("VRAM_TEST_BACKEND") or "host"
         self.dir = tempfile.mkdtemp(prefix="vramd-py-")
@@ -96,7 +97,7 @@ class Daemon:
             raise RuntimeError(f"no vramd at {self.bin}: build it first "
                                "(cmake --build build -j2) or set VRAMD_BIN")
         with open(self.config, "w", encoding="utf-8") as f:
-            f.write(CONFIG)
+            f.write(self.config_text)
         env = dict(os.environ, VRAMD_CHECK_INVARIANTS="1")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -698,6 +699,8 @@ class TestViews(EngineTest):
         self.assertEqual(cm.exception.errno, errno.ENOENT)
         with self.assertRaises(ValueError):
             self.c.lane_view(kv, 0, 0, 0)
+        with self.assertRaises(ValueError):
+            self.c.lane_view(kv, 0, -1)
         # After a reserve more is mapped, and viewable.
         self.c.kv_reserve(0, 65536, 1024)
         self.assertEqual(self.c.lane_view(kv, 0).nbytes, 9 * 2 * MIB)
@@ -720,16 +723,14 @@ class TestViews(EngineTest):
         self.assertTrue(numpy.array_equal(v, again))
         self.c.expert_slot_view(0, 0)[:] = 7
         self.assertEqual(int(self.c.expert_slot_view(0, 0)[-1]), 7)
-        for slot in (2, 84, 85, -1):
+        with self.assertRaises(ValueError):
+            self.c.expert_slot_view(0, -1)
+        for slot in (2, 84, 85, 2**32 - 1):
             with self.subTest(slot=slot):
                 with self.assertRaises(vram.VramError) as cm:
                     self.c.expert_slot_view(0, slot)
                 self.assertEqual(cm.exception.errno, errno.EFAULT)
                 self.assertIn("not backed", cm.exception.message)
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 try:
@@ -925,3 +926,7 @@ print("ok", hex(x.data_ptr()), mapped.value)
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("ok", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
