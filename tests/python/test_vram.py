@@ -658,7 +658,10 @@ class TestViews(EngineTest):
         ri = self.c.region_info(kv)
         v = self.c.lane_view(kv, 0)  # the mapped prefix: 2 slots
         self.assertEqual(v.nbytes, 2 * ri.chunk_bytes)
-        self.assertEqual(v.ctypes.data, ri.base)
+        # The view maps the same memory at an address of its own (so that
+        # it can outlive it: test_vram_stale_views.py).
+        self.assertNotEqual(v.ctypes.data, ri.base)
+        self.assertTrue(self.c.view_valid(v))
         self.assertTrue(v.flags.writeable)
         words = self.c.lane_view(kv, 0, dtype="uint32")
         words[:] = numpy.arange(words.size, dtype=numpy.uint32)
@@ -675,8 +678,8 @@ class TestViews(EngineTest):
         # Lane 1 is another lane: its one mapped slot.
         l1 = self.c.lane_view(kv, 1)
         self.assertEqual(l1.nbytes, ri.chunk_bytes)
-        self.assertEqual(l1.ctypes.data, ri.base + ri.lane_stride)
         l1[:] = 0xAB
+        self.assertEqual(ctypes.string_at(ri.base + ri.lane_stride, 2), b"\xab\xab")
         self.assertEqual(int(self.c.lane_view(kv, 1, 0, 1)[-1]), 0xAB)
         # The view keeps the client alive, not its memory mapped.
         self.assertIs(v.base._vram_owner, self.c)
@@ -701,6 +704,8 @@ class TestViews(EngineTest):
             self.c.lane_view(kv, 0, 0, 0)
         with self.assertRaises(ValueError):
             self.c.lane_view(kv, 0, -1)
+        with self.assertRaises(ValueError):
+            self.c.view_valid(numpy.zeros(4))  # not a view of the client's
         # After a reserve more is mapped, and viewable.
         self.c.kv_reserve(0, 65536, 1024)
         self.assertEqual(self.c.lane_view(kv, 0).nbytes, 9 * 2 * MIB)
@@ -717,10 +722,14 @@ class TestViews(EngineTest):
         self.assertEqual(res.expert_slots_backed, 2)
         v = self.c.expert_slot_view(0, 1, dtype="float32")
         self.assertEqual(v.nbytes, 3 * MIB)
-        self.assertEqual(v.ctypes.data, self.c.expert_slot(0, 1))
+        # Its own mapping of the slot's memory (3 MiB: 1 MiB of the second
+        # chunk, all of the third).
+        self.assertNotEqual(v.ctypes.data, self.c.expert_slot(0, 1))
         v[:] = numpy.linspace(0, 1, v.size, dtype=numpy.float32)
         again = self.c.expert_slot_view(0, 1, dtype=numpy.float32)
         self.assertTrue(numpy.array_equal(v, again))
+        raw = ctypes.string_at(self.c.expert_slot(0, 1) + 3 * MIB - 4, 4)
+        self.assertEqual(numpy.frombuffer(raw, dtype=numpy.float32)[0], v[-1])
         self.c.expert_slot_view(0, 0)[:] = 7
         self.assertEqual(int(self.c.expert_slot_view(0, 0)[-1]), 7)
         with self.assertRaises(ValueError):
@@ -790,11 +799,15 @@ class TestTorch(EngineTest):
         self.c.kv_reserve(0, 65536, 1024)
         big = self.c.lane_tensor(kv, 0)
         self.assertEqual(big.numel(), 9 * 2 * MIB)
-        self.assertEqual(big.data_ptr(), t.data_ptr())
+        if self.cuda:  # the region's own address (host: a view's own)
+            self.assertEqual(big.data_ptr(), t.data_ptr())
         big[t.numel():].fill_(3)
         self.sync()
         self.assertTrue(bool((big[:t.numel()] == 8).all()))
         self.c.kv_trim(0)
+        # The trim gave back what big covered beyond the initial window.
+        self.assertFalse(self.c.view_valid(big))
+        self.assertTrue(self.c.view_valid(t))
         if graph is not None:
             graph.replay()
         else:
