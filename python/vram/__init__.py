@@ -37,9 +37,17 @@ the positive ``errno``, vramd's meaning of it and the daemon's message.
 Exceptions raised by an event handler are re-raised from the call that
 delivered the event, once it returned (see :class:`Client`).
 
+Integer arguments are range-checked before they reach ctypes (which would
+wrap them modulo 2**32 or 2**64): a bad one raises TypeError, ValueError
+(negative for an unsigned type) or OverflowError, naming the call and the
+argument (see :class:`Client`).
+
 Memory views (:meth:`Client.lane_view`, :meth:`Client.expert_slot_view`)
-are numpy arrays over the mapped memory itself, on the host backend; they
-need numpy, which is imported only when a view is made.
+are numpy arrays over the mapped memory, zero-copy, on the host backend;
+they need numpy, which is imported only when a view is made.  When the
+memory under a view goes (a trim, a release, a recall, close) the view is
+invalidated and reads zeros instead of faulting (:meth:`Client.view_valid`,
+:meth:`Client.check_view`; ``docs/python.md``).
 """
 
 from __future__ import annotations

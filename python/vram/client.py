@@ -11,9 +11,10 @@ import sys
 import threading
 import weakref
 from ctypes import POINTER, byref, c_char, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
-from . import _lib
+from . import _lib, _views
+from ._args import checked, handle, i32, ms, u32, u64
 from .errors import VramError
 from .types import (
     DeviceInfo,
@@ -33,6 +34,17 @@ EventHandler = Callable[[Event], None]
 PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 _ERROR_BUFFER = 1024
+
+
+def _c_text(value: Optional[Union[str, bytes]], what: str) -> Optional[bytes]:
+    """A C string argument; a NUL inside would cut it short in C."""
+    if value is None:
+        return None
+    b = value.encode() if isinstance(value, str) else bytes(value)
+    if b"\0" in b:
+        raise ValueError(f"{what} contains a NUL byte (C would cut it there): "
+                         f"{value!r}")
+    return b
 
 # Per thread: the clients whose event callback runs on this thread now (a
 # stack, innermost last).  Calls a callback makes into its own client skip
@@ -139,6 +151,7 @@ class _CudaSpan:
             "version": 3, "strides": None}
 
 
+@checked
 class Client:
     """One connection to vramd (``vram_client``); a context manager.
 
@@ -160,6 +173,19 @@ class Client:
     :class:`VramError` (``e.errno`` positive, ``e.message`` the daemon's
     words, ``str(e)`` with vramd's meaning of the code too).  Calls on a
     closed client raise ``ValueError``, as for a closed file.
+
+    **Integer arguments** are checked before anything is sent or mapped
+    (ctypes would take them modulo 2**32 or 2**64): each is annotated with
+    its C range -- ``u32`` (ids, lanes, slots, layers, chunk counts),
+    ``u64`` (tokens, bytes), ``i32``, ``ms`` (0..2**31-1), ``handle`` -- and
+    a bad one raises ``TypeError`` (not an integer; a ``bool`` is refused
+    too), ``ValueError`` (negative for an unsigned type) or
+    ``OverflowError`` (too large), naming the call, the argument and the
+    range: ``stage_register: stage=4294967296 is out of range for u32
+    (0..4294967295)``.  Integers that are not ``int`` (numpy's, IntEnum
+    members) pass as the value ``operator.index`` gives.  The flags a call
+    takes (``hold``, ``keep_window``, ``on``, ``ctl``) are ``bool``
+    parameters of their own and take any truth value.
 
     **Events.**  ``on_event`` (an argument, or the attribute set later) is
     called with an :class:`Event` for every event the library delivers:
@@ -191,26 +217,44 @@ class Client:
     the handler runs on the library's thread.
 
     **Memory views.**  :meth:`lane_view` and :meth:`expert_slot_view` give
-    numpy arrays over mapped memory (host backend).  A view is valid only
-    while the memory under it stays mapped: after a RECALL or EXPERT_SHRINK
-    of its slots, a trim, a release, or :meth:`close`, touching it is a
-    segmentation fault.  A view keeps its Client alive (it is never closed
-    by garbage collection under a view), but not mapped.
+    numpy arrays over mapped memory (host backend), :meth:`lane_tensor` and
+    :meth:`expert_slot_tensor` torch tensors.  A view never stops memory
+    from going: the daemon's RECALL cannot wait, and an engine may hold a
+    tensor across a trim.  Instead, when the memory under a view goes, the
+    view is *invalidated*, before the memory leaves: by :meth:`kv_trim`
+    (views over KV beyond the stage's initial window), :meth:`region_shrink`,
+    :meth:`region_release`, :meth:`region_move_chunk` (the old slot),
+    :meth:`stage_release`, :meth:`close`, and by a RECALL, EXPERT_SHRINK or
+    STAGE_LOST once the handler returned (or a reconnect that lost chunks).
+    On the host backend (Linux) each view maps the memory itself, at an
+    address of its own (not the region's), and invalidating it replaces
+    that mapping by private zero pages: an invalidated view reads zeros,
+    what is written to it stays in those pages and reaches no memory of
+    vramd's, and it never faults.  :meth:`view_valid` says whether a view
+    (or a slice of one) is still good; :meth:`check_view` raises VramError
+    ESTALE naming what took the memory.  Make views again after the memory
+    came back (a view, once invalidated, stays so).  On the cuda backend
+    tensors are at the region's fixed device address (CUDA graphs need
+    it): they are invalidated the same way, but a kernel touching an
+    invalidated one fails with CUDA's illegal-address error.  Holding
+    views is free; using one whose memory went is the bug, and
+    ``check_view`` finds it.  A view keeps its Client alive (it is never
+    closed by garbage collection under a view).
     """
 
     def __init__(self, path: Optional[PathLike] = None, name: Optional[str] = None,
-                 timeout_ms: int = 0, reconnect_ms: int = 0, ctl: bool = False,
+                 timeout_ms: ms = 0, reconnect_ms: i32 = 0, ctl: bool = False,
                  *, peer_access: bool = False,
                  on_event: Optional[EventHandler] = None) -> None:
         """Connects to vramd (see the class documentation)."""
         self._setup(on_event)
         self._connect("vram_client_connect",
-                      None if path is None else os.fsencode(path),
+                      None if path is None else _c_text(os.fsencode(path), "path"),
                       name, timeout_ms, reconnect_ms, ctl, peer_access)
 
     @classmethod
-    def from_fd(cls, fd: int, name: Optional[str] = None, timeout_ms: int = 0,
-                reconnect_ms: int = 0, ctl: bool = False, *,
+    def from_fd(cls, fd: handle, name: Optional[str] = None, timeout_ms: ms = 0,
+                reconnect_ms: i32 = 0, ctl: bool = False, *,
                 peer_access: bool = False,
                 on_event: Optional[EventHandler] = None) -> "Client":
         """A Client over an already connected socket
@@ -232,12 +276,17 @@ class Client:
         self._pending_lock = threading.Lock()
         self._call_lock = threading.Lock()
         self._cb: Any = None
+        # The views handed out (vram._views), and per configured stage the
+        # KV a trim never gives back: (kv region, mapped slots per lane
+        # right after registration), None with keep_window.
+        self._views = _views.Views()
+        self._kv_floor: Dict[int, Optional[Tuple[int, List[int]]]] = {}
 
     def _connect(self, fname: str, where: Any, name: Optional[str],
                  timeout_ms: int, reconnect_ms: int, ctl: bool,
                  peer_access: bool) -> None:
         err = ctypes.create_string_buffer(_ERROR_BUFFER)
-        name_b = name.encode() if name is not None else None
+        name_b = _c_text(name, "name")
         opt = _lib.vram_client_options(
             name=name_b, ctl=1 if ctl else 0, timeout_ms=int(timeout_ms),
             peer_access=1 if peer_access else 0,
@@ -256,9 +305,10 @@ class Client:
 
     def close(self) -> None:
         """Releases the client's stages (their memory goes back to vramd at
-        once; every view over it becomes invalid), disconnects and frees
-        the client (``vram_client_close``).  Idempotent.  Not from the
-        client's own event handler (``RuntimeError``)."""
+        once; every view over it is invalidated first: see "Memory views"),
+        disconnects and frees the client (``vram_client_close``).
+        Idempotent.  Not from the client's own event handler
+        (``RuntimeError``)."""
         if id(self) in _callback_stack():
             raise RuntimeError("vram.Client.close() from its own event "
                                "callback is not allowed (vram.h)")
@@ -267,6 +317,7 @@ class Client:
             if h is None:
                 return
             self._handle = None
+            self._views.invalidate(lambda v: True, "close()")
             self._lib.vram_client_close(h)
         _open_clients.discard(self)
         with self._pending_lock:
@@ -290,6 +341,9 @@ class Client:
             return
         self._handle = None
         try:
+            views = getattr(self, "_views", None)
+            if views is not None:
+                views.invalidate(lambda v: True, "the client's garbage collection")
             if _callback_stack():
                 # Dropped inside an event callback: vram_client_close may not
                 # run here (it would wait for this very callback).
@@ -320,16 +374,22 @@ class Client:
         return h
 
     def _invoke(self, fname: str, *args: Any, daemon_message: bool = True,
-                message: Optional[str] = None, check: bool = True) -> Any:
+                message: Optional[str] = None, check: bool = True,
+                before: Optional[Callable[[Any], None]] = None) -> Any:
         """Calls fname(client, *args).  With check, a negative result raises
         VramError: message when given, else the library's last error (for
-        calls that set it: daemon_message), else vram_strerror."""
+        calls that set it: daemon_message), else vram_strerror.  before(h)
+        runs first, under the same lock (it invalidates the views over
+        memory the call gives back)."""
         f = getattr(self._lib, fname)
         own_callback = id(self) in _callback_stack()
         if not own_callback:
             self._call_lock.acquire()
         try:
-            rc = f(self._h(), *args)
+            h = self._h()
+            if before is not None:
+                before(h)
+            rc = f(h, *args)
             err = None
             if check and rc < 0:
                 text = message
@@ -366,15 +426,56 @@ class Client:
             first.__context__ = err
         raise first
 
+    def _locked(self, fn: Callable[[Any], Any]) -> Any:
+        """fn(handle) under the call lock (not taken inside this client's
+        own callback), for raw library calls."""
+        if id(self) in _callback_stack():
+            return fn(self._h())
+        with self._call_lock:
+            return fn(self._h())
+
     def _deliver(self, evp: Any) -> None:
-        """Runs the handler for one event; keeps what it raises."""
+        """Runs the handler for one event (keeping what it raises), then
+        invalidates the views over memory the event takes away: the
+        library unmaps it when this returns."""
+        ev = Event.from_c(evp.contents)
         fn = self._on_event
-        if fn is None:
-            return
         try:
-            fn(Event.from_c(evp.contents))
-        except BaseException as e:
-            self._keep(e)
+            if fn is not None:
+                try:
+                    fn(ev)
+                except BaseException as e:
+                    self._keep(e)
+        finally:
+            self._after_event(ev)
+
+    def _after_event(self, ev: Event) -> None:
+        from .types import EventType as T
+        if ev.type in (T.RECALL, T.EXPERT_SHRINK):
+            name = "a RECALL" if ev.type == T.RECALL else "an EXPERT_SHRINK"
+            self._views.invalidate_chunks(
+                ev.chunks, f"{name} of expert slots [{ev.slot_first}, "
+                           f"{ev.slot_end}) of stage {ev.stage}")
+        elif ev.type == T.STAGE_LOST:
+            self._kv_floor.pop(ev.stage, None)
+            self._views.invalidate(lambda v: v.stage == ev.stage,
+                                   f"STAGE_LOST of stage {ev.stage} (a reconnect "
+                                   "could not take it back)")
+        elif ev.type == T.RECONNECTED and self._handle is not None:
+            # What could not be taken back is unmapped already: each view
+            # still shows its chunks, or goes.
+            h, out = self._handle, c_uint64()
+            lost = set()
+            for v in self._views.valid_records():
+                for region, lane, slot, chunk in v.coords:
+                    rc = self._lib.vram_region_chunk(h, region, lane, slot,
+                                                     byref(out))
+                    if rc != 0 or out.value != chunk:
+                        lost.add(v)
+                        break
+            if lost:
+                self._views.invalidate(lambda v: v in lost, "a reconnect that "
+                                       "lost its chunks")
 
     # ---- connection ------------------------------------------------------
 
@@ -463,7 +564,7 @@ class Client:
 
     # ---- stages ----------------------------------------------------------
 
-    def stage_register(self, stage: int, keep_window: bool = False) -> StageInfo:
+    def stage_register(self, stage: u32, keep_window: bool = False) -> StageInfo:
         """Takes a stage of vramd's configuration: its regions are created
         and its initial KV window mapped before this returns
         (``vram_stage_register``; keep_window: VRAM_STAGE_KEEP_WINDOW, trims
@@ -473,10 +574,30 @@ class Client:
         out = _lib.vram_stage_info()
         flags = _lib.VRAM_STAGE_KEEP_WINDOW if keep_window else 0
         self._invoke("vram_stage_register", stage, flags, byref(out))
-        return StageInfo.from_c(out)
+        info = StageInfo.from_c(out)
+        self._kv_floor[stage] = (None if keep_window or not info.kv_region
+                                 else self._locked(
+                                     lambda h: (info.kv_region,
+                                                self._kv_prefix(h, info.kv_region))))
+        return info
 
-    def stage_register_adhoc(self, device: int, first_layer: int,
-                             last_layer: int) -> int:
+    def _kv_prefix(self, h: Any, region: int) -> List[int]:
+        """The mapped slots at the start of each lane of region."""
+        ri, out = _lib.vram_region_info(), c_uint64()
+        if self._lib.vram_region_info(h, region, byref(ri)) < 0:
+            return []
+        prefix = []
+        for lane in range(ri.lanes):
+            usable = self._lib.vram_region_lane_slots(h, region, lane)
+            n = 0
+            while n < usable and self._lib.vram_region_chunk(
+                    h, region, lane, n, byref(out)) == 0:
+                n += 1
+            prefix.append(n)
+        return prefix
+
+    def stage_register_adhoc(self, device: u32, first_layer: u32,
+                             last_layer: u32) -> int:
         """A stage outside the configuration, for regions made by hand;
         returns its id (``vram_stage_register_adhoc``)."""
         out = c_uint32()
@@ -484,20 +605,23 @@ class Client:
                      last_layer, byref(out))
         return out.value
 
-    def stage_release(self, stage: int) -> None:
+    def stage_release(self, stage: u32) -> None:
         """Unmaps and gives back everything of the stage
-        (``vram_stage_release``).  ENOENT not this client's; EBUSY a chunk
-        is still mapped or open elsewhere in this process."""
-        self._invoke("vram_stage_release", stage)
+        (``vram_stage_release``); the views over it are invalidated first.
+        ENOENT not this client's; EBUSY a chunk is still mapped or open
+        elsewhere in this process."""
+        self._invoke("vram_stage_release", stage, before=lambda h: self._views.invalidate(
+            lambda v: v.stage == stage, f"stage_release({stage})"))
+        self._kv_floor.pop(stage, None)
 
-    def stage_info(self, stage: int) -> StageInfo:
+    def stage_info(self, stage: u32) -> StageInfo:
         """The stage's figures as this process maps them (no round trip;
         ``vram_stage_info``).  ENOENT not registered by this client."""
         out = _lib.vram_stage_info()
         self._invoke("vram_stage_info", stage, byref(out))
         return StageInfo.from_c(out)
 
-    def stage_regions(self, stage: int) -> List[int]:
+    def stage_regions(self, stage: u32) -> List[int]:
         """The ids of the stage's regions (``vram_stage_regions``)."""
         size = 16
         while True:
@@ -511,16 +635,16 @@ class Client:
 
     # ---- regions ---------------------------------------------------------
 
-    def region_create(self, stage: int, kind: Union[RegionKind, int],
-                      lane_bytes: int, lanes: int = 1) -> int:
+    def region_create(self, stage: u32, kind: Union[RegionKind, u32],
+                      lane_bytes: u64, lanes: u32 = 1) -> int:
         """A region of an ad-hoc stage, nothing mapped yet; returns its id
         (``vram_region_create``)."""
         out = c_uint32()
-        self._invoke("vram_region_create", stage, int(kind), lane_bytes,
+        self._invoke("vram_region_create", stage, kind, lane_bytes,
                      lanes, byref(out))
         return out.value
 
-    def region_info(self, region: int) -> RegionInfo:
+    def region_info(self, region: u32) -> RegionInfo:
         """The region's layout and mapped count (no round trip;
         ``vram_region_info``).  ENOENT not this client's region."""
         out = _lib.vram_region_info()
@@ -528,7 +652,7 @@ class Client:
                      message=f"region {region} is not this client's")
         return RegionInfo.from_c(out)
 
-    def region_name(self, region: int) -> str:
+    def region_name(self, region: u32) -> str:
         """A fixed or draft_kv region's configured name ("weights"), else its
         kind's name ("kv", "expert") (``vram_region_name``).  VramError
         ENOENT when the region is not this client's."""
@@ -538,35 +662,66 @@ class Client:
                             "client's", call="vram_region_name")
         return _decode(name)
 
-    def region_lane_slots(self, region: int, lane: int) -> int:
+    def region_lane_slots(self, region: u32, lane: u32) -> int:
         """Usable slots of one lane (``vram_region_lane_slots``).  ENOENT
         no such region or lane."""
         return int(self._invoke(
             "vram_region_lane_slots", region, lane,
             message=f"region {region} has no lane {lane} here"))
 
-    def region_grow(self, region: int, chunks: int) -> None:
+    def region_grow(self, region: u32, chunks: u32) -> None:
         """Backs the next chunks slots of every lane (ad-hoc stages and
         fixed regions; ``vram_region_grow``)."""
         self._invoke("vram_region_grow", region, chunks)
 
-    def region_shrink(self, region: int, chunks: int) -> None:
+    def region_shrink(self, region: u32, chunks: u32) -> None:
         """Unmaps and releases the last chunks of every lane
-        (``vram_region_shrink``)."""
-        self._invoke("vram_region_shrink", region, chunks)
+        (``vram_region_shrink``); the views over them are invalidated
+        first."""
+        def before(h: Any) -> None:
+            # The chunks the library drops: the last `chunks` mapped of each
+            # lane, from the top down.
+            ri, out, ids = _lib.vram_region_info(), c_uint64(), set()
+            if self._lib.vram_region_info(h, region, byref(ri)) < 0:
+                return
+            for lane in range(ri.lanes):
+                slot = self._lib.vram_region_lane_slots(h, region, lane) - 1
+                k = 0
+                while slot >= 0 and k < chunks:
+                    if self._lib.vram_region_chunk(h, region, lane, slot,
+                                                   byref(out)) == 0:
+                        ids.add(out.value)
+                        k += 1
+                    slot -= 1
+            self._views.invalidate_chunks(
+                ids, f"region_shrink({region}, {chunks})")
 
-    def region_release(self, region: int) -> None:
-        """Unmaps and releases the region (``vram_region_release``)."""
-        self._invoke("vram_region_release", region)
+        self._invoke("vram_region_shrink", region, chunks, before=before)
 
-    def region_move_chunk(self, src_region: int, src_lane: int, src_slot: int,
-                          dst_region: int, dst_lane: int, dst_slot: int) -> None:
+    def region_release(self, region: u32) -> None:
+        """Unmaps and releases the region (``vram_region_release``); the
+        views over it are invalidated first."""
+        self._invoke("vram_region_release", region, before=lambda h: self._views.invalidate(
+            lambda v: v.region == region, f"region_release({region})"))
+
+    def region_move_chunk(self, src_region: u32, src_lane: u32, src_slot: u32,
+                          dst_region: u32, dst_lane: u32, dst_slot: u32) -> None:
         """Moves a chunk to an empty slot of another region of this client
-        (``vram_region_move_chunk``); the memory keeps its bytes."""
-        self._invoke("vram_region_move_chunk", src_region, src_lane, src_slot,
-                     dst_region, dst_lane, dst_slot)
+        (``vram_region_move_chunk``); the memory keeps its bytes.  The
+        views over its old slot are invalidated first (make new ones over
+        the new slot)."""
+        def before(h: Any) -> None:
+            out = c_uint64()
+            if self._lib.vram_region_chunk(h, src_region, src_lane, src_slot,
+                                           byref(out)) == 0:
+                self._views.invalidate_chunks(
+                    [out.value], f"region_move_chunk from region {src_region} "
+                                 f"lane {src_lane} slot {src_slot}")
 
-    def region_chunk(self, region: int, lane: int, slot: int) -> Optional[int]:
+        self._invoke("vram_region_move_chunk", src_region, src_lane, src_slot,
+                     dst_region, dst_lane, dst_slot, before=before)
+
+    def region_chunk(self, region: u32, lane: u32, slot: u32) -> Optional[int]:
         """The id of the chunk mapped at slot of lane, or None when the slot
         holds no memory now (touching it would fault;
         ``vram_region_chunk``).  VramError ENOENT when the region is not
@@ -579,7 +734,7 @@ class Client:
         self.region_info(region)  # raises for a region not this client's
         return None
 
-    def region_slot(self, region: int, lane: int, slot: int) -> Optional[int]:
+    def region_slot(self, region: u32, lane: u32, slot: u32) -> Optional[int]:
         """The address of slot of lane, mapped or not: base + lane *
         lane_stride + slot * chunk_bytes; None out of range
         (``vram_region_slot``)."""
@@ -587,25 +742,40 @@ class Client:
 
     # ---- KV budget and expert loans ------------------------------------------
 
-    def kv_reserve(self, stage: int, prompt: int, output: int,
+    def kv_reserve(self, stage: u32, prompt: u64, output: u64,
                    hold: bool = True) -> KvResult:
         """Maps KV for prompt + output tokens before decode and returns when
         all of it is mapped (``vram_kv_reserve``; hold: VRAM_KV_HOLD, wait
         for recalls up to the stage's hold_ms).  E2BIG over the native
         context (the message names it); EAGAIN must wait and hold was
-        False; ETIMEDOUT hold_ms passed; ENOENT; EPERM; EBUSY."""
+        False; ETIMEDOUT hold_ms passed; ENOENT; EPERM; EBUSY.  Expert
+        slots it takes back (EXPERT_SHRINK) lose their views."""
         out = _lib.vram_kv_result()
         flags = _lib.VRAM_KV_HOLD if hold else 0
         self._invoke("vram_kv_reserve", stage, prompt, output, flags, byref(out))
         return KvResult.from_c(out)
 
-    def kv_trim(self, stage: int, tokens: int = 0) -> None:
+    def kv_trim(self, stage: u32, tokens: u64 = 0) -> None:
         """After a request: KV back to the initial window (tokens 0) or to
         tokens; the surplus becomes expert loans as far as there is room
-        (``vram_kv_trim``)."""
-        self._invoke("vram_kv_trim", stage, tokens)
+        (``vram_kv_trim``).  Every view over the stage's KV beyond its
+        initial window -- the part a trim may give back, whatever tokens
+        says -- is invalidated first; views within the initial window stay
+        valid (nothing is trimmed for a keep_window stage)."""
+        def before(h: Any) -> None:
+            floor = self._kv_floor.get(stage)
+            if floor is None:
+                return
+            kv, prefix = floor
+            self._views.invalidate(
+                lambda v: v.region == kv and any(
+                    lane >= len(prefix) or slot >= prefix[lane]
+                    for _, lane, slot, _ in v.coords),
+                f"kv_trim({stage}) (KV beyond the initial window)")
 
-    def expert_request(self, stage: int, max_bytes: int = 0) -> Residency:
+        self._invoke("vram_kv_trim", stage, tokens, before=before)
+
+    def expert_request(self, stage: u32, max_bytes: u64 = 0) -> Residency:
         """Asks for expert loans (at most max_bytes, whole chunks; 0: all
         there is) and returns the residency after
         (``vram_expert_request``).  Getting less, or nothing, is not an
@@ -614,7 +784,7 @@ class Client:
         self._invoke("vram_expert_request", stage, max_bytes)
         return self.expert_residency(stage)
 
-    def expert_claim(self, stage: int, layer: int, slots: Iterable[int]) -> None:
+    def expert_claim(self, stage: u32, layer: u32, slots: Iterable[u32]) -> None:
         """Claims backed expert slots for one layer, all or none
         (``vram_expert_claim``).  EINVAL a slot not backed; EBUSY claimed
         by another layer; EPERM layer outside the stage."""
@@ -622,7 +792,7 @@ class Client:
         arr = (c_uint32 * max(len(s), 1))(*s)
         self._invoke("vram_expert_claim", stage, layer, arr, len(s))
 
-    def expert_residency(self, stage: int) -> Residency:
+    def expert_residency(self, stage: u32) -> Residency:
         """The stage's residency, current (no round trip;
         ``vram_expert_residency``)."""
         out = _lib.vram_residency()
@@ -630,14 +800,14 @@ class Client:
                      message=f"stage {stage} is not registered by this client")
         return Residency.from_c(out)
 
-    def expert_slots(self, stage: int) -> int:
+    def expert_slots(self, stage: u32) -> int:
         """Expert slots of the stage's expert region, backed or not
         (``vram_expert_slots``)."""
         return int(self._invoke(
             "vram_expert_slots", stage,
             message=f"stage {stage} is not registered by this client"))
 
-    def expert_slot(self, stage: int, slot: int) -> Optional[int]:
+    def expert_slot(self, stage: u32, slot: u32) -> Optional[int]:
         """The address of expert slot (expert region base + slot *
         expert_slot_bytes), None past the region (``vram_expert_slot``).
         It has memory while slot < expert_slots_backed."""
@@ -645,16 +815,16 @@ class Client:
 
     # ---- administration --------------------------------------------------
 
-    def admin_evict(self, client: int) -> None:
+    def admin_evict(self, client: u32) -> None:
         """Admin only: disconnects another client (``vram_admin_evict``)."""
         self._invoke("vram_admin_evict", client)
 
-    def admin_set_capacity(self, device: int, nbytes: int) -> None:
+    def admin_set_capacity(self, device: u32, nbytes: u64) -> None:
         """Admin only: a device's capacity at run time
         (``vram_admin_set_capacity``)."""
         self._invoke("vram_admin_set_capacity", device, nbytes)
 
-    # ---- zero-copy views (host backend) ----------------------------------
+    # ---- zero-copy views -------------------------------------------------
 
     def _require_host(self, what: str) -> None:
         backend = self.backend
@@ -664,23 +834,15 @@ class Client:
                 "device memory, not readable by the CPU: use the torch "
                 "tensors (lane_tensor, expert_slot_tensor)")
 
-    @staticmethod
-    def _array(np: Any, addr: int, nbytes: int, dtype: Any, owner: "Client") -> Any:
-        dt = np.dtype(dtype)
-        if nbytes % dt.itemsize:
-            raise ValueError(f"{nbytes} bytes are not a whole number of "
-                             f"{dt} items")
-        buf = (ctypes.c_ubyte * nbytes).from_address(addr)
-        buf._vram_owner = owner  # the client stays alive under a view
-        return np.frombuffer(buf, dtype=dt)
-
     def _lane_span(self, region: int, lane: int, first_slot: int,
-                   nslots: Optional[int], what: str) -> "tuple[int, int]":
-        """(address, bytes) of mapped chunk slots of a lane, or raises."""
+                   nslots: Optional[int], what: str) -> "_Span":
+        """The mapped chunk slots [first_slot, first_slot + nslots) of a
+        lane, or raises."""
         info = self.region_info(region)
         usable = self.region_lane_slots(region, lane)
-        if first_slot < 0 or (nslots is not None and nslots < 1):
-            raise ValueError("first_slot must be >= 0 and nslots >= 1")
+        if nslots is not None and nslots < 1:
+            raise ValueError(f"{what}: nslots={nslots}: a view covers at "
+                             "least one slot")
 
         def unmapped(slot: int) -> VramError:
             return VramError(_errno.EFAULT,
@@ -688,38 +850,103 @@ class Client:
                              "holds no memory now (or is past the lane's "
                              f"{usable} slots): no view over it", call=what)
 
-        if nslots is None:
-            n = 0
-            while (first_slot + n < usable and
-                   self.region_chunk(region, lane, first_slot + n) is not None):
-                n += 1
-            if n == 0:
-                raise unmapped(first_slot)
-            nslots = n
-        else:
-            for s in range(first_slot, first_slot + nslots):
-                if s >= usable or self.region_chunk(region, lane, s) is None:
-                    raise unmapped(s)
-        addr = self.region_slot(region, lane, first_slot)
-        if not addr:  # cannot happen for a mapped slot
+        coords = []
+        slot = first_slot
+        while nslots is None or slot < first_slot + nslots:
+            chunk = self.region_chunk(region, lane, slot) if slot < usable else None
+            if chunk is None:
+                if nslots is None and coords:
+                    break  # the mapped run ends here
+                raise unmapped(slot)
+            coords.append((region, lane, slot, chunk))
+            slot += 1
+        addrs = [self.region_slot(region, lane, c[2]) for c in coords]
+        if not all(addrs):  # cannot happen for a mapped slot
             raise unmapped(first_slot)
-        return addr, nslots * info.chunk_bytes
+        n = len(coords)
+        desc = (f"{what}(region {region}, lane {lane}, slot{'s' if n > 1 else ''} "
+                f"{first_slot}{f'..{first_slot + n - 1}' if n > 1 else ''})")
+        return _Span(desc, info.stage, region, coords, addrs, addrs[0],
+                     n * info.chunk_bytes, info.chunk_bytes)
 
-    def _expert_span(self, stage: int, slot: int, what: str) -> "tuple[int, int]":
-        """(address, bytes) of a backed expert slot, or raises."""
+    def _expert_span(self, stage: int, slot: int, what: str) -> "_Span":
+        """A backed expert slot, or raises."""
         res = self.expert_residency(stage)
         info = self.stage_info(stage)
         addr = (self.expert_slot(stage, slot)
-                if 0 <= slot < res.expert_slots_backed else None)
+                if slot < res.expert_slots_backed else None)
         if not addr:
             raise VramError(_errno.EFAULT,
                             f"expert slot {slot} of stage {stage} is not "
                             f"backed ({res.expert_slots_backed} slots are): "
                             "no view over it", call=what)
-        return addr, info.expert_slot_bytes
+        # The chunk slots of the expert region under it (an expert slot need
+        # not be a whole number of chunks).
+        ex = info.expert_region
+        cb = self.region_info(ex).chunk_bytes
+        off, size = slot * info.expert_slot_bytes, info.expert_slot_bytes
+        coords, addrs = [], []
+        for k in range(off // cb, (off + size + cb - 1) // cb):
+            chunk = self.region_chunk(ex, 0, k)
+            a = self.region_slot(ex, 0, k)
+            if chunk is None or not a:
+                raise VramError(_errno.EFAULT, f"expert slot {slot} of stage "
+                                f"{stage} lost its memory: no view over it",
+                                call=what)
+            coords.append((ex, 0, k, chunk))
+            addrs.append(a)
+        return _Span(f"{what}(stage {stage}, slot {slot})", stage, ex, coords,
+                     addrs, addr, size, cb)
 
-    def lane_view(self, region: int, lane: int, first_slot: int = 0,
-                  nslots: Optional[int] = None, dtype: Any = "uint8") -> Any:
+    def _view(self, locate: Callable[[], "_Span"]) -> _views.View:
+        """The record of a new view, over a mapping of its own on the host
+        backend (vram._views); locate() reads where the memory is, again
+        when memory moved meanwhile."""
+        alias = self.backend == "host" and _views.aliasing_available()
+        for _ in range(64):
+            gen = self._views.gen
+            sp = locate()
+
+            def make() -> _views.View:
+                if not alias:
+                    return _views.View(sp.what, sp.stage, sp.region, sp.coords,
+                                       sp.addr, sp.nbytes, None)
+                base = _views._alias(sp.chunk_addrs, sp.chunk_bytes)
+                return _views.View(
+                    sp.what, sp.stage, sp.region, sp.coords,
+                    base + (sp.addr - sp.chunk_addrs[0]), sp.nbytes,
+                    (base, len(sp.chunk_addrs) * sp.chunk_bytes))
+
+            try:
+                v = self._views.add(gen, make)
+            except _views.AliasError as e:
+                if e.errno != _errno.EINVAL:  # not the memory going meanwhile
+                    raise VramError(e.errno, str(e), call=sp.what) from None
+                v = None
+            if v is not None:
+                return v
+        raise VramError(_errno.EAGAIN, "the memory kept moving while the view "
+                        "was made: try again", call="view")
+
+    def _array(self, np: Any, v: _views.View, dtype: Any) -> Any:
+        """The numpy array over view v (whose record goes with the last
+        array over it; with v now when this fails)."""
+        try:
+            dt = np.dtype(dtype)
+            if v.size % dt.itemsize:
+                raise ValueError(f"{v.size} bytes are not a whole number of "
+                                 f"{dt} items")
+        except BaseException:
+            self._views.forget(v)
+            raise
+        buf = (ctypes.c_ubyte * v.size).from_address(v.addr)
+        buf._vram_owner = self  # the client stays alive under a view
+        # Not at interpreter exit, while arrays over it may still be touched.
+        weakref.finalize(buf, self._views.forget, v).atexit = False
+        return np.frombuffer(buf, dtype=dt)
+
+    def lane_view(self, region: u32, lane: u32, first_slot: u32 = 0,
+                  nslots: Optional[u32] = None, dtype: Any = "uint8") -> Any:
         """A writable numpy array over chunk slots [first_slot, first_slot +
         nslots) of one lane of a region, zero-copy (host backend).
 
@@ -728,35 +955,39 @@ class Client:
         slot covered must hold memory now (``vram_region_chunk``), or
         VramError EFAULT is raised and no view made; a region or lane that
         is not this client's raises ENOENT.  The length is nslots *
-        chunk_bytes bytes, as dtype items.  The view is valid only while
-        those slots stay mapped (see the class documentation).  Raises
-        NotImplementedError on the cuda backend (use lane_tensor),
-        ImportError without numpy.
+        chunk_bytes bytes, as dtype items.  The array maps the memory
+        itself, at an address of its own (not the region's): when the
+        memory goes (a trim beyond the initial window, a shrink, a release,
+        close) it is invalidated -- it reads zeros, its writes reach no
+        memory of vramd's, :meth:`view_valid` says False -- and never
+        faults (see "Memory views" in the class documentation).  Raises NotImplementedError on
+        the cuda backend (use lane_tensor), ImportError without numpy.
         """
         self._require_host("lane_view")
         np = _numpy()
-        addr, nbytes = self._lane_span(region, lane, first_slot, nslots,
-                                       "lane_view")
-        return self._array(np, addr, nbytes, dtype, self)
+        v = self._view(lambda: self._lane_span(region, lane, first_slot,
+                                               nslots, "lane_view"))
+        return self._array(np, v, dtype)
 
-    def expert_slot_view(self, stage: int, slot: int, dtype: Any = "uint8") -> Any:
+    def expert_slot_view(self, stage: u32, slot: u32, dtype: Any = "uint8") -> Any:
         """A writable numpy array over expert slot of the stage
         (expert_slot_bytes long), zero-copy (host backend).
 
         The slot must be backed (slot < expert_slots_backed), or VramError
-        EFAULT is raised.  The view is valid only while the slot stays
-        backed: a RECALL or EXPERT_SHRINK covering it unmaps it (see the
-        class documentation).  Raises NotImplementedError on the cuda
-        backend (use expert_slot_tensor), ImportError without numpy.
+        EFAULT is raised.  A RECALL or EXPERT_SHRINK covering the slot, a
+        release or close invalidates it: it then reads zeros and never
+        faults (see "Memory views" in the class documentation).  Raises
+        NotImplementedError on the cuda backend (use expert_slot_tensor),
+        ImportError without numpy.
         """
         self._require_host("expert_slot_view")
         np = _numpy()
-        addr, nbytes = self._expert_span(stage, slot, "expert_slot_view")
-        return self._array(np, addr, nbytes, dtype, self)
+        v = self._view(lambda: self._expert_span(stage, slot, "expert_slot_view"))
+        return self._array(np, v, dtype)
 
     # ---- zero-copy torch tensors (cuda: device memory; host: CPU) --------
 
-    def _tensor(self, addr: int, nbytes: int, dtype: Any) -> Any:
+    def _tensor(self, locate: Callable[[], "_Span"], dtype: Any) -> Any:
         try:
             import torch
         except ImportError as e:
@@ -764,36 +995,87 @@ class Client:
                               "or Debian's python3-torch)") from e
         dtype = dtype if dtype is not None else torch.uint8
         itemsize = torch.empty((), dtype=dtype).element_size()
-        if nbytes % itemsize:
-            raise ValueError(f"{nbytes} bytes are not a whole number of "
+        v = self._view(locate)
+        if v.size % itemsize:
+            self._views.forget(v)
+            raise ValueError(f"{v.size} bytes are not a whole number of "
                              f"{dtype} items")
         if self.backend == "host":
             np = _numpy()
-            return torch.from_numpy(self._array(np, addr, nbytes, "uint8",
-                                                self)).view(dtype)
+            return torch.from_numpy(self._array(np, v, "uint8")).view(dtype)
         # CUDA: the memory is the daemon's chunks, mapped at a fixed address
         # in this process's device address space; torch takes it through
         # __cuda_array_interface__ (no copy, no ownership: the tensor keeps
         # the span object, which keeps the client).
-        span = _CudaSpan(addr, nbytes, self)
+        span = _CudaSpan(v.addr, v.size, self)
+        weakref.finalize(span, self._views.forget, v).atexit = False
         return torch.as_tensor(span, device="cuda").view(dtype)
 
-    def lane_tensor(self, region: int, lane: int, first_slot: int = 0,
-                    nslots: Optional[int] = None, dtype: Any = None) -> Any:
+    def lane_tensor(self, region: u32, lane: u32, first_slot: u32 = 0,
+                    nslots: Optional[u32] = None, dtype: Any = None) -> Any:
         """A torch tensor over mapped chunk slots of a lane, zero-copy: on
         the cuda backend a CUDA tensor over the chunks' device memory (its
         address never changes, so CUDA graphs captured over it replay after
-        every budget change), on the host backend a CPU tensor.  The same
-        checks as lane_view: every slot covered must hold memory now, else
-        VramError EFAULT.  dtype defaults to torch.uint8.  Valid only while
-        those slots stay mapped."""
-        addr, nbytes = self._lane_span(region, lane, first_slot, nslots,
-                                       "lane_tensor")
-        return self._tensor(addr, nbytes, dtype)
+        every budget change), on the host backend a CPU tensor over a
+        mapping of its own, as lane_view.  The same checks as lane_view:
+        every slot covered must hold memory now, else VramError EFAULT.
+        dtype defaults to torch.uint8.  Invalidated when the memory goes,
+        as lane_view (see "Memory views" in the class documentation: on
+        cuda an invalidated tensor points at unmapped device memory)."""
+        return self._tensor(lambda: self._lane_span(region, lane, first_slot,
+                                                    nslots, "lane_tensor"),
+                            dtype)
 
-    def expert_slot_tensor(self, stage: int, slot: int, dtype: Any = None) -> Any:
+    def expert_slot_tensor(self, stage: u32, slot: u32, dtype: Any = None) -> Any:
         """A torch tensor over a backed expert slot (expert_slot_bytes),
         zero-copy, as lane_tensor; VramError EFAULT when the slot is not
-        backed.  Valid until a RECALL or EXPERT_SHRINK covering it."""
-        addr, nbytes = self._expert_span(stage, slot, "expert_slot_tensor")
-        return self._tensor(addr, nbytes, dtype)
+        backed.  Invalidated by a RECALL or EXPERT_SHRINK covering it, a
+        release or close."""
+        return self._tensor(lambda: self._expert_span(stage, slot,
+                                                      "expert_slot_tensor"),
+                            dtype)
+
+    # ---- whether a view is still good --------------------------------------
+
+    def _records_of(self, view: Any) -> List[_views.View]:
+        addr, nbytes = _views.extent(view)
+        found = self._views.find(addr, nbytes)
+        if not found:
+            raise ValueError("not a view of this client's memory (or one "
+                             "whose arrays are all gone)")
+        return found
+
+    def view_valid(self, view: Any) -> bool:
+        """Whether a numpy array or torch tensor from this client's views
+        (or a slice of one) still shows the memory it was made over: False
+        once that memory went (see "Memory views").  ValueError for an
+        array that is not such a view."""
+        return any(v.valid for v in self._records_of(view))
+
+    def check_view(self, view: Any) -> None:
+        """Raises VramError ESTALE, naming what took the memory, when
+        view_valid(view) is False."""
+        recs = self._records_of(view)
+        if any(v.valid for v in recs):
+            return
+        v = recs[0]
+        raise VramError(_errno.ESTALE, f"{v.what} was invalidated by "
+                        f"{v.reason}: its memory went back to vramd, so it "
+                        "reads zeros and what is written to it reaches nothing; make a new "
+                        "view",
+                        call="check_view")
+
+
+class _Span:
+    """Where a view's memory is: its chunk slots (region, lane, slot,
+    chunk) and their addresses, and the view's start and length."""
+
+    __slots__ = ("what", "stage", "region", "coords", "chunk_addrs", "addr",
+                 "nbytes", "chunk_bytes")
+
+    def __init__(self, what: str, stage: int, region: int,
+                 coords: List[Tuple[int, int, int, int]], chunk_addrs: List[int],
+                 addr: int, nbytes: int, chunk_bytes: int) -> None:
+        self.what, self.stage, self.region = what, stage, region
+        self.coords, self.chunk_addrs = coords, chunk_addrs
+        self.addr, self.nbytes, self.chunk_bytes = addr, nbytes, chunk_bytes

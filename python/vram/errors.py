@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from ._args import checked_function, i32
+
 __all__ = ["VramError", "strerror"]
 
 
-def strerror(err: int) -> str:
+@checked_function
+def strerror(err: i32) -> str:
     """vramd's meaning of an error code, negative or not (vram_strerror).
 
     Falls back to the C library's text when libvram cannot be loaded.
@@ -16,7 +19,7 @@ def strerror(err: int) -> str:
     try:
         from . import _lib
 
-        text = _lib.load().vram_strerror(-abs(int(err)))
+        text = _lib.load().vram_strerror(-abs(err))
     except OSError:
         return os.strerror(abs(int(err)))
     return text.decode("utf-8", "replace") if text else os.strerror(abs(int(err)))
@@ -49,7 +52,10 @@ class VramError(OSError):
         errno may be given negative, as libvram returns it.
         """
         code = abs(int(errno))
-        text = strerror_text if strerror_text is not None else strerror(code)
+        if strerror_text is not None:
+            text = strerror_text
+        else:
+            text = strerror(code) if code < 2**31 else f"unknown error {code}"
         super().__init__(code, text)
         self.message = message or text
         self.call = call

@@ -74,7 +74,8 @@ CONFIG = (
 class Daemon:
     """vramd on a socket in a private temporary directory."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: str = CONFIG) -> None:
+        self.config_text = config
         self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
         self.backend = os.environ.get("VRAM_TEST_BACKEND") or "host"
         self.dir = tempfile.mkdtemp(prefix="vramd-py-")
@@ -96,7 +97,7 @@ class Daemon:
             raise RuntimeError(f"no vramd at {self.bin}: build it first "
                                "(cmake --build build -j2) or set VRAMD_BIN")
         with open(self.config, "w", encoding="utf-8") as f:
-            f.write(CONFIG)
+            f.write(self.config_text)
         env = dict(os.environ, VRAMD_CHECK_INVARIANTS="1")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -657,7 +658,10 @@ class TestViews(EngineTest):
         ri = self.c.region_info(kv)
         v = self.c.lane_view(kv, 0)  # the mapped prefix: 2 slots
         self.assertEqual(v.nbytes, 2 * ri.chunk_bytes)
-        self.assertEqual(v.ctypes.data, ri.base)
+        # The view maps the same memory at an address of its own (so that
+        # it can outlive it: test_vram_stale_views.py).
+        self.assertNotEqual(v.ctypes.data, ri.base)
+        self.assertTrue(self.c.view_valid(v))
         self.assertTrue(v.flags.writeable)
         words = self.c.lane_view(kv, 0, dtype="uint32")
         words[:] = numpy.arange(words.size, dtype=numpy.uint32)
@@ -674,8 +678,8 @@ class TestViews(EngineTest):
         # Lane 1 is another lane: its one mapped slot.
         l1 = self.c.lane_view(kv, 1)
         self.assertEqual(l1.nbytes, ri.chunk_bytes)
-        self.assertEqual(l1.ctypes.data, ri.base + ri.lane_stride)
         l1[:] = 0xAB
+        self.assertEqual(ctypes.string_at(ri.base + ri.lane_stride, 2), b"\xab\xab")
         self.assertEqual(int(self.c.lane_view(kv, 1, 0, 1)[-1]), 0xAB)
         # The view keeps the client alive, not its memory mapped.
         self.assertIs(v.base._vram_owner, self.c)
@@ -698,6 +702,10 @@ class TestViews(EngineTest):
         self.assertEqual(cm.exception.errno, errno.ENOENT)
         with self.assertRaises(ValueError):
             self.c.lane_view(kv, 0, 0, 0)
+        with self.assertRaises(ValueError):
+            self.c.lane_view(kv, 0, -1)
+        with self.assertRaises(ValueError):
+            self.c.view_valid(numpy.zeros(4))  # not a view of the client's
         # After a reserve more is mapped, and viewable.
         self.c.kv_reserve(0, 65536, 1024)
         self.assertEqual(self.c.lane_view(kv, 0).nbytes, 9 * 2 * MIB)
@@ -714,22 +722,24 @@ class TestViews(EngineTest):
         self.assertEqual(res.expert_slots_backed, 2)
         v = self.c.expert_slot_view(0, 1, dtype="float32")
         self.assertEqual(v.nbytes, 3 * MIB)
-        self.assertEqual(v.ctypes.data, self.c.expert_slot(0, 1))
+        # Its own mapping of the slot's memory (3 MiB: 1 MiB of the second
+        # chunk, all of the third).
+        self.assertNotEqual(v.ctypes.data, self.c.expert_slot(0, 1))
         v[:] = numpy.linspace(0, 1, v.size, dtype=numpy.float32)
         again = self.c.expert_slot_view(0, 1, dtype=numpy.float32)
         self.assertTrue(numpy.array_equal(v, again))
+        raw = ctypes.string_at(self.c.expert_slot(0, 1) + 3 * MIB - 4, 4)
+        self.assertEqual(numpy.frombuffer(raw, dtype=numpy.float32)[0], v[-1])
         self.c.expert_slot_view(0, 0)[:] = 7
         self.assertEqual(int(self.c.expert_slot_view(0, 0)[-1]), 7)
-        for slot in (2, 84, 85, -1):
+        with self.assertRaises(ValueError):
+            self.c.expert_slot_view(0, -1)
+        for slot in (2, 84, 85, 2**32 - 1):
             with self.subTest(slot=slot):
                 with self.assertRaises(vram.VramError) as cm:
                     self.c.expert_slot_view(0, slot)
                 self.assertEqual(cm.exception.errno, errno.EFAULT)
                 self.assertIn("not backed", cm.exception.message)
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 try:
@@ -789,11 +799,15 @@ class TestTorch(EngineTest):
         self.c.kv_reserve(0, 65536, 1024)
         big = self.c.lane_tensor(kv, 0)
         self.assertEqual(big.numel(), 9 * 2 * MIB)
-        self.assertEqual(big.data_ptr(), t.data_ptr())
+        if self.cuda:  # the region's own address (host: a view's own)
+            self.assertEqual(big.data_ptr(), t.data_ptr())
         big[t.numel():].fill_(3)
         self.sync()
         self.assertTrue(bool((big[:t.numel()] == 8).all()))
         self.c.kv_trim(0)
+        # The trim gave back what big covered beyond the initial window.
+        self.assertFalse(self.c.view_valid(big))
+        self.assertTrue(self.c.view_valid(t))
         if graph is not None:
             graph.replay()
         else:
@@ -925,3 +939,7 @@ print("ok", hex(x.data_ptr()), mapped.value)
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("ok", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,250 @@
+"""The memory views of a client, and what becomes of them when the memory
+under them goes.
+
+Why not a view straight over the region's address: libvram maps chunk slot
+i of a region at a fixed address and, when the chunk goes (a trim, a
+release, a RECALL or EXPERT_SHRINK, a close), puts the address back to an
+inaccessible reservation.  A numpy array or torch tensor made over it
+cannot be told (nothing in numpy or torch invalidates an array in place),
+so touching it after would be a segmentation fault that kills the
+interpreter.  And the library cannot be asked to wait: a RECALL's slots are
+unmapped when the event callback returns, whatever views are left.
+
+So on the host backend (Linux) every view maps the memory itself: the
+chunks under it are mapped a second time, contiguously, at an address of
+the view's own (``mremap`` with an old size of 0 duplicates a shared
+mapping: the same pages, the same memory object, no copy), and the array is
+made over that mapping.  The client keeps a record of each view; before the
+memory leaves the process -- before the call that gives it back, inside the
+event callback before the library unmaps -- the view's mapping is replaced
+by private zero pages (``mmap`` MAP_FIXED over the view's own range, atomic
+for anyone touching it).  A view whose memory went thus reads zeros, and
+what is written to it stays in those pages; it never faults, and it never
+keeps the memory
+(vramd refuses to take back a chunk that is still mapped in the process,
+and a host chunk's next grant is a fresh memory object: nothing of another
+client can show through).  Its mapping is unmapped when the last array
+over it is gone.
+
+On the cuda backend (device memory; torch tensors at the fixed device
+address, which CUDA graphs need) and where mremap is missing, views are
+recorded and invalidated the same way but cannot be made safe from Python:
+a kernel touching a tensor whose memory went fails with CUDA's
+illegal-address error.
+
+Nothing here is public API: see :class:`vram.Client`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno as _errno
+import os
+import platform
+import sys
+import threading
+from typing import Any, Callable, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+__all__ = ["View", "Views", "aliasing_available"]
+
+_PROT_NONE = 0
+_PROT_RW = 0x1 | 0x2
+_MAP_SHARED = 0x01
+_MAP_PRIVATE = 0x02
+_MAP_FIXED = 0x10
+_MAP_ANONYMOUS = 0x20
+# MAP_NORESERVE is 0x4000 on the architectures below; elsewhere it is left
+# out (it only spares commit accounting).
+_MAP_NORESERVE = 0x4000 if platform.machine() in (
+    "x86_64", "AMD64", "aarch64", "arm64", "riscv64", "i686", "i386") else 0
+_MREMAP_MAYMOVE = 1
+_MREMAP_FIXED = 2
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+_libc: Any = None
+_libc_lock = threading.Lock()
+
+
+def _load_libc() -> Any:
+    global _libc
+    with _libc_lock:
+        if _libc is None:
+            libc: Any = False
+            if sys.platform.startswith("linux"):
+                try:
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    libc.mmap.restype = ctypes.c_void_p
+                    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                          ctypes.c_int, ctypes.c_int,
+                                          ctypes.c_int, ctypes.c_long]
+                    libc.mremap.restype = ctypes.c_void_p
+                    libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                            ctypes.c_size_t, ctypes.c_int,
+                                            ctypes.c_void_p]
+                    libc.munmap.restype = ctypes.c_int
+                    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+                except (OSError, AttributeError):
+                    libc = False
+            _libc = libc
+        return _libc
+
+
+def aliasing_available() -> bool:
+    """Whether host views get mappings of their own (Linux: mremap)."""
+    return bool(_load_libc())
+
+
+class AliasError(OSError):
+    """A view's own mapping could not be made (errno EINVAL: the memory at
+    the source address is not a shared mapping any more: it went)."""
+
+
+def _alias(chunk_addrs: List[int], chunk_bytes: int) -> int:
+    """A new range of len(chunk_addrs) chunks, chunk i mapping the same
+    memory as the (shared) mapping at chunk_addrs[i]."""
+    libc = _load_libc()
+    size = len(chunk_addrs) * chunk_bytes
+    base = libc.mmap(None, size, _PROT_NONE,
+                     _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+    if base in (None, _MAP_FAILED):
+        e = ctypes.get_errno()
+        raise AliasError(e, f"cannot reserve {size} bytes for a view: "
+                            f"{os.strerror(e)}")
+    for i, src in enumerate(chunk_addrs):
+        dst = base + i * chunk_bytes
+        r = libc.mremap(src, 0, chunk_bytes, _MREMAP_MAYMOVE | _MREMAP_FIXED,
+                        dst)
+        if r in (None, _MAP_FAILED) or r != dst:
+            e = ctypes.get_errno() or _errno.EINVAL
+            libc.munmap(base, size)
+            raise AliasError(e, f"cannot map chunk slot 0x{src:x} again for a "
+                                f"view: {os.strerror(e)}")
+    return base
+
+
+def _scratch(base: int, size: int) -> bool:
+    """Replaces [base, base + size) by private zero pages."""
+    libc = _load_libc()
+    r = libc.mmap(base, size, _PROT_RW,
+                  _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_FIXED | _MAP_NORESERVE,
+                  -1, 0)
+    return r == base
+
+
+# (region, lane, slot, chunk id) of each chunk slot a view covers.
+Coord = Tuple[int, int, int, int]
+
+
+class View:
+    """The record of one view: what it covers and whether it is valid."""
+
+    __slots__ = ("what", "stage", "region", "coords", "chunks", "addr", "size",
+                 "alias", "valid", "reason", "__weakref__")
+
+    def __init__(self, what: str, stage: int, region: int,
+                 coords: List[Coord], addr: int, size: int,
+                 alias: Optional[Tuple[int, int]]) -> None:
+        self.what = what          # "lane_view(region 5, lane 0, slots 0..1)"
+        self.stage = stage
+        self.region = region
+        self.coords = tuple(coords)
+        self.chunks: FrozenSet[int] = frozenset(c[3] for c in coords)
+        self.addr = addr          # where the array starts
+        self.size = size
+        self.alias = alias        # (base, bytes) of its own mapping, or None
+        self.valid = True
+        self.reason = ""
+
+    def covers(self, addr: int) -> bool:
+        return self.addr <= addr < self.addr + max(self.size, 1)
+
+
+class Views:
+    """A client's views.  ``lock`` (re-entrant: a view's finaliser may run
+    inside it) guards the records and ``gen``, which every invalidation
+    increments: a view made from figures read before an invalidation is
+    made again (see :meth:`add`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.gen = 0
+        self.records: Set[View] = set()
+
+    def add(self, gen: int, make: Callable[[], View]) -> Optional[View]:
+        """make() under the lock and recorded, unless something was
+        invalidated since gen was read (None: read the figures again)."""
+        with self.lock:
+            if self.gen != gen:
+                return None
+            v = make()
+            self.records.add(v)
+            return v
+
+    def forget(self, v: View) -> None:
+        """The last array over v is gone: its mapping goes too."""
+        with self.lock:
+            self.records.discard(v)
+            alias, v.alias = v.alias, None
+        if alias is not None:
+            _load_libc().munmap(alias[0], alias[1])
+
+    def invalidate(self, pred: Callable[[View], bool], reason: str) -> int:
+        """Invalidates every valid view pred selects (its mapping becomes
+        zero pages); returns how many."""
+        n = 0
+        with self.lock:
+            self.gen += 1
+            for v in list(self.records):
+                if not v.valid or not pred(v):
+                    continue
+                v.valid = False
+                v.reason = reason
+                n += 1
+                if v.alias is not None and not _scratch(*v.alias):
+                    # Out of memory for zero pages: the view keeps the chunk
+                    # mapped (vramd then refuses to take it back: EBUSY).
+                    sys.unraisablehook(_Unraisable(
+                        f"vram: cannot unmap the view {v.what} "
+                        f"({os.strerror(ctypes.get_errno())})"))
+        return n
+
+    def invalidate_chunks(self, chunks: Iterable[int], reason: str) -> int:
+        ids = frozenset(chunks)
+        if not ids:
+            return 0
+        return self.invalidate(lambda v: not v.chunks.isdisjoint(ids), reason)
+
+    def valid_records(self) -> List[View]:
+        with self.lock:
+            return [v for v in self.records if v.valid]
+
+    def find(self, addr: int, nbytes: int) -> List[View]:
+        """The views whose memory holds [addr, addr + nbytes) (on the host
+        backend one at most: each has a mapping of its own), else those
+        that hold addr."""
+        with self.lock:
+            near = [v for v in self.records if v.covers(addr)]
+        whole = [v for v in near if addr + nbytes <= v.addr + v.size]
+        return whole or near
+
+
+class _Unraisable:
+    """A sys.UnraisableHookArgs-like object."""
+
+    def __init__(self, msg: str) -> None:
+        self.exc_type = RuntimeError
+        self.exc_value = RuntimeError(msg)
+        self.exc_traceback = None
+        self.err_msg = "Exception ignored in vram"
+        self.object = None
+
+
+def extent(obj: Any) -> Tuple[int, int]:
+    """(address, bytes) of a numpy array or torch tensor."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):
+        return int(obj.data_ptr()), int(obj.numel() * obj.element_size())
+    ai = getattr(obj, "__array_interface__", None)
+    if ai is not None:
+        return int(ai["data"][0]), int(getattr(obj, "nbytes", 0))
+    raise TypeError(f"{type(obj).__name__} is not a numpy array or torch "
+                    "tensor")
