@@ -6,8 +6,8 @@ $VRAM_TEST_BACKEND, host by default) with examples/moe_engine.json on a
 socket in a fresh private directory, runs the engine as a process (one
 engine with both stages, or two engine processes), and is itself the
 second process: at the engine's pauses it registers stage 2 (another
-engine on the same device), which recalls the loans the engine borrowed
-out of stage 2's window, and reserves stage 2's whole window; later it
+engine on the same device) and reserves stage 2's whole window, which
+recalls the loans the engine borrowed out of that window; later it
 leaves, and the engine borrows them again. Meanwhile request 2's own
 reserve moves expert loans into KV. The reference is the engine's --plain
 run in the same process environment (tensors on cuda when the backend is).
@@ -157,11 +157,12 @@ class MoeEngineTest(unittest.TestCase):
         self.addCleanup(lambda: e.proc.poll() is None and e.proc.kill())
         parts = {"before": e.until("paused 2:8")}
         with vram.Client(self.daemon.sock, name="another engine") as tenant:
-            # Registration recalls the pool loans lying in stage 2's window:
-            # the engine, paused but dispatching, answers them.
-            tenant.stage_register(2)
-            r = tenant.kv_reserve(2, 7000, 100)
-            self.assertEqual(r.kv_mapped_bytes, 16 << 20)
+            # The registration maps the initial window, which was never
+            # lent; the reserve of the whole window recalls the pool loans
+            # lying in it: the engine, paused but dispatching, answers them.
+            self.assertEqual(tenant.stage_register(2).kv_mapped_bytes, 4 << 20)
+            r = tenant.kv_reserve(2, 10000, 100)
+            self.assertEqual(r.kv_mapped_bytes, 20 << 20)
             e.go()
             parts["with tenant"] = e.until("paused 3:0")
         e.go()  # the tenant has left: its window may be lent again

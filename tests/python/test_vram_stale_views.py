@@ -110,23 +110,23 @@ stale(c, v, "close()")
 c, info = engine("shrink")
 kept = []
 c.on_event = lambda ev: kept.append(ev.type)
-assert c.expert_request(0).expert_slots_backed == 80
-low, high = c.expert_slot_view(0, 0), c.expert_slot_view(0, 79)
+assert c.expert_request(0).expert_slots_backed == 79
+low, high = c.expert_slot_view(0, 0), c.expert_slot_view(0, 78)
 low[:] = 5
 high[:] = 6
 c.kv_reserve(0, 65536, 1024)
 assert vram.EventType.EXPERT_SHRINK in kept
 assert touch(high) == 0
 assert int(low[0]) == 5 and int(low[-1]) == 5 and c.view_valid(low)
-stale(c, high, "an EXPERT_SHRINK of expert slots [73, 80) of stage 0")
+stale(c, high, "an EXPERT_SHRINK of expert slots [72, 79) of stage 0")
 c.close()
 ''',
-    # Another engine's registration recalls a loan; the library's event
+    # Another engine's long prompt recalls loans; the library's event
     # thread answers at once while a thread of this one reads the view.
     "recall_event_thread": '''
 c, info = engine("recall-a")
-assert c.expert_request(0).expert_slots_backed == 80
-v = c.expert_slot_view(0, 79)
+assert c.expert_request(0).expert_slots_backed == 79
+v = c.expert_slot_view(0, 78)
 v[:] = 1
 c.start_event_thread()
 stop, reads = threading.Event(), [0]
@@ -140,20 +140,24 @@ while reads[0] == 0:  # reading before the recall comes
     time.sleep(0.001)
 b = vram.Client(sock, name="recall-b")
 b.stage_register(1)
+b.kv_reserve(1, 65536, 1024)
 stop.set()
 t.join()
 assert touch(v) == 0
-stale(c, v, "a RECALL of expert slots [79, 80) of stage 0")
-assert c.expert_residency(0).expert_slots_backed == 79
+stale(c, v, "a RECALL of expert slots [74, 79) of stage 0")
+assert c.expert_residency(0).expert_slots_backed == 74
 b.close()
 c.close()
 ''',
     "recall_dispatch": '''
 c, info = engine("recall-a")
-assert c.expert_request(0).expert_slots_backed == 80
-v = c.expert_slot_view(0, 79)
+assert c.expert_request(0).expert_slots_backed == 79
+v = c.expert_slot_view(0, 78)
 b = vram.Client(sock, name="recall-b")
-t = threading.Thread(target=b.stage_register, args=(1,))
+def register_and_grow():
+    b.stage_register(1)
+    b.kv_reserve(1, 65536, 1024)
+t = threading.Thread(target=register_and_grow)
 t.start()
 deadline = time.monotonic() + 30
 while t.is_alive() and time.monotonic() < deadline:
@@ -162,7 +166,7 @@ while t.is_alive() and time.monotonic() < deadline:
 t.join()
 assert b.stage_info(1).stage == 1
 assert touch(v) == 0
-stale(c, v, "a RECALL of expert slots [79, 80) of stage 0")
+stale(c, v, "a RECALL of expert slots [74, 79) of stage 0")
 b.close()
 c.close()
 ''',
@@ -200,21 +204,21 @@ TORCH_SCENARIOS = {
 import torch
 c, info = engine("torch")
 kv = info.kv_region
-assert c.expert_request(0).expert_slots_backed == 80
-e79 = c.expert_slot_tensor(0, 79, dtype=torch.float32)
-e79.fill_(2.0)
-c.kv_reserve(0, 65536, 1024)  # EXPERT_SHRINK of slots [73, 80)
+assert c.expert_request(0).expert_slots_backed == 79
+e78 = c.expert_slot_tensor(0, 78, dtype=torch.float32)
+e78.fill_(2.0)
+c.kv_reserve(0, 65536, 1024)  # EXPERT_SHRINK of slots [72, 79)
 t = c.lane_tensor(kv, 0, dtype=torch.float32)
 window = c.lane_tensor(kv, 0, 0, 2)
 t.fill_(1.0)
 c.kv_trim(0)
-got = (float(t.sum()), float(e79.sum()))
+got = (float(t.sum()), float(e78.sum()))
 t.fill_(5.0)
-e79.add_(1.0)
+e78.add_(1.0)
 print("touched", flush=True)
 assert got == (0.0, 0.0), got
 stale(c, t, "kv_trim(0)")
-stale(c, e79, "an EXPERT_SHRINK")
+stale(c, e78, "an EXPERT_SHRINK")
 assert c.view_valid(window) and bool((window.view(torch.float32) == 1.0).all())
 c.close()
 stale(c, window, "close()")
