@@ -588,8 +588,8 @@ static int t_killed(void)
         n++;
         if (!gone && strstr(line, "is gone:"))
             gone = n;
-        /* The registration waits for its initial window (then the reserve
-         * need not), or the reserve for the rest: the first grant to B. */
+        /* The registration maps at once (its initial window is never
+         * lent); the held reserve waits for the rest: its grant. */
         if (!granted && strstr(line, "of stage 1 granted"))
             granted = n;
     }
