@@ -22,7 +22,7 @@ int vl_device_set_capacity(struct vl_ledger *L, uint32_t device, uint64_t bytes,
         return vli_fail(L, -E2BIG, "device %u: at most %llu MiB (its size when "
                         "vramd started)", device,
                         (unsigned long long)(d->nchunks * cb >> 20));
-    uint32_t in_use = d->nchunks - d->nfree;
+    uint32_t in_use = d->nchunks - d->nfree + d->weights; /* R17: sets too */
     if (want < in_use)
         return vli_fail(L, -EBUSY, "device %u: %llu MiB are in use", device,
                         (unsigned long long)((uint64_t)in_use * cb >> 20));
@@ -32,7 +32,7 @@ int vl_device_set_capacity(struct vl_ledger *L, uint32_t device, uint64_t bytes,
                         (unsigned long long)((uint64_t)d->reserved * cb >> 20));
     uint32_t withheld = d->nchunks - (uint32_t)want;
     struct vli_promises p = vli_dev_promises(L, d);
-    uint32_t free_after = d->nfree - withheld;
+    uint32_t free_after = d->nfree - withheld - d->weights;
     if (free_after < p.hard) /* R12: every hard promise (R2) stays free */
         return vli_fail(L, -EBUSY, "device %u: %llu MiB are promised to "
                         "stages' fixed and registered KV memory", device,

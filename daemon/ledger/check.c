@@ -6,6 +6,8 @@
  * quotas and views count it). */
 #include "internal.h"
 
+#include <string.h>
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -125,15 +127,26 @@ static int check_chunks(struct vl_ledger *L, struct tally *t,
             cat[VL_CAT_LOAN] != d->loaned)
             return vli_fail(L, -EFAULT, "device %u: category counters drifted",
                             d->cfg.id);
-        if (d->withheld > cnt[VL_FREE])
-            return vli_fail(L, -EFAULT, "device %u: %u chunks withheld, %u "
-                            "free", d->cfg.id, d->withheld, cnt[VL_FREE]);
-        if ((uint64_t)d->fixed + d->kv + d->loaned + cnt[VL_FREE] - d->withheld +
-                cnt[VL_QUARANTINED] != vl_capacity(d))
+        if ((uint64_t)d->withheld + d->weights > cnt[VL_FREE])
+            return vli_fail(L, -EFAULT, "device %u: %u chunks withheld and %u "
+                            "charged to weight sets, %u free", d->cfg.id,
+                            d->withheld, d->weights, cnt[VL_FREE]);
+        /* R17: what the sets are charged is what the device keeps out. */
+        uint64_t units = 0;
+        for (size_t w = 0; w < L->nwset; w++)
+            if (L->wset[w]->dev == di)
+                units += L->wset[w]->units;
+        if (units != d->weights)
+            return vli_fail(L, -EFAULT, "device %u: weight sets hold %llu "
+                            "chunks, %u counted", d->cfg.id,
+                            (unsigned long long)units, d->weights);
+        uint32_t avail = cnt[VL_FREE] - d->withheld - d->weights;
+        if ((uint64_t)d->fixed + d->kv + d->loaned + avail +
+                cnt[VL_QUARANTINED] + d->weights != vl_capacity(d))
             return vli_fail(L, -EFAULT, "device %u: fixed %u + kv %u + loaned "
-                            "%u + free %u + quarantined %u != capacity %u",
-                            d->cfg.id, d->fixed, d->kv, d->loaned,
-                            cnt[VL_FREE] - d->withheld, cnt[VL_QUARANTINED],
+                            "%u + free %u + quarantined %u + weights %u != "
+                            "capacity %u", d->cfg.id, d->fixed, d->kv,
+                            d->loaned, avail, cnt[VL_QUARANTINED], d->weights,
                             vl_capacity(d));
         if (d->nfree != cnt[VL_FREE])
             return vli_fail(L, -EFAULT, "device %u: free stack holds %u, %u "
@@ -428,6 +441,41 @@ static int check_index(struct vl_ledger *L)
     return 0;
 }
 
+/* R17: each set's writer maps it while it is unsealed, and only then has
+ * one; its users are known clients, each once; names are unique. */
+static int check_weights(struct vl_ledger *L)
+{
+    for (size_t i = 0; i < L->nwset; i++) {
+        const struct vl_wset *w = L->wset[i];
+        if (w->dev >= L->ndev || !w->units)
+            return vli_fail(L, -EFAULT, "weight set %u: bad device or size",
+                            w->id);
+        if (w->sealed == (w->writer != 0))
+            return vli_fail(L, -EFAULT, "weight set %u: %s with writer %u",
+                            w->id, w->sealed ? "sealed" : "unsealed", w->writer);
+        bool writer_maps = !w->writer;
+        for (uint32_t k = 0; k < w->nuser; k++) {
+            if (!vli_client_find(L, w->user[k]))
+                return vli_fail(L, -EFAULT, "weight set %u: unknown user %u",
+                                w->id, w->user[k]);
+            writer_maps |= w->user[k] == w->writer;
+            for (uint32_t j = 0; j < k; j++)
+                if (w->user[j] == w->user[k])
+                    return vli_fail(L, -EFAULT, "weight set %u: user %u "
+                                    "twice", w->id, w->user[k]);
+        }
+        if (!writer_maps)
+            return vli_fail(L, -EFAULT, "weight set %u: its writer %u does "
+                            "not map it", w->id, w->writer);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(L->wset[j]->name, w->name) == 0 ||
+                L->wset[j]->id == w->id)
+                return vli_fail(L, -EFAULT, "weight set %u: name or id twice",
+                                w->id);
+    }
+    return 0;
+}
+
 int vl_check(struct vl_ledger *L)
 {
     /* Per stage: quarantined chunks, then those of them fixed. */
@@ -449,6 +497,8 @@ int vl_check(struct vl_ledger *L)
         e = check_stages(L, qstage, t);
     if (e == 0)
         e = check_clients(L, t);
+    if (e == 0)
+        e = check_weights(L);
     free(t);
     free(qstage);
     return e;

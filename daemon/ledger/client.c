@@ -369,6 +369,9 @@ int vl_client_reap(struct vl_ledger *L, uint32_t client, struct vl_fxlist *fx)
         if (L->stage[i].used && !L->stage[i].configured &&
             !L->stage[i].owner && L->stage[i].held_by == client)
             vli_stage_reset(L, &L->stage[i]);
+    /* R17: its process can no longer map a set; one it was writing is
+     * dropped. */
+    vli_weights_client_gone(L, client, fx);
     L->ngone--;
     client_remove(L, (size_t)(cl - L->client));
     return 0;

@@ -105,6 +105,26 @@ struct vl_device {
     uint32_t fixed, kv, loaned; /* granted chunks by category */
     uint32_t reserved;          /* sum over stages: window + fixed */
     uint32_t withheld;          /* free chunks kept out: capacity lowered */
+    uint32_t weights;           /* free chunks kept out: charged to weight
+                                   sets, whose memory is the backend's (R17) */
+};
+
+/* R17: a weight set. */
+struct vl_wset {
+    uint32_t id;
+    uint32_t dev;             /* device index */
+    char name[VL_WSET_NAME_MAX + 1];
+    uint8_t key[VL_WSET_KEY];
+    uint64_t bytes, alloc_bytes;
+    uint32_t nalloc, units;
+    uint64_t base, va_bytes;
+    uint32_t writer;          /* 0 once sealed */
+    bool sealed, keep;
+    uint32_t tenant;
+    bool exempt;              /* made by an exempt client: not counted */
+    uint64_t sealed_at, last_use;
+    uint32_t *user;           /* clients mapping it (gone ones too) */
+    uint32_t nuser, user_cap;
 };
 
 struct vl_client {
@@ -128,6 +148,7 @@ struct vl_client {
     bool holds_ids;             /* gone: ad-hoc stage ids may be held for
                                    it (held_by), which its reap frees */
     uint32_t hfirst[VL_MAX_DEVICES]; /* its chunks' list per device */
+    uint32_t wsets;             /* weight sets it maps (R17) */
 };
 
 struct vl_ledger {
@@ -156,6 +177,10 @@ struct vl_ledger {
     size_t nva_free;
     struct vl_va_hold *va_hold;
     size_t nva_hold;
+    struct vl_wset **wset;    /* R17, in no order */
+    size_t nwset;
+    uint32_t next_wset_id;
+    uint64_t tick;            /* R17's clock for least recent use */
     struct vl_observer obs;
     struct vl_limits limits; /* per client (R14); UINT32_MAX: unbounded */
     char why[256];
@@ -312,6 +337,19 @@ uint32_t vli_expert_room(struct vl_ledger *L, struct vl_stage *s);
 int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
                           struct vl_device *d, uint32_t short_by,
                           struct vl_fxlist *fx);
+
+/* weights.c: weight sets (R17) */
+/* Client's uses of sets end (its process is gone): it maps none, and its
+ * unsealed sets are dropped. */
+void vli_weights_client_gone(struct vl_ledger *L, uint32_t client,
+                             struct vl_fxlist *fx);
+/* Client's uses move to client to (a resume). */
+void vli_weights_client_move(struct vl_ledger *L, uint32_t from, uint32_t to);
+void vli_weights_free_all(struct vl_ledger *L);
+/* Sets a tenant's clients made, and whether cl maps or writes any. */
+uint32_t vli_weights_of_tenant(const struct vl_ledger *L, uint32_t tenant);
+/* Chunks of capacity that cached sets of device (an index) hold. */
+uint32_t vli_weights_cached(const struct vl_ledger *L, uint32_t device);
 
 /* slots.c: expert slots (R9) */
 void vli_budget_changed(struct vl_ledger *L, struct vl_stage *s,

@@ -5,11 +5,11 @@
  * a consequence (send a chunk's fd, tell a client to move or unmap a chunk,
  * free physical memory, announce a residency change) comes back as a list of
  * effects. Every rule of the broker lives in this folder: README.md lists
- * them, R1..R15, and names the file that enforces each; the code and the
+ * them, R1..R17, and names the file that enforces each; the code and the
  * tests (test_rNN_*) carry the same numbers.
  *
  * Accounting, per device, in chunks:
- *   fixed + kv + loaned + free + quarantined == capacity
+ *   fixed + kv + loaned + free + quarantined + weights == capacity
  * where "fixed" counts chunks granted to fixed and draft_kv regions, "kv"
  * chunks in kv regions, "loaned" chunks in expert regions (of a configured
  * stage: lent, state loaned or recalling; of an ad-hoc stage: granted). Every
@@ -96,6 +96,7 @@ enum vl_fx_kind {
     VL_FX_UNMAP,  /* ask client to unmap chunk and release it */
     VL_FX_DROP,   /* chunk left its holder for good: scrub or free physical */
     VL_FX_BUDGET, /* stage's expert residency changed */
+    VL_FX_WSET_DROP, /* weight set `set` is gone: free its allocations (R17) */
 };
 
 struct vl_fx {
@@ -105,6 +106,7 @@ struct vl_fx {
     uint32_t region;
     uint32_t slot;
     uint32_t stage;
+    uint32_t set; /* VL_FX_WSET_DROP */
 };
 
 struct vl_fxlist {
@@ -120,6 +122,8 @@ struct vl_va_hold {
     uint64_t base, size;
     uint32_t tag;
 };
+
+struct vl_wset_view;
 
 /* Sees every change a restarted daemon would need to know (R13): who
  * holds each chunk, which address ranges are reserved by whom, which ad-hoc
@@ -139,6 +143,8 @@ struct vl_observer {
     void (*va_move)(void *ctx, uint32_t tag, uint32_t region, uint32_t client);
     /* An ad-hoc stage id is taken (owner or holder) or free (0). */
     void (*stage)(void *ctx, uint32_t stage, uint32_t client);
+    /* Weight set set is made or changed (v), or gone (v NULL) (R17). */
+    void (*wset)(void *ctx, uint32_t set, const struct vl_wset_view *v);
 };
 
 /* The ledger itself is opaque: the rest of the daemon reads it through the
@@ -158,6 +164,7 @@ struct vl_limits {
     uint64_t va_bytes_per_tenant;
     uint32_t stages_per_tenant;
     uint32_t gone_per_tenant;
+    uint32_t wsets_per_tenant; /* R17: weight sets a tenant's clients made */
 };
 
 /* Chunk ids are stable for the daemon's life: device index << 32 | index. */
@@ -292,6 +299,8 @@ struct vl_device_view {
     uint32_t fixed, kv, loaned; /* granted, by category */
     uint32_t recalling, quarantined;
     uint32_t reserved;    /* by configured stages: windows and fixed */
+    uint32_t weights;     /* charged to weight sets (R17) */
+    uint32_t weights_cached; /* of those, sealed sets nobody maps */
     bool lend_unreserved;
 };
 uint32_t vl_device_count(const struct vl_ledger *L);
@@ -364,6 +373,7 @@ struct vl_client_view {
     uint64_t missed_recalls;
     uint32_t tenant;
     uint64_t va_bytes;          /* address space of its regions and ranges */
+    uint32_t wsets;             /* weight sets it maps or writes (R17) */
 };
 bool vl_client_view(const struct vl_ledger *L, uint32_t client,
                     struct vl_client_view *out);
@@ -459,6 +469,82 @@ struct vl_resume {
  * (-ENOENT, -EBUSY, -EINVAL, -ENOMEM with why). */
 int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
                      struct vl_fxlist *fx);
+
+/* ---- R17: weight sets ----
+ * Named sets of large allocations that outlive the engine that wrote them.
+ * A set is charged to its device's capacity in whole chunks (its bytes
+ * rounded up), taken from memory no promise needs, as ad-hoc regions are;
+ * its address range is carved from the window once and is the same in
+ * every process that maps it. Its memory is the backend's, not chunks'. */
+#define VL_WSET_NAME_MAX 64
+#define VL_WSET_KEY 32
+#define VL_WSET_ALLOCS_MAX 65536
+#define VL_MAX_WSETS 4096
+
+struct vl_wset_req {
+    const char *name;         /* 1..64 printable bytes, no space */
+    const uint8_t *key;       /* VL_WSET_KEY bytes: the set's layout */
+    uint32_t device;
+    uint64_t bytes;
+    uint64_t alloc_bytes;     /* each allocation's size */
+    bool keep;                /* never evicted (an admin's choice) */
+};
+
+/* Opens set req->name for client (R17). An existing sealed set of the same
+ * key, device and size is mapped by client (it becomes a user; writer_out
+ * false). Without one, client becomes the writer of a new set (writer_out
+ * true), charged to the device after cached sets were evicted, least
+ * recently used first (VL_FX_WSET_DROP each), if memory no promise needs
+ * is short. -EAGAIN while another client writes it; -ESTALE for another
+ * key, device or size (why names the set's); -ENOSPC no room; -EDQUOT the
+ * tenant's limit; -EINVAL a bad request. Opening a set one already has
+ * open gives it again. */
+int vl_weights_open(struct vl_ledger *L, uint32_t client,
+                    const struct vl_wset_req *req, uint32_t *set_out,
+                    bool *writer_out, struct vl_fxlist *fx);
+/* The writer is done: every mapping is read-only from now on. sealed_at is
+ * the caller's clock, kept for messages. -EPERM not the writer, -EALREADY
+ * sealed. */
+int vl_weights_seal(struct vl_ledger *L, uint32_t client, uint32_t set,
+                    uint64_t sealed_at);
+/* Client no longer maps set. A sealed set nobody maps stays, cached; an
+ * unsealed one its writer closes is dropped (VL_FX_WSET_DROP). */
+int vl_weights_close(struct vl_ledger *L, uint32_t client, uint32_t set,
+                     struct vl_fxlist *fx);
+/* An admin drops set: -EBUSY while a client (gone ones included) maps it. */
+int vl_weights_drop(struct vl_ledger *L, uint32_t set, struct vl_fxlist *fx);
+/* Evicts cached sets of device (an index), least recently used first,
+ * until memory no promise needs reaches need chunks; returns how many
+ * went (VL_FX_WSET_DROP each). */
+uint32_t vl_weights_make_room(struct vl_ledger *L, uint32_t device,
+                              uint32_t need, struct vl_fxlist *fx);
+
+struct vl_wset_view {
+    uint32_t id;
+    uint32_t device;          /* the device's id */
+    const char *name;
+    const uint8_t *key;
+    uint64_t bytes, alloc_bytes;
+    uint32_t nalloc, units;   /* allocations; chunks of capacity charged */
+    uint64_t base, va_bytes;
+    uint32_t writer;          /* its writer while unsealed, else 0 */
+    bool sealed, keep;
+    uint32_t tenant;          /* the writer's */
+    uint32_t users;           /* clients mapping it, gone ones included */
+    const uint32_t *user;     /* their ids; valid until the ledger changes */
+    uint64_t sealed_at, last_use; /* the caller's clock; the ledger's tick */
+};
+bool vl_wset_view(const struct vl_ledger *L, uint32_t set,
+                  struct vl_wset_view *out);
+/* The set named name, or 0. */
+uint32_t vl_wset_find(const struct vl_ledger *L, const char *name);
+void vl_each_wset(const struct vl_ledger *L,
+                  void (*fn)(void *ud, const struct vl_wset_view *v), void *ud);
+
+/* A sealed set a restarted daemon found again (its handles came back), as
+ * it was, with its users (gone clients already restored). Before any client
+ * connects. -EINVAL, with why, on anything inconsistent. */
+int vl_weights_restore(struct vl_ledger *L, const struct vl_wset_view *v);
 
 /* Checks every invariant; 0 or -EFAULT with the broken rule in why. */
 int vl_check(struct vl_ledger *L);

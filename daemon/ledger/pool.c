@@ -227,7 +227,8 @@ void vli_place(struct vl_ledger *L, struct vl_device *d, uint32_t idx,
  * some, which stay free and out of reach. */
 uint32_t vli_dev_free(const struct vl_device *d)
 {
-    return d->nfree > d->withheld ? d->nfree - d->withheld : 0;
+    uint32_t out = d->withheld + d->weights;
+    return d->nfree > out ? d->nfree - out : 0;
 }
 
 uint32_t vli_take_free(struct vl_device *d)
@@ -355,6 +356,7 @@ void vl_fini(struct vl_ledger *L)
     free(L->ch);
     free(L->va_free);
     free(L->va_hold);
+    vli_weights_free_all(L);
     memset(L, 0, sizeof(*L));
 }
 

@@ -411,6 +411,12 @@ int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
      * region on what no promise needs. Never more than is free. */
     uint64_t avail = s->configured ? vli_free_for_fixed(L, d, s)
                                    : vli_dev_unpromised(L, d);
+    /* R17: cached weight sets make room for a live engine's grant. */
+    uint32_t di = vli_dev_index(L, d);
+    if (!s->configured && total > avail && total <= UINT32_MAX &&
+        avail + vli_weights_cached(L, di) >= total &&
+        vl_weights_make_room(L, di, (uint32_t)total, fx))
+        avail = vli_dev_unpromised(L, d);
     if (s->configured && total > vli_fixed_free(s))
         return vli_fail(L, -EDQUOT, "region %u: %llu chunks asked, %u left of "
                         "the stage's fixed reservation", region,

@@ -627,6 +627,10 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
     for (size_t i = 0; i < rs->nstages; i++)
         if (!rs->stages[i].lost && rs->stages[i].configured)
             L->stage[rs->stages[i].id].residency_version++;
+    /* R17: the sets the process maps are mapped by the client now. */
+    vli_weights_client_move(L, rs->from, client);
+    for (size_t i = 0; i < rs->nalso; i++)
+        vli_weights_client_move(L, rs->also[i], client);
     from->resumed = true;
     cl->admitted = true; /* R16: it came back for a gone client */
     work_free(L, rs, &w);

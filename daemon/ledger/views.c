@@ -34,8 +34,14 @@ void vl_device_view(const struct vl_ledger *L, uint32_t index,
         .recalling = d->count[VL_RECALLING],
         .quarantined = d->count[VL_QUARANTINED],
         .reserved = d->reserved,
+        .weights = d->weights,
         .lend_unreserved = d->cfg.lend_unreserved,
     };
+    for (size_t i = 0; i < L->nwset; i++) {
+        const struct vl_wset *w = L->wset[i];
+        if (w->dev == index && w->sealed && !w->nuser)
+            out->weights_cached += w->units;
+    }
 }
 
 int vl_device_index(const struct vl_ledger *L, uint32_t id)
@@ -152,6 +158,7 @@ static void client_view(const struct vl_client *c, struct vl_client_view *out)
         .missed_recalls = c->missed_recalls,
         .tenant = c->tenant,
         .va_bytes = c->va_bytes,
+        .wsets = c->wsets,
     };
 }
 

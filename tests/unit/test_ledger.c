@@ -2433,6 +2433,289 @@ static void test_r01_views(void)
     vl_free(L);
 }
 
+
+/* ---- R17: weight sets ------------------------------------------------------ */
+
+static const uint8_t key_a[VL_WSET_KEY] = {0xa1, 0xa2, 0xa3};
+static const uint8_t key_b[VL_WSET_KEY] = {0xb1, 0xb2, 0xb3};
+
+static struct vl_wset_req wreq(const char *name, const uint8_t *key,
+                               uint64_t bytes)
+{
+    return (struct vl_wset_req){.name = name, .key = key, .device = 0,
+                                .bytes = bytes, .alloc_bytes = 64 * MiB};
+}
+
+static uint32_t wdrops(uint32_t set)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < fx.n; i++)
+        n += fx.v[i].kind == VL_FX_WSET_DROP && fx.v[i].set == set;
+    return n;
+}
+
+/* Writer, seal, readers; another key; a writer's close and its crash; the
+ * device's figures all along. */
+static void test_r17_weights_share(void)
+{
+    /* 1 GiB = 512 chunks; stage 0 reserves 66 + 16 (fixed 32 MiB). */
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    L.region_align = GiB;
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    a.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 32 * MiB};
+    a.nfixed = 1;
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    for (uint32_t c = 1; c <= 4; c++)
+        OP(&L, 0, vl_client_add(&L, c));
+    uint32_t set = 0, again = 0;
+    bool writer = false;
+    struct vl_wset_req r = wreq("qwen3/stage0", key_a, 100 * MiB);
+    /* 100 MiB in 64 MiB allocations: 2 of them, 128 MiB, 64 chunks. */
+    OP(&L, 0, vl_weights_open(&L, 1, &r, &set, &writer, &fx));
+    CHECK(set != 0 && writer, "client 1 is not the writer of set %u", set);
+    struct vl_wset_view v;
+    REQUIRE(vl_wset_view(&L, set, &v), "no view");
+    CHECK_EQ_U(v.nalloc, 2);
+    CHECK_EQ_U(v.units, 64);
+    CHECK_EQ_U(v.base % GiB, 0);
+    CHECK_EQ_U(v.va_bytes, GiB);
+    CHECK(!v.sealed && v.writer == 1 && v.users == 1, "writing");
+    struct vl_device_view dv;
+    vl_device_view(&L, 0, &dv);
+    CHECK_EQ_U(dv.weights, 64);
+    CHECK_EQ_U(dv.free, 512 - 64);
+    CHECK_EQ_U(vl_wset_find(&L, "qwen3/stage0"), set);
+    /* While it is written: others wait, its writer gets it again. */
+    REFUSED(&L, 2, -EAGAIN, "weight set 'qwen3/stage0' is being written by "
+            "client 1", vl_weights_open(&L, 2, &r, &again, &writer, &fx));
+    OP(&L, 0, vl_weights_open(&L, 1, &r, &again, &writer, &fx));
+    CHECK(again == set && writer, "the writer's second open");
+    /* Only its writer seals it, once. */
+    OP(&L, -ENOENT, vl_weights_seal(&L, 2, set, 1000));
+    OP(&L, 0, vl_weights_seal(&L, 1, set, 1000));
+    OP(&L, -EALREADY, vl_weights_seal(&L, 1, set, 1001));
+    /* Readers share the one copy: nothing more is charged. */
+    OP(&L, 0, vl_weights_open(&L, 2, &r, &again, &writer, &fx));
+    CHECK(again == set && !writer, "client 2 maps it");
+    OP(&L, 0, vl_weights_open(&L, 3, &r, &again, &writer, &fx));
+    vl_device_view(&L, 0, &dv);
+    CHECK_EQ_U(dv.weights, 64);
+    vl_wset_view(&L, set, &v);
+    CHECK(v.sealed && v.writer == 0 && v.users == 3, "sealed, 3 users");
+    /* Another layout is never mapped. */
+    struct vl_wset_req other = wreq("qwen3/stage0", key_b, 100 * MiB);
+    OP(&L, -ESTALE, vl_weights_open(&L, 4, &other, &again, &writer, &fx));
+    CHECK(strstr(vl_why(&L), "100 MiB on device 0, sealed") != NULL,
+          "the refusal does not name the set's size: %s", vl_why(&L));
+    other = wreq("qwen3/stage0", key_a, 99 * MiB);
+    OP(&L, -ESTALE, vl_weights_open(&L, 4, &other, &again, &writer, &fx));
+    /* Bad requests. */
+    struct vl_wset_req bad = wreq("has space", key_a, MiB);
+    OP(&L, -EINVAL, vl_weights_open(&L, 4, &bad, &again, &writer, &fx));
+    bad = wreq("", key_a, MiB);
+    OP(&L, -EINVAL, vl_weights_open(&L, 4, &bad, &again, &writer, &fx));
+    bad = wreq("huge", key_a, 2 * GiB);
+    OP(&L, -E2BIG, vl_weights_open(&L, 4, &bad, &again, &writer, &fx));
+    /* Nobody maps it: cached, still charged; an admin may drop it only
+     * then. */
+    OP(&L, 0, vl_weights_close(&L, 1, set, &fx));
+    OP(&L, 0, vl_weights_close(&L, 2, set, &fx));
+    OP(&L, -EBUSY, vl_weights_drop(&L, set, &fx));
+    OP(&L, -ENOENT, vl_weights_close(&L, 2, set, &fx));
+    OP(&L, 0, vl_weights_close(&L, 3, set, &fx));
+    vl_device_view(&L, 0, &dv);
+    CHECK_EQ_U(dv.weights_cached, 64);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_weights_drop(&L, set, &fx));
+    CHECK_EQ_U(wdrops(set), 1);
+    vl_device_view(&L, 0, &dv);
+    CHECK_EQ_U(dv.weights, 0);
+    CHECK_EQ_U(dv.free, 512);
+
+    /* A writer that closes before sealing leaves nothing. */
+    struct vl_wset_req b = wreq("b", key_b, 64 * MiB);
+    OP(&L, 0, vl_weights_open(&L, 1, &b, &set, &writer, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_weights_close(&L, 1, set, &fx));
+    CHECK_EQ_U(wdrops(set), 1);
+    CHECK_EQ_U(vl_wset_find(&L, "b"), 0);
+    /* One that crashes: its process may still write until the reap. */
+    OP(&L, 0, vl_weights_open(&L, 1, &b, &set, &writer, &fx));
+    OP(&L, 0, vl_client_disconnect(&L, 1, &fx));
+    CHECK_EQ_U(vl_wset_find(&L, "b"), set);
+    REFUSED(&L, 2, -EAGAIN, "weight set 'b' is being written by client 1",
+            vl_weights_open(&L, 2, &b, &again, &writer, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_client_reap(&L, 1, &fx));
+    CHECK_EQ_U(wdrops(set), 1);
+    OP(&L, 0, vl_weights_open(&L, 2, &b, &again, &writer, &fx));
+    CHECK(writer && again != set, "client 2 writes a new set");
+    /* A reader that is gone maps it until its process is reaped. */
+    OP(&L, 0, vl_weights_seal(&L, 2, again, 5));
+    OP(&L, 0, vl_weights_open(&L, 3, &b, &set, &writer, &fx));
+    OP(&L, 0, vl_weights_close(&L, 2, again, &fx));
+    OP(&L, 0, vl_client_disconnect(&L, 3, &fx));
+    OP(&L, -EBUSY, vl_weights_drop(&L, again, &fx));
+    OP(&L, 0, vl_client_reap(&L, 3, &fx));
+    OP(&L, 0, vl_weights_drop(&L, again, &fx));
+    vl_fini(&L);
+}
+
+/* Sets take only memory no promise needs; cached ones are evicted least
+ * recently used first for a live engine's grant or another set, never a
+ * kept one nor one that is mapped. */
+static void test_r17_weights_evict(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    /* Stage 0's window (66) and fixed (16) are promised: 430 chunks are
+     * not. */
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    a.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 32 * MiB};
+    a.nfixed = 1;
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_client_add_tenant(&L, 1, 1000, false));
+    OP(&L, 0, vl_client_add(&L, 9)); /* an admin (exempt) */
+    uint32_t s1, s2, s3, s4, sk;
+    bool w;
+    struct vl_wset_req big = wreq("too-big", key_a, 431 * 2 * MiB);
+    big.alloc_bytes = 2 * MiB;
+    OP(&L, -ENOSPC, vl_weights_open(&L, 1, &big, &s1, &w, &fx));
+    CHECK(strstr(vl_why(&L), "862 MiB asked, 860 MiB free") != NULL, "%s",
+          vl_why(&L));
+    /* Three sets of 128 MiB (64 chunks each), sealed and closed in order:
+     * s1 least recently used. A kept one of 128 MiB (admins only). */
+    struct vl_wset_req r1 = wreq("s1", key_a, 128 * MiB),
+                       r2 = wreq("s2", key_a, 128 * MiB),
+                       r3 = wreq("s3", key_a, 128 * MiB),
+                       rk = wreq("kept", key_a, 128 * MiB);
+    rk.keep = true;
+    OP(&L, -EPERM, vl_weights_open(&L, 1, &rk, &sk, &w, &fx));
+    OP(&L, 0, vl_weights_open(&L, 9, &rk, &sk, &w, &fx));
+    OP(&L, 0, vl_weights_seal(&L, 9, sk, 1));
+    OP(&L, 0, vl_weights_close(&L, 9, sk, &fx));
+    OP(&L, 0, vl_weights_open(&L, 1, &r1, &s1, &w, &fx));
+    OP(&L, 0, vl_weights_seal(&L, 1, s1, 1));
+    OP(&L, 0, vl_weights_open(&L, 1, &r2, &s2, &w, &fx));
+    OP(&L, 0, vl_weights_seal(&L, 1, s2, 1));
+    OP(&L, 0, vl_weights_open(&L, 1, &r3, &s3, &w, &fx));
+    OP(&L, 0, vl_weights_seal(&L, 1, s3, 1));
+    OP(&L, 0, vl_weights_close(&L, 1, s1, &fx));
+    OP(&L, 0, vl_weights_close(&L, 1, s2, &fx));
+    /* s3 stays mapped. Free and unpromised: 430 - 4 x 64 = 174. */
+    struct vl_device_view dv;
+    vl_device_view(&L, 0, &dv);
+    CHECK_EQ_U(dv.weights, 256);
+    CHECK_EQ_U(dv.weights_cached, 192); /* s1, s2 and the kept one */
+    /* A stage's promise is never taken: the stage registers and grows to
+     * its whole window and fixed reservation with every set in place. */
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 2, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 2, 0, 261000, 1024, NULL, &fx));
+    OP(&L, 0, vl_region_grow(&L, 2, L.stage[0].fixed_region[0], 16, &fx));
+    CHECK_EQ_U(vl_wset_find(&L, "s1"), s1);
+    /* A live engine's ad-hoc grant of 200 chunks: s1 goes (LRU), which is
+     * enough: s2 stays. */
+    uint32_t st, rg;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 1, &st));
+    OP(&L, 0, vl_region_create(&L, 1, st, VL_FIXED, 800 * MiB, 1, &rg));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_region_grow(&L, 1, rg, 200, &fx));
+    CHECK_EQ_U(wdrops(s1), 1);
+    CHECK_EQ_U(wdrops(s2), 0);
+    CHECK_EQ_U(vl_wset_find(&L, "s1"), 0);
+    CHECK_EQ_U(vl_wset_find(&L, "s2"), s2);
+    /* Another set of 64 chunks: s2 goes too. */
+    struct vl_wset_req r4 = wreq("s4", key_b, 128 * MiB);
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_weights_open(&L, 1, &r4, &s4, &w, &fx));
+    CHECK_EQ_U(wdrops(s2), 1);
+    /* 38 chunks are left. Past what eviction could give, nothing is
+     * evicted: the grow fails and s4 (being written), s3 (mapped) and the
+     * kept set stay. */
+    vl_fx_clear(&fx);
+    OP(&L, -ENOSPC, vl_region_grow(&L, 1, rg, 39, &fx));
+    CHECK_EQ_U(fx.n, 0);
+    CHECK(vl_wset_find(&L, "kept") == sk && vl_wset_find(&L, "s3") == s3,
+          "a kept or mapped set was evicted");
+    vl_fini(&L);
+}
+
+/* The tenant's limit; a resume keeps what the process maps; a restarted
+ * ledger takes sets back. */
+static void test_r17_weights_restart(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    vl_set_limits(&L, &(struct vl_limits){.chunks_per_client = UINT32_MAX,
+                                          .regions_per_client = UINT32_MAX,
+                                          .stages_per_client = UINT32_MAX,
+                                          .wsets_per_tenant = 2});
+    OP(&L, 0, vl_client_add_tenant(&L, 1, 1000, false));
+    OP(&L, 0, vl_client_add_tenant(&L, 2, 1000, false));
+    uint32_t a, b, c;
+    bool w;
+    struct vl_wset_req ra = wreq("a", key_a, 64 * MiB),
+                       rb = wreq("b", key_a, 64 * MiB),
+                       rc = wreq("c", key_a, 64 * MiB);
+    OP(&L, 0, vl_weights_open(&L, 1, &ra, &a, &w, &fx));
+    OP(&L, 0, vl_weights_seal(&L, 1, a, 7));
+    OP(&L, 0, vl_weights_open(&L, 2, &rb, &b, &w, &fx));
+    REFUSED(&L, 2, -EDQUOT, "uid 1000's clients made 2 weight sets, their "
+            "limit (limits.weight_sets_per_user)",
+            vl_weights_open(&L, 2, &rc, &c, &w, &fx));
+    OP(&L, 0, vl_weights_seal(&L, 2, b, 8));
+    /* Client 2 maps a too; its process comes back as client 3 and still
+     * maps both. */
+    OP(&L, 0, vl_weights_open(&L, 2, &ra, &a, &w, &fx));
+    OP(&L, 0, vl_client_disconnect(&L, 2, &fx));
+    OP(&L, 0, vl_client_add_tenant(&L, 3, 1000, false));
+    struct vl_resume rs = {.from = 2};
+    OP(&L, 0, vl_client_resume(&L, 3, &rs, &fx));
+    struct vl_client_view cv;
+    REQUIRE(vl_client_view(&L, 3, &cv), "client 3");
+    CHECK_EQ_U(cv.wsets, 2);
+    OP(&L, -EBUSY, vl_weights_drop(&L, b, &fx));
+    OP(&L, 0, vl_weights_close(&L, 3, b, &fx));
+    OP(&L, 0, vl_weights_close(&L, 3, a, &fx));
+    /* Set a, sealed and mapped by a gone client 5, into a new ledger. */
+    struct vl_wset_view va;
+    REQUIRE(vl_wset_view(&L, a, &va), "view of a");
+    struct vl_ledger R;
+    REQUIRE(vl_init(&R, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&R));
+    uint32_t gone[1] = {5};
+    OP(&R, 0, vl_restore(&R, gone, 1, NULL, 0, NULL, 0, NULL));
+    uint32_t users[1] = {5};
+    va.users = 1;
+    va.user = users;
+    OP(&R, 0, vl_weights_restore(&R, &va));
+    OP(&R, -EINVAL, vl_weights_restore(&R, &va)); /* twice */
+    struct vl_wset_view vb = va;
+    vb.id = 99;
+    vb.name = "other";
+    vb.units = 3; /* not what its allocations take */
+    OP(&R, -EINVAL, vl_weights_restore(&R, &vb));
+    struct vl_device_view dv;
+    vl_device_view(&R, 0, &dv);
+    CHECK_EQ_U(dv.weights, 32);
+    OP(&R, -EBUSY, vl_weights_drop(&R, a, &fx));
+    OP(&R, 0, vl_client_reap(&R, 5, &fx));
+    /* A new set gets an id the restored one does not have. */
+    OP(&R, 0, vl_client_add(&R, 6));
+    OP(&R, 0, vl_weights_open(&R, 6, &rb, &b, &w, &fx));
+    CHECK(b != a, "a new set took the restored one's id");
+    OP(&R, 0, vl_weights_open(&R, 6, &ra, &c, &w, &fx));
+    CHECK(c == a && !w, "the restored set is not shared");
+    vl_fini(&R);
+    vl_fini(&L);
+}
+
 int main(void)
 {
     test_r04_seed_replay();
@@ -2457,6 +2740,9 @@ int main(void)
     test_r14_quotas();
     test_r15_missed_recall();
     test_r16_tenant_quotas();
+    test_r17_weights_share();
+    test_r17_weights_evict();
+    test_r17_weights_restart();
     test_r01_views();
     vl_fx_free(&fx);
     return check_report("test_ledger");
