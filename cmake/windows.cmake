@@ -312,7 +312,8 @@ set(VRAMD_WIN_CORE_SOURCES
   daemon/core/request.c daemon/core/send.c daemon/core/startup.c daemon/core/status.c
   daemon/core/waits.c
   daemon/core/handlers/admin.c daemon/core/handlers/hello.c daemon/core/handlers/kv.c
-  daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c)
+  daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c
+  daemon/core/weights.c daemon/core/wsets.c daemon/core/handlers/weights.c)
 add_executable(vramd
   daemon/main.c daemon/config.c daemon/log.c
   daemon/io/io_pipe.c daemon/io/io_port.c daemon/io/session_pipe.c

@@ -51,6 +51,8 @@ void vd_config_default(struct vd_config *c)
     c->va_bytes_per_user = 4ull << 40;
     c->stages_per_user = 64;
     c->gone_per_user = 64;
+    c->wsets_per_user = 16;
+    c->weights_alloc = 1ull << 30;
     c->socket_mode = 0660;
 }
 
@@ -439,8 +441,8 @@ static void parse_who(struct ctx *x, const cJSON *o, const char *path,
 
 static void parse_access(struct ctx *x, const cJSON *o, struct vd_config *c)
 {
-    static const char *const keys[] = {"allow", "admin", "socket_group",
-                                       "socket_mode", NULL};
+    static const char *const keys[] = {"allow", "admin", "weights",
+                                       "socket_group", "socket_mode", NULL};
     if (!cJSON_IsObject(o)) {
         err(x, "access: expected an object");
         return;
@@ -453,6 +455,8 @@ static void parse_access(struct ctx *x, const cJSON *o, struct vd_config *c)
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "admin")))
         parse_who(x, v, "access.admin", &c->admin);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "weights")))
+        parse_who(x, v, "access.weights", &c->weights);
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "socket_group"))) {
         const char *g = cJSON_GetStringValue(v);
         uint32_t gid;
@@ -483,7 +487,8 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
                                        "queued_bytes", "address_space_per_client",
                                        "address_space_per_user",
                                        "stages_per_user",
-                                       "gone_clients_per_user", NULL};
+                                       "gone_clients_per_user",
+                                       "weight_sets_per_user", NULL};
     if (!cJSON_IsObject(o)) {
         err(x, "limits: expected an object");
         return;
@@ -518,6 +523,8 @@ static void parse_limits(struct ctx *x, const cJSON *o, struct vd_config *c)
         c->stages_per_user = (uint32_t)v;
     if (get_uint(x, o, "gone_clients_per_user", "limits", 65536, &v))
         c->gone_per_user = (uint32_t)v;
+    if (get_uint(x, o, "weight_sets_per_user", "limits", VL_MAX_WSETS, &v))
+        c->wsets_per_user = (uint32_t)v;
     if (get_size(x, o, "queued_bytes", "limits", &v)) {
         if (v < (1u << 20))
             err(x, "limits.queued_bytes: at least 1 MiB");
@@ -617,7 +624,7 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     static const char *const keys[] = {"backend", "devices", "stages",
                                        "address_window", "pool", "limits",
                                        "scenario", "doc", "cuda", "access",
-                                       NULL};
+                                       "weights", NULL};
     known_keys(&x, root, "", keys);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "backend");
     if (v) {
@@ -663,6 +670,18 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
                 "it) or \"off\"");
         else if (ps)
             c->cuda_peers_off = strcmp(ps, "off") == 0;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "weights"))) {
+        static const char *const wk[] = {"alloc", NULL};
+        known_keys(&x, v, "weights", wk);
+        uint64_t a;
+        if (get_size(&x, v, "alloc", "weights", &a)) {
+            if (a < (2u << 20) || a % (2u << 20))
+                err(&x, "weights.alloc: a multiple of 2 MiB (the GPUs' "
+                    "allocation granularity), at least 2 MiB");
+            else
+                c->weights_alloc = a;
+        }
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "limits")))
         parse_limits(&x, v, c);

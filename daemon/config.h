@@ -47,11 +47,15 @@ struct vd_config {
     uint64_t queued_bytes;         /* output queued towards all peers */
     uint64_t va_bytes_per_client, va_bytes_per_user; /* address space (R16) */
     uint32_t stages_per_user, gone_per_user;         /* (R16) */
+    uint32_t wsets_per_user;                         /* (R17) */
+    uint64_t weights_alloc; /* a weight set's allocation size (R17) */
     /* Who may connect, and who may administer (root always may both). */
     struct vd_access_list {
         uint32_t uids[32], gids[32];
         uint32_t nuids, ngids;
-    } allow, admin;
+    } allow, admin, weights; /* weights: who may open another user's
+                                weight sets (R17; their writer's uid and
+                                admins always may) */
     bool allow_given;  /* else: the daemon's user and the group vramd */
     char socket_group[64]; /* group of the socket file ("" = unchanged) */
     uint32_t socket_mode;  /* of the socket file */

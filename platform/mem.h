@@ -11,6 +11,16 @@
 
 /* A new zero-filled memory object of bytes that nobody can resize. */
 int vp_mem_create(uint64_t bytes, const char *name, vp_handle *out);
+/* A new zero-filled memory object of bytes that nobody can resize, and
+ * that can be made read-only for everyone later (vp_mem_seal_write): a
+ * weight set's allocation. */
+int vp_mem_create_sealable(uint64_t bytes, const char *name, vp_handle *out);
+/* From now on nobody can write h's memory, through any mapping or handle
+ * (Linux: F_SEAL_WRITE); -EBUSY while a writable mapping of it exists in
+ * any process. Windows has no such seal: there a read-only section is one
+ * whose handle carries map-read access only (the push's), and this only
+ * checks h. */
+int vp_mem_seal_write(vp_handle h);
 /* What identifies the object in a process's mappings (an inode on Linux);
  * 0 when unknown. */
 uint64_t vp_mem_id(vp_handle h);
@@ -30,6 +40,10 @@ void vp_vm_release(uint64_t base, uint64_t size);
  * writable, replacing what was there. */
 int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
               size_t whylen);
+/* The same, readable only: a sealed object's mapping can never be made
+ * writable. */
+int vp_vm_map_ro(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
+                 size_t whylen);
 /* Puts the reservation back over [addr, addr + bytes), so the range is
  * never left for another mapping to take. */
 int vp_vm_unmap(uint64_t addr, uint64_t bytes);

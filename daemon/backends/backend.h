@@ -71,6 +71,17 @@ struct vd_backend_ops {
     uint64_t (*chunk_mem_id)(struct vd_backend *b, uint32_t dev, uint32_t idx);
     /* Chunks created (and scrubbed) ahead, ready for a grant. */
     uint32_t (*pool_ready)(struct vd_backend *b, uint32_t dev);
+    /* R17: n allocations of bytes each on device dev for a weight set,
+     * each a handle the daemon keeps (with the clients' own, its memory's
+     * only references: closing the last frees it). Made on the caller's
+     * path; -ENOMEM, -ENOSPC, -EIO with why, nothing left made. */
+    int (*wset_alloc)(struct vd_backend *b, uint32_t dev, uint64_t bytes,
+                      uint32_t n, vp_handle *out, char *why, size_t whylen);
+    /* One of a set's allocations becomes read-only for everyone: -EBUSY
+     * while a process maps it writable (host: its write seal; cuda: 0, a
+     * mapping's access is the client's to set read-only). */
+    int (*wset_seal)(struct vd_backend *b, uint32_t dev, vp_handle h,
+                     char *why, size_t whylen);
     void (*destroy)(struct vd_backend *b);
 };
 

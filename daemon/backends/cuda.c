@@ -156,19 +156,20 @@ static int wddm_read(struct cuda_backend *b, struct cuda_dev *d, uint64_t now)
     return 0;
 }
 
-static int wddm_room(struct cuda_backend *b, struct cuda_dev *d, bool filling)
+static int wddm_room(struct cuda_backend *b, struct cuda_dev *d, bool filling,
+                     uint64_t bytes)
 {
     uint64_t keep = filling ? d->reserve : 0, now = vp_now_ns();
     bool read = d->since_check >= 64 || now - d->checked_ns > 100000000ull;
     char why[256];
     if (read && wddm_read(b, d, now) < 0)
         return -EIO;
-    if (vnvml_fits(d->gpu_free, keep, d->chunk_bytes, why, sizeof(why)) == 0)
+    if (vnvml_fits(d->gpu_free, keep, bytes, why, sizeof(why)) == 0)
         return 0;
     if (!read) { /* the refusal rests on a fresh reading */
         if (wddm_read(b, d, now) < 0)
             return -EIO;
-        if (vnvml_fits(d->gpu_free, keep, d->chunk_bytes, why, sizeof(why)) == 0)
+        if (vnvml_fits(d->gpu_free, keep, bytes, why, sizeof(why)) == 0)
             return 0;
     }
     /* The fill meets a full GPU as a matter of course: it says so once. */
@@ -181,39 +182,47 @@ static int wddm_room(struct cuda_backend *b, struct cuda_dev *d, bool filling)
     return -ENOSPC;
 }
 
-static int create(struct cuda_backend *b, struct cuda_dev *d, bool filling,
-                  CUmemGenericAllocationHandle *out)
+/* An allocation of bytes (a chunk's, or a weight set's) on d. */
+static int create_bytes(struct cuda_backend *b, struct cuda_dev *d,
+                        bool filling, uint64_t bytes,
+                        CUmemGenericAllocationHandle *out)
 {
     CUmemAllocationProp p = chunk_prop(b, d);
     if (d->wddm) {
-        int e = wddm_room(b, d, filling);
+        int e = wddm_room(b, d, filling, bytes);
         if (e < 0)
             return e;
     }
     if (b->need_ctx && use_ctx(b, d) < 0)
         return -EIO;
-    CUresult r = b->cu.cuMemCreate(out, d->chunk_bytes, &p, 0);
+    CUresult r = b->cu.cuMemCreate(out, bytes, &p, 0);
     if (r == CUDA_ERROR_INVALID_CONTEXT && !b->need_ctx) {
         b->need_ctx = true;
         vlog(VLOG_NOTICE, "cuMemCreate needs a current context on this driver");
         if (use_ctx(b, d) < 0)
             return -EIO;
-        r = b->cu.cuMemCreate(out, d->chunk_bytes, &p, 0);
+        r = b->cu.cuMemCreate(out, bytes, &p, 0);
     }
     if (r != CUDA_SUCCESS) {
         /* The fill meets a full GPU as a matter of course: it says so once. */
         if (!filling || r != CUDA_ERROR_OUT_OF_MEMORY)
             vlog(VLOG_ERR, "cuda device %d: cuMemCreate of %llu bytes: %s",
-                 d->ordinal, (unsigned long long)d->chunk_bytes, err(b, r));
+                 d->ordinal, (unsigned long long)bytes, err(b, r));
         return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
     }
     b->created++;
     /* The fill lowers the figure itself (cuda_prefill); a grant here. */
     if (d->wddm && !filling) {
-        d->gpu_free = d->gpu_free > d->chunk_bytes ? d->gpu_free - d->chunk_bytes : 0;
+        d->gpu_free = d->gpu_free > bytes ? d->gpu_free - bytes : 0;
         d->since_check++;
     }
     return 0;
+}
+
+static int create(struct cuda_backend *b, struct cuda_dev *d, bool filling,
+                  CUmemGenericAllocationHandle *out)
+{
+    return create_bytes(b, d, filling, d->chunk_bytes, out);
 }
 
 /* Zeroes a chunk through the daemon's scratch mapping. */
@@ -490,6 +499,59 @@ static void cuda_destroy(struct vd_backend *vb)
     free(b);
 }
 
+/* R17: a weight set's allocations, each made, exported and released at
+ * once: the exported handle alone keeps the memory and its bytes (checked
+ * on an H200 with 4 GiB: an fd held by a process with no CUDA context, the
+ * exporter gone), so the daemon holds no allocation, only handles. */
+static int cuda_wset_alloc(struct vd_backend *vb, uint32_t dev, uint64_t bytes,
+                           uint32_t n, vp_handle *out, char *why, size_t whylen)
+{
+    struct cuda_backend *b = (struct cuda_backend *)vb;
+    if (dev >= vb->ndev) {
+        snprintf(why, whylen, "no device %u", dev);
+        return -ENODEV;
+    }
+    struct cuda_dev *d = &b->dev[dev];
+    uint32_t k = 0;
+    int e = 0;
+    for (; k < n; k++) {
+        CUmemGenericAllocationHandle h;
+        e = create_bytes(b, d, false, bytes, &h);
+        if (e < 0) {
+            snprintf(why, whylen, "cuda device %d: allocation %u of %u (%llu "
+                     "MiB) could not be made%s", d->ordinal, k + 1, n,
+                     (unsigned long long)(bytes >> 20),
+                     e == -ENOMEM ? ": out of GPU memory" : "");
+            break;
+        }
+        out[k] = export_handle(b, h);
+        b->cu.cuMemRelease(h);
+        if (!vp_ok(out[k])) {
+            snprintf(why, whylen, "cuda device %d: allocation %u of %u could "
+                     "not be exported", d->ordinal, k + 1, n);
+            e = -EIO;
+            break;
+        }
+    }
+    if (e < 0)
+        while (k--)
+            vp_close(&out[k]);
+    return e;
+}
+
+/* Read-only is each mapping's access on cuda (CU_MEM_ACCESS_FLAGS_PROT_READ,
+ * set by the client's library): nothing to do to the allocation. */
+static int cuda_wset_seal(struct vd_backend *vb, uint32_t dev, vp_handle h,
+                          char *why, size_t whylen)
+{
+    (void)vb;
+    (void)dev;
+    (void)h;
+    (void)why;
+    (void)whylen;
+    return 0;
+}
+
 static const struct vd_backend_ops cuda_ops = {
     .name = "cuda",
     .chunk_handle = cuda_chunk_handle,
@@ -497,6 +559,8 @@ static const struct vd_backend_ops cuda_ops = {
     .prefill = cuda_prefill,
     .fds_held = cuda_fds_held,
     .pool_ready = cuda_pool_ready,
+    .wset_alloc = cuda_wset_alloc,
+    .wset_seal = cuda_wset_seal,
     .destroy = cuda_destroy,
 };
 

@@ -114,6 +114,42 @@ static void host_destroy(struct vd_backend *b)
     free(h);
 }
 
+/* R17: a weight set's allocations, memory objects that can be sealed
+ * read-only once written. */
+static int host_wset_alloc(struct vd_backend *b, uint32_t dev, uint64_t bytes,
+                           uint32_t n, vp_handle *out, char *why, size_t whylen)
+{
+    if (dev >= b->ndev) {
+        snprintf(why, whylen, "no device %u", dev);
+        return -ENODEV;
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        int e = vp_mem_create_sealable(bytes, "vramd-weights", &out[k]);
+        if (e < 0) {
+            snprintf(why, whylen, "allocation %u of %u (%llu MiB): %s", k + 1,
+                     n, (unsigned long long)(bytes >> 20), strerror(-e));
+            while (k--)
+                vp_close(&out[k]);
+            return e;
+        }
+    }
+    return 0;
+}
+
+static int host_wset_seal(struct vd_backend *b, uint32_t dev, vp_handle h,
+                          char *why, size_t whylen)
+{
+    (void)b;
+    (void)dev;
+    int e = vp_mem_seal_write(h);
+    if (e == -EBUSY)
+        snprintf(why, whylen, "an allocation is still mapped writable (the "
+                 "writer unmaps every allocation before it seals)");
+    else if (e < 0)
+        snprintf(why, whylen, "sealing an allocation: %s", strerror(-e));
+    return e;
+}
+
 static const struct vd_backend_ops host_ops = {
     .name = "host",
     .chunk_handle = host_chunk_handle,
@@ -121,6 +157,8 @@ static const struct vd_backend_ops host_ops = {
     .prefill = host_prefill,
     .fds_held = host_fds_held,
     .pool_ready = host_pool_ready,
+    .wset_alloc = host_wset_alloc,
+    .wset_seal = host_wset_seal,
     .chunk_mem_id = host_chunk_mem_id,
     .destroy = host_destroy,
 };

@@ -32,3 +32,10 @@ bool vd_access_admin(const struct vd_config *cfg, const struct vp_peer *p)
 {
     return p->uid == 0 || in_list(&cfg->admin, p);
 }
+
+bool vd_access_weights(const struct vd_config *cfg, const struct vp_peer *p,
+                       uint32_t owner)
+{
+    return p->uid == owner || vd_access_admin(cfg, p) ||
+           in_list(&cfg->weights, p);
+}

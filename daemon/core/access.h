@@ -12,5 +12,9 @@
 bool vd_access_connect(const struct vd_config *cfg, const struct vp_peer *p);
 /* Root always; then the configured admin list. */
 bool vd_access_admin(const struct vd_config *cfg, const struct vp_peer *p);
+/* R17: whether p may open a weight set that uid owner wrote: its owner,
+ * admins, and the access.weights list. */
+bool vd_access_weights(const struct vd_config *cfg, const struct vp_peer *p,
+                       uint32_t owner);
 
 #endif

@@ -56,6 +56,7 @@ struct vd_port {
 struct vd_counters {
     uint64_t grants, moves, recalls, recalls_missed, releases, errors,
         disconnects, protocol_errors, kept_after_release;
+    uint64_t weights_hits, weights_misses, weights_evictions; /* R17 */
 };
 
 struct vd_reaper;
@@ -64,6 +65,8 @@ struct vd_orphan_list;
 struct vd_held;
 struct vd_recall;
 struct vd_kept;
+struct vd_wset_rec;
+struct vd_wwait;
 
 struct vd_core {
     uv_loop_t *loop;
@@ -82,6 +85,10 @@ struct vd_core {
     struct vd_held *held;        /* KV grows waiting for recalls (FIFO) */
     struct vd_recall *recalls;   /* recall deadlines */
     struct vd_kept *kept;        /* looks for released memory (kept.c) */
+    struct vd_wset_rec *wsets;   /* weight sets' handles (weights.c) */
+    size_t nwsets, wsets_cap;
+    struct vd_wwait *wwaits;     /* opens waiting for a seal (weights.c) */
+    bool wsets_changed;          /* a set went: waiting opens may go on */
     struct vd_counters counters;
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
     uint32_t budget_ids[64];            /* which, in order (when they fit) */

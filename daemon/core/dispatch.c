@@ -19,6 +19,7 @@
 #include "vd_dispatch.h"
 #include "vram_msg.h"
 #include "waits.h"
+#include "weights.h"
 
 /* ---- a request's JSON tree ----------------------------------------------- */
 
@@ -248,6 +249,8 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     vd_request_fini(&rq);
     if (retry)
         vd_waits_retry(core);
+    if (core->wsets_changed)
+        vd_weights_retry(core);
 out:
     tree_done(msg);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "wsets.h"
 #include "platform.h"
 #include "recalls.h"
 #include "send.h"
@@ -161,6 +162,14 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
         case VL_FX_DROP:
             core->backend->ops->chunk_drop(core->backend, dev, idx);
             core->counters.releases++;
+            break;
+        case VL_FX_WSET_DROP: /* R17: the memory goes with the handles */
+            vd_wsets_forget(core, e->set);
+            if (e->evicted) {
+                core->counters.weights_evictions++;
+                vlog(VLOG_INFO, "weight set %u evicted to make room", e->set);
+            }
+            core->wsets_changed = true;
             break;
         case VL_FX_BUDGET:
             if (e->stage < VL_MAX_STAGES) {

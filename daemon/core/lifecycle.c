@@ -14,6 +14,7 @@
 #include "reapers.h"
 #include "send.h"
 #include "waits.h"
+#include "weights.h"
 
 /* ---- reaping ------------------------------------------------------------ */
 
@@ -34,6 +35,7 @@ static void reap(struct vd_core *core, uint32_t client, bool recorded)
             vd_state_holder_drop(core->state, client);
         vd_effects_apply(core, &fx, NULL, NULL);
         vd_waits_retry(core);
+        vd_weights_retry(core);
     }
     vl_fx_free(&fx);
 }
@@ -252,8 +254,11 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
     if (c->pinned)
         vd_handoff_unwatch(core, id);
     vd_waits_drop_client(core, c); /* its held requests end with it */
+    vd_weights_drop_client(core, id);
     struct vl_client_view cv;
-    uint32_t held = vl_client_view(core->ledger, id, &cv) ? cv.chunks : 0;
+    /* R17: a weight set it maps is memory its process holds too. */
+    uint32_t held = vl_client_view(core->ledger, id, &cv) ? cv.chunks + cv.wsets
+                                                          : 0;
     struct vl_fxlist fx = {0};
     vl_client_disconnect(core->ledger, id, &fx);
     vd_effects_apply(core, &fx, NULL, NULL);
@@ -289,6 +294,7 @@ void vd_core_client_closed(struct vd_core *core, uint32_t id, const char *why)
     vp_close(&c->pin);
     vd_clients_remove(&core->clients, c);
     vd_waits_retry(core);
+    vd_weights_retry(core);
 }
 
 bool vd_core_client_greeted(struct vd_core *core, uint32_t id)

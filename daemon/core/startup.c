@@ -19,6 +19,7 @@
 #include "send.h"
 #include "vram_msg.h"
 #include "waits.h"
+#include "weights.h"
 
 uint64_t vd_core_capacity_of(const struct vd_device_conf *dc, uint64_t total)
 {
@@ -41,6 +42,7 @@ static void set_limits(struct vd_core *core)
         .va_bytes_per_tenant = core->cfg.va_bytes_per_user,
         .stages_per_tenant = core->cfg.stages_per_user,
         .gone_per_tenant = core->cfg.gone_per_user,
+        .wsets_per_tenant = core->cfg.wsets_per_user,
     };
     vl_set_limits(core->ledger, &lim); /* R14 */
 }
@@ -297,11 +299,14 @@ void vd_core_reload(struct vd_core *core)
     core->cfg.va_bytes_per_user = next.va_bytes_per_user;
     core->cfg.stages_per_user = next.stages_per_user;
     core->cfg.gone_per_user = next.gone_per_user;
+    core->cfg.wsets_per_user = next.wsets_per_user;
+    core->cfg.weights_alloc = next.weights_alloc; /* for sets made from now */
     set_limits(core);
     /* New connections are judged by the new lists; connected clients keep
      * what they were granted at connect. */
     core->cfg.allow = next.allow;
     core->cfg.admin = next.admin;
+    core->cfg.weights = next.weights;
     core->cfg.allow_given = next.allow_given;
     vd_config_free(&next);
     vlog(VLOG_NOTICE, "SIGHUP: reloaded %s (limits: %u clients, %u chunks and "
@@ -330,6 +335,7 @@ void vd_core_fini(struct vd_core *core)
     vd_handoff_fini(core);
     vd_recalls_fini(core);
     vd_waits_fini(core);
+    vd_weights_fini(core);
     vd_kept_fini(core);
     vd_clients_each(&core->clients, client_fini, NULL);
     vd_clients_fini(&core->clients);

@@ -218,6 +218,9 @@ static void device_fill(struct vd_core *core, uint32_t i, struct vram_t_device *
         o->peer_access.v = peers;
     }
     o->lend_unreserved = d.lend_unreserved;
+    o->has_weights_bytes = o->has_weights_cached_bytes = true;
+    o->weights_bytes = (uint64_t)d.weights * cb;
+    o->weights_cached_bytes = (uint64_t)d.weights_cached * cb;
 }
 
 struct client_list {
@@ -324,7 +327,10 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
         .grants = k->grants, .moves = k->moves, .recalls = k->recalls,
         .recalls_missed = k->recalls_missed, .releases = k->releases,
         .errors = k->errors, .protocol_errors = k->protocol_errors,
-        .disconnects = k->disconnects, .kept_after_release = k->kept_after_release};
+        .disconnects = k->disconnects, .kept_after_release = k->kept_after_release,
+        .has_weights_hits = true, .weights_hits = k->weights_hits,
+        .has_weights_misses = true, .weights_misses = k->weights_misses,
+        .has_weights_evictions = true, .weights_evictions = k->weights_evictions};
     uint32_t nd = vl_device_count(core->ledger);
     o->devices.v = vram_arena_alloc(a, nd * sizeof(*o->devices.v));
     if (!o->devices.v)

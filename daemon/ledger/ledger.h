@@ -106,7 +106,8 @@ struct vl_fx {
     uint32_t region;
     uint32_t slot;
     uint32_t stage;
-    uint32_t set; /* VL_FX_WSET_DROP */
+    uint32_t set;  /* VL_FX_WSET_DROP */
+    bool evicted;  /* ... to make room (not dropped by its users) */
 };
 
 struct vl_fxlist {

@@ -87,12 +87,14 @@ static bool name_ok(const char *name)
 
 /* R17: the set leaves: its chunks of capacity and its range come back, and
  * the daemon frees its allocations. */
-static void drop(struct vl_ledger *L, struct vl_wset *w, struct vl_fxlist *fx)
+static void drop(struct vl_ledger *L, struct vl_wset *w, struct vl_fxlist *fx,
+                 bool evicted)
 {
     struct vl_device *d = &L->dev[w->dev];
     d->weights -= w->units;
     vli_va_release(L, w->base, w->va_bytes);
-    vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_WSET_DROP, .set = w->id});
+    vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_WSET_DROP, .set = w->id,
+                                   .evicted = evicted});
     for (size_t i = 0; i < L->nwset; i++)
         if (L->wset[i] == w) {
             L->wset[i] = L->wset[--L->nwset];
@@ -148,7 +150,7 @@ uint32_t vl_weights_make_room(struct vl_ledger *L, uint32_t device,
         }
         if (!lru)
             break;
-        drop(L, lru, fx);
+        drop(L, lru, fx, true);
         n++;
     }
     return n;
@@ -334,7 +336,7 @@ int vl_weights_close(struct vl_ledger *L, uint32_t client, uint32_t set,
     if (vli_fx_reserve(fx, 1) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
     if (!w->sealed) { /* its writer: what it wrote is not a set */
-        drop(L, w, fx);
+        drop(L, w, fx, false);
         return 0;
     }
     user_remove(L, w, client);
@@ -354,7 +356,7 @@ int vl_weights_drop(struct vl_ledger *L, uint32_t set, struct vl_fxlist *fx)
                         w->nuser == 1 ? "" : "s", w->user[0]);
     if (vli_fx_reserve(fx, 1) < 0)
         return vli_fail(L, -ENOMEM, "out of memory");
-    drop(L, w, fx);
+    drop(L, w, fx, false);
     return 0;
 }
 
@@ -373,7 +375,7 @@ void vli_weights_client_gone(struct vl_ledger *L, uint32_t client,
             continue;
         }
         if (!w->sealed && w->writer == client) {
-            drop(L, w, fx); /* the slot now holds another set */
+            drop(L, w, fx, false); /* the slot now holds another set */
             continue;
         }
         user_remove(L, w, client);

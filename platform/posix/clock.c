@@ -16,6 +16,13 @@ int64_t vp_now_ms(void)
     return (int64_t)(vp_now_ns() / 1000000u);
 }
 
+int64_t vp_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void vp_wall_time(char *buf, size_t len)
 {
     struct timespec ts;

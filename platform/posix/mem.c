@@ -33,6 +33,30 @@ int vp_mem_create(uint64_t bytes, const char *name, vp_handle *out)
     return 0;
 }
 
+int vp_mem_create_sealable(uint64_t bytes, const char *name, vp_handle *out)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    if (ftruncate(fd, (off_t)bytes) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    out->v = fd;
+    return 0;
+}
+
+int vp_mem_seal_write(vp_handle h)
+{
+    /* A shared mapping of an fd opened read-write counts as writable even
+     * when it is mapped PROT_READ: every process must have unmapped it. */
+    if (fcntl((int)h.v, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        return -errno;
+    return 0;
+}
+
 uint64_t vp_mem_id(vp_handle h)
 {
     struct stat st;
@@ -74,10 +98,10 @@ void vp_vm_release(uint64_t base, uint64_t size)
     munmap((void *)(uintptr_t)base, size);
 }
 
-int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
-              size_t whylen)
+static int map_prot(vp_handle h, uint64_t addr, uint64_t bytes, int prot,
+                    char *why, size_t whylen)
 {
-    void *p = mmap((void *)(uintptr_t)addr, bytes, PROT_READ | PROT_WRITE,
+    void *p = mmap((void *)(uintptr_t)addr, bytes, prot,
                    MAP_SHARED | MAP_FIXED, (int)h.v, 0);
     if (p == MAP_FAILED) {
         int e = errno;
@@ -87,6 +111,18 @@ int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
         return -e;
     }
     return 0;
+}
+
+int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
+              size_t whylen)
+{
+    return map_prot(h, addr, bytes, PROT_READ | PROT_WRITE, why, whylen);
+}
+
+int vp_vm_map_ro(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
+                 size_t whylen)
+{
+    return map_prot(h, addr, bytes, PROT_READ, why, whylen);
 }
 
 int vp_vm_unmap(uint64_t addr, uint64_t bytes)

@@ -24,6 +24,14 @@ int64_t vp_now_ms(void)
     return (int64_t)(vp_now_ns() / 1000000u);
 }
 
+int64_t vp_unix_ms(void)
+{
+    FILETIME ft;
+    GetSystemTimeAsFileTime(&ft); /* 100 ns since 1601 */
+    uint64_t t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime;
+    return (int64_t)(t / 10000u) - 11644473600000ll;
+}
+
 void vp_wall_time(char *buf, size_t len)
 {
     SYSTEMTIME st;

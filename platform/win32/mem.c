@@ -97,6 +97,17 @@ int vp_mem_create(uint64_t bytes, const char *name, vp_handle *out)
     return 0;
 }
 
+int vp_mem_create_sealable(uint64_t bytes, const char *name, vp_handle *out)
+{
+    return vp_mem_create(bytes, name, out);
+}
+
+int vp_mem_seal_write(vp_handle h)
+{
+    /* No seal exists: readers get handles with map-read access only. */
+    return vp_ok(h) ? 0 : -EBADF;
+}
+
 uint64_t vp_mem_id(vp_handle h)
 {
     /* A section has no identity that another process's view shows
@@ -234,8 +245,23 @@ int vp_vm_unmap(uint64_t addr, uint64_t bytes)
     return e;
 }
 
+static int map_access(vp_handle h, uint64_t addr, uint64_t bytes, bool rw,
+                      char *why, size_t whylen);
+
 int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
               size_t whylen)
+{
+    return map_access(h, addr, bytes, true, why, whylen);
+}
+
+int vp_vm_map_ro(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
+                 size_t whylen)
+{
+    return map_access(h, addr, bytes, false, why, whylen);
+}
+
+static int map_access(vp_handle h, uint64_t addr, uint64_t bytes, bool rw,
+                      char *why, size_t whylen)
 {
     setup();
     char *a = (char *)(uintptr_t)addr, *end = a + bytes;
@@ -286,7 +312,8 @@ int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
                                            MEM_RELEASE | PLACEHOLDER_PRESERVE))
             goto failed;
         v = map_view3((HANDLE)h.v, GetCurrentProcess(), a, 0, (SIZE_T)bytes,
-                      PLACEHOLDER_REPLACE, PAGE_READWRITE, NULL, 0);
+                      PLACEHOLDER_REPLACE, rw ? PAGE_READWRITE : PAGE_READONLY,
+                      NULL, 0);
         if (!v)
             goto failed; /* the placeholder stays */
         return 0;
@@ -305,7 +332,8 @@ int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
                  (unsigned long long)addr);
         return -EADDRINUSE;
     }
-    v = MapViewOfFileEx((HANDLE)h.v, FILE_MAP_WRITE, 0, 0, (SIZE_T)bytes, a);
+    v = MapViewOfFileEx((HANDLE)h.v, rw ? FILE_MAP_WRITE : FILE_MAP_READ, 0, 0,
+                        (SIZE_T)bytes, a);
     if (v)
         return 0; /* at a: MapViewOfFileEx never moves a view */
     {
