@@ -44,6 +44,12 @@ int vp_vm_map(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
  * writable. */
 int vp_vm_map_ro(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
                  size_t whylen);
+/* What is mapped in [addr, addr + bytes) now is not inherited by a child
+ * this process forks (Linux: MADV_DONTFORK; nothing to do on Windows, which
+ * does not fork): a forked worker must not keep a weight set's writable
+ * mapping past its seal, nor find the set's range taken when it opens the
+ * set itself. */
+int vp_vm_dontfork(uint64_t addr, uint64_t bytes);
 /* Puts the reservation back over [addr, addr + bytes), so the range is
  * never left for another mapping to take. */
 int vp_vm_unmap(uint64_t addr, uint64_t bytes);

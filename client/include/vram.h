@@ -437,12 +437,80 @@ VRAM_API int vram_expert_slots(const vram_client *c, uint32_t stage);
 VRAM_API void *vram_expert_slot(const vram_client *c, uint32_t stage,
                                 uint32_t slot);
 
+/* ---- weight sets ----------------------------------------------------------
+ * Weights that outlive their engine (and vramd's own restarts): a named set
+ * of large allocations on one device, written once by the first engine that
+ * opens the name, then shared read-only by every engine that opens it with
+ * the same key. The set is mapped at base, the same address in every
+ * process and for the set's whole life: allocation i at base + i x
+ * alloc_bytes, so bytes [0, bytes) are one contiguous range.
+ *
+ *   struct vram_weights_info w;
+ *   vram_weights_open(c, "qwen3-30b/stage0", 0, bytes, key, 0, &w);
+ *   if (w.writer) {            // nobody had it: load it, then seal it
+ *       load((void *)(uintptr_t)w.base, bytes);
+ *       vram_weights_seal(c, w.id);    // read-only from now on
+ *   }
+ *   ... use (const void *)(uintptr_t)w.base ...
+ *   vram_weights_close(c, w.id);       // it stays cached for the next
+ */
+#define VRAM_WEIGHTS_KEY_BYTES 32
+#define VRAM_WEIGHTS_NAME_MAX 64
+/* Another client is writing the set: -EAGAIN at once instead of waiting
+ * (within the call's timeout) for its seal. */
+#define VRAM_WEIGHTS_NOWAIT 0x1u
+/* Admins: the set is never evicted, only dropped by an admin. */
+#define VRAM_WEIGHTS_KEEP 0x2u
+
+struct vram_weights_info {
+    uint32_t id;
+    uint32_t device;
+    uint64_t base;        /* where it is mapped; never changes */
+    uint64_t bytes;       /* as opened */
+    uint64_t alloc_bytes; /* each allocation's size */
+    uint32_t allocs;
+    uint8_t writer;       /* 1: this client writes it, mapped read-write */
+    uint8_t sealed;       /* 1: read-only for everyone, this client too */
+};
+
+/* Opens weight set name (1 to 64 printable bytes, no spaces) of bytes on
+ * device, whose layout key (32 bytes the engine computes from its model,
+ * dtype, shapes and split) must match. When vramd has a sealed set of that
+ * name, key, device and size, it is mapped read-only (writer false). When
+ * it has none, this client becomes its writer: the set is mapped
+ * read-write, the engine fills it and calls vram_weights_seal. While
+ * another client writes it, the call waits for the seal (or -EAGAIN at
+ * once with VRAM_WEIGHTS_NOWAIT; -ETIMEDOUT past the timeout). -ESTALE: a
+ * set of that name exists with another key, size or device (the message
+ * names its size and when it was sealed; it is never mapped); -EACCES:
+ * another user's set (access.weights); -ENOSPC: no room on the device even
+ * after evicting cached sets; -EDQUOT: limits.weight_sets_per_user. */
+VRAM_API int vram_weights_open(vram_client *c, const char *name,
+                               uint32_t device, uint64_t bytes,
+                               const uint8_t key[VRAM_WEIGHTS_KEY_BYTES],
+                               uint32_t flags, struct vram_weights_info *info);
+/* The writer is done: every mapping of the set, this one's included, is
+ * read-only from now on (host: sealed memory objects; cuda: read-only
+ * access). -EPERM not its writer, -EALREADY sealed. */
+VRAM_API int vram_weights_seal(vram_client *c, uint32_t id);
+/* Unmaps the set here. A sealed set nobody maps stays cached on the
+ * device (evicted least recently used first when memory is needed); one
+ * its writer closes before sealing is dropped. */
+VRAM_API int vram_weights_close(vram_client *c, uint32_t id);
+/* This client's view of an open set; -ENOENT when it has none open. */
+VRAM_API int vram_weights_info(const vram_client *c, uint32_t id,
+                               struct vram_weights_info *out);
+
 /* ---- administration and health ------------------------------------------ */
 
 /* Admin only: disconnect another client (its chunks are quarantined until
  * its process is gone). -EPERM unless this peer is in access.admin;
  * -ENOENT no such client; -EINVAL oneself. */
 VRAM_API int vram_admin_evict(vram_client *c, uint32_t client);
+
+/* Admin only: drops weight set name, which no client may map (-EBUSY
+ * names one that does); its memory is freed. -EPERM, -ENOENT. */
+VRAM_API int vram_admin_weights_drop(vram_client *c, const char *name);
 
 /* Admin only: a device's capacity at run time, down to what is in use and
  * reserved (-EBUSY says which), up to its size when vramd started (-E2BIG

@@ -42,6 +42,8 @@ void vram_client_close(vram_client *c)
     if (!c)
         return;
     c->reconnect_ms = -1; /* closing: a broken connection stays broken */
+    /* Weight sets first: a sealed one stays cached for the next engine. */
+    vc_weights_close_all(c, !c->broken);
     /* Give stages back properly so their chunks return to the pool at once
      * rather than after this process exits. */
     while (c->nstages > 0 && !c->broken)

@@ -62,6 +62,17 @@ struct vc_stage {
     uint32_t nslots;
 };
 
+/* A weight set this client has open (weights.c): its allocations are
+ * imported and mapped at info.base + i x alloc_bytes, outside the chunk
+ * table. */
+struct vc_wset {
+    struct vram_weights_info info;
+    uint64_t va_bytes;
+    char name[VRAM_WEIGHTS_NAME_MAX + 1];
+    struct vc_chunk *alloc;  /* info.allocs of them */
+    uint32_t nmapped;        /* mapped, from the first */
+};
+
 /* How chunks become memory in this process: mmap for host chunks, CUDA VMM
  * for cuda chunks. */
 struct vc_mapper {
@@ -72,6 +83,9 @@ struct vc_mapper {
     int (*import)(vram_client *c, struct vc_chunk *ch, vp_handle h,
                   uint64_t bytes);
     int (*map)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
+    /* The same, readable only (a sealed weight set). */
+    int (*map_ro)(vram_client *c, struct vc_chunk *ch, uint64_t addr,
+                  uint64_t bytes);
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);
     void (*destroy)(vram_client *c);
@@ -146,6 +160,8 @@ struct vram_client {
     size_t nregions;
     struct vc_stage *stages;
     size_t nstages;
+    struct vc_wset *wsets;   /* open weight sets */
+    size_t nwsets;
     /* the request being waited for (rpc.c) */
     uint64_t await_id;
     int await_type;
@@ -279,6 +295,10 @@ int vc_region_add(vram_client *c, const struct vram_t_region *o);
 void vc_region_forget(vram_client *c, struct vc_region *r);
 void vc_stage_update(vram_client *c, const struct vram_t_stage *o);
 int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o);
+
+/* weights.c: weight sets */
+/* Unmaps and forgets every set (at close: told to vramd when tell). */
+void vc_weights_close_all(vram_client *c, bool tell);
 
 /* mappers.c: how chunks of the daemon's backend become memory here */
 /* The mapper for backend ("host", "cuda"); NULL with why for a backend

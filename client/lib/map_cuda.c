@@ -94,14 +94,15 @@ static int cu_import(vram_client *c, struct vc_chunk *ch, vp_handle sh,
 
 /* Who may access device dev's memory: itself, and its peers when the
  * client asked for peer access and the GPUs allow it (asked once). */
-static size_t access_of(vram_client *c, int dev, CUmemAccessDesc *a, size_t max)
+static size_t access_of(vram_client *c, int dev, CUmemAccessDesc *a, size_t max,
+                        CUmemAccess_flags flags)
 {
     struct vc_cuda *s = st(c);
     size_t n = 0;
     memset(a, 0, max * sizeof(*a));
     a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     a[n].location.id = dev;
-    a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    a[n++].flags = flags;
     if (!c->peer_access || !s->peers || dev < 0 || dev >= s->ndev)
         return n;
     for (int k = 0; k < s->ndev && n < max; k++) {
@@ -120,15 +121,24 @@ static size_t access_of(vram_client *c, int dev, CUmemAccessDesc *a, size_t max)
             continue;
         a[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         a[n].location.id = k;
-        a[n++].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        a[n++].flags = flags;
     }
     return n;
+}
+
+static int set_access_flags(vram_client *c, uint64_t addr, uint64_t bytes,
+                            int dev, CUmemAccess_flags flags)
+{
+    CUmemAccessDesc a[64];
+    size_t n = access_of(c, dev, a, 64, flags);
+    CUresult r = st(c)->cu.cuMemSetAccess((CUdeviceptr)addr, bytes, a, n);
+    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemSetAccess");
 }
 
 static int set_access(vram_client *c, uint64_t addr, uint64_t bytes, int dev)
 {
     CUmemAccessDesc a[64];
-    size_t n = access_of(c, dev, a, 64);
+    size_t n = access_of(c, dev, a, 64, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     CUresult r = st(c)->cu.cuMemSetAccess((CUdeviceptr)addr, bytes, a, n);
     return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemSetAccess");
 }
@@ -142,6 +152,23 @@ static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
     if (r != CUDA_SUCCESS)
         return fail(c, r, -EIO, "cuMemMap");
     int e = set_access(c, addr, bytes, (int)ch->device);
+    if (e < 0)
+        s->cu.cuMemUnmap((CUdeviceptr)addr, bytes);
+    return e;
+}
+
+/* A sealed weight set's allocation: readable only, by every GPU that may
+ * read it. */
+static int cu_map_ro(vram_client *c, struct vc_chunk *ch, uint64_t addr,
+                     uint64_t bytes)
+{
+    struct vc_cuda *s = st(c);
+    CUresult r = s->cu.cuMemMap((CUdeviceptr)addr, bytes, 0,
+                                (CUmemGenericAllocationHandle)ch->handle, 0);
+    if (r != CUDA_SUCCESS)
+        return fail(c, r, -EIO, "cuMemMap");
+    int e = set_access_flags(c, addr, bytes, (int)ch->device,
+                             CU_MEM_ACCESS_FLAGS_PROT_READ);
     if (e < 0)
         s->cu.cuMemUnmap((CUdeviceptr)addr, bytes);
     return e;
@@ -197,6 +224,7 @@ static const struct vc_mapper cuda_mapper = {
     .unreserve = cu_unreserve,
     .import = cu_import,
     .map = cu_map,
+    .map_ro = cu_map_ro,
     .unmap = cu_unmap,
     .release = cu_release,
     .destroy = cu_destroy,

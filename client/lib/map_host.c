@@ -31,6 +31,13 @@ static int host_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
     return vp_vm_map(ch->h, addr, bytes, c->last_error, sizeof(c->last_error));
 }
 
+static int host_map_ro(vram_client *c, struct vc_chunk *ch, uint64_t addr,
+                       uint64_t bytes)
+{
+    return vp_vm_map_ro(ch->h, addr, bytes, c->last_error,
+                        sizeof(c->last_error));
+}
+
 static int host_unmap(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                       uint64_t bytes)
 {
@@ -51,6 +58,7 @@ const struct vc_mapper vc_host_mapper = {
     .unreserve = host_unreserve,
     .import = host_import,
     .map = host_map,
+    .map_ro = host_map_ro,
     .unmap = host_unmap,
     .release = host_release,
 };

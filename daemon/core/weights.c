@@ -92,7 +92,7 @@ int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
     if (info)
         *info = (struct vram_t_weights_info){
             .id = v.id, .name = v.name, .device = v.device, .base = v.base,
-            .bytes = v.bytes, .alloc_bytes = v.alloc_bytes,
+            .va_bytes = v.va_bytes, .bytes = v.bytes, .alloc_bytes = v.alloc_bytes,
             .allocs = v.nalloc, .writer = v.writer == rq->client->id,
             .sealed = v.sealed};
     if (!handles)

@@ -125,6 +125,12 @@ int vp_vm_map_ro(vp_handle h, uint64_t addr, uint64_t bytes, char *why,
     return map_prot(h, addr, bytes, PROT_READ, why, whylen);
 }
 
+int vp_vm_dontfork(uint64_t addr, uint64_t bytes)
+{
+    return madvise((void *)(uintptr_t)addr, bytes, MADV_DONTFORK) < 0 ? -errno
+                                                                       : 0;
+}
+
 int vp_vm_unmap(uint64_t addr, uint64_t bytes)
 {
     void *p = mmap((void *)(uintptr_t)addr, bytes, PROT_NONE,

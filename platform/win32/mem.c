@@ -215,6 +215,13 @@ static int reserve_again(char *a, char *e)
                : -EADDRINUSE;
 }
 
+int vp_vm_dontfork(uint64_t addr, uint64_t bytes)
+{
+    (void)addr;
+    (void)bytes;
+    return 0;
+}
+
 int vp_vm_unmap(uint64_t addr, uint64_t bytes)
 {
     setup();
