@@ -5,11 +5,22 @@
  * status fetch runs are answered by that fetch, so vramd sees one status
  * request however many scrapers there are. Nothing a peer sends can make
  * the server stop: a bad request gets its status and the connection is
- * closed, and the server goes on. */
+ * closed, and the server goes on.
+ *
+ * Nor can peers keep the scraper out by holding connections: one peer
+ * address gets PER_PEER of the MAX_CONNS slots, and a connection that
+ * finds no room takes the slot of the one that has been idle longest (no
+ * request being served: never sent one, sending its head, between
+ * keep-alive requests, or lingering after the answer), of its own peer
+ * when its peer is the one at its limit (metrics_slots.c). A scraper sends
+ * its request at once and is served; what holds a slot without a request
+ * is pushed out by whoever comes next. */
 #include "metrics_http.h"
+#include "metrics_slots.h"
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +33,32 @@
 #include "platform.h"
 #include "textbuf.h"
 
+/* The bounds (docs/metrics.md and README, Security, say the same). A
+ * scrape takes one connection for a few milliseconds; these leave room
+ * for many scrapers and bound what anyone else can hold. */
 #define MAX_HEAD 8192        /* bytes of a request head */
 #define MAX_CONNS 64         /* connections served at once */
-#define HEAD_MS 10000        /* to send a whole head, once begun */
-#define IDLE_MS 60000        /* a keep-alive connection without a request */
+#define PER_PEER 4           /* of them from one peer address */
+#define HEAD_MS 5000         /* to send a whole head: from the accept for a
+                                connection's first request, from its first
+                                byte for a kept-alive one's next */
+#define IDLE_MS 10000        /* a keep-alive connection without a request */
 #define BUSY_MS 60000        /* to fetch and to take a response */
 #define LINGER_MS 2000       /* after our FIN, for the peer's */
+/* Handles kept free for everything but connections (stdio, the loop's
+ * own, the connection to vramd, libuv's spare for accepting when out of
+ * fds): with a low fd limit, fewer connections are served, so that
+ * accepting never runs out of fds (libuv would then drop every waiting
+ * connection). 14 are in use with the connection to vramd and none from
+ * peers (measured on Linux), so there is room to spare. */
+#define FD_RESERVE 32
+/* Connections the kernel holds for us while we are not accepting (a pause,
+ * or no CPU for a while under a flood): one that finds the queue full has
+ * its SYN dropped and tries again after 1 s. Linux caps it at somaxconn
+ * (4096 by default). */
+#define BACKLOG 1024
+#define TELL_MS 10000        /* at most one line a while about turning
+                                connections away */
 
 /* A response body, shared by every connection a fetch answers. */
 struct body {
@@ -65,14 +96,16 @@ enum conn_state {
 struct server;
 
 struct conn {
+    struct tool_slot slot; /* first: a slot is its connection */
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_shutdown_t shut;
     struct server *srv;
-    struct conn *prev, *next;      /* the server's connections */
     struct conn *wait_next;        /* waiting for the fetch */
     enum conn_state state;
     bool reading, closing, close_after;
+    bool fresh;                    /* no request yet: HEAD_MS runs from the
+                                      accept */
     int open_handles;
     struct tool_http_request rq;
     size_t len;
@@ -91,11 +124,22 @@ struct server {
     uv_loop_t *loop;
     uv_tcp_t listener;
     uv_signal_t sigint, sigterm;
+    uv_check_t turns;   /* counts the loop's turns for the slots */
+    uv_idle_t spin;     /* keeps the turns coming in a pause (take_pending) */
+    int pending;        /* connections libuv took that wait for a slot */
+    uv_timer_t tell;    /* the next line about connections turned away */
     struct tool_fetcher *fetcher;
-    struct conn *conns;
+    struct tool_slots slots;
     struct conn *waiting, **waiting_tail;
-    int nconns;
     bool stopping;
+    /* Connections turned away (refused, or closed to make room) since the
+     * last line about them, and when that was. */
+    unsigned long refused, evicted;
+    uint64_t told_ms;
+    bool told_once;
+    char last_peer[64];
+    int cap, cap_told; /* connections at once now, and as last logged */
+    const char *last_why;
     int up; /* -1 not known yet, 0 down, 1 up: logged when it changes */
     const char *socket;
 };
@@ -125,15 +169,18 @@ static void conn_close(struct conn *c)
                 s->waiting_tail = p;
             break;
         }
-    if (c->prev)
-        c->prev->next = c->next;
-    else if (s->conns == c)
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    s->nconns--;
+    tool_slots_remove(&s->slots, &c->slot);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
+}
+
+/* A connection is idle (it may go to make room for another) while no
+ * request of it is being served. */
+static void set_state(struct conn *c, enum conn_state st)
+{
+    c->state = st;
+    tool_slots_set_idle(&c->srv->slots, &c->slot,
+                        st == C_IDLE || st == C_HEAD || st == C_DRAINING);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -181,7 +228,7 @@ static void on_shutdown(uv_shutdown_t *rq, int status)
     /* Reading on until the peer's FIN (or LINGER_MS) keeps what it sent
      * after our response from turning our close into a reset, which could
      * destroy the response before the peer read it. */
-    c->state = C_DRAINING;
+    set_state(c, C_DRAINING);
     c->len = 0;
     arm(c, LINGER_MS);
     read_start(c);
@@ -210,7 +257,7 @@ static void on_written(uv_write_t *w, int status)
     size_t used = c->rq.head_bytes;
     memmove(c->buf, c->buf + used, c->len - used);
     c->len -= used;
-    c->state = C_IDLE;
+    set_state(c, C_IDLE);
     arm(c, IDLE_MS);
     read_start(c);
     conn_process(c);
@@ -241,7 +288,7 @@ static void respond(struct conn *c, int status, const char *type,
     b->refs++;
     uv_buf_t bufs[2] = {uv_buf_init(r->head, (unsigned)r->head_len),
                         uv_buf_init(b->data, (unsigned)b->len)};
-    c->state = C_WRITING;
+    set_state(c, C_WRITING);
     arm(c, BUSY_MS);
     /* No more reading until the response is out: a pipelined request
      * stays in the kernel meanwhile (what the peer sends is bounded by
@@ -286,13 +333,16 @@ static void conn_process(struct conn *c)
             conn_close(c);
             return;
         }
-        /* The head's deadline runs from its first byte: more bytes do not
-         * extend it (a peer sending a byte now and then is not served). */
-        if (c->state == C_IDLE)
+        /* The head's deadline runs from the accept (a first request) or
+         * from its first byte (the next one on a kept connection): more
+         * bytes do not extend it, so a peer sending a byte now and then is
+         * not served. */
+        if (c->state == C_IDLE && !c->fresh)
             arm(c, HEAD_MS);
-        c->state = C_HEAD;
+        set_state(c, C_HEAD);
         return;
     }
+    c->fresh = false;
     if (r < 0) {
         /* The rest of the stream cannot be framed: answer and close. */
         c->close_after = true;
@@ -313,7 +363,7 @@ static void conn_process(struct conn *c)
                      "%d %s: %s/metrics takes GET and HEAD\n", "", false);
         return;
     }
-    c->state = C_WAITING;
+    set_state(c, C_WAITING);
     arm(c, BUSY_MS);
     read_stop(c);
     c->wait_next = NULL;
@@ -415,9 +465,9 @@ static void free_handle(uv_handle_t *h)
     free(h);
 }
 
-/* A connection not served (too many, or no memory for its buffer) is
- * still taken and closed at once: libuv stops watching a listener whose
- * last connection was left unaccepted. */
+/* A connection there is no memory for is still taken and closed at once:
+ * libuv stops watching a listener whose last connection was left
+ * unaccepted. */
 static void reject(uv_stream_t *l)
 {
     struct server *s = l->data;
@@ -430,12 +480,164 @@ static void reject(uv_stream_t *l)
     uv_close((uv_handle_t *)h, free_handle);
 }
 
+static struct conn *conn_of(struct tool_slot *x)
+{
+    return (struct conn *)(void *)((char *)x - offsetof(struct conn, slot));
+}
+
+/* The peer's address, an IPv4-mapped IPv6 one as its IPv4 address. */
+static void peer_of(uv_tcp_t *t, struct tool_peer *p)
+{
+    static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    struct sockaddr_storage ss;
+    int n = sizeof(ss);
+    memset(p, 0, sizeof(*p));
+    if (uv_tcp_getpeername(t, (struct sockaddr *)&ss, &n) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        p->family = 4;
+        memcpy(p->addr, &((const struct sockaddr_in *)&ss)->sin_addr, 4);
+    } else if (ss.ss_family == AF_INET6) {
+        const unsigned char *a = ((const struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr;
+        if (memcmp(a, v4mapped, sizeof(v4mapped)) == 0) {
+            p->family = 4;
+            memcpy(p->addr, a + 12, 4);
+        } else {
+            p->family = 6;
+            memcpy(p->addr, a, 16);
+        }
+    }
+}
+
+/* How many connections may be served at once: MAX_CONNS, or fewer where
+ * the limit on open files would not leave FD_RESERVE for the rest. Read
+ * at each connection: libvram raises the soft limit to the hard one when
+ * it first connects to vramd. */
+static int conn_cap(struct server *s)
+{
+    uint64_t lim = vp_handle_limit();
+    int cap = lim >= (uint64_t)FD_RESERVE + MAX_CONNS ? MAX_CONNS
+              : lim > (uint64_t)FD_RESERVE + 1        ? (int)(lim - FD_RESERVE)
+                                                       : 1;
+    s->cap = cap;
+    if (cap < MAX_CONNS && cap != s->cap_told) {
+        fprintf(stderr, "vramctl metrics: serving at most %d connections at once "
+                "(the limit on open files is %llu)\n", cap, (unsigned long long)lim);
+        s->cap_told = cap;
+    }
+    return cap;
+}
+
+/* One line now and then about connections turned away, so that an
+ * operator learns of a flood without a line per connection. */
+static void tell_now(struct server *s)
+{
+    if (!s->refused && !s->evicted)
+        return;
+    fprintf(stderr, "vramctl metrics: too many connections: %lu refused, %lu idle "
+            "ones closed to make room (at most %d per address and %d in all; the "
+            "last for %s, %s)\n", s->refused, s->evicted, PER_PEER, s->cap,
+            s->last_peer, s->last_why);
+    s->refused = s->evicted = 0;
+    s->told_ms = uv_now(s->loop);
+    s->told_once = true;
+}
+
+static void on_tell(uv_timer_t *t)
+{
+    tell_now(t->data);
+}
+
+/* p: the peer whose connection came; refused: it was (or else another
+ * was closed to make room). */
+static void turned_away(struct server *s, const struct tool_peer *p, bool refused,
+                        enum tool_slots_why why)
+{
+    if (refused)
+        s->refused++;
+    else
+        s->evicted++;
+    s->last_why = why == TOOL_SLOTS_PER_PEER ? "which had its limit"
+                  : why == TOOL_SLOTS_FULL   ? "with every slot taken"
+                                             : "out of fds";
+    int af = p->family == 4 ? AF_INET : AF_INET6;
+    if (!p->family || uv_inet_ntop(af, p->addr, s->last_peer, sizeof(s->last_peer)) != 0)
+        snprintf(s->last_peer, sizeof(s->last_peer), "an unknown address");
+    if (uv_is_active((uv_handle_t *)&s->tell))
+        return;
+    uint64_t now = uv_now(s->loop);
+    if (!s->told_once || now - s->told_ms >= TELL_MS)
+        tell_now(s);
+    else
+        uv_timer_start(&s->tell, on_tell, s->told_ms + TELL_MS - now, 0);
+}
+
+static void accept_one(struct server *s);
+static void on_spin(uv_idle_t *h);
+
+/* Takes the connections libuv has for us while there is a slot for each,
+ * free or one that may go. Otherwise accepting pauses: libuv stops
+ * watching the listener while a connection it took waits for us
+ * (uv_accept starts it again), and the others wait in the backlog instead
+ * of being turned away. A pause ends at the end of a turn of the loop that
+ * made room: the slots were all serving requests (their ends are events),
+ * or all idle ones came in the last two turns (an idle handle keeps the
+ * turns coming, for those two turns). */
+static void take_pending(struct server *s)
+{
+    while (s->pending > 0 && !s->stopping) {
+        if (s->slots.count >= conn_cap(s) && !tool_slots_oldest_idle(&s->slots)) {
+            if (s->slots.idle_head)
+                uv_idle_start(&s->spin, on_spin);
+            else
+                uv_idle_stop(&s->spin);
+            return;
+        }
+        s->pending--;
+        accept_one(s);
+    }
+    uv_idle_stop(&s->spin);
+}
+
+static void on_spin(uv_idle_t *h)
+{
+    (void)h; /* only there to keep the loop from blocking in a pause */
+}
+
+static void on_turn(uv_check_t *h)
+{
+    struct server *s = h->data;
+    tool_slots_turn(&s->slots);
+    if (s->pending)
+        take_pending(s);
+}
+
 static void on_connection(uv_stream_t *l, int status)
 {
     struct server *s = l->data;
-    if (status < 0 || s->stopping)
+    if (s->stopping)
         return;
-    struct conn *c = s->nconns < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+    if (status < 0) {
+        /* Out of fds even for libuv's spare one (with it, libuv closes what
+         * waits and does not call here): an idle connection goes, so that
+         * the accept libuv tries next finds an fd instead of spinning. */
+        struct tool_slot *v = tool_slots_oldest_idle(&s->slots);
+        if ((status == UV_EMFILE || status == UV_ENFILE) && v) {
+            turned_away(s, &v->peer, false, TOOL_SLOTS_ROOM);
+            conn_close(conn_of(v));
+        }
+        return;
+    }
+    /* One on POSIX (libuv waits for us before it accepts another); on
+     * Windows, as many as it had accepts outstanding. */
+    s->pending++;
+    take_pending(s);
+}
+
+static void accept_one(struct server *s)
+{
+    uv_stream_t *l = (uv_stream_t *)&s->listener;
+    struct conn *c = calloc(1, sizeof(*c));
     if (!c) {
         reject(l);
         return;
@@ -449,16 +651,25 @@ static void on_connection(uv_stream_t *l, int status)
     c->srv = s;
     c->tcp.data = c->timer.data = c;
     c->open_handles = 2;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->nconns++;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
         return;
     }
-    c->state = C_IDLE;
+    peer_of(&c->tcp, &c->slot.peer);
+    struct tool_slot *victim = NULL;
+    enum tool_slots_why why;
+    if (tool_slots_admit(&s->slots, &c->slot, conn_cap(s), &victim, &why) < 0) {
+        /* Its peer's slots all serve requests, or came just now. */
+        turned_away(s, &c->slot.peer, true, why);
+        conn_close(c);
+        return;
+    }
+    if (victim) {
+        turned_away(s, &c->slot.peer, false, why);
+        conn_close(conn_of(victim));
+    }
+    c->fresh = true;
+    set_state(c, C_IDLE);
     arm(c, HEAD_MS);
     read_start(c);
 }
@@ -471,8 +682,12 @@ static void stop(struct server *s)
     uv_close((uv_handle_t *)&s->listener, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
-    while (s->conns)
-        conn_close(s->conns);
+    uv_close((uv_handle_t *)&s->turns, NULL);
+    uv_close((uv_handle_t *)&s->spin, NULL);
+    tell_now(s);
+    uv_close((uv_handle_t *)&s->tell, NULL);
+    while (s->slots.all)
+        conn_close(conn_of(s->slots.all));
     tool_fetcher_free(s->fetcher); /* goes once a running fetch ends */
     s->fetcher = NULL;
 }
@@ -560,8 +775,9 @@ int tool_metrics_serve(const struct tool_listen_addr *addr, const char *socket,
         fprintf(stderr, "vramctl metrics: %s\n", uv_strerror(e));
         return e;
     }
-    struct server s = {.loop = &loop, .up = -1, .socket = socket};
+    struct server s = {.loop = &loop, .up = -1, .socket = socket, .cap = MAX_CONNS};
     s.waiting_tail = &s.waiting;
+    tool_slots_init(&s.slots, PER_PEER);
     struct tool_fetcher_options fo = {.socket = socket, .name = "vramctl-metrics",
                                       .timeout_ms = 10000, .done = on_fetched,
                                       .ud = &s};
@@ -586,15 +802,20 @@ int tool_metrics_serve(const struct tool_listen_addr *addr, const char *socket,
     uv_signal_init(&loop, &s.sigint);
     uv_signal_init(&loop, &s.sigterm);
     s.sigint.data = s.sigterm.data = &s;
+    uv_check_init(&loop, &s.turns);
+    uv_idle_init(&loop, &s.spin);
+    uv_timer_init(&loop, &s.tell);
+    s.turns.data = s.tell.data = &s;
     /* libuv sets SO_REUSEADDR, so a restart finds the port free at once. */
     if ((e = uv_tcp_bind(&s.listener, &sa.sa, 0)) < 0 ||
-        (e = uv_listen((uv_stream_t *)&s.listener, 128, on_connection)) < 0) {
+        (e = uv_listen((uv_stream_t *)&s.listener, BACKLOG, on_connection)) < 0) {
         fprintf(stderr, "vramctl metrics: cannot listen on %s:%u: %s\n",
                 addr->host, addr->port, uv_strerror(e));
         stop(&s);
         uv_run(&loop, UV_RUN_DEFAULT);
         goto out;
     }
+    uv_check_start(&s.turns, on_turn);
     uv_signal_start(&s.sigint, on_signal, SIGINT);
     uv_signal_start(&s.sigterm, on_signal, SIGTERM);
     char name[96];

@@ -13,7 +13,10 @@ privilege escalation; an engine pod that mounts the same socket folder,
 whose uid and gids vramd's access lists and the socket's mode let in, and
 that does not ask for the GPUs vramd holds; the metrics sidecar's port
 behind the Service, and a PodMonitor that selects those pods and that
-port; images without a registry host.
+port; a NetworkPolicy that lets only the scraper (a namespace and a pod
+selector, both required, set through the kustomization's patch) reach
+vramd's pods, and only on the metrics port, as the file stands and as
+kustomized; images without a registry host.
 
 Then it breaks the manifests in memory, one way at a time, and checks that
 each break is caught: the checks can fail. Exit status 0 when everything
@@ -183,6 +186,119 @@ def image_host(image):
         return None
     first = image.split("/", 1)[0]
     return first if ("." in first or ":" in first or first == "localhost") else None
+
+
+def pointer(doc, path):
+    """(parent, key) of a JSON pointer (RFC 6901) in doc."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
+    if not parts:
+        raise KeyError(f"{path}: an empty path")
+    cur = doc
+    for p in parts[:-1]:
+        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+    last = parts[-1]
+    return cur, (int(last) if isinstance(cur, list) and last != "-" else last)
+
+
+def apply_op(doc, op):
+    """One RFC 6902 operation, of the kinds a kustomization's patch uses."""
+    parent, key = pointer(doc, op["path"])
+    kind = op.get("op")
+    if kind == "replace":
+        if isinstance(parent, list):
+            parent[key]  # must exist
+        elif key not in parent:
+            raise KeyError(f"replace {op['path']}: nothing there")
+        parent[key] = copy.deepcopy(op["value"])
+    elif kind == "add":
+        if isinstance(parent, list):
+            parent.insert(len(parent) if key == "-" else key, copy.deepcopy(op["value"]))
+        else:
+            parent[key] = copy.deepcopy(op["value"])
+    elif kind == "remove":
+        del parent[key]
+    else:
+        raise ValueError(f"op {kind!r}: not one this test applies")
+
+
+def kustomized(files):
+    """What kubectl apply -k applies: the kustomization's resources, copied,
+    with its inline JSON patches applied ({file: [documents]}). A patch
+    this cannot apply raises (so would kustomize)."""
+    kust = objects(files, "Kustomization")[0]
+    out = {r: copy.deepcopy(files[r]) for r in kust.get("resources") or [] if r in files}
+    for pt in kust.get("patches") or []:
+        t = pt.get("target") or {}
+        if "patch" not in pt or not t.get("kind"):
+            raise ValueError(f"a patch this test does not apply: {pt}")
+        ops = yaml.safe_load(pt["patch"])
+        if not isinstance(ops, list):
+            raise ValueError(f"a patch that is not a JSON patch: {pt['patch'][:60]!r}")
+        hits = [d for docs in out.values() for d in docs if isinstance(d, dict)
+                and d.get("kind") == t["kind"]
+                and (not t.get("name") or d["metadata"].get("name") == t["name"])]
+        if not hits:
+            raise ValueError(f"a patch whose target {t} is no resource")
+        for d in hits:
+            for op in ops:
+                apply_op(d, op)
+    return out
+
+
+def check_policy(np, pod_labels, mport, mname, c, what):
+    """A NetworkPolicy that admits only a named scraper, and only to the
+    metrics port of vramd's pods."""
+    spec = np.get("spec") or {}
+    c.ok(np.get("apiVersion") == "networking.k8s.io/v1", f"{what}: networking.k8s.io/v1")
+    c.ok(labels_match((spec.get("podSelector") or {}).get("matchLabels"), pod_labels),
+         f"{what}: selects vramd's pods")
+    c.ok("Ingress" in (spec.get("policyTypes") or []),
+         f"{what}: policyTypes has Ingress (vramd's pods refuse what it does not admit)")
+    rules = spec.get("ingress") or []
+    c.ok(rules, f"{what}: admits someone (the scraper)")
+    for i, r in enumerate(rules):
+        ports = r.get("ports") or []
+        c.ok(ports and all(p.get("port") in (mport, mname) and p.get("protocol", "TCP") == "TCP"
+                           for p in ports),
+             f"{what}: rule {i} admits only the metrics port ({mport}, {mname}), TCP")
+        peers = r.get("from") or []
+        c.ok(peers, f"{what}: rule {i} names whom it admits (without 'from', everyone)")
+        for j, peer in enumerate(peers):
+            nsel, psel = peer.get("namespaceSelector") or {}, peer.get("podSelector") or {}
+            ns, pods = nsel.get("matchLabels"), psel.get("matchLabels")
+            c.ok(ns and pods and not nsel.get("matchExpressions")
+                 and not psel.get("matchExpressions") and "ipBlock" not in peer,
+                 f"{what}: rule {i} peer {j} is the scraper: namespace labels and pod "
+                 f"labels, both (namespace {ns}, pods {pods})")
+
+
+def check_scraper_set(files, c):
+    """The operator sets the scraper in the kustomization: its patch reaches
+    both selectors (values changed there come out in what it applies)."""
+    probe = copy.deepcopy(files)
+    changed = 0
+    for pt in objects(probe, "Kustomization")[0].get("patches") or []:
+        if (pt.get("target") or {}).get("kind") != "NetworkPolicy" or "patch" not in pt:
+            continue
+        ops = yaml.safe_load(pt["patch"])
+        for op in ops if isinstance(ops, list) else []:
+            path = op.get("path", "") if isinstance(op, dict) else ""
+            if path.endswith(("namespaceSelector/matchLabels", "podSelector/matchLabels")):
+                op["value"] = {"test.vramd/probe": path.split("/")[-2]}
+                changed += 1
+        pt["patch"] = yaml.safe_dump(ops)
+    got = {}
+    try:
+        got = objects(kustomized(probe), "NetworkPolicy")[0]["spec"]["ingress"][0]["from"][0]
+    except (KeyError, IndexError, ValueError, TypeError):
+        pass
+    c.ok(changed == 2
+         and (got.get("namespaceSelector") or {}).get("matchLabels")
+         == {"test.vramd/probe": "namespaceSelector"}
+         and (got.get("podSelector") or {}).get("matchLabels")
+         == {"test.vramd/probe": "podSelector"},
+         "the kustomization sets the scraper: its patch replaces the NetworkPolicy's "
+         "namespace and pod selectors")
 
 
 def check_config_text(vramd, text, c, what):
@@ -401,6 +517,23 @@ def check(files, vramd, c):
                          for e in eps),
              f"the PodMonitor scrapes port {mname} at /metrics")
 
+    # The NetworkPolicy: only the scraper, only on the metrics port, as the
+    # file stands and as the kustomization applies it (which sets who the
+    # scraper is).
+    nps = objects(files, "NetworkPolicy")
+    if c.ok(len(nps) == 1, "one NetworkPolicy, for the metrics port"):
+        name = nps[0]["metadata"]["name"]
+        check_policy(nps[0], pod_labels, mport, mname, c, f"NetworkPolicy {name}")
+        knps = []
+        try:
+            knps = objects(kustomized(files), "NetworkPolicy")
+        except (KeyError, IndexError, ValueError, TypeError) as e:
+            c.ok(False, f"the kustomization's patches apply ({type(e).__name__}: {e})")
+        if c.ok(len(knps) == 1, "the kustomization applies the NetworkPolicy"):
+            check_policy(knps[0], pod_labels, mport, mname, c,
+                         f"NetworkPolicy {name}, kustomized")
+        check_scraper_set(files, c)
+
     # The engine pod.
     engines = [(p, k) for p in objects(files, "Pod") for k in pod_spec(p).get("containers") or []
                if prog(k) in ("vram-replay", "vram-example-engine")]
@@ -486,6 +619,29 @@ def _cm(f):
     return objects(f, "ConfigMap")[0]["data"]
 
 
+def _kust(f):
+    return objects(f, "Kustomization")[0]
+
+
+def _np(f):
+    return objects(f, "NetworkPolicy")[0]
+
+
+def _np_rule(f):
+    return _np(f)["spec"]["ingress"][0]
+
+
+def _np_peer(f):
+    return _np_rule(f)["from"][0]
+
+
+def _np_patch(f, fn):
+    pt = next(p for p in _kust(f)["patches"] if p["target"]["kind"] == "NetworkPolicy")
+    ops = yaml.safe_load(pt["patch"])
+    fn(ops)
+    pt["patch"] = yaml.safe_dump(ops)
+
+
 def _set_cfg(f, fn):
     cfg = json.loads(_cm(f)["vramd.json"])
     fn(cfg)
@@ -544,6 +700,31 @@ BREAKS = [
         "spec"]["podMetricsEndpoints"][0].update(port="http")),
     ("an image with a registry host", lambda f: _engine(f)["containers"][0].update(
         image="registry.example.org/vramd:VERSION")),
+    ("no NetworkPolicy", lambda f: f.pop("networkpolicy.yaml")),
+    ("the NetworkPolicy out of the kustomization", lambda f: _kust(f)["resources"].remove(
+        "networkpolicy.yaml")),
+    ("a NetworkPolicy admitting everyone", lambda f: _np_rule(f).pop("from")),
+    ("a NetworkPolicy admitting every namespace", lambda f: _np_peer(f).pop(
+        "namespaceSelector")),
+    ("a NetworkPolicy admitting every pod of the namespace", lambda f: _np_peer(f)[
+        "podSelector"].update(matchLabels={})),
+    ("the scraper's selectors as two peers (either admits)", lambda f: _np_rule(f).update(
+        {"from": [{"namespaceSelector": _np_peer(f)["namespaceSelector"]},
+                  {"podSelector": _np_peer(f)["podSelector"]}]})),
+    ("a NetworkPolicy admitting an ipBlock of everything", lambda f: _np_rule(f)[
+        "from"].append({"ipBlock": {"cidr": "0.0.0.0/0"}})),
+    ("a NetworkPolicy on another port", lambda f: _np_rule(f)["ports"][0].update(port=9100)),
+    ("a NetworkPolicy admitting every port", lambda f: _np_rule(f).pop("ports")),
+    ("a NetworkPolicy for other pods", lambda f: _np(f)["spec"]["podSelector"][
+        "matchLabels"].update({"app.kubernetes.io/name": "other"})),
+    ("a NetworkPolicy without Ingress", lambda f: _np(f)["spec"].update(
+        policyTypes=["Egress"])),
+    ("the kustomization sets an empty namespace selector", lambda f: _np_patch(
+        f, lambda ops: ops[0].update(value={}))),
+    ("the kustomization's patch on another path", lambda f: _np_patch(
+        f, lambda ops: ops[0].update(path="/spec/ingress/1/from/0/namespaceSelector"))),
+    ("the kustomization sets one selector only", lambda f: _np_patch(f, lambda ops: ops.pop())),
+    ("the kustomization without its patch", lambda f: _kust(f).pop("patches")),
 ]
 
 
