@@ -51,6 +51,7 @@ __all__ = [
     "vram_stage_info",
     "vram_kv_result",
     "vram_residency",
+    "vram_weights_info",
 ]
 
 # ---- constants of vram.h -------------------------------------------------
@@ -183,6 +184,21 @@ class vram_residency(Structure):
     ]
 
 
+class vram_weights_info(Structure):
+    """``struct vram_weights_info``."""
+
+    _fields_ = [
+        ("id", c_uint32),
+        ("device", c_uint32),
+        ("base", c_uint64),
+        ("bytes", c_uint64),
+        ("alloc_bytes", c_uint64),
+        ("allocs", c_uint32),
+        ("writer", ctypes.c_uint8),
+        ("sealed", ctypes.c_uint8),
+    ]
+
+
 #: Every struct of vram.h, by its C name (the layout test compares them
 #: with the compiler's offsetof and sizeof).
 STRUCTS: Dict[str, Any] = {
@@ -193,6 +209,7 @@ STRUCTS: Dict[str, Any] = {
     "vram_stage_info": vram_stage_info,
     "vram_kv_result": vram_kv_result,
     "vram_residency": vram_residency,
+    "vram_weights_info": vram_weights_info,
 }
 
 # ---- functions -----------------------------------------------------------
@@ -250,7 +267,15 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "vram_expert_residency": (c_int, [_C, _u32, POINTER(vram_residency)]),
     "vram_expert_slots": (c_int, [_C, _u32]),
     "vram_expert_slot": (c_void_p, [_C, _u32, _u32]),
+    # weight sets
+    "vram_weights_open": (
+        c_int, [_C, c_char_p, _u32, _u64, POINTER(ctypes.c_uint8), _u32,
+                POINTER(vram_weights_info)]),
+    "vram_weights_seal": (c_int, [_C, _u32]),
+    "vram_weights_close": (c_int, [_C, _u32]),
+    "vram_weights_info": (c_int, [_C, _u32, POINTER(vram_weights_info)]),
     # administration and health
+    "vram_admin_weights_drop": (c_int, [_C, c_char_p]),
     "vram_admin_evict": (c_int, [_C, _u32]),
     "vram_admin_set_capacity": (c_int, [_C, _u32, _u64]),
     "vram_client_ping": (c_int, [_C]),
