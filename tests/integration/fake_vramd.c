@@ -256,6 +256,7 @@ static bool drain(int fd, char **buf, size_t *len, size_t *cap)
         REQUIRE(p, "out of memory for a tool's output");
         *buf = p;
         *cap = c;
+        p[*len] = '\0';
     }
     ssize_t r = read(fd, *buf + *len, *cap - *len);
     if (r < 0 && (errno == EINTR || errno == EAGAIN))
