@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "msg.h"
 #include "platform.h"
+#include "text.h"
 
 void vc_conn_setup(vram_client *c)
 {
@@ -95,6 +96,15 @@ static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
     vram_arena_free(&a);
 }
 
+/* The daemon's words (a refusal's message) as the caller will show them:
+ * control characters escaped (proto/text.h). */
+static int set_daemon_error(vram_client *c, int err, const char *message)
+{
+    char text[sizeof(c->last_error)]; /* cut between whole escapes */
+    vram_text_escape(text, sizeof(text), message);
+    return vc_set_error(c, err, "%s", text);
+}
+
 /* A reply past VRAM_MAX_REPLY_BYTES, on the wire or decoded, is refused
  * and the connection given up: the daemon might never end it, and nothing
  * after it could be trusted to be in step. */
@@ -107,11 +117,13 @@ static bool over_bounds(struct frame_ctx *x)
         return false;
     c->broken = true;
     int e = vc_set_error(c, -EPROTO, "the daemon's %s reply is over %u MiB "
-                         "(%zu frames, %zu bytes, %zu bytes decoded), more than "
-                         "any reply may be: refused, and the connection closed",
-                         vram_requests[c->await_type].name,
-                         VRAM_MAX_REPLY_BYTES >> 20, x->frames, x->wire_bytes,
-                         held);
+                         "(%llu frames, %llu bytes, %llu bytes decoded), more "
+                         "than any reply may be: refused, and the connection "
+                         "closed", vram_requests[c->await_type].name,
+                         VRAM_MAX_REPLY_BYTES >> 20,
+                         (unsigned long long)x->frames,
+                         (unsigned long long)x->wire_bytes,
+                         (unsigned long long)held);
     if (!x->err)
         x->err = e;
     return true;
@@ -171,8 +183,8 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
         return;
     if (!env->ok && !x->err) {
         c->await_err = vram_errno_from_name(env->error);
-        vc_set_error(c, c->await_err, "%s", env->message ? env->message
-                                                         : "request refused");
+        set_daemon_error(c, c->await_err, env->message ? env->message
+                                                       : "request refused");
     }
     c->await_done = true;
 }
@@ -187,6 +199,15 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
                               "client %d, server %u", VRAM_PROTOCOL_VERSION,
                               f->version);
         return -EPROTONOSUPPORT;
+    }
+    /* A NUL in a string would end it in C, what follows unseen: no
+     * string of the protocol holds one. */
+    if (vram_json_has_nul(f->payload, f->len)) {
+        c->broken = true;
+        x->err = vc_set_error(c, -EPROTO, "the daemon sent a string holding "
+                              "a NUL (\\u0000), which no string of the "
+                              "protocol may hold");
+        return -EPROTO;
     }
     cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
     struct vram_envelope env;
@@ -205,8 +226,8 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
         } else if (env.id == 0 && !env.ok) {
             /* A connection-level error (version, limits): the daemon
              * closes. */
-            x->err = vc_set_error(c, vram_errno_from_name(env.error), "%s",
-                                  env.message ? env.message : "refused");
+            x->err = set_daemon_error(c, vram_errno_from_name(env.error),
+                                      env.message ? env.message : "refused");
             c->broken = true;
         } else {
             for (size_t i = 0; i < c->nasync; i++)
