@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -141,8 +142,13 @@ static void *serve(void *arg)
     return NULL;
 }
 
-static void fake_main(int lfd, int ready, fake_status_fn fn, void *ud)
+static void fake_main(int lfd, int ready, fake_status_fn fn, void *ud,
+                      pid_t test)
 {
+    /* A test killed at its timeout takes its fake with it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != test)
+        _exit(0);
     signal(SIGPIPE, SIG_IGN);
     char one = 1;
     if (write(ready, &one, 1) != 1)
@@ -192,10 +198,11 @@ int fake_vramd_start(struct fake_vramd *f, fake_status_fn fn, void *ud)
         return e;
     }
     fflush(NULL);
+    pid_t test = getpid();
     f->pid = fork();
     if (f->pid == 0) {
         close(p[0]);
-        fake_main(lfd, p[1], fn, ud);
+        fake_main(lfd, p[1], fn, ud, test);
         _exit(0);
     }
     close(lfd);
