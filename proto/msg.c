@@ -80,17 +80,23 @@ static size_t path_write(const struct path *p, char *buf, size_t len)
 static int bad(struct dstate *s, const struct path *path, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int bad(struct dstate *s, const struct path *path, const char *fmt, ...)
+/* "where: what" into why. */
+static void vsay(char *why, size_t len, const struct path *path,
+                 const char *fmt, va_list ap)
 {
-    char *why = s->d->why;
-    size_t len = sizeof(s->d->why), n = path_write(path, why, len);
+    size_t n = path_write(path, why, len);
     if (n + 2 < len) {
         memcpy(why + n, ": ", 3);
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(why + n + 2, len - n - 2, fmt, ap);
-        va_end(ap);
     }
+}
+
+static int bad(struct dstate *s, const struct path *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(s->d->why, sizeof(s->d->why), path, fmt, ap);
+    va_end(ap);
     return -EINVAL;
 }
 
@@ -135,7 +141,9 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
         struct path at = {path, t->tuple ? NULL : f->name, i};
         const struct path *sub = &at;
         if (!v || cJSON_IsNull(v)) {
-            if (f->required && !s->d->partial)
+            /* Only the message's own fields may wait for a later frame:
+             * the items of its arrays and its objects are whole in each. */
+            if (f->required && (!s->d->partial || path->up))
                 return bad(s, sub, "missing (a required field)");
             continue;
         }
@@ -304,8 +312,44 @@ static int64_t item_id(const struct vram_tdesc *t, const void *item)
     return id;
 }
 
-static int concat(const struct vram_fdesc *f, void *acc, const void *part,
-                  struct vram_arena *a)
+/* The room of an array the merge made: each array of the value has one,
+ * and an array of objects has, in last, one per field of its last item
+ * (the item the next frame may continue). cap 0: the array is not the
+ * merge's own (empty, or a part's, shared): it is copied before it grows. */
+struct vram_mnode {
+    size_t cap;
+    struct vram_mnode *last;
+};
+
+/* The last item is a new one, whose arrays are its part's. */
+static void room_forget(struct vram_mnode *n, const struct vram_tdesc *t)
+{
+    for (uint32_t i = 0; n && i < t->nfields; i++) {
+        n[i].cap = 0;
+        if (n[i].last)
+            room_forget(n[i].last, t->fields[i].type);
+    }
+}
+
+static int merge_bad(struct vram_merge *m, const struct path *at,
+                     const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int merge_bad(struct vram_merge *m, const struct path *at,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(m->why, sizeof(m->why), at, fmt, ap);
+    va_end(ap);
+    return -E2BIG;
+}
+
+/* part's items of array f appended to acc's: in place while there is room,
+ * else into a block twice as large, so that every item is copied a bounded
+ * number of times over the whole reply, however many frames it has. */
+static int concat(struct vram_merge *m, const struct vram_fdesc *f, void *acc,
+                  const void *part, struct vram_mnode *room,
+                  const struct path *at)
 {
     void *av, *pv;
     size_t an, pn;
@@ -320,9 +364,15 @@ static int concat(const struct vram_fdesc *f, void *acc, const void *part,
         int64_t id = item_id(f->type, last);
         if (id >= 0 && id == item_id(f->type, pv)) {
             /* The first item continues the last: its arrays join. */
-            for (uint32_t i = 0; i < f->type->nfields; i++)
-                if (f->type->fields[i].kind == VRAM_K_ARRAY) {
-                    int e = concat(&f->type->fields[i], last, pv, a);
+            const struct vram_tdesc *it = f->type;
+            if (!room->last &&
+                !(room->last = vram_arena_alloc(m->a, it->nfields * sizeof(*room->last))))
+                return -ENOMEM;
+            struct path ip = {at, NULL, an - 1};
+            for (uint32_t i = 0; i < it->nfields; i++)
+                if (it->fields[i].kind == VRAM_K_ARRAY) {
+                    struct path fp = {&ip, it->fields[i].name, 0};
+                    int e = concat(m, &it->fields[i], last, pv, &room->last[i], &fp);
                     if (e < 0)
                         return e;
                 }
@@ -331,26 +381,54 @@ static int concat(const struct vram_fdesc *f, void *acc, const void *part,
     }
     if (pn == skip)
         return 0;
-    void *nv = vram_arena_alloc(a, (an + pn - skip) * isz);
-    if (!nv)
-        return -ENOMEM;
-    if (an)
-        memcpy(nv, av, an * isz);
-    memcpy((char *)nv + an * isz, (const char *)pv + skip * isz,
+    size_t n = an + pn - skip;
+    if (f->max && n > f->max)
+        return merge_bad(m, at, "%zu items over the reply's frames, at most %u",
+                         n, f->max);
+    if (n > room->cap) {
+        size_t cap = room->cap * 2 > n ? room->cap * 2 : n;
+        if (cap > SIZE_MAX / isz)
+            return -ENOMEM;
+        void *nv = vram_arena_alloc(m->a, cap * isz);
+        if (!nv)
+            return -ENOMEM;
+        if (an)
+            memcpy(nv, av, an * isz);
+        av = nv;
+        room->cap = cap;
+    }
+    memcpy((char *)av + an * isz, (const char *)pv + skip * isz,
            (pn - skip) * isz);
-    arr_set(acc, f, nv, an + pn - skip);
+    arr_set(acc, f, av, n);
+    if (room->last)
+        room_forget(room->last, f->type);
     return 0;
 }
 
-int vram_merge(const struct vram_tdesc *t, void *acc, const void *part,
-               const char *skip, struct vram_arena *a)
+void vram_merge_begin(struct vram_merge *m, const struct vram_tdesc *t,
+                      void *acc, const char *skip, struct vram_arena *a)
 {
+    memset(acc, 0, t->size);
+    *m = (struct vram_merge){.t = t, .acc = acc, .skip = skip, .a = a};
+}
+
+int vram_merge_add(struct vram_merge *m, const void *part)
+{
+    const struct vram_tdesc *t = m->t;
+    if (!m->room && !(m->room = vram_arena_alloc(m->a, t->nfields * sizeof(*m->room)))) {
+        snprintf(m->why, sizeof(m->why), "out of memory");
+        return -ENOMEM;
+    }
+    struct path top = {NULL, t->name, 0};
     for (uint32_t i = 0; i < t->nfields; i++) {
         const struct vram_fdesc *f = &t->fields[i];
-        char *dst = (char *)acc + f->off;
+        char *dst = (char *)m->acc + f->off;
         const char *src = (const char *)part + f->off;
-        if (f->kind == VRAM_K_ARRAY && !(skip && strcmp(skip, f->name) == 0)) {
-            int e = concat(f, acc, part, a);
+        if (f->kind == VRAM_K_ARRAY && !(m->skip && strcmp(m->skip, f->name) == 0)) {
+            struct path at = {&top, f->name, 0};
+            int e = concat(m, f, m->acc, part, &m->room[i], &at);
+            if (e == -ENOMEM)
+                snprintf(m->why, sizeof(m->why), "out of memory");
             if (e < 0)
                 return e;
             continue;
@@ -367,7 +445,7 @@ int vram_merge(const struct vram_tdesc *t, void *acc, const void *part,
             continue;
         memcpy(dst, src, kind_size(f->kind, f->type));
         if (f->has_off != NO_HAS)
-            *(bool *)((char *)acc + f->has_off) = true;
+            *(bool *)((char *)m->acc + f->has_off) = true;
     }
     return 0;
 }

@@ -87,7 +87,8 @@ struct vram_dec {
     struct vram_arena *arena; /* arrays and strings of the result */
     struct vram_codec_frame *frame; /* handles are taken from it (NULL: a
                                        handle field is refused) */
-    bool partial; /* required fields may be absent (a reply's first frames) */
+    bool partial; /* the message's own required fields may be absent (a
+                     reply's first frames); its items and objects are whole */
     char why[256];
 };
 
@@ -100,16 +101,39 @@ int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
 /* Closes the handles a decoded value holds (of t), e.g. when refusing it. */
 void vram_close_handles(const struct vram_tdesc *t, void *obj);
 
-/* A reply in several frames (more: true), each decoded into part: merged
- * into acc (zeroed before the first). Arrays concatenate, except the one
- * named skip (NULL: none), which acc takes from part; an item of an array
- * of objects whose first field is a u32 "id" equal to the previous item's
- * continues that item (its arrays concatenate): one stage's regions may
- * come over several frames. Other fields are part's where present. Arrays
- * are made in a (part's strings and nested arrays are shared, so part's
- * arena must live as long). -ENOMEM, acc then incomplete. */
-int vram_merge(const struct vram_tdesc *t, void *acc, const void *part,
-               const char *skip, struct vram_arena *a);
+/* What one reply may be at most, over all its frames: the bytes its frames
+ * carry, and the memory they decode to, each. A daemon's status of 65,536
+ * clients takes about 16 MiB on the wire. */
+#define VRAM_MAX_REPLY_BYTES (64u << 20)
+
+/* A reply in several frames (more: true), each decoded into part and
+ * merged into acc. Arrays concatenate, except the one named skip (NULL:
+ * none), which acc takes from part; an item of an array of objects whose
+ * first field is a u32 "id" equal to the previous item's continues that
+ * item (its arrays concatenate): one stage's regions may come over several
+ * frames. Other fields are part's where present. Arrays are made in a,
+ * growing geometrically, so a reply of n items costs O(n) however many
+ * frames carry it (part's strings and nested arrays are shared, so part's
+ * arena must live as long). The catalogue's maximum of an array holds for
+ * the whole reply, as if it had come in one frame. */
+struct vram_mnode;
+struct vram_merge {
+    const struct vram_tdesc *t;
+    void *acc;
+    const char *skip;
+    struct vram_arena *a;
+    struct vram_mnode *room; /* the room of each array made so far */
+    char why[256];
+};
+
+/* Starts a merge into acc (of t; zeroed here). */
+void vram_merge_begin(struct vram_merge *m, const struct vram_tdesc *t,
+                      void *acc, const char *skip, struct vram_arena *a);
+/* Merges the next frame's part. 0; -E2BIG with m->why naming the array
+ * ("status.stages[0].regions: 4097 items over the reply's frames, at most
+ * 4096") when an array of the whole passes its maximum; -ENOMEM. acc is
+ * incomplete after a failure. */
+int vram_merge_add(struct vram_merge *m, const void *part);
 
 /* ---- encoding ---- */
 

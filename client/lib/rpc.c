@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "msg.h"
 #include "platform.h"
+#include "text.h"
 
 void vc_conn_setup(vram_client *c)
 {
@@ -67,10 +68,16 @@ static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
     return 0;
 }
 
+/* The pump's state over one reply (pump() reads it whole). */
 struct frame_ctx {
     vram_client *c;
     int events;
     int err;
+    /* The reply waited for, over its frames. */
+    struct vram_merge merge;
+    size_t frames, wire_bytes; /* its frames, headers included */
+    size_t arena_from;         /* the arena's bytes before it */
+    size_t map_entries;        /* gathered from it */
 };
 
 static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
@@ -89,6 +96,39 @@ static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
     vram_arena_free(&a);
 }
 
+/* The daemon's words (a refusal's message) as the caller will show them:
+ * control characters escaped (proto/text.h). */
+static int set_daemon_error(vram_client *c, int err, const char *message)
+{
+    char text[sizeof(c->last_error)]; /* cut between whole escapes */
+    vram_text_escape(text, sizeof(text), message);
+    return vc_set_error(c, err, "%s", text);
+}
+
+/* A reply past VRAM_MAX_REPLY_BYTES, on the wire or decoded, is refused
+ * and the connection given up: the daemon might never end it, and nothing
+ * after it could be trusted to be in step. */
+static bool over_bounds(struct frame_ctx *x)
+{
+    vram_client *c = x->c;
+    size_t held = c->await_arena->bytes - x->arena_from +
+                  x->map_entries * sizeof(struct vram_t_map_entry);
+    if (x->wire_bytes <= VRAM_MAX_REPLY_BYTES && held <= VRAM_MAX_REPLY_BYTES)
+        return false;
+    c->broken = true;
+    int e = vc_set_error(c, -EPROTO, "the daemon's %s reply is over %u MiB "
+                         "(%llu frames, %llu bytes, %llu bytes decoded), more "
+                         "than any reply may be: refused, and the connection "
+                         "closed", vram_requests[c->await_type].name,
+                         VRAM_MAX_REPLY_BYTES >> 20,
+                         (unsigned long long)x->frames,
+                         (unsigned long long)x->wire_bytes,
+                         (unsigned long long)held);
+    if (!x->err)
+        x->err = e;
+    return true;
+}
+
 /* A frame of the reply waited for: its map entries, and the fields of the
  * last one. */
 static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
@@ -98,8 +138,13 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
     const struct vram_tdesc *rep = vram_requests[c->await_type].rep;
     const struct vram_fdesc *mapf = vram_field(rep, "map");
     union vram_rep_any part;
+    if (x->frames++ == 0)
+        x->arena_from = c->await_arena->bytes;
+    x->wire_bytes += VRAM_FRAME_HEADER_SIZE + f->len;
     /* A reply of one frame is decoded where the caller reads it; one of
-     * several is merged frame by frame (vram_merge: arrays concatenate). */
+     * several is merged frame by frame (vram_merge_add: arrays grow in
+     * place, and are checked against the catalogue as a whole). After a
+     * frame was refused, the rest are counted, not read. */
     bool several = env->ok && (env->more || c->await_parts);
     void *into = env->more || !env->ok || several ? &part : c->await_rep;
     struct vram_arena scratch = {0};
@@ -108,33 +153,38 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
                          .frame = f,
                          .partial = env->more || !env->ok};
     if (several && !c->await_parts)
-        memset(c->await_rep, 0, rep->size);
-    int r = vram_decode(rep, msg, into, &d);
-    if (r == 0 && several &&
-        vram_merge(rep, c->await_rep, into, "map", c->await_arena) < 0) {
-        r = -ENOMEM;
-        snprintf(d.why, sizeof(d.why), "out of memory");
+        vram_merge_begin(&x->merge, rep, c->await_rep, "map", c->await_arena);
+    int r = x->err ? -ECANCELED : vram_decode(rep, msg, into, &d);
+    if (r == 0 && several && (r = vram_merge_add(&x->merge, into)) < 0) {
+        snprintf(d.why, sizeof(d.why), "%s", x->merge.why);
+        if (r == -E2BIG) /* a reply that may never end */
+            c->broken = true;
+        else
+            r = -ENOMEM;
     }
     if (env->more)
         c->await_parts++;
-    if (r < 0) {
+    if (r < 0 && r != -ECANCELED) {
         x->err = vc_set_error(c, -EPROTO, "the daemon's reply does not match "
                               "the catalogue: %s", d.why);
-    } else if (mapf) {
+    } else if (r == 0 && mapf) {
         struct vram_t_map_entry *map;
         size_t n;
         memcpy(&map, (char *)into + mapf->off, sizeof(map));
         memcpy(&n, (char *)into + mapf->off + sizeof(void *), sizeof(n));
+        x->map_entries += n;
         if (vc_gather_map(c, map, n) < 0 && !x->err)
             x->err = vc_set_error(c, -ENOMEM, "out of memory for a reply");
     }
     vram_arena_free(&scratch);
+    if (over_bounds(x) || c->broken)
+        return;
     if (env->more)
         return;
     if (!env->ok && !x->err) {
         c->await_err = vram_errno_from_name(env->error);
-        vc_set_error(c, c->await_err, "%s", env->message ? env->message
-                                                         : "request refused");
+        set_daemon_error(c, c->await_err, env->message ? env->message
+                                                       : "request refused");
     }
     c->await_done = true;
 }
@@ -149,6 +199,15 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
                               "client %d, server %u", VRAM_PROTOCOL_VERSION,
                               f->version);
         return -EPROTONOSUPPORT;
+    }
+    /* A NUL in a string would end it in C, what follows unseen: no
+     * string of the protocol holds one. */
+    if (vram_json_has_nul(f->payload, f->len)) {
+        c->broken = true;
+        x->err = vc_set_error(c, -EPROTO, "the daemon sent a string holding "
+                              "a NUL (\\u0000), which no string of the "
+                              "protocol may hold");
+        return -EPROTO;
     }
     cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
     struct vram_envelope env;
@@ -167,8 +226,8 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
         } else if (env.id == 0 && !env.ok) {
             /* A connection-level error (version, limits): the daemon
              * closes. */
-            x->err = vc_set_error(c, vram_errno_from_name(env.error), "%s",
-                                  env.message ? env.message : "refused");
+            x->err = set_daemon_error(c, vram_errno_from_name(env.error),
+                                      env.message ? env.message : "refused");
             c->broken = true;
         } else {
             for (size_t i = 0; i < c->nasync; i++)

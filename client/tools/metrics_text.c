@@ -1,7 +1,8 @@
 /* Prometheus text exposition of a status. Label names follow Prometheus'
  * conventions (device, backend, stage, client, name, pid); label values
- * that come from peers (client names) are escaped, and bytes that are not
- * UTF-8 are shown as \xNN so the exposition stays valid UTF-8. */
+ * that come from peers (client names) are escaped as every view escapes
+ * them (control characters and bytes that are not UTF-8 as \xNN, so the
+ * exposition stays valid UTF-8), then as the format says. */
 #include "metrics_text.h"
 
 #include <stdbool.h>
@@ -9,73 +10,46 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "text.h"
+
 static void head(struct tool_text *t, const char *name, const char *type,
                  const char *help)
 {
     tool_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* The length of the valid UTF-8 sequence at s (of n bytes left), 0 if
- * there is none (overlong forms, surrogates and values past U+10FFFF are
- * not valid). */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    uint32_t cp;
-    if ((s[0] & 0xe0) == 0xc0) {
-        len = 2;
-        cp = s[0] & 0x1f;
-    } else if ((s[0] & 0xf0) == 0xe0) {
-        len = 3;
-        cp = s[0] & 0x0f;
-    } else if ((s[0] & 0xf8) == 0xf0) {
-        len = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A label value, quoted: \\, \" and \n escaped as the format says; other
- * control characters and bytes that are not UTF-8 as the text \xNN. */
+/* A label value, quoted: first escaped as every view escapes text from
+ * vramd (control characters and bytes that are not UTF-8 as the text
+ * \xNN, textbuf.h), then \\, \" and \n escaped as the format says (a
+ * newline can no longer be there, but the rule is the format's). */
 static void label_value(struct tool_text *t, const char *v)
 {
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *s = (const unsigned char *)(v ? v : "");
-    size_t n = strlen((const char *)s);
-    tool_text_raw(t, "\"", 1);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        size_t k = utf8_len(s + i, n - i);
-        if (c == '\\') {
-            tool_text_raw(t, "\\\\", 2);
-        } else if (c == '"') {
-            tool_text_raw(t, "\\\"", 2);
-        } else if (c == '\n') {
-            tool_text_raw(t, "\\n", 2);
-        } else if (k == 0 || c < 0x20 || c == 0x7f) {
-            char esc[5] = {'\\', '\\', 'x', hex[c >> 4], hex[c & 15]};
-            tool_text_raw(t, esc, 5);
-            k = 1;
-        } else {
-            tool_text_raw(t, (const char *)s + i, k);
-        }
-        i += k ? k : 1;
+    char small[VRAM_TEXT_ESCAPED(128)];
+    struct tool_text e = {0};
+    const char *s = small;
+    size_t n;
+    if (strlen(v ? v : "") <= 128) {
+        n = vram_text_escape(small, sizeof(small), v);
+    } else {
+        tool_text_peer(&e, v);
+        t->oom |= e.oom;
+        s = e.p ? e.p : "";
+        n = e.len;
     }
     tool_text_raw(t, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '\\')
+            tool_text_raw(t, "\\\\", 2);
+        else if (c == '"')
+            tool_text_raw(t, "\\\"", 2);
+        else if (c == '\n')
+            tool_text_raw(t, "\\n", 2);
+        else
+            tool_text_raw(t, &c, 1);
+    }
+    tool_text_raw(t, "\"", 1);
+    tool_text_free(&e);
 }
 
 /* A gauge or counter and the struct member it reads: offsetof keeps the
@@ -294,10 +268,9 @@ void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
 
 void tool_metrics_render_down(struct tool_text *t, const char *why)
 {
-    /* One comment line: why may not hold a newline. */
+    /* One comment line: why, escaped, holds no newline. */
     tool_text_str(t, "# ");
-    for (const char *p = why ? why : "vramd could not be read"; *p; p++)
-        tool_text_raw(t, *p == '\n' || *p == '\r' ? " " : p, 1);
+    tool_text_peer(t, why ? why : "vramd could not be read");
     tool_text_str(t, "\n");
     head(t, "vramd_up", "gauge", "1 when vramd's status was read.");
     tool_text_str(t, "vramd_up 0\n");

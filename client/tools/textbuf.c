@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 static bool reserve(struct tool_text *t, size_t more)
 {
     if (t->oom)
@@ -66,6 +68,27 @@ void tool_text_printf(struct tool_text *t, const char *fmt, ...)
     vsnprintf(t->p + t->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     t->len += (size_t)n;
+}
+
+void tool_text_peer(struct tool_text *t, const char *s)
+{
+    size_t n = strlen(s ? s : "");
+    if (n > ((size_t)-1 / 2 - 1) / 4) {
+        t->oom = true;
+        return;
+    }
+    if (!reserve(t, VRAM_TEXT_ESCAPED(n)))
+        return;
+    t->len += vram_text_escape(t->p + t->len, VRAM_TEXT_ESCAPED(n), s);
+}
+
+const char *tool_peer_cell(const char *s, const char *none, size_t width,
+                           char *buf, size_t len)
+{
+    if (!s || !*s)
+        return none;
+    vram_text_escape(buf, width && width < len ? width + 1 : len, s);
+    return buf;
 }
 
 void tool_text_clear(struct tool_text *t)

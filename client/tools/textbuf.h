@@ -16,6 +16,15 @@ void tool_text_raw(struct tool_text *t, const char *s, size_t n);
 void tool_text_str(struct tool_text *t, const char *s);
 void tool_text_printf(struct tool_text *t, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Text from vramd (a name, a state, a message) appended escaped: control
+ * characters and bytes that are not UTF-8 as \xNN (proto/text.h), the one
+ * rule of every view. */
+void tool_text_peer(struct tool_text *t, const char *s);
+/* The same for a table's cell: s escaped into buf (len bytes), at most
+ * width bytes of it (0: what buf holds), cut between whole characters;
+ * none when s is NULL or empty. */
+const char *tool_peer_cell(const char *s, const char *none, size_t width,
+                           char *buf, size_t len);
 /* Empties the text, keeping its memory (and forgetting a failed write). */
 void tool_text_clear(struct tool_text *t);
 /* The text (caller frees) and its length, or NULL when a write failed; t is

@@ -1,9 +1,11 @@
 /* vramctl top's frame. Every line is clipped to one column less than the
  * terminal's width: a line that fills the last column leaves the cursor
  * waiting to wrap, and "erase to the end of line" there would erase that
- * column. Text from peers (client names) is shown with anything that is
- * not printable ASCII as '?', so a name cannot send escapes to the
- * terminal. */
+ * column. Text from peers (client names) is escaped as every view of
+ * vramctl escapes it (control characters and bytes that are not UTF-8 as
+ * \xNN, proto/text.h), so a name cannot send escapes to the terminal; a
+ * character beyond ASCII is then shown as one '?', so that every column
+ * counts one cell. */
 #include "top_frame.h"
 
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
 #include "units.h"
 
 const char tool_top_glyphs[6] = {'#', '=', '+', '!', 'x', '.'};
@@ -37,13 +40,17 @@ static void line_begin(struct line *l, struct tool_text *t,
     l->max = v->cols > 1 ? v->cols - 1 : 1;
 }
 
-/* Visible text; what does not fit is dropped. */
+/* Visible text, escaped; what does not fit is dropped. */
 static void put(struct line *l, const char *s)
 {
-    for (; *s && l->used < l->max; s++, l->used++) {
-        unsigned char c = (unsigned char)*s;
-        char ch = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    char buf[VRAM_TEXT_ESCAPED(512)];
+    size_t n = vram_text_escape(buf, sizeof(buf), s);
+    const unsigned char *p = (const unsigned char *)buf;
+    for (size_t i = 0; i < n && l->used < l->max; l->used++) {
+        size_t k = vram_utf8_len(p + i, n - i);
+        char ch = k == 1 ? (char)p[i] : '?';
         tool_text_raw(l->t, &ch, 1);
+        i += k ? k : 1;
     }
 }
 
@@ -372,9 +379,10 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
             size_t len = strlen(stg);
             snprintf(stg + len, sizeof(stg) - len, "%s%u", k ? "," : "", c->stages.v[k]);
         }
+        char name[VRAM_TEXT_ESCAPED(64)];
         line_begin(&l, t, v);
-        putf(&l, "%-6u %-20.20s %-8lld %-12s %-10s %-11s %s", c->id,
-             c->name && c->name[0] ? c->name : "-", (long long)c->pid,
+        putf(&l, "%-6u %-20s %-8lld %-12s %-10s %-11s %s", c->id,
+             tool_peer_cell(c->name, "-", 20, name, sizeof(name)), (long long)c->pid,
              c->state && c->state[0] ? c->state : "-", sz(c->held_bytes, a),
              sz(c->quarantined_bytes, b), stg[0] ? stg : "-");
         /* Its share of every device's capacity, where there is room. */

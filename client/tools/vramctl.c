@@ -23,6 +23,7 @@
 #include "platform.h"
 #include "snapshot.h"
 #include "table.h"
+#include "text.h"
 #include "textbuf.h"
 #include "top.h"
 #include "units.h"
@@ -45,10 +46,12 @@ static const char *sz(uint64_t b, char *buf)
     return vram_size_format(b, buf, 32);
 }
 
-static const char *str(const char *s, const char *none)
-{
-    return s ? s : none;
-}
+/* Text from vramd in a table: escaped (textbuf.h), at most width bytes
+ * (0: as much as a string of the catalogue holds). */
+struct cell {
+    char s[VRAM_TEXT_ESCAPED(96)];
+};
+#define CELL(text, none, width, c) tool_peer_cell(text, none, width, (c).s, sizeof((c).s))
 
 static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
 {
@@ -62,6 +65,7 @@ static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
 static void print_devices(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
+    struct cell name, backend, uuid;
 
     if (legend)
         tool_row("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", "DEVICE",
@@ -70,7 +74,7 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
         tool_row("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", it->id,
-            str(it->backend, "?"), sz(it->chunk_bytes, a),
+            CELL(it->backend, "?", 0, backend), sz(it->chunk_bytes, a),
             sz(it->capacity_bytes, b), sz(it->reserved_bytes, h),
             sz(it->free_bytes, c), sz(it->granted_bytes, d),
             sz(it->loaned_bytes, e), sz(it->recalling_bytes, f),
@@ -86,13 +90,13 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
         const struct vram_t_device *it = &st->devices.v[i];
         char peers[64];
         join_u32(peers, sizeof(peers), &it->peer_access);
-        tool_row("%-6u %-22.22s %-10s %-10s %-11s %-5s %-8s %-6s %s", it->id,
-            it->name && it->name[0] ? it->name : "-", sz(it->total_bytes, a),
+        tool_row("%-6u %-22s %-10s %-10s %-11s %-5s %-8s %-6s %s", it->id,
+            CELL(it->name, "-", 22, name), sz(it->total_bytes, a),
             sz((uint64_t)it->pool_ready_chunks * it->chunk_bytes, c),
             it->has_granularity_bytes ? sz(it->granularity_bytes, b) : "-",
             it->has_vmm ? (it->vmm ? "yes" : "no") : "-",
             it->has_posix_fd ? (it->posix_fd ? "yes" : "no") : "-",
-            peers[0] ? peers : "-", str(it->uuid, "-"));
+            peers[0] ? peers : "-", CELL(it->uuid, "-", 0, uuid));
     }
 }
 
@@ -129,10 +133,11 @@ static void print_clients(const struct vram_rep_status *st, bool legend)
     for (size_t i = 0; i < st->clients.n; i++) {
         const struct vram_t_client *it = &st->clients.v[i];
         char stages[64];
+        struct cell name, role, state;
         join_u32(stages, sizeof(stages), &it->stages);
-        tool_row("%-6u %-20.20s %-8lld %-6s %-12s %-10s %-11s %s", it->id,
-            it->name && it->name[0] ? it->name : "-", (long long)it->pid,
-            str(it->role, "-"), it->state && it->state[0] ? it->state : "-",
+        tool_row("%-6u %-20s %-8lld %-6s %-12s %-10s %-11s %s", it->id,
+            CELL(it->name, "-", 20, name), (long long)it->pid,
+            CELL(it->role, "-", 0, role), CELL(it->state, "-", 0, state),
             sz(it->held_bytes, a), sz(it->quarantined_bytes, b),
             stages[0] ? stages : "-");
     }
@@ -227,6 +232,21 @@ static int fetch(vram_client *c, struct tool_snapshot *s, const char *what)
     return 0;
 }
 
+/* JSON as it is printed: the real strings, with what a terminal would
+ * obey (DEL, C1 controls) as \u escapes and bytes that are not UTF-8 as
+ * U+FFFD (proto/text.h); JSON's writers have escaped the rest. */
+static int print_json(const char *text, size_t len)
+{
+    char *out = text ? vram_json_printable(text, len, NULL) : NULL;
+    if (!out) {
+        fprintf(stderr, "vramctl: out of memory\n");
+        return 1;
+    }
+    printf("%s\n", out);
+    free(out);
+    return 0;
+}
+
 /* The JSON of one array of the status, re-encoded from its typed items. */
 static int print_json_array(const struct vram_tdesc *t, const void *items,
                             size_t n)
@@ -241,14 +261,11 @@ static int print_json_array(const struct vram_tdesc *t, const void *items,
             w.oom = true;
     }
     vram_jw_lit(&w, "]");
-    char *text = vram_jw_take(&w, NULL);
-    if (!text) {
-        fprintf(stderr, "vramctl: out of memory\n");
-        return 1;
-    }
-    printf("%s\n", text);
+    size_t len = 0;
+    char *text = vram_jw_take(&w, &len);
+    int rc = print_json(text, len);
     free(text);
-    return 0;
+    return rc;
 }
 
 /* Prints one section, as a table or as the JSON of that part. */
@@ -263,7 +280,7 @@ static int show(vram_client *c, const char *what, const struct opts *o)
         goto out;
     if (o->json) {
         if (strcmp(what, "status") == 0)
-            printf("%s\n", s.text);
+            rc = print_json(s.text, strlen(s.text));
         else if (strcmp(what, "clients") == 0)
             rc = print_json_array(&vram_td_client, st->clients.v, st->clients.n);
         else /* stages, loans */

@@ -56,9 +56,10 @@ int main(void)
     CHECK(has_line(text, "vramd_stage_expert_slots{stage=\"5\",device=\"3\"} 7"), "slots");
     CHECK(has_line(text, "vramd_grants_total 12"), "grants");
     CHECK(has_line(text, "# TYPE vramd_grants_total counter"), "a counter's type");
-    /* Quotes, backslashes and newlines escaped as the format says; the
-     * control character and the lone 0xff as the text \xNN; é kept. */
-    const char *lab = "{client=\"9\",name=\"we\\\"ird\\\\na\\nme\\\\x01\\\\xff\xc3\xa9\","
+    /* Quotes and backslashes escaped as the format says; the newline, the
+     * control character and the lone 0xff first as the text \xNN (as
+     * every view shows them); é kept. */
+    const char *lab = "{client=\"9\",name=\"we\\\"ird\\\\na\\\\x0ame\\\\x01\\\\xff\xc3\xa9\","
                       "pid=\"4242\"}";
     char want[256];
     snprintf(want, sizeof(want), "vramd_client_quarantined_bytes%s 2097152", lab);
@@ -87,7 +88,8 @@ int main(void)
     tool_metrics_render_down(&t, "no vramd is listening on /x\n(refused)");
     text = tool_text_take(&t, NULL);
     REQUIRE(text, "render_down failed");
-    CHECK(has_line(text, "# no vramd is listening on /x (refused)"), "why, on one line");
+    CHECK(has_line(text, "# no vramd is listening on /x\\x0a(refused)"),
+          "why, on one line, its newline escaped");
     CHECK(has_line(text, "vramd_up 0"), "vramd_up 0");
     free(text);
     return check_report("test_metrics_text");
