@@ -531,5 +531,6 @@ int vl_weights_restore(struct vl_ledger *L, const struct vl_wset_view *v)
     if (n->id > L->next_wset_id)
         L->next_wset_id = n->id;
     L->wset[L->nwset++] = n;
+    note(L, n); /* into the new state file */
     return 0;
 }

@@ -9,6 +9,7 @@
 _Static_assert(offsetof(struct vd_state_holder, name) == VD_STATE_HOLDER_V2_BYTES,
                "version 2 holders must be a prefix of version 3's");
 _Static_assert(sizeof(struct vd_state_holder) % 8 == 0, "holders stay aligned");
+_Static_assert(sizeof(struct vd_state_wset) % 8 == 0, "sets stay aligned");
 
 /* Whether count items of elem bytes at off fit in size bytes, aligned to
  * align, after the header: written so that no sum or product can wrap. */
@@ -34,14 +35,19 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
         snprintf(why, whylen, "not a vramd state file (no magic)");
         return -EBADMSG;
     }
-    if (h->version != VD_STATE_VERSION && h->version != VD_STATE_VERSION_NO_NAMES) {
-        snprintf(why, whylen, "format version %u, this vramd reads %u and %u",
+    if (h->version < VD_STATE_VERSION_NO_NAMES || h->version > VD_STATE_VERSION) {
+        snprintf(why, whylen, "format version %u, this vramd reads %u to %u",
                  h->version, VD_STATE_VERSION_NO_NAMES, VD_STATE_VERSION);
         return -EBADMSG;
     }
-    size_t holder_bytes = h->version == VD_STATE_VERSION
+    size_t holder_bytes = h->version >= VD_STATE_VERSION_NAMES
                               ? sizeof(struct vd_state_holder)
                               : VD_STATE_HOLDER_V2_BYTES;
+    bool wsets = h->version >= 4;
+    if (wsets && size < sizeof(*h) + sizeof(struct vd_state_hdr_wsets)) {
+        snprintf(why, whylen, "%zu bytes, shorter than its header", size);
+        return -EBADMSG;
+    }
     if (h->size != (uint64_t)size) {
         snprintf(why, whylen, "truncated or extended: %zu bytes, its header "
                  "says %llu", size, (unsigned long long)h->size);
@@ -85,6 +91,31 @@ int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
             snprintf(why, whylen, "device %u has chunks of 0 bytes", i);
             return -EBADMSG;
         }
+    }
+    v->wsets = NULL;
+    v->wusers = NULL;
+    v->nwsets = v->nwusers = 0;
+    if (wsets) {
+        const struct vd_state_hdr_wsets *x = (const void *)(p + sizeof(*h));
+        if (x->nwsets > VL_MAX_WSETS ||
+            !table_ok(x->off_wsets, x->nwsets, sizeof(struct vd_state_wset), 8,
+                      size)) {
+            snprintf(why, whylen, "the weight set table (%u at offset %llu) "
+                     "is not inside the file", x->nwsets,
+                     (unsigned long long)x->off_wsets);
+            return -EBADMSG;
+        }
+        if (!table_ok(x->off_wusers, x->nwusers, sizeof(struct vd_state_wuser),
+                      8, size)) {
+            snprintf(why, whylen, "the weight set users' table (%u at offset "
+                     "%llu) is not inside the file", x->nwusers,
+                     (unsigned long long)x->off_wusers);
+            return -EBADMSG;
+        }
+        v->wsets = (const void *)(p + x->off_wsets);
+        v->nwsets = x->nwsets;
+        v->wusers = (const void *)(p + x->off_wusers);
+        v->nwusers = x->nwusers;
     }
     v->h = h;
     v->holders = p + h->off_holders;

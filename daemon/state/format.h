@@ -2,9 +2,10 @@
  * of it is read. Pure: no I/O, so the fuzzer (tests/fuzz/fuzz_state.c)
  * runs the same check on any bytes.
  *
- * Layout, all little-endian host order: a header, then the holder table,
- * the ad-hoc stage table (by stage id: who holds it), the range table and one 64-bit record per chunk
- * of each device. */
+ * Layout, all little-endian host order: a header (and from version 4 its
+ * extension), then the holder table, the ad-hoc stage table (by stage id:
+ * who holds it), the range table, one 64-bit record per chunk of each
+ * device, and from version 4 the weight sets and their users. */
 #ifndef VRAMD_STATE_FORMAT_H
 #define VRAMD_STATE_FORMAT_H
 
@@ -15,9 +16,12 @@
 #include "ledger.h"
 
 #define VD_STATE_MAGIC "VRMDSTA1"
-/* 3: holders carry the client's name; version 2 files (without) are read
+/* 4: sealed weight sets and who maps them (R17), in tables the header's
+ * extension (struct vd_state_hdr_wsets, right after it) points to.
+ * 3: holders carry the client's name. Files of versions 2 and 3 are read
  * too, so an upgrade over live engines keeps their memory theirs. */
-#define VD_STATE_VERSION 3u
+#define VD_STATE_VERSION 4u
+#define VD_STATE_VERSION_NAMES 3u
 #define VD_STATE_VERSION_NO_NAMES 2u
 #define VD_STATE_NAME 48
 #define VD_HOLDER_EVICTED 1u
@@ -38,6 +42,33 @@ struct vd_state_hdr {
         uint32_t nchunks, id;
         char uuid[48]; /* the backend's, "" for host pools */
     } dev[VL_MAX_DEVICES];
+};
+
+/* Version 4: where the weight set tables are, right after the header. */
+struct vd_state_hdr_wsets {
+    uint32_t nwsets, nwusers;
+    uint64_t off_wsets, off_wusers;
+};
+
+/* A sealed weight set (R17); its allocations' handles are the keeper's
+ * (platform/keeper.h), named "ws<id>.<index>". */
+struct vd_state_wset {
+    uint32_t id; /* 0: free entry; written last */
+    uint32_t device;
+    uint64_t bytes, alloc_bytes;
+    uint32_t nalloc, units;
+    uint64_t base, va_bytes;
+    uint32_t tenant, flags; /* VD_WSET_KEEP */
+    uint64_t created_ms, sealed_ms;
+    uint8_t key[VL_WSET_KEY];
+    char name[VL_WSET_NAME_MAX + 8]; /* NUL-terminated */
+};
+#define VD_WSET_KEEP 1u
+
+/* A client that maps a set (a gone one's process may still map it). */
+struct vd_state_wuser {
+    uint32_t set; /* 0: free entry; written last */
+    uint32_t client;
 };
 
 struct vd_state_holder {
@@ -67,6 +98,10 @@ struct vd_state_view {
     uint32_t nstages;
     const struct vd_state_range *ranges;
     const uint64_t *chunks[VL_MAX_DEVICES];
+    const struct vd_state_wset *wsets; /* version 4; else none */
+    uint32_t nwsets;
+    const struct vd_state_wuser *wusers;
+    uint32_t nwusers;
 };
 
 /* Checks that map (size bytes, 8-byte aligned) is a whole state file of

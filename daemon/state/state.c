@@ -33,6 +33,13 @@ struct vd_state {
     uint32_t *free_ranges; /* stack of free range slots */
     uint32_t nfree_ranges;
     bool range_full_logged;
+    struct vd_state_wset *wsets; /* R17: sealed sets */
+    struct vd_state_wuser *wusers;
+    uint32_t nwsets, nwusers;
+    bool wusers_full_logged;
+    /* The sets the previous vramd recorded, for the caller to restore. */
+    struct vd_state_found_wset *found;
+    size_t nfound;
 };
 
 /* ---- records ------------------------------------------------------------ */
@@ -99,6 +106,56 @@ static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
     struct vd_state *st = ctx;
     if (stage < VL_MAX_STAGES)
         __atomic_store_n(&st->stages[stage], client, __ATOMIC_RELEASE);
+}
+
+/* R17: a sealed set's record, and its users; an unsealed set is not kept
+ * (its handles are not either: it dies with vramd). Written as the holders
+ * are: body first, id last; cleared id first. */
+static void obs_wset(void *ctx, uint32_t set, const struct vl_wset_view *v)
+{
+    struct vd_state *st = ctx;
+    struct vd_state_wset *rec = NULL, *free_rec = NULL;
+    for (uint32_t i = 0; i < st->nwsets && !rec; i++) {
+        if (st->wsets[i].id == set)
+            rec = &st->wsets[i];
+        else if (!st->wsets[i].id && !free_rec)
+            free_rec = &st->wsets[i];
+    }
+    for (uint32_t i = 0; i < st->nwusers; i++)
+        if (st->wusers[i].set == set)
+            __atomic_store_n(&st->wusers[i].set, 0, __ATOMIC_RELEASE);
+    if (!v || !v->sealed) {
+        if (rec)
+            __atomic_store_n(&rec->id, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    if (!rec) {
+        if (!free_rec)
+            return; /* VL_MAX_WSETS entries: never full */
+        rec = free_rec;
+        *rec = (struct vd_state_wset){
+            .device = v->device, .bytes = v->bytes,
+            .alloc_bytes = v->alloc_bytes, .nalloc = v->nalloc,
+            .units = v->units, .base = v->base, .va_bytes = v->va_bytes,
+            .tenant = v->tenant, .flags = v->keep ? VD_WSET_KEEP : 0,
+            .created_ms = v->sealed_at, .sealed_ms = v->sealed_at};
+        memcpy(rec->key, v->key, VL_WSET_KEY);
+        snprintf(rec->name, sizeof(rec->name), "%s", v->name);
+        __atomic_store_n(&rec->id, set, __ATOMIC_RELEASE);
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < st->nwusers && k < v->users; i++) {
+        if (st->wusers[i].set)
+            continue;
+        st->wusers[i].client = v->user[k++];
+        __atomic_store_n(&st->wusers[i].set, set, __ATOMIC_RELEASE);
+    }
+    if (k < v->users && !st->wusers_full_logged) {
+        vlog(VLOG_ERR, "state file: the weight set users' table (%u entries) "
+             "is full; a restart would not know every process that maps a "
+             "set", st->nwusers);
+        st->wusers_full_logged = true;
+    }
 }
 
 int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
@@ -251,7 +308,8 @@ static int state_create(const struct vd_state_params *prm, const char *path,
         nranges = 1024;
     if (nranges > (1u << 20))
         nranges = 1u << 20;
-    size_t off = (sizeof(struct hdr) + 63) & ~(size_t)63;
+    size_t off = (sizeof(struct hdr) + sizeof(struct vd_state_hdr_wsets) + 63) &
+                 ~(size_t)63;
     size_t off_holders = off;
     off += (size_t)nholders * sizeof(struct holder);
     size_t off_stages = off;
@@ -264,6 +322,12 @@ static int state_create(const struct vd_state_params *prm, const char *path,
         off_chunks[i] = off;
         off += (size_t)dv[i].chunks * 8;
     }
+    uint32_t nwusers = 4 * nholders;
+    off = (off + 7) & ~(size_t)7;
+    size_t off_wsets = off;
+    off += (size_t)VL_MAX_WSETS * sizeof(struct vd_state_wset);
+    size_t off_wusers = off;
+    off += (size_t)nwusers * sizeof(struct vd_state_wuser);
     st->size = off;
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.new", path);
@@ -304,6 +368,15 @@ static int state_create(const struct vd_state_params *prm, const char *path,
                  prm->uuid[i] ? prm->uuid[i] : "");
         st->chunks[i] = (uint64_t *)(st->map + off_chunks[i]);
     }
+    struct vd_state_hdr_wsets *x = (void *)(st->map + sizeof(*h));
+    x->nwsets = VL_MAX_WSETS;
+    x->off_wsets = off_wsets;
+    x->nwusers = nwusers;
+    x->off_wusers = off_wusers;
+    st->wsets = (struct vd_state_wset *)(st->map + off_wsets);
+    st->nwsets = VL_MAX_WSETS;
+    st->wusers = (struct vd_state_wuser *)(st->map + off_wusers);
+    st->nwusers = nwusers;
     st->holders = (struct holder *)(st->map + off_holders);
     st->stages = (uint32_t *)(st->map + off_stages);
     st->ranges = (struct range *)(st->map + off_ranges);
@@ -322,7 +395,24 @@ void vd_state_close(struct vd_state *st)
         return;
     vp_mapfile_close(&st->file);
     free(st->free_ranges);
+    vd_state_found_free(st);
     free(st);
+}
+
+void vd_state_found_wsets(const struct vd_state *st,
+                          const struct vd_state_found_wset **v, size_t *n)
+{
+    *v = st ? st->found : NULL;
+    *n = st ? st->nfound : 0;
+}
+
+void vd_state_found_free(struct vd_state *st)
+{
+    if (!st)
+        return;
+    free(st->found);
+    st->found = NULL;
+    st->nfound = 0;
 }
 
 /* Is the process behind a holder still the one that held? */
@@ -462,10 +552,13 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
             e = -EBADMSG;
             goto out;
         }
-        /* A process that holds nothing has nothing to come back for. */
+        /* A process that holds nothing has nothing to come back for: a
+         * weight set it maps counts (R17). */
         size_t keep = 0;
         for (size_t o = 0; o < norph; o++) {
             bool any = false;
+            for (uint32_t i = 0; !any && i < p.v.nwusers; i++)
+                any = p.v.wusers[i].set && p.v.wusers[i].client == orph[o].client;
             for (size_t i = 0; !any && i < nrc; i++)
                 any = rc[i].client == orph[o].client;
             for (size_t i = 0; !any && i < nva; i++)
@@ -486,11 +579,43 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     if (e < 0)
         goto out;
     st->h->next_client = next_client;
+    /* R17: the sealed sets, whatever processes run (a set outlives every
+     * engine): their users cut to the gone clients that come back. The
+     * caller restores those whose handles the keeper kept. */
+    if (p.h && p.v.nwsets) {
+        size_t n = 0;
+        for (uint32_t i = 0; i < p.v.nwsets; i++)
+            n += p.v.wsets[i].id != 0;
+        st->found = calloc(n + 1, sizeof(*st->found));
+        if (!st->found) {
+            e = -ENOMEM;
+            goto out;
+        }
+        for (uint32_t i = 0; i < p.v.nwsets; i++) {
+            const struct vd_state_wset *w = &p.v.wsets[i];
+            if (!w->id)
+                continue;
+            struct vd_state_found_wset *f = &st->found[st->nfound++];
+            f->rec = *w;
+            f->rec.name[sizeof(f->rec.name) - 1] = 0; /* whatever it holds */
+            for (uint32_t u = 0; u < p.v.nwusers && f->nusers < VD_STATE_FOUND_USERS;
+                 u++) {
+                if (p.v.wusers[u].set != w->id)
+                    continue;
+                for (size_t o = 0; o < norph; o++)
+                    if (orph[o].client == p.v.wusers[u].client) {
+                        f->users[f->nusers++] = p.v.wusers[u].client;
+                        break;
+                    }
+            }
+        }
+    }
     vl_set_observer(L, &(struct vl_observer){.ctx = st, .chunk = obs_chunk,
                                              .va_take = obs_va_take,
                                              .va_give = obs_va_give,
                                              .va_move = obs_va_move,
-                                             .stage = obs_stage});
+                                             .stage = obs_stage,
+                                             .wset = obs_wset});
     for (size_t o = 0; o < norph; o++) {
         /* The table has room for every orphan (state_create). */
         if (vd_state_holder_add(st, orph[o].client, orph[o].pid,

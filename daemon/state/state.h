@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h"
 #include "handle.h"
 
 struct vl_ledger;
@@ -60,6 +61,19 @@ void vd_state_holder_name(struct vd_state *st, uint32_t client, const char *name
 void vd_state_holder_drop(struct vd_state *st, uint32_t client);
 /* An evicted client's process may not take its memory back. */
 void vd_state_holder_evicted(struct vd_state *st, uint32_t client);
+/* R17: a sealed weight set the previous vramd recorded, with the gone
+ * clients (of those restored) that map it. */
+#define VD_STATE_FOUND_USERS 256
+struct vd_state_found_wset {
+    struct vd_state_wset rec;
+    uint32_t users[VD_STATE_FOUND_USERS];
+    uint32_t nusers;
+};
+/* What vd_state_open found of the sets (valid until vd_state_found_free
+ * or the close). */
+void vd_state_found_wsets(const struct vd_state *st,
+                          const struct vd_state_found_wset **v, size_t *n);
+void vd_state_found_free(struct vd_state *st);
 void vd_state_next_client(struct vd_state *st, uint32_t next);
 uint32_t vd_state_first_client(const struct vd_state *st);
 
