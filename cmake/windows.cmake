@@ -320,7 +320,7 @@ add_executable(vramd
   daemon/io/io_pipe.c daemon/io/io_port.c daemon/io/session_pipe.c
   daemon/io/session_rules.c daemon/io/peer_map.c
   ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
-  daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c
+  daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c daemon/backends/standby.c
   daemon/state/format.c daemon/state/state.c)
 # daemon/io by -iquote only: its io.h would otherwise be taken for the C
 # runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).

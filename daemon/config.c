@@ -37,6 +37,7 @@ void vd_config_default(struct vd_config *c)
         c->dev[i].has_capacity = true;
     }
     c->pool_prefill = VD_POOL_AUTO;
+    c->pool_idle_release_ms = 10000;
     snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "fresh");
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;
@@ -648,11 +649,20 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
                 "must describe a range below 128 TiB");
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "pool"))) {
-        static const char *const pk[] = {"prefill_chunks", NULL};
+        static const char *const pk[] = {"prefill_chunks", "standby",
+                                         "idle_release_ms", NULL};
         uint64_t n;
         known_keys(&x, v, "pool", pk);
         if (get_uint(&x, v, "prefill_chunks", "pool", 65536, &n))
             c->pool_prefill = (uint32_t)n;
+        if (get_size(&x, v, "standby", "pool", &n))
+            c->pool_standby = n ? n : 1; /* "0": nothing made ahead */
+        if (get_uint(&x, v, "idle_release_ms", "pool", 3600000, &n))
+            c->pool_idle_release_ms = (uint32_t)n;
+        if (cJSON_GetObjectItemCaseSensitive(v, "prefill_chunks") &&
+            cJSON_GetObjectItemCaseSensitive(v, "standby"))
+            err(&x, "pool: prefill_chunks and standby say the same thing; "
+                "give one (standby, in bytes)");
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "cuda"))) {
         static const char *const ck[] = {"scrub", "peer_access", NULL};

@@ -32,7 +32,14 @@ struct vd_config {
     struct vl_stage_cfg *stages;
     uint32_t nstages;
     uint64_t va_base, va_size; /* 0 = the backend's default window */
-    uint32_t pool_prefill;     /* chunks kept ready per device, at most */
+    uint32_t pool_prefill;     /* chunks kept ready per device, at most
+                                  (pool.prefill_chunks; VD_POOL_AUTO: the
+                                  standby decides) */
+    uint64_t pool_standby;     /* pool.standby: bytes made ahead per device,
+                                  at most; 0: the backend's default */
+    uint32_t pool_idle_release_ms; /* returned chunks kept beyond the
+                                      standby this long after the last
+                                      release (pool.idle_release_ms) */
     char cuda_scrub[8];        /* zero (daemon clears) or fresh (new memory) */
     bool cuda_peers_off;       /* cuda.peer_access "off": no GPU maps another's
                                   chunks, as on GPUs without P2P */

@@ -43,6 +43,7 @@ struct vd_device_info {
     uint64_t granularity;  /* allocation granularity */
     bool vmm, posix_fd;
     uint64_t peers;        /* bit k: this device can access device k */
+    uint32_t standby_chunks; /* made ahead at most (standby.h) */
 };
 
 struct vd_backend;

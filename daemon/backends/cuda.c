@@ -31,6 +31,7 @@
  * allocation to system memory instead of failing it. That path is compiled
  * but has never run: there is no Windows GPU machine here. */
 #include "backend.h"
+#include "standby.h"
 #include "config.h"
 
 #include <errno.h>
@@ -59,7 +60,8 @@ struct cuda_dev {
     CUmemGenericAllocationHandle *ready, *made, *dirty;
     vp_handle *ready_h;  /* exported ahead, so a grant does not export */
     uint32_t nready, nmade, ndirty;
-    uint32_t fill_cap;   /* pool.prefill_chunks: created ahead at most */
+    uint32_t fill_cap;   /* the standby: created ahead at most (standby.h) */
+    uint64_t last_return_ns; /* a chunk came back to the pool (scrub zero) */
     uint32_t export_cap; /* of those, exported ahead at most (fds) */
     uint64_t reserve;    /* bytes of the GPU the fill leaves to others */
     uint64_t gpu_free;   /* NVML's figure, less what was created since */
@@ -79,6 +81,7 @@ struct cuda_backend {
     struct vnvml nvml;  /* lib NULL without NVML: the capacity alone */
     bool zero;          /* scrub by memset (needs a context) */
     bool need_ctx;      /* cuMemCreate refused to run without a context */
+    uint32_t idle_release_ms; /* pool.idle_release_ms */
     uint64_t created, scrubbed, released;
 #ifdef _WIN32
     struct vpw_cuda_share *share; /* the chunks' OBJECT_ATTRIBUTES */
@@ -334,6 +337,7 @@ static void cuda_chunk_drop(struct vd_backend *vb, uint32_t dev, uint32_t idx)
         return;
     if (b->zero) {
         d->dirty[d->ndirty++] = d->h[idx]; /* scrubbed from the idle loop */
+        d->last_return_ns = vp_now_ns();
     } else {
         b->cu.cuMemRelease(d->h[idx]);
         b->released++;
@@ -403,8 +407,14 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t dev, uint32_t want,
         return 0;
     struct cuda_dev *d = &b->dev[dev];
     uint32_t done = 0;
-    if (want > d->fill_cap)
-        want = d->fill_cap;
+    /* The standby, or what came back beyond it until it has been idle for
+     * pool.idle_release_ms (standby.h); new chunks only up to the standby. */
+    uint32_t hold = vd_standby_hold(d->fill_cap, d->nready + d->nmade + d->ndirty,
+                                    d->last_return_ns, vp_now_ns(),
+                                    b->idle_release_ms);
+    if (want > hold)
+        want = hold;
+    uint32_t make = want < d->fill_cap ? want : d->fill_cap;
     /* Returned chunks first: they hold memory already. */
     while (d->ndirty && done < n) {
         CUmemGenericAllocationHandle h = d->dirty[--d->ndirty];
@@ -428,7 +438,7 @@ static int cuda_prefill(struct vd_backend *vb, uint32_t dev, uint32_t want,
         d->ready[d->nready++] = h;
         done++;
     }
-    while (d->nready + d->nmade < want && done < n &&
+    while (d->nready + d->nmade < make && done < n &&
            room_on_gpu(b, d, vb->info[dev].uuid)) {
         CUmemGenericAllocationHandle h;
         if (create(b, d, true, &h) < 0) {
@@ -581,6 +591,7 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
      * copy with map rights would not import (backend.h). */
     b->base.handles = VD_HANDLES_OPAQUE;
     b->zero = strcmp(cfg->cuda_scrub, "fresh") != 0;
+    b->idle_release_ms = cfg->pool_idle_release_ms;
     int n = 0;
     b->cu.cuDeviceGetCount(&n);
     if (n <= 0) {
@@ -685,13 +696,16 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
             goto fail;
         }
         d->nchunks = (uint32_t)(total / d->chunk_bytes);
-        d->fill_cap = cfg->pool_prefill < d->nchunks ? cfg->pool_prefill
-                                                      : d->nchunks;
+        d->fill_cap = vd_standby_chunks(cfg->pool_prefill, cfg->pool_standby,
+                                        total, d->wddm, d->chunk_bytes,
+                                        d->nchunks);
+        info->standby_chunks = d->fill_cap;
         d->export_cap = d->fill_cap < export_budget ? d->fill_cap : export_budget;
         d->reserve = cfg->dev[i].reserve_bytes;
         d->h = calloc(d->nchunks, sizeof(*d->h));
         d->ready = calloc(d->export_cap ? d->export_cap : 1, sizeof(*d->ready));
-        d->made = calloc(d->fill_cap ? d->fill_cap : 1, sizeof(*d->made));
+        /* Returned chunks may swell the pool past the standby (standby.h). */
+        d->made = calloc(d->nchunks ? d->nchunks : 1, sizeof(*d->made));
         d->ready_h = calloc(d->export_cap ? d->export_cap : 1, sizeof(vp_handle));
         d->dirty = calloc(d->nchunks, sizeof(*d->dirty));
         if (!d->h || !d->ready || !d->made || !d->ready_h || !d->dirty) {

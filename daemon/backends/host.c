@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "standby.h"
 #include "mem.h"
 
 struct host_dev {
@@ -198,8 +199,13 @@ int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
         d->mem_id = calloc(d->nchunks, sizeof(uint64_t));
         /* Each ready chunk is an fd: the host pool stays small unless the
          * configuration asks (VD_POOL_AUTO means the default here). */
-        d->ready_cap = cfg->pool_prefill == VD_POOL_AUTO ? VD_POOL_HOST
-                                                         : cfg->pool_prefill;
+        d->ready_cap = cfg->pool_prefill == VD_POOL_AUTO && !cfg->pool_standby
+                           ? VD_POOL_HOST
+                           : vd_standby_chunks(cfg->pool_prefill,
+                                               cfg->pool_standby, cap, false,
+                                               d->chunk_bytes, d->nchunks);
+        if (d->ready_cap > d->nchunks)
+            d->ready_cap = d->nchunks;
         d->ready = malloc((d->ready_cap ? d->ready_cap : 1) * sizeof(vp_handle));
         if (!d->mem_id || !d->ready) {
             h->base.ndev = i + 1;
@@ -213,6 +219,7 @@ int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
         info->total_bytes = (uint64_t)d->nchunks * d->chunk_bytes;
         info->granularity = vp_page_size();
         info->posix_fd = true;
+        info->standby_chunks = d->ready_cap;
     }
     *out = &h->base;
     return 0;

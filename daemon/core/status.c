@@ -221,6 +221,11 @@ static void device_fill(struct vd_core *core, uint32_t i, struct vram_t_device *
     o->has_weights_bytes = o->has_weights_cached_bytes = true;
     o->weights_bytes = (uint64_t)d.weights * cb;
     o->weights_cached_bytes = (uint64_t)d.weights_cached * cb;
+    o->has_standby_bytes = o->has_standby_max_bytes = o->has_held_bytes = true;
+    o->standby_bytes = (uint64_t)o->pool_ready_chunks * cb;
+    o->standby_max_bytes = (uint64_t)info->standby_chunks * cb;
+    o->held_bytes = o->granted_bytes + o->loaned_bytes + o->quarantined_bytes +
+                    o->weights_bytes + o->standby_bytes;
 }
 
 struct client_list {

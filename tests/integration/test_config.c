@@ -84,6 +84,16 @@ int main(void)
         (const char *[]){"devices[0].capacity", NULL});
     bad("{\"devices\": [{\"id\": 0, \"chunk\": \"3MiB\"}]}",
         (const char *[]){"devices[0].chunk", "multiple of 2 MiB", NULL});
+    bad("{\"pool\": {\"standby\": \"2 furlongs\"}}",
+        (const char *[]){"pool.standby", NULL});
+    bad("{\"pool\": {\"standby\": \"8MiB\", \"prefill_chunks\": 4}}",
+        (const char *[]){"prefill_chunks and standby", NULL});
+    bad("{\"weights\": {\"alloc\": \"3MiB\"}}",
+        (const char *[]){"weights.alloc", NULL});
+    bad("{\"limits\": {\"weight_sets_per_user\": -1}}",
+        (const char *[]){"limits.weight_sets_per_user", NULL});
+    bad("{\"access\": {\"weights\": {\"users\": [\"no-such-user-x\"]}}}",
+        (const char *[]){"access.weights.users[0]", NULL});
     bad("{\"devices\": [{\"id\": 0}, {\"id\": 0}]}",
         (const char *[]){"devices[1].id", "defined twice", NULL});
     bad("{\"devcies\": []}", (const char *[]){"devcies: unknown key", NULL});
