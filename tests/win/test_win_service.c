@@ -347,7 +347,7 @@ int main(void)
     beside_me("win_test_service.exe", exe, sizeof(exe));
     beside_me("", data_dir, sizeof(data_dir));
     size_t n = strlen(data_dir);
-    snprintf(data_dir + n, sizeof(data_dir) - n, "svc-%lu", GetCurrentProcessId());
+    wt_unique(data_dir + n, sizeof(data_dir) - n, "svc");
     char why[512];
     MUST(vram_service_prepare_dir(data_dir, why, sizeof(why)) >= 0, "data dir: %s", why);
     test_mode();

@@ -451,7 +451,7 @@ int main(void)
     beside_me("win_vramd_client.exe", client_exe, sizeof(client_exe));
     beside_me("", dir, sizeof(dir));
     size_t n = strlen(dir);
-    snprintf(dir + n, sizeof(dir) - n, "svcd-%lu", GetCurrentProcessId());
+    wt_unique(dir + n, sizeof(dir) - n, "svcd");
     char why[512];
     MUST(vram_service_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
     snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", dir);
