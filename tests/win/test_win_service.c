@@ -104,8 +104,35 @@ static void nothing(void *d)
 {
 }
 
+/* Whether some service is starting now (any type: wine's own drivers start
+ * as services too, at its boot). */
+static bool a_service_starting(void)
+{
+    SC_HANDLE m = OpenSCManagerW(NULL, NULL, SC_MANAGER_ENUMERATE_SERVICE);
+    if (!m)
+        return false;
+    static BYTE buf[256 * 1024];
+    DWORD need = 0, n = 0, resume = 0;
+    bool starting = false;
+    if (EnumServicesStatusExW(m, SC_ENUM_PROCESS_INFO, SERVICE_TYPE_ALL, SERVICE_ACTIVE, buf,
+                              sizeof(buf), &need, &n, &resume, NULL)) {
+        const ENUM_SERVICE_STATUS_PROCESSW *v = (const void *)buf;
+        for (DWORD i = 0; i < n; i++)
+            starting |= v[i].ServiceStatusProcess.dwCurrentState == SERVICE_START_PENDING;
+    }
+    CloseServiceHandle(m);
+    return starting;
+}
+
 static void test_not_under_scm(void)
 {
+    /* Under wine, a process that was not started as a service finds the
+     * control pipe of whichever service is starting meanwhile (wine looks
+     * for the last one started) and becomes it: the check waits until none
+     * is (wine's own start theirs when a prefix boots; the tests that
+     * start services take turns, RESOURCE_LOCK service_manager). */
+    for (int t = 0; t < 60000 && a_service_starting(); t += 100)
+        Sleep(100);
     struct vram_service_cfg cfg = {.name = name};
     struct vram_service_ops ops = {.main = never, .stop = nothing};
     ULONGLONG t0 = GetTickCount64();
