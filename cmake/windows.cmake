@@ -385,6 +385,13 @@ if(VRAM_BUILD_TESTS)
   vram_win_test(test_win_service SOURCES tests/win/test_win_service.c
                 LIBS vram_winsvc vram_platform TIMEOUT 240)
   add_dependencies(test_win_service win_test_service)
+  # The tests that install and start services share the service manager,
+  # one at a time: under wine a process that asks to be a service without
+  # having been started as one connects to the control pipe of whichever
+  # service is starting meanwhile (wine finds it by the last one started),
+  # and becomes that service (test_win_service's "not started by the SCM"
+  # check saw it under ctest -j).
+  set_tests_properties(test_win_service PROPERTIES RESOURCE_LOCK service_manager)
   vram_win_test(test_win_deps SOURCES tests/win/test_win_deps.c LIBS uv_a vram_cjson)
   # libvram.dll as an engine links it: vram.h and the import library
   # libvram.dll.a, nothing else of the project's (a stand-in daemon in the

@@ -12,3 +12,5 @@
 vram_win_test(test_win_service_daemon SOURCES tests/win/test_win_service_daemon.c
               LIBS vram_winsvc vram_platform TIMEOUT 300)
 add_dependencies(test_win_service_daemon vramd win_vramd_client)
+# One service-manager test at a time (cmake/windows.cmake says why).
+set_tests_properties(test_win_service_daemon PROPERTIES RESOURCE_LOCK service_manager)

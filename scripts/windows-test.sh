@@ -65,6 +65,10 @@
 #
 #   sh scripts/windows-test.sh            # BUILD_TYPE=Debug by default
 #   VRAM_WIN_BUILD_DIR=/tmp/b sh scripts/windows-test.sh   # another build dir
+#   sh scripts/windows-test.sh --build-only   # installs, configures, builds
+#   sh scripts/windows-test.sh --ctest-only [CTEST ARGS]   # runs the built
+#                   tests again (e.g. -R test_win_vramd), nothing installed
+#                   or built: what scripts/soak.sh does each round
 #
 # Exits non-zero when the installs, the build or a test fail.
 set -eu
@@ -75,7 +79,19 @@ deps=$root/build-win-deps
 jobs=$(nproc)
 t0=$(date +%s)
 elapsed() { echo "$(($(date +%s) - $1)) s"; }
+mode=all
+case "${1:-}" in
+--build-only) mode=build; shift ;;
+--ctest-only) mode=ctest; shift ;;
+esac
 
+if [ "$mode" = ctest ]; then
+    [ -f "$build/CTestTestfile.cmake" ] || {
+        echo "windows-test: nothing built in $build (run without --ctest-only first)" >&2
+        exit 1
+    }
+    t2=$t0
+else
 echo "== dependencies (scripts/windows-deps.sh)"
 sh scripts/windows-deps.sh "$deps"
 t1=$(date +%s)
@@ -99,6 +115,8 @@ if ! cmake --build "$build" -j"$jobs" >"$build/build.log" 2>&1; then
 fi
 t2=$(date +%s)
 echo "== built in $(elapsed "$t1")"
+[ "$mode" = build ] && exit 0
+fi
 
 # One prefix for the run (the emulator's default, scripts/wine-run.sh) and
 # one persistent wineserver for it, started here with wine's helper
@@ -129,7 +147,7 @@ echo "== wine ready in $(elapsed "$t2")"
 
 echo "== ctest under wine"
 rc=0
-(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 300) || rc=$?
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 300 "$@") || rc=$?
 # What ran only in part here: the checks left to real Windows, with why.
 log=$build/Testing/Temporary/LastTest.log
 if [ -f "$log" ] && grep -qE '^(SKIP \(real Windows only\)|NOT TESTED)' "$log"; then

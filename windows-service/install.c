@@ -287,18 +287,41 @@ int vram_service_uninstall(const char *name, uint32_t timeout_ms, char *why,
     BOOL deleted = DeleteService(s);
     DWORD err = GetLastError();
     CloseServiceHandle(s);
-    CloseServiceHandle(m);
     if (!deleted && err != ERROR_SERVICE_MARKED_FOR_DELETE) {
+        CloseServiceHandle(m);
         snprintf(why, whylen, "cannot delete service %s: error %lu", or(name, DEFAULT_NAME),
                  err);
         return svc_errno(err);
     }
+    /* Deleting marks it: the SCM drops the entry once no handle to it is
+     * open and its process is gone, which may come after STOPPED, and
+     * until then the name cannot be installed again. Waited for, as long
+     * as the stop may take. */
+    wchar_t w[257];
+    bool gone = false;
+    for (uint32_t waited = 0; svc_wide(or(name, DEFAULT_NAME), w, 257) == 0; waited += POLL_MS) {
+        SC_HANDLE x = OpenServiceW(m, w, SERVICE_QUERY_STATUS);
+        if (!x && GetLastError() == ERROR_SERVICE_DOES_NOT_EXIST) {
+            gone = true;
+            break;
+        }
+        if (x)
+            CloseServiceHandle(x);
+        if (waited >= timeout_ms)
+            break;
+        Sleep(POLL_MS);
+    }
+    CloseServiceHandle(m);
     if (!stopped) {
         snprintf(why, whylen, "service %s did not stop within %u ms; it is removed "
                  "once it stops", or(name, DEFAULT_NAME), (unsigned)timeout_ms);
         return -ETIMEDOUT;
     }
-    snprintf(why, whylen, "removed service %s", or(name, DEFAULT_NAME));
+    if (gone)
+        snprintf(why, whylen, "removed service %s", or(name, DEFAULT_NAME));
+    else
+        snprintf(why, whylen, "removed service %s (the service manager drops it once "
+                 "the last handle to it is closed)", or(name, DEFAULT_NAME));
     return 0;
 }
 

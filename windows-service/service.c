@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "install.h"
 #include "paths.h"
 #include "wutil.h"
 
@@ -60,8 +61,15 @@ static void set_state(struct vram_service *s, DWORD state, uint32_t wait_hint_ms
             ? SERVICE_ACCEPT_STOP | SERVICE_ACCEPT_SHUTDOWN |
                   (s->ops->reload ? SERVICE_ACCEPT_PARAMCHANGE : 0)
             : 0;
-    if (s->scm && s->sh)
+    if (s->scm && s->sh) {
         SetServiceStatus(s->sh, &s->st);
+        /* The log keeps what the SCM was told while pending: it holds those
+         * states only for moments, which a query may miss. */
+        if (pending)
+            fprintf(stderr, "vramd: service status %s, checkpoint %lu, wait hint %lu ms\n",
+                    vram_service_state_name(state), (unsigned long)s->st.dwCheckPoint,
+                    (unsigned long)s->st.dwWaitHint);
+    }
     ReleaseSRWLockExclusive(&s->lock);
 }
 

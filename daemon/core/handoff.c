@@ -108,6 +108,10 @@ int vd_handoff_watch(struct vd_core *core, uint32_t client, vp_handle pin,
     w->core = core;
     w->client = client;
     w->handed_off = handed_off;
+    /* Not calloc's 0: a failed dup (out of fds) leaves it, and the close
+     * below would take fd 0, whatever it is by then (a client's socket,
+     * whose watch then outlives it). */
+    w->pin = VP_NONE;
     if (vp_dup(pin, &w->pin) < 0 ||
         vp_watch_init(core->loop, &w->watch, w->pin) < 0) {
         vp_close(&w->pin);

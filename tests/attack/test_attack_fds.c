@@ -3,8 +3,10 @@
  * connections and of unsolicited fds. vramd neither spins nor drops a
  * client for it, and serves again once fds are back. */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -28,6 +30,42 @@ static rlim_t nofile(const struct daemon *d)
     struct rlimit lim;
     REQUIRE(prlimit(d->pid, RLIMIT_NOFILE, NULL, &lim) == 0, "prlimit get");
     return lim.rlim_cur;
+}
+
+/* The limit that leaves vramd exactly one fd: the number of its second
+ * free fd (fd numbers below the soft limit are what it may open; the
+ * table may have holes). */
+static rlim_t one_fd_left(const struct daemon *d)
+{
+    static bool open_fd[65536];
+    memset(open_fd, 0, sizeof(open_fd));
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)d->pid);
+    DIR *dir = opendir(path);
+    REQUIRE(dir, "opendir %s", path);
+    struct dirent *de;
+    while ((de = readdir(dir)))
+        if (de->d_name[0] != '.') {
+            long fd = strtol(de->d_name, NULL, 10);
+            if (fd >= 0 && fd < 65536)
+                open_fd[fd] = true;
+        }
+    closedir(dir);
+    int seen = 0;
+    for (int fd = 0; fd < 65536; fd++)
+        if (!open_fd[fd] && ++seen == 2)
+            return (rlim_t)fd;
+    REQUIRE(0, "vramd has no two free fds below 65536");
+    return 0;
+}
+
+/* What vramd's fd n is (its /proc link), "" when none. */
+static void fd_target(const struct daemon *d, int n, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)d->pid, n);
+    ssize_t r = readlink(path, buf, len - 1);
+    buf[r > 0 ? r : 0] = 0;
 }
 
 /* Connections it cannot accept: it pauses accepting instead of spinning,
@@ -91,6 +129,53 @@ static void grant_exhausted(void)
     vram_client_close(c);
     attack_after(&d, &b, "a grant out of fds", 8192);
     daemon_check_no_leaks(&d);
+    daemon_stop(&d);
+}
+
+/* A client whose process is pinned (at its first request that may give it
+ * memory) with one fd left to vramd: the pin takes it, the copy of the pin
+ * that watches for a handed-off connection cannot be made. That costs the
+ * watch, and nothing else: vramd's other fds stay as they were. (It used
+ * to close fd 0 then, from a zeroed handle: once fd 0 was a client's
+ * connection, that connection was closed under its watch, and the next
+ * connection, given fd 0, was refused: "cannot watch its connection: File
+ * exists".) Twice, with a client between the two that holds fd 0 once it
+ * was freed. */
+static void pin_exhausted(void)
+{
+    struct daemon d;
+    REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd");
+    struct attack_base b;
+    attack_baseline(&d, &b);
+    char fd0[256], now[256];
+    fd_target(&d, 0, fd0, sizeof(fd0));
+    rlim_t was = nofile(&d);
+    vram_client *bystander = NULL;
+    for (int round = 0; round < 2; round++) {
+        vram_client *c = connect_client(&d, round ? "pinned-last-2" : "pinned-last");
+        set_nofile(&d, one_fd_left(&d));
+        uint32_t st;
+        int e = vram_stage_register_adhoc(c, 0, 0, 1, &st);
+        set_nofile(&d, was);
+        CHECK(e == 0, "round %d: a stage with one fd left: %d %s", round, e,
+              vram_client_last_error(c));
+        fd_target(&d, 0, now, sizeof(now));
+        CHECK(strcmp(now, fd0) == 0, "round %d: vramd's fd 0 was '%s', is '%s'",
+              round, fd0, now);
+        CHECK(vram_client_ping(c) == 0, "round %d: ping: %s", round,
+              vram_client_last_error(c));
+        if (bystander)
+            CHECK(vram_client_ping(bystander) == 0, "the client connected between "
+                  "the rounds lost its connection: %s",
+                  vram_client_last_error(bystander));
+        vram_client_close(c);
+        if (!bystander)
+            bystander = connect_client(&d, "bystander");
+    }
+    CHECK(vram_client_ping(bystander) == 0, "bystander: %s",
+          vram_client_last_error(bystander));
+    vram_client_close(bystander);
+    attack_after(&d, &b, "a pin with one fd left", 4096);
     daemon_stop(&d);
 }
 
@@ -167,6 +252,7 @@ int main(void)
 {
     accept_exhausted();
     grant_exhausted();
+    pin_exhausted();
     unsolicited();
     connection_flood();
     return check_report("test_attack_fds");

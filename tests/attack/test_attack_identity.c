@@ -68,7 +68,7 @@ static void run(const char *config, const struct who *w, const char *what)
 int main(void)
 {
     REQUIRE(geteuid() == 0, "this test needs root (useradd)");
-    snprintf(user, sizeof(user), "vrat%d", (int)getpid() % 100000);
+    unique_name(user, sizeof(user), "vrat"); /* 21 characters: useradd takes 32 */
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "useradd -M -N -g nogroup -s /usr/sbin/nologin %s",
              user);

@@ -100,8 +100,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     vlog_init(0); /* refusals are the point: nothing printed */
-    snprintf(dir, sizeof(dir), "/tmp/vram-fuzz-state-%d", (int)getpid());
-    mkdir(dir, 0700);
+    /* A directory of its own (mkdtemp: random, made anew), not one named by
+     * the pid, which an earlier run may have left. */
+    snprintf(dir, sizeof(dir), "/tmp/vram-fuzz-state-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
     snprintf(path, sizeof(path), "%s/vramd.sock.state", dir);
     const char *seed = getenv("VRAM_FUZZ_STATE_SEED");
     if (seed && *seed) {

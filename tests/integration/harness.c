@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +53,17 @@ static void keep_for_cleanup(const char *dir)
     }
     if (nmade < 64 && !strchr(dir, '\''))
         snprintf(made[nmade++], sizeof(made[0]), "%s", dir);
+}
+
+void unique_name(char *buf, size_t len, const char *prefix)
+{
+    uint64_t v = 0;
+    ssize_t n;
+    do {
+        n = getrandom(&v, sizeof(v), 0);
+    } while (n < 0 && errno == EINTR);
+    REQUIRE(n == (ssize_t)sizeof(v), "getrandom: %s", strerror(errno));
+    snprintf(buf, len, "%s-%016llx", prefix, (unsigned long long)v);
 }
 
 int daemon_start(struct daemon *d, const char *config, const char *const *args)

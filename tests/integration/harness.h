@@ -23,6 +23,11 @@ struct daemon {
                         as 128 + the number) */
 };
 
+/* A name no other run takes: "PREFIX-<16 hex digits>", 64 bits from the
+ * kernel's random generator. Not the pid: pids are reused, and
+ * scripts/soak.sh runs two copies of the suite side by side. */
+void unique_name(char *buf, size_t len, const char *prefix);
+
 /* Starts vramd with config (JSON text, or NULL for the built-in default)
  * and extra arguments. Waits until it accepts connections. */
 int daemon_start(struct daemon *d, const char *config, const char *const *args);

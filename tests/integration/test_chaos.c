@@ -77,7 +77,22 @@ static int worker(const struct daemon *d, void *arg)
     srand(me * 7919u + (unsigned)getpid());
     char name[32];
     snprintf(name, sizeof(name), "chaos-%u", me);
-    vram_client *c = connect_client(d, name);
+    /* vramd may be between two lives when a worker starts (the main loop
+     * restarts it on the same socket): connecting again until it is back,
+     * as an engine started then would. Once connected, libvram reconnects
+     * by itself. */
+    vram_client *c = NULL;
+    char err[256] = "";
+    struct vram_client_options o = {.name = name, .error = err, .error_len = sizeof(err)};
+    int e0 = -1;
+    for (int t = 0; t < 60000; t += 50) {
+        e0 = vram_client_connect(d->sock, &o, &c);
+        if (e0 != -ENOENT && e0 != -ECONNREFUSED && e0 != -ECONNRESET && e0 != -EPIPE &&
+            e0 != -ENOTCONN)
+            break; /* connected, or refused for a reason of its own */
+        usleep(50000);
+    }
+    REQUIRE(e0 == 0, "connect as %s: %s %s", name, vram_strerror(e0), err);
     vram_client_set_event_callback(c, on_event, arg);
     uint32_t adhoc, region, n = 0, dev = me % 2;
     REQUIRE(vram_stage_register_adhoc(c, dev, 0, 3, &adhoc) == 0, "stage");

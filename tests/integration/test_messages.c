@@ -54,7 +54,8 @@ int main(void)
         "{\"prompt_tokens\": 65536, \"output_tokens\": 1024},"
         "{\"prompt_tokens\": 8192, \"output_tokens\": 1024}]}}";
     char path[256];
-    snprintf(path, sizeof(path), "/tmp/vramd-test-msg-%d.json", (int)getpid());
+    unique_name(path, sizeof(path) - 5, "/tmp/vramd-test-msg");
+    strcat(path, ".json");
     FILE *f = fopen(path, "w");
     REQUIRE(f, "scenario file");
     fputs(scenario_only, f);

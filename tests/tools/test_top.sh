@@ -99,8 +99,18 @@ ended() {
     return 0
 }
 
-# 1. The view.
+# 1. The view. A frame reaches the pane in more than one piece (the pty
+# hands tmux part of it at a time): it is read once its last rows, both
+# engines' with their bars, are there.
 run_top live
+i=0
+until [ "$(grep -Ec '^[0-9]+ +replay-stage-[01] .*\]$' "$tmp/screen.live")" = 2 ]; do
+    i=$((i + 1))
+    [ $i -lt 200 ] || fail "the frame never showed both engines' rows:
+$(cat "$tmp/screen.live")"
+    sleep 0.05
+    capture live
+done
 [ "$(flags)" = "1 0" ] || fail "while running: alternate screen and cursor flags $(flags)"
 s=$tmp/screen.live
 grep -q '^vramctl top  vramd 0.1.0 (host) on .*, every 200 ms; q or ^C quits' "$s" ||

@@ -37,6 +37,8 @@
 /* ---- fixtures: a handle to close, a connected pair ---------------------- */
 
 #ifdef _WIN32
+#include "../win/unique.h" /* pipe names that never repeat */
+
 static vp_handle fresh(void)
 {
     return (vp_handle){(intptr_t)CreateEventW(NULL, TRUE, FALSE, NULL)};
@@ -47,8 +49,7 @@ static int conn_pair(vp_handle sv[2])
 {
     char path[96];
     wchar_t w[96];
-    snprintf(path, sizeof(path), "\\\\.\\pipe\\vramd-test-catalogue-%lu",
-             GetCurrentProcessId());
+    wt_unique(path, sizeof(path), "\\\\.\\pipe\\vramd-test-catalogue");
     MultiByteToWideChar(CP_UTF8, 0, path, -1, w, 96);
     HANDLE s = CreateNamedPipeW(w, PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED,
                                 PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT |

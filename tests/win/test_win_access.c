@@ -238,7 +238,7 @@ int main(int argc, char **argv)
     }
     DWORD n = GetTempPathA(sizeof(tmpdir), tmpdir);
     MUST(n > 0 && n < sizeof(tmpdir), "GetTempPath");
-    snprintf(tmpdir + n, sizeof(tmpdir) - n, "vram-access-%lu", GetCurrentProcessId());
+    wt_unique(tmpdir + n, sizeof(tmpdir) - n, "vram-access");
     MUST(CreateDirectoryA(tmpdir, NULL), "mkdir %s", tmpdir);
 
     struct vp_identity *me = calloc(1, sizeof(*me));

@@ -952,7 +952,7 @@ int main(void)
     wt_run_dir(L"vramd-attack", dir, tmp, log_path);
     wchar_t cfg[MAX_PATH], exe[MAX_PATH], line[2048];
     _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
-    _snwprintf(wpipe, 128, L"\\\\.\\pipe\\vramd-attack-%lu", GetCurrentProcessId());
+    wt_unique_w(wpipe, 128, L"\\\\.\\pipe\\vramd-attack");
     _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);
     _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe, wpipe,
                tmp, cfg);

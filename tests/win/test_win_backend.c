@@ -177,7 +177,7 @@ int main(void)
 
     wchar_t cfg[MAX_PATH], wpipe[128], exe[MAX_PATH], line[2048];
     char pipe[128];
-    snprintf(pipe, sizeof(pipe), "\\\\.\\pipe\\vramd-backend-test-%lu", GetCurrentProcessId());
+    wt_unique(pipe, sizeof(pipe), "\\\\.\\pipe\\vramd-backend-test");
     _snwprintf(wpipe, 128, L"%hs", pipe);
     _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
     _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);

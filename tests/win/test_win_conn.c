@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "frame.h"
 #include "handle.h"
+#include "unique.h"
 #include "wire.h"
 
 #define MUST(cond, ...)                                                        \
@@ -31,9 +32,7 @@ static char pipe_path[128];
  * sends fill it; the client dials it. */
 static void pair(vp_handle *server, vp_handle *client, DWORD bufsize)
 {
-    static int n;
-    snprintf(pipe_path, sizeof(pipe_path), "\\\\.\\pipe\\vramd-test-%lu-%d",
-             GetCurrentProcessId(), n++);
+    wt_unique(pipe_path, sizeof(pipe_path), "\\\\.\\pipe\\vramd-test-conn");
     wchar_t w[128];
     MultiByteToWideChar(CP_UTF8, 0, pipe_path, -1, w, 128);
     HANDLE s = CreateNamedPipeW(w, PIPE_ACCESS_DUPLEX | FILE_FLAG_OVERLAPPED,

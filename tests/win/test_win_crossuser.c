@@ -224,7 +224,8 @@ static bool make_password(wchar_t pw[PW_LEN + 1])
  * (u->created): a name that exists is someone's. */
 static DWORD add_user(struct user *u, char letter)
 {
-    _snwprintf(u->name, 32, L"vramt%c%lu", letter, GetCurrentProcessId());
+    /* At most 20 characters (a Windows account name): 32 random bits. */
+    _snwprintf(u->name, 32, L"vramt%c%08lx", letter, (unsigned long)wt_random64());
     narrow(u->name, u->name8, sizeof(u->name8));
     if (!make_password(u->pw))
         return ERROR_INTERNAL_ERROR;
@@ -315,9 +316,9 @@ static bool make_xdir(void)
     char base[WPATH];
     narrow(pd, base, sizeof(base));
     CoTaskMemFree(pd);
-    unsigned long long n = GetTickCount64() % 1000000;
-    snprintf(xdir, sizeof(xdir), "%s\\vramt-%lu-%llu", base, GetCurrentProcessId(), n);
-    snprintf(by_b, sizeof(by_b), "%s\\vramt-%lu-%llu-byB", base, GetCurrentProcessId(), n);
+    unsigned long long n = (unsigned long long)wt_random64();
+    snprintf(xdir, sizeof(xdir), "%s\\vramt-%016llx", base, n);
+    snprintf(by_b, sizeof(by_b), "%s\\vramt-%016llx-byB", base, n);
     wchar_t sddl[1024], w[WPATH];
     xdir_sddl(sddl, 1024, L"OICI");
     PSECURITY_DESCRIPTOR sd = NULL;

@@ -71,7 +71,7 @@ static void test_self_and_accounts(void)
               vp_sid_format(&sid, s, sizeof(s)) == 0 && strcmp(s, "S-1-5-32-545") == 0,
           "BUILTIN\\Users");
     char made_up[64];
-    snprintf(made_up, sizeof(made_up), "vramd-nobody-%lu", GetCurrentProcessId());
+    wt_unique(made_up, sizeof(made_up), "vramd-nobody");
     CHECK(vp_account_lookup(made_up, &sid, &kind) == -ENOENT, "no account %s", made_up);
     CHECK(vp_account_lookup("", &sid, NULL) == -EINVAL, "an empty name");
 

@@ -22,6 +22,7 @@
 #include <vram.h>
 
 #include "check.h"
+#include "unique.h"
 
 #define MUST(cond, ...) REQUIRE(cond, __VA_ARGS__)
 
@@ -307,7 +308,7 @@ static void test_strerror(void)
 static void test_no_daemon(void)
 {
     char path[128], err[512];
-    snprintf(path, sizeof(path), "\\\\.\\pipe\\vramd-none-%lu", GetCurrentProcessId());
+    wt_unique(path, sizeof(path), "\\\\.\\pipe\\vramd-none");
     vram_client *c = (vram_client *)(uintptr_t)0x1;
     struct vram_client_options o = {.error = err, .error_len = sizeof(err)};
     int e = vram_client_connect(path, &o, &c);
@@ -339,8 +340,7 @@ static void test_no_daemon(void)
 static void test_stand_in(void)
 {
     char path[128], err[512] = "";
-    snprintf(path, sizeof(path), "\\\\.\\pipe\\vramd-test-libvram-%lu",
-             GetCurrentProcessId());
+    wt_unique(path, sizeof(path), "\\\\.\\pipe\\vramd-test-libvram");
     struct fake f;
     fake_start(&f, path);
     struct vram_client_options o = {.name = "wine-engine", .error = err,
@@ -414,8 +414,7 @@ static void test_stand_in(void)
 static void test_event_thread(void)
 {
     char path[128], err[512] = "";
-    snprintf(path, sizeof(path), "\\\\.\\pipe\\vramd-test-thread-%lu",
-             GetCurrentProcessId());
+    wt_unique(path, sizeof(path), "\\\\.\\pipe\\vramd-test-thread");
     struct fake f;
     fake_start(&f, path);
     struct vram_client_options o = {.error = err, .error_len = sizeof(err)};

@@ -115,7 +115,7 @@ int main(void)
 {
     DWORD n = GetTempPathA(sizeof(dir), dir);
     MUST(n > 0 && n < sizeof(dir) - 40, "GetTempPath");
-    snprintf(dir + n, sizeof(dir) - n, "vram-mapfile-%lu", GetCurrentProcessId());
+    wt_unique(dir + n, sizeof(dir) - n, "vram-mapfile");
     MUST(CreateDirectoryA(dir, NULL), "mkdir %s", dir);
     test_roundtrip();
     test_refusals();

@@ -274,8 +274,28 @@ static void test_service(void)
     if (st.state != SERVICE_RUNNING)
         print_log();
     REQUIRE(st.state == SERVICE_RUNNING, "vramd's service did not run");
-    CHECK(pending && cp >= 1 && hint >= 10000,
-          "START_PENDING seen (checkpoint up to %u, wait hint %u ms)", cp, hint);
+    /* The pending states last moments, which a query under load may miss
+     * (it saw them or not: said, not checked); what the SCM was told is in
+     * the log (windows-service/service.c), every report. */
+    printf("test_win_service_daemon: START_PENDING %s by a query (checkpoint up to %u, "
+           "wait hint %u ms)\n", pending ? "seen" : "not seen", cp, hint);
+    unsigned told_cp = 0, told_hint = 0;
+    {
+        char *t = wt_slurp_a(log_path, NULL);
+        for (const char *p = t; (p = strstr(p, "service status START_PENDING, checkpoint "));) {
+            unsigned c = 0, w = 0;
+            if (sscanf(p, "service status START_PENDING, checkpoint %u, wait hint %u ms",
+                       &c, &w) == 2) {
+                told_cp = c > told_cp ? c : told_cp;
+                told_hint = w > told_hint ? w : told_hint;
+            }
+            p++;
+        }
+        free(t);
+    }
+    CHECK(told_cp >= 2 && told_hint >= 10000,
+          "vramd told the SCM START_PENDING with checkpoints (up to %u, wait hint %u ms)",
+          told_cp, told_hint);
     CHECK((st.controls & SERVICE_ACCEPT_STOP) && (st.controls & SERVICE_ACCEPT_PARAMCHANGE),
           "STOP and PARAMCHANGE accepted: %lx", (unsigned long)st.controls);
     int64_t pid = st.pid;
@@ -451,7 +471,7 @@ int main(void)
     beside_me("win_vramd_client.exe", client_exe, sizeof(client_exe));
     beside_me("", dir, sizeof(dir));
     size_t n = strlen(dir);
-    snprintf(dir + n, sizeof(dir) - n, "svcd-%lu", GetCurrentProcessId());
+    wt_unique(dir + n, sizeof(dir) - n, "svcd");
     char why[512];
     MUST(vram_service_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
     snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", dir);

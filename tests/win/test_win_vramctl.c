@@ -385,7 +385,7 @@ static void check_loans(void)
 {
     wchar_t cfg[MAX_PATH], pipe[128], line[2048];
     _snwprintf(cfg, MAX_PATH, L"%ls\\loans.json", tmp);
-    _snwprintf(pipe, 128, L"\\\\.\\pipe\\vramd-test-loans-%lu", GetCurrentProcessId());
+    wt_unique_w(pipe, 128, L"\\\\.\\pipe\\vramd-test-loans");
     write_config_of(cfg, "256MiB", loans_member, loans_scenario);
     _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe, tmp, cfg);
     HANDLE log = wt_open_out(log_path, true);
@@ -535,7 +535,7 @@ int main(void)
     init_paths();
     wchar_t cfg[MAX_PATH], line[2048];
     _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
-    _snwprintf(pipe_name, 128, L"\\\\.\\pipe\\vramd-test-ctl-%lu", GetCurrentProcessId());
+    wt_unique_w(pipe_name, 128, L"\\\\.\\pipe\\vramd-test-ctl");
     write_config(cfg);
     _snwprintf(line, 2048, L"-s %ls -r \"%ls\" -c \"%ls\" -l debug", pipe_name, tmp, cfg);
     HANDLE log = wt_open_out(log_path, true);

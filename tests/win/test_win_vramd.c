@@ -79,7 +79,7 @@ int main(void)
     init_paths();
     wchar_t cfg[MAX_PATH], pipe[128], exe[MAX_PATH], line[2048];
     _snwprintf(cfg, MAX_PATH, L"%ls\\vramd.json", tmp);
-    _snwprintf(pipe, 128, L"\\\\.\\pipe\\vramd-test-%lu", GetCurrentProcessId());
+    wt_unique_w(pipe, 128, L"\\\\.\\pipe\\vramd-test");
     _snwprintf(exe, MAX_PATH, L"%ls\\vramd.exe", dir);
     _snwprintf(line, 2048, L"\"%ls\" -s %ls -r \"%ls\" -c \"%ls\" -l debug", exe,
                pipe, tmp, cfg);

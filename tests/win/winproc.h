@@ -60,8 +60,22 @@ static inline HANDLE wt_start(const wchar_t *exe, wchar_t *line, HANDLE out, HAN
         si.hStdError = err;
     }
     PROCESS_INFORMATION pi;
-    if (!CreateProcessW(exe, line, NULL, NULL, redirect, 0, NULL, NULL, &si, &pi)) {
-        fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe ? exe : line, GetLastError());
+    /* ERROR_INTERNAL_ERROR is wine's word for a new process that ended
+     * before it started (its loader died, under load: no line of the
+     * program ran): started again, saying so, at most twice. Any other
+     * failure is the answer. */
+    BOOL ok;
+    DWORD why = 0;
+    for (int attempt = 0;; attempt++) {
+        ok = CreateProcessW(exe, line, NULL, NULL, redirect, 0, NULL, NULL, &si, &pi);
+        why = ok ? 0 : GetLastError();
+        if (ok || why != ERROR_INTERNAL_ERROR || attempt == 2)
+            break;
+        fprintf(stderr, "CreateProcessW(%ls): %lu (the new process ended before it "
+                "started); starting it again\n", exe ? exe : line, why);
+    }
+    if (!ok) {
+        fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe ? exe : line, why);
         return NULL;
     }
     CloseHandle(pi.hThread);

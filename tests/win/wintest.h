@@ -17,6 +17,7 @@
 #include "check.h"
 #include "conn.h"
 #include "handle.h"
+#include "unique.h"
 
 /* REQUIRE that also works in helpers returning void. */
 #define MUST(cond, ...) REQUIRE(cond, __VA_ARGS__)
@@ -65,22 +66,19 @@ static inline void beside_me(const char *name, char *buf, size_t len)
     snprintf(buf, len, "%s%s", slash ? self : "", name);
 }
 
-/* A pipe name no other test run uses. */
+/* A pipe name no other test run uses (unique.h: random, not the pid). */
 static inline void unique_pipe(char *buf, size_t len, const char *what)
 {
-    static int n;
-    snprintf(buf, len, "\\\\.\\pipe\\vramd-test-%s-%lu-%d", what,
-             GetCurrentProcessId(), n++);
+    snprintf(buf, len, "\\\\.\\pipe\\vramd-test-%s-%016llx", what,
+             (unsigned long long)wt_random64());
 }
 
-/* A service name of the test's own: "vramd-WHAT-PID-TICKS". Not the pid
- * alone: wine's pids repeat from run to run, and a service deleted while
- * wine's SCM still held it open can outlive a run in the prefix's
- * registry. */
+/* A service name of the test's own: "vramd-WHAT-<random>". Not the pid:
+ * wine's pids repeat from run to run, and a service deleted while wine's
+ * SCM still held it open can outlive a run in the prefix's registry. */
 static inline void unique_service(char *buf, size_t len, const char *what)
 {
-    snprintf(buf, len, "vramd-%s-%lu-%llu", what, GetCurrentProcessId(),
-             (unsigned long long)(GetTickCount64() % 1000000));
+    snprintf(buf, len, "vramd-%s-%016llx", what, (unsigned long long)wt_random64());
 }
 
 /* Removes directory d and the files in it (a test's run directory). */
