@@ -4,7 +4,11 @@
 The model: 4 decoder layers (attention, then 16 experts of which the router
 picks 2 per token), split into two pipeline stages of examples/moe_engine.json:
 stage 0 runs layers 0-1, stage 1 layers 2-3. Each stage keeps
-  - its attention and router weights in the stage's fixed region,
+  - its attention and router weights in a weight set of vramd's
+    ("moe-engine/stage0", "moe-engine/stage1"): the first engine to start
+    loads them into it and seals it; every engine after it, in another
+    process, even after the first one exited, maps them read-only and loads
+    nothing,
   - its K and V in the stage's KV region (one lane per layer and K or V),
   - as many of its 32 experts as have backed slots in the expert region,
     and computes the others from their host copies.
@@ -50,14 +54,29 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "moe_engine.j
 
 # ---- the model ----------------------------------------------------------------
 
-def layer_weights(layer):
-    """Layer `layer`'s weights, the same in every process (seeded per layer).
-    The expert tensor is (EXPERTS, D*FFN + FFN*D): W1 then W2, one slot each."""
+# The weights a stage keeps on its device, per layer, in this order: what
+# its weight set holds (float32).
+DENSE = [("attn", (4, D, D)), ("router", (D, EXPERTS))]
+DENSE_BYTES = sum(4 * math.prod(shape) for _, shape in DENSE)   # per layer
+
+
+def dense_weights(layer):
+    """Layer `layer`'s attention and router weights, the same in every
+    process (seeded per layer): what an engine would read from disk."""
     g = torch.Generator().manual_seed(1000 + layer)
+    return {name: torch.randn(*shape, generator=g) / math.sqrt(D) for name, shape in DENSE}
+
+
+def expert_weights(layer):
+    """Layer `layer`'s experts, (EXPERTS, D*FFN + FFN*D): W1 then W2, one
+    slot each; their host copies."""
+    g = torch.Generator().manual_seed(2000 + layer)
     r = lambda *shape, fan: torch.randn(*shape, generator=g) / math.sqrt(fan)
-    return {"attn": r(4, D, D, fan=D), "router": r(D, EXPERTS, fan=D),
-            "experts": torch.cat([r(EXPERTS, D * FFN, fan=D),
-                                  r(EXPERTS, FFN * D, fan=FFN)], dim=1)}
+    return torch.cat([r(EXPERTS, D * FFN, fan=D), r(EXPERTS, FFN * D, fan=FFN)], dim=1)
+
+
+def layer_weights(layer):
+    return {**dense_weights(layer), "experts": expert_weights(layer)}
 
 
 def embeddings():
@@ -138,42 +157,65 @@ class PlainStage(StageCompute):
 # ---- a stage in vramd's memory -------------------------------------------------
 
 class VramStage(StageCompute):
-    """A stage of vramd's configuration: weights in its fixed region, KV in
-    its lanes, experts in backed slots, the rest from host copies."""
+    """A stage of vramd's configuration: weights in a weight set, KV in its
+    lanes, experts in backed slots, the rest from host copies. Made in two
+    steps: the weights and the registration (__init__), then the expert
+    loans (reload): an engine's every stage has its weights before any asks
+    for loans, which take what memory is left."""
 
     def __init__(self, client, stage, first, last, device):
         self.c, self.stage, self.device = client, stage, device
         self.first, self.nlayers = first, last - first + 1
-        self.host = [layer_weights(l) for l in range(first, last + 1)]
+        self.host = [expert_weights(l) for l in range(first, last + 1)]
         self.uses = [0, 0]           # expert computations: resident, host copy
+        self.open_weights()
         self.setup()
 
+    def open_weights(self):
+        """The stage's attention and router weights, in weight set
+        moe-engine/stageN: written and sealed by the first engine that
+        opens it, mapped read-only by every one after it (whose tensors
+        are the set's memory: on cuda at the set's device address)."""
+        layers = range(self.first, self.first + self.nlayers)
+        name, nbytes = f"moe-engine/stage{self.stage}", DENSE_BYTES * self.nlayers
+        key = vram.weights_key("examples/moe_engine.py (seeds 1000 + layer)", "float32",
+                               DENSE, {"layers": [layers[0], layers[-1]]})
+        self.weights = self.c.weights_open(name, 0, nbytes, key)
+        loaded = 0
+        if self.weights.writer:      # nobody had it: load it, then seal it
+            for l, t in zip(layers, self.tensors()):
+                for k, v in dense_weights(l).items():
+                    t[k].copy_(v)
+                    loaded += v.numel() * v.element_size()
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()  # the copies are done before the seal
+            self.weights.seal()      # read-only from now on, for everyone
+            print(f"  stage {self.stage}: weights: wrote set '{name}', loaded {loaded} "
+                  "bytes, sealed", flush=True)
+        else:
+            print(f"  stage {self.stage}: weights: mapped set '{name}' ({nbytes} bytes, "
+                  f"sealed), loaded {loaded} bytes", flush=True)
+        self.w = self.tensors()      # views made after the seal: read-only
+
+    def tensors(self):
+        """Per layer, its dense weights as tensors over the set."""
+        out, off = [], 0
+        for _ in range(self.nlayers):
+            views = {}
+            for k, shape in DENSE:
+                views[k] = self.weights.tensor(torch.float32, shape, off)
+                off += 4 * math.prod(shape)
+            out.append(views)
+        return out
+
     def setup(self):
-        c, s = self.c, self.stage
-        info = c.stage_register(s)
+        info = self.c.stage_register(self.stage)
         self.slot_bytes, self.kv_region = info.expert_slot_bytes, info.kv_region
         assert self.slot_bytes == 2 * D * FFN * 4, "moe_engine.json's expert_slot"
-        # Weights: map the whole fixed region, copy them in, keep views.
-        fixed = next(r for r in c.stage_regions(s)
-                     if c.region_info(r).kind == vram.RegionKind.FIXED)
-        ri = c.region_info(fixed)
-        if c.region_lane_slots(fixed, 0) > ri.mapped:
-            c.region_grow(fixed, c.region_lane_slots(fixed, 0) - ri.mapped)
-        mem = c.lane_tensor(fixed, 0, dtype=torch.float32)
-        self.w, off = [], 0
-        for hw in self.host:
-            views = {}
-            for k in ("attn", "router"):
-                n = hw[k].numel()
-                views[k] = mem[off:off + n].view(hw[k].shape)
-                views[k].copy_(hw[k])
-                off += n
-            self.w.append(views)
         self.slot_of = {}            # (layer index, expert) -> slot
         self.in_slot = {}            # slot -> (layer index, expert)
         self.view = {}               # slot -> its tensor, while backed
         self.backed, self.lost = 0, False
-        self.reload()
 
     def reload(self):
         """Asks for loans (as many slots as there are experts) and loads the
@@ -190,7 +232,7 @@ class VramStage(StageCompute):
             if slot is None:
                 break
             t = self.c.expert_slot_tensor(self.stage, slot, dtype=torch.float32)
-            t.copy_(self.host[key[0]]["experts"][key[1]])
+            t.copy_(self.host[key[0]][key[1]])
             self.slot_of[key], self.in_slot[slot], self.view[slot] = slot, key, t
         for i in range(self.nlayers):
             slots = [s for (j, _), s in self.slot_of.items() if j == i]
@@ -228,6 +270,7 @@ class VramStage(StageCompute):
         decode never allocates. Raises VramError E2BIG past the context."""
         if self.lost:
             self.setup()
+            self.reload()
         r = self.c.kv_reserve(self.stage, n, new)
         # The lanes' mapped prefix, as (tokens, D): the base never moves, only
         # the length, so views are made again after each reserve.
@@ -256,11 +299,12 @@ class VramStage(StageCompute):
         self.uses[slot is None] += 1
         if slot is not None:
             return self.view[slot]
-        return self.host[i]["experts"][e].to(self.device)
+        return self.host[i][e].to(self.device)
 
 
 def connect(socket, stages, device):
-    """A client holding `stages`; events go to the stage they name."""
+    """A client holding `stages`, their weights mapped and no loans asked
+    for yet (reload); events go to the stage they name."""
     c = vram.Client(socket, name=f"moe-engine stages {','.join(str(s[0]) for s in stages)}")
     device = device or ("cuda" if c.backend == "cuda" else "cpu")
     by_id = {}
@@ -305,6 +349,9 @@ class RemoteStage:
             raise vram.VramError(*value)
         return value
 
+    def reload(self):
+        self.call("load")
+
     def begin(self, n, new):
         self.call("begin", n, new)
 
@@ -332,7 +379,9 @@ def worker(pipe, socket, device):
                     h = torch.from_numpy(args[0]).to(stage.device)
                     pipe.send(("ok", stage.run(h, args[1]).cpu().numpy()))
                     continue
-                if kind == "begin":
+                if kind == "load":
+                    stage.reload()
+                elif kind == "begin":
                     stage.begin(*args)
                 elif kind == "end":
                     stage.end()
@@ -399,6 +448,8 @@ def main():
         if a.pipeline:
             remote = RemoteStage(a.socket, a.device, clients)
             stages.append(remote)
+        for s in stages:             # every stage has its weights: now the loans
+            s.reload()
     embed, unembed = (t.to(device) for t in embeddings())
     with torch.no_grad():
         for r, (n, new) in enumerate(REQUESTS, 1):

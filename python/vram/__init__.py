@@ -48,6 +48,11 @@ they need numpy, which is imported only when a view is made.  When the
 memory under a view goes (a trim, a release, a recall, close) the view is
 invalidated and reads zeros instead of faulting (:meth:`Client.view_valid`,
 :meth:`Client.check_view`; ``docs/python.md``).
+
+Weight sets (:meth:`Client.weights_open`, :class:`Weights`,
+:func:`weights_key`): weights that outlive their engine, written once by
+the first engine that opens the name, then mapped read-only by every
+engine after it, zero-copy, as numpy arrays or torch tensors.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from __future__ import annotations
 from ._lib import VRAM_KV_HOLD, VRAM_STAGE_KEEP_WINDOW
 from .client import Client, EventHandler
 from .errors import VramError, strerror
+from .weights import Weights, weights_key
 from .types import (
     DeviceInfo,
     Event,
@@ -80,7 +86,9 @@ __all__ = [
     "VRAM_KV_HOLD",
     "VRAM_STAGE_KEEP_WINDOW",
     "VramError",
+    "Weights",
     "strerror",
+    "weights_key",
 ]
 
 #: This package's version (the slice of vram.h it binds: all of it).

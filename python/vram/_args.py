@@ -113,8 +113,8 @@ else:  # pragma: no cover - Python 3.8
 # ---- reading the annotations -----------------------------------------------
 
 #: How one parameter is checked: (kind, how), how being "one" (the value),
-#: "optional" (None or the value) or "each" (an iterable of them, turned
-#: into a list).
+#: "optional" (None or the value), "each" (an iterable of them, turned
+#: into a list) or "optional each" (None or such an iterable: a shape).
 Rule = Tuple[IntRange, str]
 
 
@@ -147,6 +147,10 @@ def _rule(hint: Any) -> Optional[Rule]:
         found = [x for x in kinds if x is not None]
         if found:
             return (found[0], "optional" if type(None) in args else "one")
+        each = [r for r in (_rule(a) for a in args if a is not type(None))
+                if r is not None and r[1] == "each"]
+        if each:
+            return (each[0][0], "optional each" if type(None) in args else "each")
         return None
     if origin is not None and args and _kind_of(args[0]) is not None:
         import collections.abc as abc
@@ -191,9 +195,9 @@ def _wrap(fn: Callable[..., Any], call: str) -> Callable[..., Any]:
 
     def conv(name: str, rule: Rule, v: Any) -> Any:
         kind, how = rule
-        if how == "optional" and v is None:
+        if how in ("optional", "optional each") and v is None:
             return None
-        if how == "each":
+        if how in ("each", "optional each"):
             try:
                 items = list(v)
             except TypeError:

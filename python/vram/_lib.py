@@ -37,6 +37,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 __all__ = [
     "VRAM_KV_HOLD",
     "VRAM_STAGE_KEEP_WINDOW",
+    "VRAM_WEIGHTS_KEY_BYTES",
+    "VRAM_WEIGHTS_NAME_MAX",
+    "VRAM_WEIGHTS_NOWAIT",
+    "VRAM_WEIGHTS_KEEP",
     "PROTOTYPES",
     "STRUCTS",
     "load",
@@ -58,6 +62,10 @@ __all__ = [
 
 VRAM_KV_HOLD = 1
 VRAM_STAGE_KEEP_WINDOW = 1
+VRAM_WEIGHTS_KEY_BYTES = 32
+VRAM_WEIGHTS_NAME_MAX = 64
+VRAM_WEIGHTS_NOWAIT = 0x1
+VRAM_WEIGHTS_KEEP = 0x2
 
 # enum vram_region_kind, enum vram_event_type: see vram.types for the enums.
 c_enum = c_uint

@@ -26,6 +26,13 @@ and a host chunk's next grant is a fresh memory object: nothing of another
 client can show through).  Its mapping is unmapped when the last array
 over it is gone.
 
+Views of a weight set (vram.weights) are recorded the same way, by the
+set's id: the writer's, before the seal, map the set's memory again as
+above; a sealed set's are a private copy-on-write mapping of its memory
+objects (:func:`_private`), so that a write to one -- torch has no
+read-only tensors -- copies a page instead of faulting on the set's
+read-only mapping.
+
 On the cuda backend (device memory; torch tensors at the fixed device
 address, which CUDA graphs need) and where mremap is missing, views are
 recorded and invalidated the same way but cannot be made safe from Python:
@@ -43,7 +50,8 @@ import os
 import platform
 import sys
 import threading
-from typing import Any, Callable, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Optional,
+                    Set, Tuple)
 
 __all__ = ["View", "Views", "aliasing_available"]
 
@@ -122,6 +130,101 @@ def _alias(chunk_addrs: List[int], chunk_bytes: int) -> int:
     return base
 
 
+def _private(fds: List[int], each: int) -> int:
+    """A new range of len(fds) pieces of each bytes, piece i a private
+    (copy-on-write) mapping of the memory object fds[i]: reads show its
+    bytes, a write copies the page it touches into this process's own
+    memory and never reaches the object.  What a sealed weight set's host
+    views are made over: a write to them cannot fault (torch has no
+    read-only tensors), and cannot change the set."""
+    libc = _load_libc()
+    size = len(fds) * each
+    base = libc.mmap(None, size, _PROT_NONE,
+                     _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+    if base in (None, _MAP_FAILED):
+        e = ctypes.get_errno()
+        raise AliasError(e, f"cannot reserve {size} bytes for a view: "
+                            f"{os.strerror(e)}")
+    for i, fd in enumerate(fds):
+        dst = base + i * each
+        r = libc.mmap(dst, each, _PROT_RW,
+                      _MAP_PRIVATE | _MAP_FIXED | _MAP_NORESERVE, fd, 0)
+        if r in (None, _MAP_FAILED) or r != dst:
+            e = ctypes.get_errno() or _errno.EINVAL
+            libc.munmap(base, size)
+            raise AliasError(e, f"cannot map a weight set's allocation "
+                                f"privately for a view: {os.strerror(e)}")
+    return base
+
+
+def memory_objects(addrs: List[int], each: int) -> List[int]:
+    """Descriptors of this process's own (opened read-only; the caller
+    closes them) for the memory objects mapped at each of addrs, each
+    object at least each bytes long.
+
+    libvram keeps a host weight set's allocations open as memfds and maps
+    them at the set's address; it does not hand them out, so they are
+    found as the kernel shows them: the device and inode of the mapping at
+    each address (/proc/self/maps), then the descriptor of this process
+    that is that file (/proc/self/fd), opened anew through /proc (a
+    descriptor of our own: libvram's may be closed meanwhile, ours is
+    checked to be the same file).  AliasError ENOENT when one is not
+    found."""
+    want = {a: None for a in addrs}  # type: Dict[int, Optional[Tuple[int, int]]]
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) < 5:
+                continue
+            start = int(parts[0].split("-", 1)[0], 16)
+            if start in want:
+                major, minor = (int(x, 16) for x in parts[3].split(":"))
+                want[start] = (os.makedev(major, minor), int(parts[4]))
+    missing = [a for a, ident in want.items() if ident is None or ident[1] == 0]
+    if missing:
+        raise AliasError(_errno.ENOENT, "no memory object is mapped at "
+                         f"0x{missing[0]:x}: the weight set is not mapped here")
+    found: Dict[Tuple[int, int], str] = {}
+    idents = set(want.values())
+    for name in os.listdir("/proc/self/fd"):
+        path = f"/proc/self/fd/{name}"
+        try:
+            if not os.readlink(path).startswith("/memfd:"):
+                continue
+            st = os.stat(path)
+        except OSError:  # closed meanwhile (the listing's own fd among them)
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if ident in idents:
+            found.setdefault(ident, path)  # type: ignore[arg-type]
+    out: List[int] = []
+    try:
+        for a in addrs:
+            ident = want[a]
+            path = found.get(ident)  # type: ignore[arg-type]
+            fd = -1
+            if path is not None:
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    fd = -1
+            if fd >= 0:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != ident or st.st_size < each:
+                    os.close(fd)
+                    fd = -1
+            if fd < 0:
+                raise AliasError(_errno.ENOENT, "the memory object mapped at "
+                                 f"0x{a:x} is not open in this process: no "
+                                 "private view of it can be made")
+            out.append(fd)
+    except BaseException:
+        for fd in out:
+            os.close(fd)
+        raise
+    return out
+
+
 def _scratch(base: int, size: int) -> bool:
     """Replaces [base, base + size) by private zero pages."""
     libc = _load_libc()
@@ -139,14 +242,16 @@ class View:
     """The record of one view: what it covers and whether it is valid."""
 
     __slots__ = ("what", "stage", "region", "coords", "chunks", "addr", "size",
-                 "alias", "valid", "reason", "__weakref__")
+                 "alias", "wset", "valid", "reason", "__weakref__")
 
-    def __init__(self, what: str, stage: int, region: int,
+    def __init__(self, what: str, stage: Optional[int], region: Optional[int],
                  coords: List[Coord], addr: int, size: int,
-                 alias: Optional[Tuple[int, int]]) -> None:
+                 alias: Optional[Tuple[int, int]],
+                 wset: Optional[int] = None) -> None:
         self.what = what          # "lane_view(region 5, lane 0, slots 0..1)"
-        self.stage = stage
+        self.stage = stage        # None for a view of a weight set
         self.region = region
+        self.wset = wset          # the weight set's id, or None
         self.coords = tuple(coords)
         self.chunks: FrozenSet[int] = frozenset(c[3] for c in coords)
         self.addr = addr          # where the array starts

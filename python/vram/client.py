@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 from . import _lib, _views
 from ._args import checked, handle, i32, ms, u32, u64
 from .errors import VramError
+from .weights import Weights, _key_bytes
 from .types import (
     DeviceInfo,
     Event,
@@ -240,6 +241,14 @@ class Client:
     views is free; using one whose memory went is the bug, and
     ``check_view`` finds it.  A view keeps its Client alive (it is never
     closed by garbage collection under a view).
+
+    **Weight sets.**  :meth:`weights_open` gives a :class:`Weights`: the
+    first engine to open a name writes the set and seals it, every engine
+    after it maps the same memory read-only.  Its views (``array``,
+    ``tensor``) are recorded with the others and invalidated by the set's
+    close, by its seal (the writer's views made before it) and by this
+    client's close; a sealed set's views are read-only (see
+    :class:`Weights`).
     """
 
     def __init__(self, path: Optional[PathLike] = None, name: Optional[str] = None,
@@ -281,6 +290,10 @@ class Client:
         # right after registration), None with keep_window.
         self._views = _views.Views()
         self._kv_floor: Dict[int, Optional[Tuple[int, List[int]]]] = {}
+        # The weight sets open here, by id (weakly: a set stays open in
+        # libvram when its object goes, and weights_open gives a new one).
+        self._wsets: "weakref.WeakValueDictionary[int, Weights]" = \
+            weakref.WeakValueDictionary()
 
     def _connect(self, fname: str, where: Any, name: Optional[str],
                  timeout_ms: int, reconnect_ms: int, ctl: bool,
@@ -306,7 +319,9 @@ class Client:
     def close(self) -> None:
         """Releases the client's stages (their memory goes back to vramd at
         once; every view over it is invalidated first: see "Memory views"),
-        disconnects and frees the client (``vram_client_close``).
+        closes its weight sets (a sealed one stays cached in vramd, one not
+        sealed yet is dropped), disconnects and frees the client
+        (``vram_client_close``).
         Idempotent.  Not from the client's own event handler
         (``RuntimeError``)."""
         if id(self) in _callback_stack():
@@ -812,6 +827,62 @@ class Client:
         expert_slot_bytes), None past the region (``vram_expert_slot``).
         It has memory while slot < expert_slots_backed."""
         return self._invoke("vram_expert_slot", stage, slot, check=False)
+
+    # ---- weight sets --------------------------------------------------------
+
+    def weights_open(self, name: str, device: u32, nbytes: u64,
+                     key: Union[bytes, bytearray, memoryview], *,
+                     nowait: bool = False, keep: bool = False) -> Weights:
+        """Opens weight set name, of nbytes on device, whose layout key is
+        the 32 bytes key (:func:`vram.weights_key` makes one), and returns
+        it as a :class:`Weights` (``vram_weights_open``; ``docs/python.md``,
+        "Weight sets").
+
+        When vramd has a sealed set of that name, key, device and size, it
+        is mapped read-only (``writer`` False, ``sealed`` True): several
+        engines share one copy, and the next engine finds it again, even
+        when no engine mapped it meanwhile (cached sets are evicted, least
+        recently used first, only when memory is needed).  When it has
+        none, this client becomes its writer: the set is mapped read-write
+        (``writer`` True), the engine fills it through :meth:`Weights.array`
+        or :meth:`Weights.tensor`, then calls :meth:`Weights.seal`.  A
+        second open of a set this client has open gives the same object.
+
+        While another client writes the set the call waits for its seal
+        (within the client's timeout: ETIMEDOUT past it), or with nowait
+        raises VramError EAGAIN at once.  keep (admins only: EPERM
+        otherwise): the set is never evicted, only dropped by an admin
+        (:meth:`admin_weights_drop`).  VramError ESTALE: a set of that name
+        exists with another key, size or device (the message names its size
+        and when it was sealed; it is never mapped); EACCES: another user's
+        set (``access.weights``); ENOSPC: no room on the device even after
+        evicting cached sets; EDQUOT: ``limits.weight_sets_per_user``;
+        EINVAL: a name that is not 1 to 64 printable bytes without spaces;
+        ENODEV.  A key that is not 32 bytes: ValueError (TypeError for a
+        str or a non-buffer)."""
+        kb = _key_bytes(key)
+        name_b = _c_text(name, "name")
+        arr = (ctypes.c_uint8 * len(kb)).from_buffer_copy(kb)
+        flags = ((_lib.VRAM_WEIGHTS_NOWAIT if nowait else 0)
+                 | (_lib.VRAM_WEIGHTS_KEEP if keep else 0))
+        out = _lib.vram_weights_info()
+        self._invoke("vram_weights_open", name_b, device, nbytes, arr, flags,
+                     byref(out))
+        w = self._wsets.get(out.id)
+        if w is not None and not w.closed:
+            w._update(out)
+            return w
+        w = Weights(self, name if isinstance(name, str) else _decode(name_b),
+                    out)
+        self._wsets[out.id] = w
+        return w
+
+    def admin_weights_drop(self, name: str) -> None:
+        """Admin only: drops weight set name, which no client may map
+        (``vram_admin_weights_drop``); its memory is freed.  VramError
+        EBUSY names a client that maps it; EPERM not an admin; ENOENT no
+        such set."""
+        self._invoke("vram_admin_weights_drop", _c_text(name, "name"))
 
     # ---- administration --------------------------------------------------
 

@@ -11,6 +11,9 @@ recalls the loans the engine borrowed out of that window; later it
 leaves, and the engine borrows them again. Meanwhile request 2's own
 reserve moves expert loans into KV. The reference is the engine's --plain
 run in the same process environment (tensors on cuda when the backend is).
+The engine keeps its attention and router weights in weight sets: a test
+runs it twice against one vramd, and the second start maps the sets the
+first one wrote, loads nothing and decodes the same tokens.
 
     python3 -m unittest discover -s tests/python -p 'test_moe*.py' -v
 
@@ -44,6 +47,9 @@ CONFIG = REPO / "examples" / "moe_engine.json"
 BACKEND = os.environ.get("VRAM_TEST_BACKEND") or "host"
 DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
 TIMEOUT = 300
+# A stage's weight set: 2 layers of attention (4 x 256 x 256) and router
+# (256 x 16) weights, float32.
+SET_BYTES = 2 * (4 * 256 * 256 + 256 * 16) * 4
 
 
 def tokens_of(out: str) -> Dict[int, str]:
@@ -200,7 +206,36 @@ class MoeEngineTest(unittest.TestCase):
         self.assertIn("engine: done", parts["after"])
 
     def test_one_engine_two_stages(self) -> None:
-        self.check(self.run_with_tenant())
+        parts = self.run_with_tenant()
+        self.check(parts)
+        for s in (0, 1):  # a fresh vramd: this start wrote the weights
+            self.assertIn(f"  stage {s}: weights: wrote set 'moe-engine/stage{s}', "
+                          f"loaded {SET_BYTES} bytes, sealed", parts["before"])
+
+    def test_the_second_start_maps_the_weights(self) -> None:
+        """Two engine processes one after the other against one vramd: the
+        first writes its weight sets and seals them, the second (the same
+        split in two processes) maps them, loads 0 bytes, and decodes the
+        same tokens as the first and as the reference."""
+        runs = []
+        for args in ((), ("--pipeline",)):
+            e = Engine(self.daemon.sock, *args)
+            self.addCleanup(lambda e=e: e.proc.poll() is None and e.proc.kill())
+            runs.append(e.finish())
+        first, second = runs
+        for s in (0, 1):
+            self.assertIn(f"  stage {s}: weights: wrote set 'moe-engine/stage{s}', "
+                          f"loaded {SET_BYTES} bytes, sealed", first, first)
+            self.assertIn(f"  stage {s}: weights: mapped set 'moe-engine/stage{s}' "
+                          f"({SET_BYTES} bytes, sealed), loaded 0 bytes", second, second)
+            self.assertNotIn("wrote set", second)
+        self.assertEqual(tokens_of(first), reference, first)
+        self.assertEqual(tokens_of(second), tokens_of(first), second)
+        with vram.Client(self.daemon.sock, name="weights check", ctl=True) as ctl:
+            st = ctl.status()
+        self.assertEqual(st["counters"]["weights_hits"], 2)
+        # Both sets stay cached for a third start: 4 MiB each.
+        self.assertEqual(st["devices"][0]["weights_cached_bytes"], 8 << 20)
 
     def test_two_engine_processes(self) -> None:
         self.check(self.run_with_tenant("--pipeline"))

@@ -2,8 +2,9 @@
 reaches ctypes (which would take it modulo 2**32 or 2**64 without a word).
 
 The calls tried are found by introspection: every public method of
-vram.Client (its constructor and from_fd included) and vram.strerror, and
-every parameter of theirs that is an integer by its annotation.  Each gets
+vram.Client (its constructor and from_fd included) and of vram.Weights (on
+a set the client opened), vram.strerror, and every parameter of theirs
+that is an integer by its annotation.  Each gets
 -1, 2**32, 2**64 and 2**64 + 5 (those outside its C range), a bool, a float
 and a string, against a real daemon of its own, and must raise the
 documented exception naming the call and the argument -- TypeError (not an
@@ -54,7 +55,8 @@ GUESS = {
 }
 
 daemon: Optional[Daemon] = None
-_FD = object()  # from_fd's fd, when another argument is tried
+_FD = object()
+WEIGHTS = "Weights."  # the label of a vram.Weights method: Weights.array  # from_fd's fd, when another argument is tried
 
 
 class Index:
@@ -90,6 +92,10 @@ def public_calls() -> List[Tuple[str, Any]]:
             continue
         if inspect.isfunction(attr):
             out.append((name, attr))
+    weights = getattr(vram, "Weights", None)
+    for name, attr in vars(weights).items() if weights else ():
+        if not name.startswith("_") and inspect.isfunction(attr):
+            out.append((WEIGHTS + name, attr))
     # Last: a package that does not check would take (and close) whatever
     # descriptor a wrapped fd names.
     out.append(("from_fd", vram.Client.from_fd))
@@ -122,6 +128,13 @@ class TestIntegerArguments(unittest.TestCase):
         self.c = vram.Client(daemon.sock, name="py-args")
         self.addCleanup(self.c.close)
         self.info = self.c.stage_register(0)
+        # A sealed weight set, for the methods of vram.Weights (the first
+        # test's is the next one's: a reader's then).
+        self.w = None
+        if hasattr(self.c, "weights_open"):
+            self.w = self.c.weights_open("py-args", 0, 2 << 20, bytes(32))
+            if self.w.writer:
+                self.w.seal()
 
     def state(self) -> Any:
         """What a wrapped argument would change: the daemon's devices,
@@ -140,14 +153,18 @@ class TestIntegerArguments(unittest.TestCase):
             return _FD
         if name in ints:
             kind, lo, hi, how = ints[name]
-            if how == "each":
-                return [0]
+            if how in ("each", "optional each"):
+                return [1]
             return 0 if lo <= 0 <= hi else lo
         if p.default is not inspect.Parameter.empty:
             return p.default
         if name == "path":
             assert daemon
             return daemon.sock
+        if name == "name":  # weights_open's
+            return "py-args"
+        if name == "key":
+            return bytes(32)
         raise AssertionError(f"no value to give {fn.__qualname__}({name})")
 
     def call(self, label: str, fn: Any, args: Dict[str, Any]) -> Any:
@@ -172,12 +189,14 @@ class TestIntegerArguments(unittest.TestCase):
                         pass
         if label == "strerror":
             return vram.strerror(**args)
+        if label.startswith(WEIGHTS):
+            return getattr(self.w, label[len(WEIGHTS):])(**args)
         return getattr(self.c, label)(**args)
 
     def test_every_integer_argument_is_checked(self) -> None:
         calls = public_calls()
         self.assertGreater(len(calls), 30)
-        tried = 0
+        tried, labels = 0, set()
         for label, fn in calls:
             sig = inspect.signature(inspect.unwrap(fn))
             params = [(n, p) for n, p in sig.parameters.items()
@@ -193,21 +212,23 @@ class TestIntegerArguments(unittest.TestCase):
                 for bad in values:
                     args = {n: self.filler(fn, n, p, ints) for n, p in params
                             if p.kind is not inspect.Parameter.VAR_KEYWORD}
-                    args[target] = [0, bad] if how == "each" else bad
+                    each = how in ("each", "optional each")
+                    args[target] = [0, bad] if each else bad
                     if isinstance(bad, bool) or not isinstance(bad, int):
                         want = TypeError
                     elif bad < 0 and lo == 0:
                         want = ValueError
                     else:
                         want = OverflowError
-                    shown = f"{target}[1]" if how == "each" else target
+                    shown = f"{target}[1]" if each else target
                     with self.subTest(call=label, param=target, value=bad):
                         tried += 1
+                        labels.add(label)
                         before = self.state()
                         try:
                             got = self.call(label, fn, args)
                         except want as e:
-                            self.assertIn(label, str(e))
+                            self.assertIn(label.replace(WEIGHTS, ""), str(e))
                             self.assertIn(shown, str(e))
                             if want is not TypeError:
                                 self.assertIn(f"={bad}", str(e))
@@ -226,6 +247,9 @@ class TestIntegerArguments(unittest.TestCase):
                                          f"{label}({target}={bad!r}) changed "
                                          "the daemon's or the client's state")
         self.assertGreater(tried, 100)
+        if hasattr(vram, "Weights"):  # the weight sets' calls among them
+            self.assertLessEqual({"weights_open", WEIGHTS + "array",
+                                  WEIGHTS + "tensor"}, labels)
 
     def test_the_issue_examples(self) -> None:
         """stage_register(2**32) registers no stage 0, admin_evict(2**32 +
