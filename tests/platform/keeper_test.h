@@ -84,12 +84,31 @@ static inline bool kt_check(int fd, unsigned i, bool sealed, char *why,
     return ok;
 }
 
-/* A directory of its own, mode 0755 (other users may pass through). */
+/* A directory of its own, mode 0755 (other users may pass through),
+ * removed when the process that made it exits, however it exits (a
+ * failed REQUIRE too; not its forked children). */
+static char kt_dir_made[64];
+static pid_t kt_dir_owner;
+
+static inline void kt_rmdir(void)
+{
+    if (getpid() != kt_dir_owner || !kt_dir_made[0])
+        return;
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", kt_dir_made);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", kt_dir_made);
+    kt_dir_made[0] = '\0';
+}
+
 static inline void kt_tmpdir(char *dir, size_t len)
 {
     snprintf(dir, len, "/tmp/vram-keeper-XXXXXX");
     REQUIRE(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
     REQUIRE(chmod(dir, 0755) == 0, "chmod");
+    snprintf(kt_dir_made, sizeof(kt_dir_made), "%s", dir);
+    kt_dir_owner = getpid();
+    atexit(kt_rmdir);
 }
 
 static inline void kt_become(uid_t uid)

@@ -58,11 +58,12 @@ systemd-run \$user --unit=$unit --socket-property=ListenStream=$tmp/svc.sock \
     -p Type=notify -p FileDescriptorStoreMax=16 -p Environment=FDSTORE=16 \
     -p Restart=on-failure -p RestartSec=100ms \
     -p StandardOutput=append:$tmp/out -p StandardError=append:$tmp/out \
-    $bin service $tmp >/dev/null
+    $bin service $tmp >/dev/null 2>$tmp/run.err
 systemctl \$user start $unit.service || true
 i=0
 until grep -q "done\\|failed\\|keeper -" $tmp/service.log 2>/dev/null; do
     i=\$((i + 1)); [ \$i -lt 600 ] || break
+    ! systemctl \$user is-failed -q $unit.service || break
     sleep 0.1
 done
 systemctl \$user status $unit.service >$tmp/status 2>&1 || true
