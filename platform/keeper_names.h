@@ -1,9 +1,11 @@
-/* The names a keeper keeps, each with a value (the holder's fd; nothing
- * for the fd store): a hash table, so a put or a remove costs the same with
- * thousands kept. The rules on names and on how many (keeper.h) are
- * enforced here, the same for every keeper. Pure C. */
-#ifndef VRAM_PLATFORM_POSIX_KEEPER_NAMES_H
-#define VRAM_PLATFORM_POSIX_KEEPER_NAMES_H
+/* The names a keeper keeps, each with a value (the holder's fd or
+ * HANDLE; nothing for the fd store): a hash table, so a put or a remove
+ * costs the same with thousands kept. The rules on names and on how many
+ * (keeper.h) are enforced here, the same for every keeper and both ports:
+ * pure C, compiled into platform/posix's and platform/win32's builds
+ * alike, and not part of the platform's API (platform.h). */
+#ifndef VRAM_PLATFORM_KEEPER_NAMES_H
+#define VRAM_PLATFORM_KEEPER_NAMES_H
 
 #include <stdbool.h>
 #include <stddef.h>
