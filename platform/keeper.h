@@ -17,8 +17,19 @@
  *    does not reach it) and finds it again at <socket>.keeper, a socket
  *    beside vramd's that only vramd's user may use. It serves one vramd at
  *    a time, and exits once it keeps nothing and no vramd is connected.
- *  - Windows: the holder (vramd-holder.exe), with handles duplicated into
- *    its process (platform/win32/keeper.c).
+ *  - Windows has no service manager that keeps handles: the holder
+ *    (vramd-holder.exe beside vramd.exe, started detached) keeps its own
+ *    duplicates, which it makes out of vramd's process, at the pipe
+ *    "<vramd's pipe>.keeper" (platform/win32/keeper.c); VP_KEEPER_FDSTORE
+ *    is -ENOTSUP there.
+ *
+ * What survives what: the holder keeps everything until it is killed (or
+ * the machine restarts); a vramd killed, stopped or replaced finds it all.
+ * The fd store keeps it across a crash with Restart=, "systemctl restart"
+ * and a package upgrade's restart (a job is queued), and on systemd 254
+ * and later, with FileDescriptorStorePreserve=yes, across "systemctl stop"
+ * too; on 252 a stop, or an exit without a restart (status 0, or one in
+ * RestartPreventExitStatus=), empties the store.
  *
  * How vramd uses it:
  *  - at start, after taking its directory's lock (lock.h), and before or
@@ -56,9 +67,12 @@
  *
  * Calls are synchronous and cheap: a put or remove is one datagram to the
  * service manager (no answer comes back: the store accepts in silence), or
- * one round trip to the holder (bounded by VP_KEEPER_TIMEOUT_MS). Not
- * thread-safe: one thread uses a keeper at a time. Library code: nothing is
- * printed; errors come with a reason in why. */
+ * one round trip to the holder (each wait bounded by VP_KEEPER_TIMEOUT_MS;
+ * the first put also starts the holder, a few ms). A link to the holder
+ * that breaks is made again once, and what the holder keeps listed again,
+ * before a call fails. Not thread-safe: one thread uses a keeper at a
+ * time. Library code: nothing is printed; errors come with a reason in
+ * why. */
 #ifndef VRAM_PLATFORM_KEEPER_H
 #define VRAM_PLATFORM_KEEPER_H
 
