@@ -496,6 +496,9 @@ static int service(const char *d)
     if (!f)
         return 3;
     setvbuf(f, NULL, _IONBF, 0);
+    const char *fds = getenv("LISTEN_FDS"), *names = getenv("LISTEN_FDNAMES");
+    fprintf(f, "passed: LISTEN_FDS=%s LISTEN_FDNAMES=%s\n", fds ? fds : "",
+            names ? names : "");
     vp_handle l = VP_NONE;
     char path[128] = "", why[512] = "";
     int r = vp_listen_activated(&l, path, sizeof(path), why, sizeof(why));

@@ -49,7 +49,7 @@ if [ "\${1:-}" = own ]; then
     echo \$! >$tmp/manager.pid
     i=0
     until [ -S \$XDG_RUNTIME_DIR/systemd/private ]; do
-        i=\$((i + 1)); [ \$i -lt 200 ] || { echo "the manager did not start:"; cat $tmp/manager.log; exit 1; }
+        i=\$((i + 1)); [ \$i -lt 200 ] || { echo "skipped: systemd --user does not start here:"; cat $tmp/manager.log; exit 77; }
         sleep 0.05
     done
     user=--user
@@ -74,7 +74,8 @@ if [ -d /run/systemd/system ] && [ "$(cat /proc/1/comm)" = systemd ]; then
     echo "PID 1 is systemd $(systemctl --version | head -1 | cut -d' ' -f2): a transient system service"
     sh "$tmp/run.sh"
 else
-    command -v unshare >/dev/null || { echo "skipped: PID 1 is not systemd and there is no unshare"; exit 77; }
+    command -v unshare >/dev/null && unshare --mount --propagation private true 2>/dev/null ||
+        { echo "skipped: PID 1 is not systemd and no mount namespace can be made"; exit 77; }
     manager=
     for m in /lib/systemd/systemd /usr/lib/systemd/systemd; do
         [ -x "$m" ] && manager=$m && break
@@ -87,10 +88,11 @@ else
     done
     printf '[Unit]\nDescription=exit\nDefaultDependencies=no\nSuccessAction=exit-force\n' \
         >"$tmp/units/exit.target"
-    if ! manager=$manager unshare --mount --propagation private sh "$tmp/run.sh" own; then
-        mgr=$(cat "$tmp/manager.pid" 2>/dev/null || true)
-        echo "could not run the service"; exit 1
-    fi
+    rc=0
+    manager=$manager unshare --mount --propagation private sh "$tmp/run.sh" own || rc=$?
+    mgr=$(cat "$tmp/manager.pid" 2>/dev/null || true)
+    [ $rc -eq 77 ] && exit 77
+    [ $rc -eq 0 ] || { echo "could not run the service (status $rc)"; exit 1; }
     mgr=$(cat "$tmp/manager.pid" 2>/dev/null || true)
 fi
 
