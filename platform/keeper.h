@@ -106,10 +106,10 @@ enum vp_keeper_kind {
 };
 
 struct vp_keeper_cfg {
-    /* vramd's socket: the holder listens beside it, at "<socket>.keeper"
-     * (POSIX), and the directory's rules are the socket's (listener.h's
-     * vp_listen_check_dir). On Windows, vramd's run directory identifies
-     * its holder. */
+    /* vramd's socket: the holder listens beside it, at "<socket>.keeper",
+     * and the directory's rules are the socket's (listener.h's
+     * vp_listen_check_dir). On Windows, vramd's pipe (NULL: conn.h's
+     * VP_DEFAULT_ENDPOINT): the holder serves "<pipe>.keeper". */
     const char *socket_path;
     /* The holder program; NULL: "vramd-holder" beside this executable,
      * else where it is installed from there (../libexec/vramd/ by
