@@ -212,9 +212,15 @@ add_library(vram_platform STATIC
   platform/win32/stream.c platform/win32/push.c platform/win32/mem.c
   platform/win32/thread.c platform/win32/dl.c platform/win32/watch.c
   platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
-  platform/win32/peer.c)
+  platform/win32/peer.c
+  platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c)
 target_include_directories(vram_platform PUBLIC platform)
 target_link_libraries(vram_platform PUBLIC ntdll uv_a)
+# The keeper's holder (platform/keeper.h, platform/win32/holder.c): beside
+# vramd.exe, where the keeper looks for it.
+add_executable(vramd-holder platform/win32/holder.c)
+target_link_libraries(vramd-holder PRIVATE vram_platform)
+target_link_options(vramd-holder PRIVATE -static-libgcc)
 if(VRAM_CUDA_INCLUDE_DIR)
   # The CUDA chunks' security descriptor (only the cuda backend calls it;
   # advapi32, which mingw links by default). It needs no cuda.h, but has no
@@ -393,6 +399,10 @@ if(VRAM_BUILD_TESTS)
   # check saw it under ctest -j).
   set_tests_properties(test_win_service PROPERTIES RESOURCE_LOCK service_manager)
   vram_win_test(test_win_deps SOURCES tests/win/test_win_deps.c LIBS uv_a vram_cjson)
+  # The keeper under wine: sections kept by vramd-holder.exe across the
+  # kill of the process that put them.
+  vram_win_test(test_win_keeper SOURCES tests/win/test_win_keeper.c LIBS vram_platform)
+  add_dependencies(test_win_keeper vramd-holder)
   # libvram.dll as an engine links it: vram.h and the import library
   # libvram.dll.a, nothing else of the project's (a stand-in daemon in the
   # test answers the library's frames and grants host chunks inline).

@@ -1,7 +1,8 @@
 # What an operator copies to a Windows machine, laid out by
 #   cmake --install build-win --prefix DIR
 # (included at the end of cmake/windows.cmake):
-#   DIR/bin/      vramd.exe, vramctl.exe, vram-replay.exe, libvram.dll
+#   DIR/bin/      vramd.exe, vramd-holder.exe (the keeper's holder),
+#                 vramctl.exe, vram-replay.exe, libvram.dll
 #   DIR/lib/      libvram.dll.a, the import library engines link
 #   DIR/include/  vram.h
 #   DIR/share/doc/vramd/  README.md, docs/windows.md, the example
@@ -11,7 +12,7 @@
 # the layout and that nothing in bin/ needs a DLL that is not there or in
 # Windows itself.
 include(GNUInstallDirs)
-install(TARGETS vramd RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS vramd vramd-holder RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS vram
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -27,8 +27,13 @@ int vp_listen(const struct vp_listen_cfg *cfg, vp_handle *out, char *why,
               size_t whylen);
 
 /* Takes a listener passed by the service manager (systemd socket
- * activation: LISTEN_PID, LISTEN_FDS). Returns 1 with its path written,
- * 0 when none was passed to this process, or a negative errno with why. */
+ * activation: LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES). The same fds carry
+ * the file descriptor store's handles, which are the keeper's (keeper.h):
+ * with names, the listener's is the one listening Unix stream socket (or
+ * the one named "<unit>.socket", which must be one), and more than one is
+ * refused; without names (an activator that names nothing), exactly one fd
+ * must be passed and be that socket. Returns 1 with its path written, 0
+ * when none was passed to this process, or a negative errno with why. */
 int vp_listen_activated(vp_handle *out, char *path, size_t pathlen, char *why,
                         size_t whylen);
 

@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "dl.h"
 #include "handle.h"
+#include "keeper.h"
 #include "listener.h"
 #include "lock.h"
 #include "mapfile.h"

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <libgen.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "passed.h"
 
 int vp_listen_check_dir(const char *path, char *why, size_t whylen)
 {
@@ -122,36 +125,57 @@ fail:
 int vp_listen_activated(vp_handle *out, char *path, size_t pathlen, char *why,
                         size_t whylen)
 {
-    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-    if (!pid || !fds)
-        return 0;
-    if (strtol(pid, NULL, 10) != (long)getpid())
-        return 0; /* meant for another process */
-    unsetenv("LISTEN_PID");
-    unsetenv("LISTEN_FDS");
-    unsetenv("LISTEN_FDNAMES");
-    if (strtol(fds, NULL, 10) != 1) {
-        snprintf(why, whylen, "socket activation passed %s sockets; vramd "
-                 "takes exactly one", fds);
+    int n = vpx_passed_load(why, whylen);
+    if (n <= 0)
+        return n;
+    size_t pick = 0, found = 0;
+    if (!vpx_passed_named()) {
+        /* An activator that names nothing (not systemd, which always
+         * does): every fd is the listener's, and there must be one. */
+        if (n != 1) {
+            snprintf(why, whylen, "socket activation passed %d fds without "
+                     "names; vramd takes exactly one socket", n);
+            return -EINVAL;
+        }
+        found = vpx_passed_fd(0) >= 0;
+    } else {
+        /* Named (systemd): the socket unit's fd is the listener's, and the
+         * fd store's handles that come with it are the keeper's. */
+        for (size_t i = 0; i < (size_t)n; i++) {
+            if (vpx_passed_fd(i) < 0 || !vpx_passed_is_socket(i))
+                continue;
+            if (found++ == 0)
+                pick = i;
+            else {
+                snprintf(why, whylen, "the service manager passed more than "
+                         "one socket (%s and %s); vramd takes exactly one",
+                         vpx_passed_name(pick), vpx_passed_name(i));
+                return -EINVAL;
+            }
+        }
+    }
+    if (!found)
+        return 0; /* none (or taken already) */
+    int fd = vpx_passed_fd(pick);
+    if (!vpx_listening_unix_stream(fd)) {
+        snprintf(why, whylen, "the activated fd %d%s%s%s is not a listening "
+                 "Unix stream socket", fd, vpx_passed_named() ? " (" : "",
+                 vpx_passed_name(pick), vpx_passed_named() ? ")" : "");
         return -EINVAL;
     }
-    int fd = 3, type = 0, listening = 0;
-    socklen_t len = sizeof(type);
     struct sockaddr_un sa;
     socklen_t salen = sizeof(sa);
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
-        type != SOCK_STREAM ||
-        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0 ||
-        !listening || getsockname(fd, (struct sockaddr *)&sa, &salen) < 0 ||
-        sa.sun_family != AF_UNIX) {
-        snprintf(why, whylen, "the activated fd 3 is not a listening Unix "
-                 "stream socket");
-        return -EINVAL;
+    if (getsockname(fd, (struct sockaddr *)&sa, &salen) < 0) {
+        int e = -errno;
+        snprintf(why, whylen, "the activated socket: %s", strerror(errno));
+        return e;
     }
-    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    vpx_passed_take(pick);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (sa.sun_path[0])
-        snprintf(path, pathlen, "%.*s", (int)sizeof(sa.sun_path), sa.sun_path);
+    if (salen > offsetof(struct sockaddr_un, sun_path) && sa.sun_path[0])
+        snprintf(path, pathlen, "%.*s",
+                 (int)(salen - offsetof(struct sockaddr_un, sun_path)),
+                 sa.sun_path);
     out->v = fd;
     return 1;
 }

@@ -30,7 +30,7 @@ trap cleanup EXIT
 unset LD_LIBRARY_PATH VRAM_SOCKET
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 p=$tmp/prefix
-for f in bin/vramd bin/vramctl bin/vram-replay include/vram.h \
+for f in bin/vramd bin/vramctl bin/vram-replay include/vram.h libexec/vramd/vramd-holder \
          lib/systemd/system/vramd.service lib/systemd/system/vramd.socket \
          lib/sysusers.d/vramd.conf lib/tmpfiles.d/vramd.conf \
          share/man/man8/vramd.8 share/man/man1/vramctl.1; do

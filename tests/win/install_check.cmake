@@ -11,7 +11,7 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed (${rc}): ${out}${err}")
 endif()
 set(failures 0)
-foreach(f bin/vramd.exe bin/vramctl.exe bin/vram-replay.exe bin/libvram.dll
+foreach(f bin/vramd.exe bin/vramd-holder.exe bin/vramctl.exe bin/vram-replay.exe bin/libvram.dll
           lib/libvram.dll.a include/vram.h share/doc/vramd/README.md
           share/doc/vramd/windows.md share/doc/vramd/vramd.json.example)
   if(EXISTS ${dest}/${f})
