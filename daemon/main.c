@@ -442,9 +442,9 @@ static int run(struct vp_entry *e, void *data)
         goto out;
     d->core.discard_state = discard_state;
 #ifdef _WIN32
-    err = vd_core_start(&d->core, run_base);
+    err = vd_core_start(&d->core, run_base, socket_path);
 #else
-    err = vd_core_start(&d->core, d->io.path);
+    err = vd_core_start(&d->core, d->io.path, d->io.path);
 #endif
     if (err < 0) {
         rc = err == -EBADMSG ? EXIT_STATE : 1;

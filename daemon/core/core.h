@@ -66,6 +66,7 @@ struct vd_held;
 struct vd_recall;
 struct vd_kept;
 struct vd_wset_rec;
+struct vp_keeper;
 struct vd_wwait;
 
 struct vd_core {
@@ -89,6 +90,7 @@ struct vd_core {
     size_t nwsets, wsets_cap;
     struct vd_wwait *wwaits;     /* opens waiting for a seal (weights.c) */
     bool wsets_changed;          /* a set went: waiting opens may go on */
+    struct vp_keeper *keeper;    /* sealed sets' handles across restarts */
     struct vd_counters counters;
     bool budget_pending[VL_MAX_STAGES]; /* events due after the reply */
     uint32_t budget_ids[64];            /* which, in order (when they fit) */

@@ -20,6 +20,8 @@
 #include "vram_msg.h"
 #include "waits.h"
 #include "weights.h"
+#include "wsets.h"
+#include "keeper.h"
 
 uint64_t vd_core_capacity_of(const struct vd_device_conf *dc, uint64_t total)
 {
@@ -173,7 +175,110 @@ static int open_state(struct vd_core *core)
     return 0;
 }
 
-int vd_core_start(struct vd_core *core, const char *socket_path)
+/* R17: the sealed sets the previous vramd recorded whose handles the keeper
+ * gave back, each whole; anything else it kept goes. */
+static void restore_wsets(struct vd_core *core, struct vp_keeper_entry *left,
+                          size_t nleft)
+{
+    const struct vd_state_found_wset *f;
+    size_t nf;
+    vd_state_found_wsets(core->state, &f, &nf);
+    size_t kept = 0;
+    for (size_t i = 0; i < nf; i++) {
+        const struct vd_state_wset *w = &f[i].rec;
+        vp_handle *h = w->nalloc && w->nalloc <= VL_WSET_ALLOCS_MAX
+                           ? calloc(w->nalloc, sizeof(*h))
+                           : NULL;
+        uint32_t got = 0;
+        for (uint32_t k = 0; h && k < w->nalloc; k++) {
+            char name[32];
+            vd_wsets_name(w->id, k, name, sizeof(name));
+            h[k] = VP_NONE;
+            for (size_t j = 0; j < nleft; j++)
+                if (vp_ok(left[j].h) && strcmp(left[j].name, name) == 0) {
+                    h[k] = left[j].h;
+                    left[j].h = VP_NONE;
+                    got++;
+                    break;
+                }
+        }
+        struct vl_wset_view v = {
+            .id = w->id, .device = w->device, .name = w->name, .key = w->key,
+            .bytes = w->bytes, .alloc_bytes = w->alloc_bytes,
+            .nalloc = w->nalloc, .units = w->units, .base = w->base,
+            .va_bytes = w->va_bytes, .sealed = true,
+            .keep = (w->flags & VD_WSET_KEEP) != 0, .tenant = w->tenant,
+            .users = f[i].nusers, .user = f[i].users,
+            .sealed_at = w->sealed_ms};
+        int e = got == w->nalloc && h ? vl_weights_restore(core->ledger, &v) : -1;
+        if (e == 0 && vd_wsets_adopt(core, w->id, h, w->nalloc, w->created_ms,
+                                     w->sealed_ms) == 0) {
+            kept++;
+            vlog(VLOG_INFO, "weight set %u '%s' (%llu MiB on device %u) came "
+                 "back with its %u allocations", w->id, w->name,
+                 (unsigned long long)(w->bytes >> 20), w->device, w->nalloc);
+            continue;
+        }
+        if (got == w->nalloc && h)
+            vlog(VLOG_WARNING, "weight set %u '%s' dropped: %s", w->id, w->name,
+                 e < 0 ? vl_why(core->ledger) : "out of memory");
+        else
+            vlog(VLOG_WARNING, "weight set %u '%s' dropped: %u of its %u "
+                 "allocations' handles came back", w->id, w->name, got,
+                 w->nalloc);
+        for (uint32_t k = 0; h && k < w->nalloc; k++) {
+            char name[32], why[256];
+            vd_wsets_name(w->id, k, name, sizeof(name));
+            if (vp_ok(h[k]))
+                vp_keeper_remove(core->keeper, name, why, sizeof(why));
+            vp_close(&h[k]);
+        }
+        free(h);
+    }
+    /* What no set records (a crash between a put and the seal's record). */
+    for (size_t j = 0; j < nleft; j++) {
+        if (!vp_ok(left[j].h))
+            continue;
+        char why[256];
+        vlog(VLOG_NOTICE, "the keeper held %s, which no weight set records: "
+             "let go", left[j].name);
+        vp_keeper_remove(core->keeper, left[j].name, why, sizeof(why));
+    }
+    if (nf || nleft)
+        vlog(VLOG_NOTICE, "restart: %zu of %zu weight sets came back", kept, nf);
+    vd_state_found_free(core->state);
+}
+
+static int open_keeper(struct vd_core *core, const char *keeper_path)
+{
+    struct vp_keeper_cfg kc = {.socket_path = keeper_path,
+                               .kind = VP_KEEPER_AUTO};
+    const char *kind = getenv("VRAMD_KEEPER"); /* tests: "holder" */
+    if (kind && strcmp(kind, "holder") == 0)
+        kc.kind = VP_KEEPER_HOLDER;
+    struct vp_keeper_entry *left = NULL;
+    size_t nleft = 0;
+    char why[512];
+    int e = vp_keeper_open(&kc, &core->keeper, &left, &nleft, why, sizeof(why));
+    if (e < 0) {
+        /* Sets still work; they only die with vramd. */
+        vlog(VLOG_WARNING, "weight sets will not outlive vramd: no keeper (%s)",
+             why);
+        core->keeper = NULL;
+        vd_state_found_free(core->state);
+        return 0;
+    }
+    struct vp_keeper_info ki;
+    vp_keeper_info(core->keeper, &ki);
+    vlog(VLOG_INFO, "weight sets are kept by the %s (%u handles at most)%s%s",
+         vp_keeper_kind_name(ki.kind), ki.max, ki.note[0] ? ": " : "", ki.note);
+    restore_wsets(core, left, nleft);
+    vp_keeper_entries_free(left, nleft);
+    return 0;
+}
+
+int vd_core_start(struct vd_core *core, const char *socket_path,
+                  const char *keeper_path)
 {
     snprintf(core->state_path, sizeof(core->state_path), "%s.state", socket_path);
     char why[512];
@@ -189,6 +294,8 @@ int vd_core_start(struct vd_core *core, const char *socket_path)
         return e;
     }
     if ((e = open_state(core)) < 0)
+        return e;
+    if ((e = open_keeper(core, keeper_path)) < 0)
         return e;
     vd_refill_start(core);
     return 0;
@@ -344,6 +451,8 @@ void vd_core_fini(struct vd_core *core)
         vl_set_observer(core->ledger, NULL);
     vd_state_close(core->state);
     core->state = NULL;
+    vp_keeper_close(core->keeper); /* what it keeps stays kept */
+    core->keeper = NULL;
     vl_free(core->ledger);
     core->ledger = NULL;
 }

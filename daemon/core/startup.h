@@ -15,7 +15,10 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
 /* Takes the daemon's lock beside socket_path and rebuilds from the state
  * file what live processes still hold (R13), then starts the pool refill.
  * Logs why it fails. */
-int vd_core_start(struct vd_core *core, const char *socket_path);
+/* keeper_path: where the keeper of weight sets' handles is found
+ * (platform/keeper.h: vramd's socket, or its pipe on Windows). */
+int vd_core_start(struct vd_core *core, const char *socket_path,
+                  const char *keeper_path);
 /* From now on connections that end leave their memory to the next daemon
  * (the state file keeps it). */
 void vd_core_stopping(struct vd_core *core);

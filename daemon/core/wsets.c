@@ -4,9 +4,14 @@
  * effects, which forget a set the ledger dropped. */
 #include "wsets.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
+#include "keeper.h"
+#include "log.h"
 #include "platform.h"
+
+#include <stdio.h>
 
 
 struct vd_wset_rec *vd_wsets_rec(struct vd_core *core, uint32_t set)
@@ -55,7 +60,39 @@ int vd_wsets_adopt(struct vd_core *core, uint32_t set, vp_handle *h,
     r->n = n;
     r->created_ms = created;
     r->sealed_ms = sealed;
+    r->kept = true; /* it came back from the keeper */
     r->last_use_ms = (uint64_t)vp_unix_ms();
+    return 0;
+}
+
+void vd_wsets_name(uint32_t set, uint32_t index, char *out, size_t len)
+{
+    snprintf(out, len, "w%u.%u", set, index);
+}
+
+int vd_wsets_keep(struct vd_core *core, uint32_t set, char *why, size_t whylen)
+{
+    struct vd_wset_rec *r = vd_wsets_rec(core, set);
+    if (!r)
+        return -ENOENT;
+    if (!core->keeper) {
+        snprintf(why, whylen, "no keeper");
+        return -ENOTSUP;
+    }
+    for (uint32_t k = 0; k < r->n; k++) {
+        char name[32];
+        vd_wsets_name(set, k, name, sizeof(name));
+        int e = vp_keeper_put(core->keeper, name, r->h[k], why, whylen);
+        if (e < 0 && e != -EEXIST) {
+            while (k--) { /* all or none */
+                char n2[32], w2[128];
+                vd_wsets_name(set, k, n2, sizeof(n2));
+                vp_keeper_remove(core->keeper, n2, w2, sizeof(w2));
+            }
+            return e;
+        }
+    }
+    r->kept = true;
     return 0;
 }
 
@@ -63,6 +100,16 @@ void vd_wsets_forget(struct vd_core *core, uint32_t set)
 {
     for (size_t i = 0; i < core->nwsets; i++)
         if (core->wsets[i].set == set) {
+            /* The keeper's copies first: until they go the memory lives. */
+            for (uint32_t k = 0; core->wsets[i].kept && core->keeper &&
+                                 k < core->wsets[i].n; k++) {
+                char name[32], why[256];
+                vd_wsets_name(set, k, name, sizeof(name));
+                int e = vp_keeper_remove(core->keeper, name, why, sizeof(why));
+                if (e < 0 && e != -ENOENT)
+                    vlog(VLOG_ERR, "weight set %u: the keeper still holds %s: "
+                         "%s", set, name, why);
+            }
             rec_free(&core->wsets[i]);
             core->wsets[i] = core->wsets[--core->nwsets];
             return;

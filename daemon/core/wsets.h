@@ -16,6 +16,7 @@ struct vd_wset_rec {
     vp_handle *h;
     uint32_t n;
     uint64_t created_ms, sealed_ms, last_use_ms;
+    bool kept; /* its handles are the keeper's too */
 };
 
 /* The record of set, or NULL. */
@@ -36,6 +37,13 @@ void vd_wsets_times(struct vd_core *core, uint32_t set, uint64_t *created,
                     uint64_t *sealed, uint64_t *last_use);
 /* Set was used now (sealed now, when sealed). */
 void vd_wsets_touch(struct vd_core *core, uint32_t set, bool sealed);
+/* R17: a sealed set's handles go to the keeper (platform/keeper.h), so
+ * that a restarted vramd finds the set again; forgetting a set takes them
+ * back out. The keeper's names: "w<set>.<index>". 0, or -errno with why
+ * (the set is sealed all the same, but would not outlive vramd). */
+int vd_wsets_keep(struct vd_core *core, uint32_t set, char *why, size_t whylen);
+/* The keeper's name of allocation index of set. */
+void vd_wsets_name(uint32_t set, uint32_t index, char *out, size_t len);
 void vd_wsets_fini(struct vd_core *core);
 
 #endif

@@ -361,6 +361,10 @@ int vp_keeper_remove(struct vp_keeper *k, const char *name, char *why,
     }
     if (e == 0)
         vpx_names_del(&k->names, name, NULL);
+    /* Kept nothing now: let the holder go (it exits once it keeps nothing
+     * and no vramd is connected); the next put starts one. */
+    if (e == 0 && k->kind != VP_KEEPER_FDSTORE && !k->names.n)
+        vpx_link_close(&k->link);
     return e;
 }
 

@@ -61,6 +61,15 @@ int vd_handle_weights_seal(struct vd_request *rq,
             return vd_fail(rq, e, "weight set '%s': allocation %u: %s", v.name,
                            k, why);
     }
+    /* The keeper first, then the ledger's record (the state file's): a
+     * crash between leaves only names no set records, which the next
+     * start removes. */
+    char kwhy[256] = "";
+    int k = vd_wsets_keep(core, m->set, kwhy, sizeof(kwhy));
+    if (k < 0)
+        vlog(VLOG_WARNING, "weight set %u '%s' is sealed, but its handles are "
+             "not kept outside vramd (%s): it will not outlive vramd", m->set,
+             v.name, kwhy);
     int e = vl_weights_seal(core->ledger, rq->client->id, m->set,
                             (uint64_t)vp_unix_ms());
     if (e < 0)
