@@ -78,7 +78,8 @@ static int entry_of(vram_client *c, const struct vram_t_weights_entry *w,
 static int do_list(vram_client *c, struct vram_weights_entry *out, size_t max)
 {
     if (!out && max)
-        return vc_set_error(c, -EINVAL, "no room for %zu entries", max);
+        return vc_set_error(c, -EINVAL, "no room for %llu entries",
+                            (unsigned long long)max);
     struct vram_req_weights_list m = {0};
     struct vram_rep_weights_list rep;
     struct vram_arena a = {0};
