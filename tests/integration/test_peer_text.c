@@ -9,7 +9,7 @@
  *    control byte (only newlines), only UTF-8, and the names escaped the
  *    same way (\x1b...), metrics inside valid label values;
  *  - status --json, clients --json, stages --json, loans --json and
- *    weights --json are
+ *    weights --json (its list in two frames, merged) are
  *    valid JSON with the real strings (the byte that is not UTF-8 as
  *    U+FFFD), and no raw control byte but JSON's own layout;
  *  - a name holding \u0000 (NUL, which would cut the C string unseen) is
@@ -69,9 +69,9 @@ static const char status_head[] =
     "\"quarantined_bytes\":0,\"delinquent\":false,\"missed_recalls\":0,"
     "\"stages\":[0]}]}";
 
-/* One weight set, named as the client is. */
+/* A frame of the weight sets' list: one set. */
 static const char weights_head[] =
-    "{\"type\":\"reply\",\"id\":%llu,\"ok\":true,\"sets\":[{\"id\":1,"
+    "{\"type\":\"reply\",\"id\":%llu,\"ok\":true%s,\"sets\":[{\"id\":%u,"
     "\"name\":\"%s\",\"device\":0,\"bytes\":8388608,\"alloc_bytes\":8388608,"
     "\"allocs\":1,\"key\":\"0102030400000000000000000000000000000000000000000000"
     "000000000000\",\"state\":\"cached\",\"users\":0,\"keep\":false,"
@@ -82,15 +82,24 @@ static void answer(struct fake_conn *c, uint64_t id, void *ud)
     enum mode m = *(const enum mode *)ud;
     char text[8192];
     int n;
-    bool weights = strcmp(fake_request_type(c), "weights_list") == 0;
+    const char *name = m == WITH_NUL ? "ok\\u0000\\u001b[2J" : NAME_JSON;
+    if (strcmp(fake_request_type(c), "weights_list") == 0 && m != REFUSED) {
+        /* In two frames, as vramd splits a long list: the set named as the
+         * client is, then one named plainly. */
+        n = snprintf(text, sizeof(text), weights_head, (unsigned long long)id,
+                     ",\"more\":true", 1u, name);
+        fake_send(c, text, (size_t)n);
+        n = snprintf(text, sizeof(text), weights_head, (unsigned long long)id, "",
+                     2u, "plain/two");
+        fake_send(c, text, (size_t)n);
+        return;
+    }
     if (m == REFUSED)
         n = snprintf(text, sizeof(text), "{\"type\":\"reply\",\"id\":%llu,"
                      "\"ok\":false,\"error\":\"EIO\",\"message\":\"the backend "
                      "failed\\u001b[2J\\r\\u009b\"}", (unsigned long long)id);
     else
-        n = snprintf(text, sizeof(text), weights ? weights_head : status_head,
-                     (unsigned long long)id,
-                     m == WITH_NUL ? "ok\\u0000\\u001b[2J" : NAME_JSON);
+        n = snprintf(text, sizeof(text), status_head, (unsigned long long)id, name);
     fake_send(c, text, (size_t)n);
 }
 
@@ -214,8 +223,9 @@ int main(void)
     text_view(&f, bin, "clients", clients);
     text_view(&f, bin, "stages", NULL);
     text_view(&f, bin, "loans", NULL);
-    /* weights: a set's name whole (vramctl weights drop takes it). */
-    const char *weights[] = {NAME_SHOWN, NULL};
+    /* weights: a set's name whole (vramctl weights drop takes it); the
+     * list's two frames merged. */
+    const char *weights[] = {NAME_SHOWN, "\nplain/two ", NULL};
     text_view(&f, bin, "weights", weights);
     /* top: beyond ASCII, one '?' a character. */
     const char *top[] = {"evil\\x1b[2J\\x1b]0;pw", "conn\\x1b[5m\\x0d",
@@ -250,8 +260,8 @@ int main(void)
     const char *sg_want[] = {"w\x1b[31m\r", "fixed\x1b[8m"};
     json_view(&f, bin, "stages", sg_paths, sg_want);
     json_view(&f, bin, "loans", sg_paths, sg_want);
-    const char *ws_paths[] = {"0.name", "0.state", NULL};
-    const char *ws_want[] = {NAME_JSON_OUT, "cached"};
+    const char *ws_paths[] = {"0.name", "0.state", "1.name", NULL};
+    const char *ws_want[] = {NAME_JSON_OUT, "cached", "plain/two"};
     json_view(&f, bin, "weights", ws_paths, ws_want);
     fake_vramd_stop(&f);
 
