@@ -501,6 +501,41 @@ VRAM_API int vram_weights_close(vram_client *c, uint32_t id);
 VRAM_API int vram_weights_info(const vram_client *c, uint32_t id,
                                struct vram_weights_info *out);
 
+/* Where a weight set is in its life (vram_weights_list). */
+enum vram_weights_state {
+    VRAM_WEIGHTS_WRITING = 0, /* its writer fills it; nobody else maps it */
+    VRAM_WEIGHTS_SEALED = 1,  /* read-only, mapped by users */
+    VRAM_WEIGHTS_CACHED = 2,  /* sealed, mapped by none: evicted when memory
+                                 is needed, unless kept */
+};
+
+/* A weight set of the daemon's, any client's (vramctl weights). */
+struct vram_weights_entry {
+    uint32_t id;
+    uint32_t device;
+    char name[VRAM_WEIGHTS_NAME_MAX + 1];
+    uint8_t key[VRAM_WEIGHTS_KEY_BYTES];
+    uint64_t bytes;       /* as opened */
+    uint64_t alloc_bytes; /* each allocation's size */
+    uint32_t allocs;
+    enum vram_weights_state state;
+    uint32_t writer;      /* the client writing it; 0 once sealed */
+    uint32_t users;       /* clients that map it (a gone one's process may) */
+    uint32_t owner_uid;   /* its writer's uid: the set is that user's */
+    uint8_t keep;         /* 1: never evicted, only dropped by an admin */
+    uint64_t created_ms;  /* Unix time, milliseconds */
+    uint64_t sealed_ms;   /* the same; 0 while written */
+    uint64_t last_use_ms; /* the same: its last open or close */
+};
+
+/* Every weight set of the daemon: up to max written to out (out may be
+ * NULL with max 0), in the daemon's order; returns how many there are
+ * (call again with more room when that is more than max). -EPROTO: the
+ * daemon sent a set this library cannot read (an unknown state, a key
+ * that is not 32 bytes of hex). */
+VRAM_API int vram_weights_list(vram_client *c, struct vram_weights_entry *out,
+                               size_t max);
+
 /* ---- administration and health ------------------------------------------ */
 
 /* Admin only: disconnect another client (its chunks are quarantined until

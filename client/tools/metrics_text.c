@@ -53,15 +53,28 @@ static void label_value(struct tool_text *t, const char *v)
 }
 
 /* A gauge or counter and the struct member it reads: offsetof keeps the
- * member's name checked by the compiler. */
+ * member's name checked by the compiler. A field the catalogue makes
+ * optional (one an older vramd does not send) has its has_ flag: without
+ * it the series has no sample, rather than a 0 that would be a lie. */
 struct metric {
     size_t off;
     bool u32; /* else u64 */
     const char *name, *help;
+    size_t has; /* offsetof the has_ flag, plus 1; 0: always there */
 };
-#define M64(type, member, name, help) {offsetof(type, member), false, name, help}
-#define M32(type, member, name, help) {offsetof(type, member), true, name, help}
+#define M64(type, member, name, help) {offsetof(type, member), false, name, help, 0}
+#define M32(type, member, name, help) {offsetof(type, member), true, name, help, 0}
+#define M64_OPT(type, member, name, help)                                      \
+    {offsetof(type, member), false, name, help, offsetof(type, has_##member) + 1}
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static bool present(const void *obj, const struct metric *m)
+{
+    bool has = true;
+    if (m->has)
+        memcpy(&has, (const char *)obj + m->has - 1, sizeof(has));
+    return has;
+}
 
 static unsigned long long value(const void *obj, const struct metric *m)
 {
@@ -102,6 +115,13 @@ static const struct metric dev[] = {
         "The device's own size."),
     M32(struct vram_t_device, pool_ready_chunks, "vramd_device_pool_ready_chunks",
         "Chunks made ahead of grants."),
+    M64_OPT(struct vram_t_device, weights_bytes, "vramd_device_weights_bytes",
+            "Bytes of capacity charged to weight sets (their allocations, in "
+            "whole chunks)."),
+    M64_OPT(struct vram_t_device, weights_cached_bytes,
+            "vramd_device_weights_cached_bytes",
+            "Of those, bytes of sealed weight sets no client maps (cached: "
+            "evicted when memory is needed, unless kept)."),
 };
 
 static const struct metric stage[] = {
@@ -139,6 +159,13 @@ static const struct metric counter[] = {
         "Client connections that ended."),
     M64(struct vram_t_counters, kept_after_release, "vramd_kept_after_release_total",
         "Releases refused because the client still mapped or held the chunk."),
+    M64_OPT(struct vram_t_counters, weights_hits, "vramd_weights_hits_total",
+            "Weight set opens that mapped a sealed set."),
+    M64_OPT(struct vram_t_counters, weights_misses, "vramd_weights_misses_total",
+            "Weight set opens that made a new set (the opener writes it)."),
+    M64_OPT(struct vram_t_counters, weights_evictions,
+            "vramd_weights_evictions_total",
+            "Cached weight sets evicted to make room."),
 };
 
 /* Engines, and any client that holds memory: control clients (vramctl,
@@ -229,6 +256,8 @@ void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
     for (size_t k = 0; k < COUNT(dev); k++) {
         head(t, dev[k].name, "gauge", dev[k].help);
         for (size_t i = 0; i < st->devices.n; i++) {
+            if (!present(&st->devices.v[i], &dev[k]))
+                continue;
             tool_text_printf(t, "%s{device=\"%u\",backend=", dev[k].name,
                              st->devices.v[i].id);
             label_value(t, st->devices.v[i].backend);
@@ -252,8 +281,9 @@ void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
                              st->stages.v[i].expert_slots);
     for (size_t k = 0; k < COUNT(counter); k++) {
         head(t, counter[k].name, "counter", counter[k].help);
-        tool_text_printf(t, "%s %llu\n", counter[k].name,
-                         value(&st->counters, &counter[k]));
+        if (present(&st->counters, &counter[k]))
+            tool_text_printf(t, "%s %llu\n", counter[k].name,
+                             value(&st->counters, &counter[k]));
     }
     int connected = 0;
     for (size_t i = 0; i < st->clients.n; i++) {

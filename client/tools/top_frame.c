@@ -17,12 +17,15 @@
 #include "text.h"
 #include "units.h"
 
-const char tool_top_glyphs[6] = {'#', '=', '+', '!', 'x', '.'};
+const char tool_top_glyphs[7] = {'#', '=', 'w', '+', '!', 'x', '.'};
 
-static const char *const seg_name[6] = {"fixed", "KV", "loaned", "recalling",
-                                        "quarantined", "free"};
-/* SGR colours: blue, green, cyan, yellow, red, and dim for free. */
-static const char *const seg_color[6] = {"34;1", "32;1", "36;1", "33;1", "31;1", "2"};
+static const char *const seg_name[7] = {"fixed", "KV", "weights", "loaned",
+                                        "recalling", "quarantined", "free"};
+/* SGR colours: blue, green, magenta, cyan, yellow, red, and dim for free. */
+static const char *const seg_color[7] = {"34;1", "32;1", "35", "36;1", "33;1",
+                                         "31;1", "2"};
+/* Where the weights segment is: a device without weight sets has none. */
+enum { SEG_WEIGHTS = 2, SEGS = 7 };
 
 /* One line being written: its visible width is counted, escapes not. */
 struct line {
@@ -245,24 +248,40 @@ static void devices(struct tool_text *t, const struct vram_rep_status *st,
         putf(&l, "  %s  capacity %s in %s chunks", d->name && d->name[0] ? d->name : "-",
              sz(d->capacity_bytes, a), sz(d->chunk_bytes, b));
         line_end(&l);
-        uint64_t seg[6] = {d->fixed_bytes, d->kv_bytes, d->loaned_bytes,
-                           d->recalling_bytes, d->quarantined_bytes, 0};
+        uint64_t all[SEGS] = {d->fixed_bytes, d->kv_bytes,
+                              d->has_weights_bytes ? d->weights_bytes : 0,
+                              d->loaned_bytes, d->recalling_bytes,
+                              d->quarantined_bytes, 0};
         uint64_t used = 0;
-        for (int k = 0; k < 5; k++)
-            used += seg[k];
+        for (int k = 0; k < SEGS - 1; k++)
+            used += all[k];
         /* Free is what the pool has left; the bar spans the capacity. */
-        seg[5] = d->capacity_bytes > used ? d->capacity_bytes - used : 0;
+        all[SEGS - 1] = d->capacity_bytes > used ? d->capacity_bytes - used : 0;
+        /* The segments shown: weights only where the device holds sets. */
+        uint64_t seg[SEGS];
+        char glyph[SEGS], items[SEGS][64];
+        const char *colors[SEGS];
+        int n = 0;
+        for (int k = 0; k < SEGS; k++) {
+            if (k == SEG_WEIGHTS && !all[k])
+                continue;
+            char s[32], cached[48] = "";
+            if (k == SEG_WEIGHTS && d->has_weights_cached_bytes)
+                snprintf(cached, sizeof(cached), " (%s cached)",
+                         sz(d->weights_cached_bytes, s));
+            seg[n] = all[k];
+            glyph[n] = tool_top_glyphs[k];
+            colors[n] = seg_color[k];
+            snprintf(items[n], sizeof(items[n]), "%c %s %s%s", tool_top_glyphs[k],
+                     seg_name[k], sz(k == SEGS - 1 ? d->free_bytes : all[k], s),
+                     cached);
+            n++;
+        }
         line_begin(&l, t, v);
         put(&l, "  ");
-        bar(&l, seg, 6, tool_top_glyphs, seg_color, bar_width(v, 4, 10, 200));
+        bar(&l, seg, n, glyph, colors, bar_width(v, 4, 10, 200));
         line_end(&l);
-        char items[6][64];
-        for (int k = 0; k < 6; k++) {
-            char s[32];
-            snprintf(items[k], sizeof(items[k]), "%c %s %s", tool_top_glyphs[k],
-                     seg_name[k], sz(k == 5 ? d->free_bytes : seg[k], s));
-        }
-        flow(t, v, "  ", items, seg_color, 6);
+        flow(t, v, "  ", items, colors, n);
     }
 }
 

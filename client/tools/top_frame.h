@@ -1,5 +1,5 @@
-/* One frame of vramctl top, as text: per device a bar of fixed, KV, loaned,
- * recalling, quarantined and free memory; per stage its KV against its
+/* One frame of vramctl top, as text: per device a bar of fixed, KV,
+ * weights, loaned, recalling, quarantined and free memory; per stage its KV against its
  * window and its expert residency; per client the memory it holds. No
  * system calls: top.c draws it on a terminal, and prints it once where
  * standard output is not one. */
@@ -27,8 +27,9 @@ struct tool_top_view {
 void tool_top_frame(struct tool_text *t, const struct vram_rep_status *st,
                     const struct tool_top_view *v);
 
-/* The glyphs of a device's bar, in its order: fixed, KV, loaned,
- * recalling, quarantined, free (the legend says the same). */
-extern const char tool_top_glyphs[6];
+/* The glyphs of a device's bar, in its order: fixed, KV, weights (where
+ * the device holds weight sets), loaned, recalling, quarantined, free (the
+ * legend says the same). */
+extern const char tool_top_glyphs[7];
 
 #endif

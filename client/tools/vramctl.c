@@ -29,6 +29,7 @@
 #include "units.h"
 #include "vram.h"
 #include "vram_msg.h"
+#include "weights_view.h"
 
 static void usage(FILE *f);
 
@@ -62,23 +63,31 @@ static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
     }
 }
 
+/* WEIGHTS: capacity charged to weight sets (R17: not granted, not free);
+ * WEIGHTS-CACHED: of those, sealed sets no client maps, which vramd evicts
+ * when an engine needs the room. "-" from a vramd without weight sets. */
 static void print_devices(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
     struct cell name, backend, uuid;
 
     if (legend)
-        tool_row("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", "DEVICE",
-            "BACKEND", "CHUNK", "CAPACITY", "RESERVED", "FREE", "GRANTED",
-            "LOANED", "RECALLING", "QUARANTINED");
+        tool_row("%-6s %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %-11s %-10s %s",
+            "DEVICE", "BACKEND", "CHUNK", "CAPACITY", "RESERVED", "FREE", "GRANTED",
+            "LOANED", "RECALLING", "QUARANTINED", "WEIGHTS", "WEIGHTS-CACHED");
     for (size_t i = 0; i < st->devices.n; i++) {
         const struct vram_t_device *it = &st->devices.v[i];
-        tool_row("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %s", it->id,
-            CELL(it->backend, "?", 0, backend), sz(it->chunk_bytes, a),
+        char w[32] = "-", wc[32] = "-";
+        if (it->has_weights_bytes)
+            sz(it->weights_bytes, w);
+        if (it->has_weights_cached_bytes)
+            sz(it->weights_cached_bytes, wc);
+        tool_row("%-6u %-7s %-9s %-10s %-10s %-10s %-10s %-10s %-10s %-11s %-10s %s",
+            it->id, CELL(it->backend, "?", 0, backend), sz(it->chunk_bytes, a),
             sz(it->capacity_bytes, b), sz(it->reserved_bytes, h),
             sz(it->free_bytes, c), sz(it->granted_bytes, d),
             sz(it->loaned_bytes, e), sz(it->recalling_bytes, f),
-            sz(it->quarantined_bytes, g));
+            sz(it->quarantined_bytes, g), w, wc);
     }
     printf("\n");
     /* POOL: chunks made (and for cuda exported) ahead, off the grant path;
@@ -100,24 +109,30 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
     }
 }
 
+/* BLOCKED-BY: while a registration or KV reserve of the stage is held,
+ * the client it waits for (a lender that has not given recalled chunks
+ * back, or a gone client whose chunks are quarantined). */
 static void print_stages(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32];
     if (legend)
-        tool_row("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-12s %s", "STAGE",
-            "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED", "KV-MAX",
-            "EXPERT-LOANS", "BACKED-SLOTS", "RECALLING-CHUNKS");
+        tool_row("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-12s %-16s %s",
+            "STAGE", "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED",
+            "KV-MAX", "EXPERT-LOANS", "BACKED-SLOTS", "RECALLING-CHUNKS",
+            "BLOCKED-BY");
     for (size_t i = 0; i < st->stages.n; i++) {
         const struct vram_t_stage *it = &st->stages.v[i];
-        char layers[24], owner[16] = "-";
+        char layers[24], owner[16] = "-", blocked[24] = "-";
         snprintf(layers, sizeof(layers), "%u-%u", it->first_layer, it->last_layer);
         if (it->has_owner)
             snprintf(owner, sizeof(owner), "%u", it->owner);
-        tool_row("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-12u %u", it->id,
-            it->device, layers, owner, sz(it->kv_mapped_bytes, a),
+        if (it->has_blocked_by)
+            snprintf(blocked, sizeof(blocked), "client %u", it->blocked_by);
+        tool_row("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-12u %-16u %s",
+            it->id, it->device, layers, owner, sz(it->kv_mapped_bytes, a),
             sz(it->kv_needed_bytes, b), sz(it->kv_max_bytes, c),
             sz(it->expert_loaned_bytes, d), it->expert_slots_backed,
-            it->recalls_pending);
+            it->recalls_pending, blocked);
     }
 }
 
@@ -301,6 +316,37 @@ out:
     return rc;
 }
 
+/* vramctl weights: every weight set, as a table or as the JSON of the
+ * catalogue's weights_entry objects (the keys vramd sends). */
+static int cmd_weights(vram_client *c, const struct opts *o)
+{
+    struct tool_weights w = {0};
+    char why[600];
+    if (tool_weights_fetch(c, &w, why, sizeof(why)) < 0) {
+        fprintf(stderr, "vramctl: %s\n", why);
+        return EXIT_FAILED;
+    }
+    int rc = 0;
+    if (o->json) {
+        struct vram_t_weights_entry *t = calloc(w.n + 1, sizeof(*t));
+        char (*keys)[2 * VRAM_WEIGHTS_KEY_BYTES + 1] = calloc(w.n + 1, sizeof(*keys));
+        if (t && keys) {
+            for (size_t i = 0; i < w.n; i++)
+                tool_weights_wire(&w.v[i], keys[i], &t[i]);
+            rc = print_json_array(&vram_td_weights_entry, t, w.n);
+        } else {
+            fprintf(stderr, "vramctl: out of memory\n");
+            rc = EXIT_FAILED;
+        }
+        free(t);
+        free(keys);
+    } else {
+        tool_weights_table(&w, o->legend, vp_unix_ms());
+    }
+    tool_weights_free(&w);
+    return rc;
+}
+
 static int cmd_watch(vram_client *c, const struct opts *o)
 {
     vp_on_interrupt(on_sigint);
@@ -333,13 +379,16 @@ static const struct {
 } commands[] = {
     {"status", "[--json] [--no-legend]",
      "devices (capacity, reserved by stages, free, granted, loaned, recalling,\n"
-     "quarantined; names, UUIDs, granularity, peers), stages (KV mapped, needed\n"
-     "and maximum, expert loans, backed slots, chunks being recalled) and\n"
+     "quarantined, weight sets and the cached ones; names, UUIDs, granularity,\n"
+     "peers), stages (KV mapped, needed and maximum, expert loans, backed\n"
+     "slots, chunks being recalled, the client a held request waits for) and\n"
      "clients (held and quarantined bytes)"},
     {"clients", "[--json] [--no-legend]",
      "connected and quarantined clients: held and quarantined bytes (a gone\n"
      "client awaiting its process's resume has no name: -)"},
-    {"stages", "[--json] [--no-legend]", "stages and their KV and expert budgets"},
+    {"stages", "[--json] [--no-legend]",
+     "stages and their KV and expert budgets; BLOCKED-BY: the client a held\n"
+     "registration or KV reserve of the stage waits for"},
     {"loans", "[--json] [--no-legend]",
      "per configured stage: loan policy, expert loans, KV headroom, slot size,\n"
      "backed slots, chunks being recalled, residency version, hold bound and\n"
@@ -358,6 +407,14 @@ static const struct {
      "With --listen, an HTTP endpoint serving it at GET /metrics (one status\n"
      "read per scrape; 503 while vramd cannot be read) until SIGTERM or ^C;\n"
      "port 0 takes a free port, and the address bound is printed on stdout"},
+    {"weights", "[--json] [--no-legend]",
+     "weight sets: name, device, size, allocation size and count, key prefix,\n"
+     "state (writing; sealed: mapped read-only by its users; cached: mapped by\n"
+     "none, evicted when memory is needed unless kept), users, writer, owner\n"
+     "uid, keep, last use"},
+    {"weights drop", "NAME",
+     "admin only (access.admin): drop weight set NAME (refused while a\n"
+     "client maps it); its memory is freed"},
     {"set-capacity", "DEVICE SIZE",
      "admin only (access.admin): set a device's capacity (e.g. 12GiB), down\n"
      "to what is in use and reserved, up to its size when vramd started"},
@@ -411,11 +468,12 @@ static void usage(FILE *f)
     fprintf(f, "\nOptions:\n"
             "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
             VP_DEFAULT_ENDPOINT ")\n"
-            "  --json              (status, clients, stages, loans) JSON with "
-            "stable keys\n"
-            "  --no-legend         (status, clients, stages, loans, watch) tables "
-            "without\n"
-            "                      their header lines\n"
+            "  --json              (status, clients, stages, loans, weights) JSON "
+            "with\n"
+            "                      stable keys\n"
+            "  --no-legend         (status, clients, stages, loans, weights, watch) "
+            "tables\n"
+            "                      without their header lines\n"
             "  --interval MS       (watch, top) milliseconds between refreshes\n"
             "  --listen ADDR:PORT  (metrics) serve the metrics over HTTP at /metrics\n"
             "  -h, --help          this text; COMMAND --help for a command's\n"
@@ -456,6 +514,11 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[optind];
+    int first = optind + 1; /* the command's first argument */
+    if (strcmp(cmd, "weights") == 0 && first < argc && strcmp(argv[first], "drop") == 0) {
+        cmd = "weights drop";
+        first++;
+    }
     size_t ci = 0, nc = sizeof(commands) / sizeof(commands[0]);
     while (ci < nc && strcmp(commands[ci].name, cmd) != 0)
         ci++;
@@ -471,8 +534,14 @@ int main(int argc, char **argv)
     int e;
     uint64_t capacity = 0;
     bool have_capacity = false;
-    for (int i = optind + 1; i < argc; i++) {
+    const char *set_name = NULL; /* weights drop NAME */
+    for (int i = first; i < argc; i++) {
         const char *a = argv[i];
+        if (strcmp(cmd, "weights drop") == 0 && !set_name &&
+            (a[0] != '-' || (strcmp(a, "--") == 0 && i + 1 < argc))) {
+            set_name = a[0] == '-' ? argv[++i] : a; /* "--": a name with a dash */
+            continue;
+        }
         if (strcmp(cmd, "set-capacity") == 0 && a[0] != '-' && !have_capacity) {
             char *end;
             if (device < 0) {
@@ -541,6 +610,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "vramctl evict: which client? (vramctl clients)\n");
         return 2;
     }
+    if (strcmp(cmd, "weights drop") == 0 && !set_name) {
+        fprintf(stderr, "vramctl weights drop: which set? (vramctl weights)\n");
+        return 2;
+    }
     const char *shown = path ? path : getenv("VRAM_SOCKET");
     if (!shown || !*shown)
         shown = VP_DEFAULT_ENDPOINT; /* libvram's default, named in messages */
@@ -598,6 +671,16 @@ int main(int argc, char **argv)
             fprintf(stderr, "vramctl: evict: %s\n", vram_client_last_error(cl));
         else
             printf("client %lld evicted\n", evict);
+    } else if (strcmp(cmd, "weights drop") == 0) {
+        e = vram_admin_weights_drop(cl, set_name);
+        rc = admin_status(e);
+        struct cell name;
+        if (rc)
+            fprintf(stderr, "vramctl: weights drop: %s\n", vram_client_last_error(cl));
+        else
+            printf("weight set %s dropped\n", CELL(set_name, "-", 0, name));
+    } else if (strcmp(cmd, "weights") == 0) {
+        rc = cmd_weights(cl, &o);
     } else if (strcmp(cmd, "watch") == 0) {
         rc = cmd_watch(cl, &o);
     } else if (strcmp(cmd, "top") == 0) {

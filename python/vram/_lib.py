@@ -56,6 +56,7 @@ __all__ = [
     "vram_kv_result",
     "vram_residency",
     "vram_weights_info",
+    "vram_weights_entry",
 ]
 
 # ---- constants of vram.h -------------------------------------------------
@@ -207,6 +208,28 @@ class vram_weights_info(Structure):
     ]
 
 
+class vram_weights_entry(Structure):
+    """``struct vram_weights_entry`` (``vram_weights_list``)."""
+
+    _fields_ = [
+        ("id", c_uint32),
+        ("device", c_uint32),
+        ("name", c_char * 65),
+        ("key", ctypes.c_uint8 * 32),
+        ("bytes", c_uint64),
+        ("alloc_bytes", c_uint64),
+        ("allocs", c_uint32),
+        ("state", c_enum),
+        ("writer", c_uint32),
+        ("users", c_uint32),
+        ("owner_uid", c_uint32),
+        ("keep", ctypes.c_uint8),
+        ("created_ms", c_uint64),
+        ("sealed_ms", c_uint64),
+        ("last_use_ms", c_uint64),
+    ]
+
+
 #: Every struct of vram.h, by its C name (the layout test compares them
 #: with the compiler's offsetof and sizeof).
 STRUCTS: Dict[str, Any] = {
@@ -218,6 +241,7 @@ STRUCTS: Dict[str, Any] = {
     "vram_kv_result": vram_kv_result,
     "vram_residency": vram_residency,
     "vram_weights_info": vram_weights_info,
+    "vram_weights_entry": vram_weights_entry,
 }
 
 # ---- functions -----------------------------------------------------------
@@ -282,6 +306,8 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "vram_weights_seal": (c_int, [_C, _u32]),
     "vram_weights_close": (c_int, [_C, _u32]),
     "vram_weights_info": (c_int, [_C, _u32, POINTER(vram_weights_info)]),
+    "vram_weights_list": (
+        c_int, [_C, POINTER(vram_weights_entry), c_size_t]),
     # administration and health
     "vram_admin_weights_drop": (c_int, [_C, c_char_p]),
     "vram_admin_evict": (c_int, [_C, _u32]),

@@ -51,7 +51,13 @@ struct fake_conn {
     int fd;
     fake_status_fn fn;
     void *ud;
+    const char *type; /* of the request fn answers */
 };
+
+const char *fake_request_type(const struct fake_conn *c)
+{
+    return c->type;
+}
 
 static int write_all(int fd, const void *p, size_t n)
 {
@@ -129,8 +135,11 @@ static void *serve(void *arg)
                   "\"capabilities\":[],\"client\":7,\"backend\":\"host\"}", id);
         } else if (strcmp(type, "ping") == 0) {
             reply(c, "{\"type\":\"reply\",\"id\":%llu,\"ok\":true}", id);
-        } else if (strcmp(type, "status") == 0) {
+        } else if (strcmp(type, "status") == 0 ||
+                   strcmp(type, "weights_list") == 0) {
+            c->type = type;
             c->fn(c, id, c->ud);
+            c->type = NULL;
         } else {
             reply(c, "{\"type\":\"reply\",\"id\":%llu,\"ok\":false,\"error\":"
                   "\"ENOSYS\",\"message\":\"not in this fake\"}", id);

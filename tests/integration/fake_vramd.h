@@ -1,9 +1,9 @@
 /* A fake vramd, for what the tools and libvram do with a hostile or huge
  * daemon's replies: a real process speaking the real wire format
  * (proto/frame.h headers, JSON payloads) on a temporary socket. It answers
- * hello and ping as vramd does, and status with the frames the test's
- * function writes (a reply that never ends, 65,536 clients, names with
- * control bytes). One thread per connection, so a client that stops
+ * hello and ping as vramd does, and status and weights_list with the
+ * frames the test's function writes (a reply that never ends, 65,536
+ * clients, names with control bytes). One thread per connection, so a client that stops
  * reading holds up only its own. Also here: running a tool as a child
  * process, with its output, exit status, wall time and peak RSS. */
 #ifndef VRAM_TEST_FAKE_VRAMD_H
@@ -21,6 +21,8 @@ struct fake_conn;
 int fake_send(struct fake_conn *c, const char *payload, size_t len);
 /* The status request's id, as the reply's frames must name it. */
 typedef void (*fake_status_fn)(struct fake_conn *c, uint64_t id, void *ud);
+/* What fn answers: "status" or "weights_list". */
+const char *fake_request_type(const struct fake_conn *c);
 
 struct fake_vramd {
     pid_t pid;
@@ -29,7 +31,8 @@ struct fake_vramd {
 };
 
 /* Starts the fake in a child process (fn runs there, on the connection's
- * thread, once per status request); returns once it listens. */
+ * thread, once per status or weights_list request); returns once it
+ * listens. */
 int fake_vramd_start(struct fake_vramd *f, fake_status_fn fn, void *ud);
 /* Kills it (its pid) and removes its folder. NULL-tolerant. */
 void fake_vramd_stop(struct fake_vramd *f);

@@ -1,13 +1,15 @@
 /* Text from the daemon is shown safely by every view of vramctl, one rule
  * for all: a fake vramd (fake_vramd.c, the real wire format) whose status
  * names (a client's name and state, a device's name and uuid, a region's
- * name and kind, the version and backend) carry ESC sequences, CR, BEL,
- * DEL, a C1 CSI (raw and as \u009b) and a byte that is not UTF-8. Then:
- *  - status, clients, stages, loans, top (one frame, no terminal), metrics
- *    and one scrape of metrics --listen print no raw control byte (only
- *    newlines), only UTF-8, and the names escaped the same way (\x1b...),
- *    metrics inside valid label values;
- *  - status --json, clients --json, stages --json and loans --json are
+ * name and kind, the version and backend) and weight set names carry ESC
+ * sequences, CR, BEL, DEL, a C1 CSI (raw and as \u009b) and a byte that is
+ * not UTF-8. Then:
+ *  - status, clients, stages, loans, weights, top (one frame, no
+ *    terminal), metrics and one scrape of metrics --listen print no raw
+ *    control byte (only newlines), only UTF-8, and the names escaped the
+ *    same way (\x1b...), metrics inside valid label values;
+ *  - status --json, clients --json, stages --json, loans --json and
+ *    weights --json (its list in two frames, merged) are
  *    valid JSON with the real strings (the byte that is not UTF-8 as
  *    U+FFFD), and no raw control byte but JSON's own layout;
  *  - a name holding \u0000 (NUL, which would cut the C string unseen) is
@@ -67,18 +69,37 @@ static const char status_head[] =
     "\"quarantined_bytes\":0,\"delinquent\":false,\"missed_recalls\":0,"
     "\"stages\":[0]}]}";
 
+/* A frame of the weight sets' list: one set. */
+static const char weights_head[] =
+    "{\"type\":\"reply\",\"id\":%llu,\"ok\":true%s,\"sets\":[{\"id\":%u,"
+    "\"name\":\"%s\",\"device\":0,\"bytes\":8388608,\"alloc_bytes\":8388608,"
+    "\"allocs\":1,\"key\":\"0102030400000000000000000000000000000000000000000000"
+    "000000000000\",\"state\":\"cached\",\"users\":0,\"keep\":false,"
+    "\"owner\":0,\"created_ms\":1,\"sealed_ms\":2,\"last_use_ms\":3}]}";
+
 static void answer(struct fake_conn *c, uint64_t id, void *ud)
 {
     enum mode m = *(const enum mode *)ud;
     char text[8192];
     int n;
+    const char *name = m == WITH_NUL ? "ok\\u0000\\u001b[2J" : NAME_JSON;
+    if (strcmp(fake_request_type(c), "weights_list") == 0 && m != REFUSED) {
+        /* In two frames, as vramd splits a long list: the set named as the
+         * client is, then one named plainly. */
+        n = snprintf(text, sizeof(text), weights_head, (unsigned long long)id,
+                     ",\"more\":true", 1u, name);
+        fake_send(c, text, (size_t)n);
+        n = snprintf(text, sizeof(text), weights_head, (unsigned long long)id, "",
+                     2u, "plain/two");
+        fake_send(c, text, (size_t)n);
+        return;
+    }
     if (m == REFUSED)
         n = snprintf(text, sizeof(text), "{\"type\":\"reply\",\"id\":%llu,"
                      "\"ok\":false,\"error\":\"EIO\",\"message\":\"the backend "
                      "failed\\u001b[2J\\r\\u009b\"}", (unsigned long long)id);
     else
-        n = snprintf(text, sizeof(text), status_head, (unsigned long long)id,
-                     m == WITH_NUL ? "ok\\u0000\\u001b[2J" : NAME_JSON);
+        n = snprintf(text, sizeof(text), status_head, (unsigned long long)id, name);
     fake_send(c, text, (size_t)n);
 }
 
@@ -202,6 +223,10 @@ int main(void)
     text_view(&f, bin, "clients", clients);
     text_view(&f, bin, "stages", NULL);
     text_view(&f, bin, "loans", NULL);
+    /* weights: a set's name whole (vramctl weights drop takes it); the
+     * list's two frames merged. */
+    const char *weights[] = {NAME_SHOWN, "\nplain/two ", NULL};
+    text_view(&f, bin, "weights", weights);
     /* top: beyond ASCII, one '?' a character. */
     const char *top[] = {"evil\\x1b[2J\\x1b]0;pw", "conn\\x1b[5m\\x0d",
                          "gpu\\x1b[1A\\x0d", "vramd v\\x1b]0;x\\x07 (h\\x1b[2J)", NULL};
@@ -235,12 +260,15 @@ int main(void)
     const char *sg_want[] = {"w\x1b[31m\r", "fixed\x1b[8m"};
     json_view(&f, bin, "stages", sg_paths, sg_want);
     json_view(&f, bin, "loans", sg_paths, sg_want);
+    const char *ws_paths[] = {"0.name", "0.state", "1.name", NULL};
+    const char *ws_want[] = {NAME_JSON_OUT, "cached", "plain/two"};
+    json_view(&f, bin, "weights", ws_paths, ws_want);
     fake_vramd_stop(&f);
 
     /* A NUL in a string: refused, saying so, nothing raw shown. */
     mode = WITH_NUL;
     REQUIRE(fake_vramd_start(&f, answer, &mode) == 0, "start the fake vramd");
-    const char *views[] = {"status", "clients", "metrics", NULL};
+    const char *views[] = {"status", "clients", "metrics", "weights", NULL};
     for (const char *const *v = views; *v; v++) {
         struct tool_run r;
         run(&f, bin, *v, NULL, &r);
@@ -255,12 +283,16 @@ int main(void)
     /* The daemon's own message for a refusal, escaped on stderr. */
     mode = REFUSED;
     REQUIRE(fake_vramd_start(&f, answer, &mode) == 0, "start the fake vramd");
-    struct tool_run r;
-    run(&f, bin, "status", NULL, &r);
-    CHECK(r.status == 1 && strstr(r.err, "the backend failed\\x1b[2J\\x0d\\xc2\\x9b"),
-          "a refusal: exit %d: %s", r.status, r.err);
-    clean("a refusal's message", r.err, r.err_len, false);
-    tool_run_free(&r);
+    const char *refused[] = {"status", "weights", NULL};
+    for (const char *const *v = refused; *v; v++) {
+        struct tool_run r;
+        run(&f, bin, *v, NULL, &r);
+        CHECK(r.status == 1 &&
+                  strstr(r.err, "the backend failed\\x1b[2J\\x0d\\xc2\\x9b"),
+              "a refusal of %s: exit %d: %s", *v, r.status, r.err);
+        clean("a refusal's message", r.err, r.err_len, false);
+        tool_run_free(&r);
+    }
     fake_vramd_stop(&f);
     return check_report("test_peer_text");
 }

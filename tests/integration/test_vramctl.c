@@ -376,14 +376,14 @@ int main(void)
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 16GiB", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "back to 16 GiB: %s", out);
     /* Every command has --help; unknown options are refused. */
-    const char *cmds[] = {"status", "clients", "stages", "loans", "watch", "metrics",
-                          "set-capacity", "evict"};
-    for (size_t i = 0; i < 8; i++) {
+    const char *cmds[] = {"status", "clients", "stages", "loans", "watch", "weights",
+                          "metrics", "set-capacity", "evict", "weights drop"};
+    for (size_t i = 0; i < 10; i++) {
         snprintf(args, sizeof(args), "%s --help", cmds[i]);
         CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "Usage: vramctl"),
               "%s --help: %s", cmds[i], out);
         /* --no-legend is explained where it applies (the tables). */
-        bool tables = i < 5;
+        bool tables = i < 6;
         const char *opts = strstr(out, "Options:");
         CHECK(tables == (opts && strstr(opts, "--no-legend") &&
                          strstr(opts, "header lines")),
@@ -419,6 +419,11 @@ int main(void)
         man_section(page, "EXIT STATUS", sec, sizeof(sec));
         CHECK(strstr(sec, ".B 3\nNo daemon") && strstr(sec, ".B 4\nNot allowed"),
               "vramctl.1 EXIT STATUS without 3 and 4:\n%s", sec);
+        /* The weight sets' commands have their entries. */
+        man_section(page, "COMMANDS", sec, sizeof(sec));
+        CHECK(strstr(sec, "\n.B weights \\fR[\\fB\\-\\-json") &&
+                  strstr(sec, "\n.B weights drop \\fINAME"),
+              "vramctl.1 without weights and weights drop:\n%s", sec);
     }
     /* vram-replay --help names every option it takes. */
     {

@@ -2,7 +2,9 @@
  * here: series per device, stage and client with their labels; a client
  * name with quotes, backslashes, a newline, a control character and bytes
  * that are not UTF-8 comes out as a valid, escaped label value; control
- * clients have no series; the text for a vramd that cannot be read. */
+ * clients have no series; weight sets' bytes and counters, and none of
+ * their samples from a vramd that does not send them; the text for a vramd
+ * that cannot be read. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +24,10 @@ static bool has_line(const char *text, const char *line)
 int main(void)
 {
     struct vram_t_device dev = {.id = 3, .backend = "cuda", .capacity_bytes = 1024,
-                                .kv_bytes = 64, .free_bytes = 960};
+                                .kv_bytes = 64, .free_bytes = 960,
+                                .has_weights_bytes = true, .weights_bytes = 50331648,
+                                .has_weights_cached_bytes = true,
+                                .weights_cached_bytes = 16777216};
     uint32_t stg[2] = {0, 5};
     struct vram_t_stage stage = {.id = 5, .device = 3, .kv_needed_bytes = 77856768,
                                  .has_expert_slots = true, .expert_slots = 7};
@@ -40,7 +45,9 @@ int main(void)
         .devices = {.v = &dev, .n = 1},
         .stages = {.v = &stage, .n = 1},
         .clients = {.v = cl, .n = 3},
-        .counters = {.grants = 12},
+        .counters = {.grants = 12, .has_weights_hits = true, .weights_hits = 4,
+                     .has_weights_misses = true, .weights_misses = 2,
+                     .has_weights_evictions = true, .weights_evictions = 1},
     };
     struct tool_text t = {0};
     tool_metrics_render(&t, &st, 0.25);
@@ -56,6 +63,17 @@ int main(void)
     CHECK(has_line(text, "vramd_stage_expert_slots{stage=\"5\",device=\"3\"} 7"), "slots");
     CHECK(has_line(text, "vramd_grants_total 12"), "grants");
     CHECK(has_line(text, "# TYPE vramd_grants_total counter"), "a counter's type");
+    CHECK(has_line(text, "vramd_device_weights_bytes{device=\"3\",backend=\"cuda\"} "
+                         "50331648") &&
+          has_line(text, "vramd_device_weights_cached_bytes{device=\"3\",backend="
+                         "\"cuda\"} 16777216") &&
+          has_line(text, "# TYPE vramd_device_weights_bytes gauge"),
+          "weight sets' bytes:\n%s", text);
+    CHECK(has_line(text, "vramd_weights_hits_total 4") &&
+          has_line(text, "vramd_weights_misses_total 2") &&
+          has_line(text, "vramd_weights_evictions_total 1") &&
+          has_line(text, "# TYPE vramd_weights_evictions_total counter"),
+          "weight sets' counters");
     /* Quotes and backslashes escaped as the format says; the newline, the
      * control character and the lone 0xff first as the text \xNN (as
      * every view shows them); é kept. */
@@ -83,6 +101,24 @@ int main(void)
         CHECK(*p == '#' || (*p >= 'a' && *p <= 'z'), "a line: %.*s", (int)(e - p), p);
         p = e + 1;
     }
+    free(text);
+
+    /* A vramd without weight sets sends none of their fields: no samples
+     * (a 0 would say it has none). */
+    dev.has_weights_bytes = dev.has_weights_cached_bytes = false;
+    st.counters.has_weights_hits = st.counters.has_weights_misses = false;
+    st.counters.has_weights_evictions = false;
+    tool_metrics_render(&t, &st, 0.25);
+    text = tool_text_take(&t, NULL);
+    REQUIRE(text, "render failed");
+    CHECK(!strstr(text, "\nvramd_device_weights_bytes{") &&
+          !strstr(text, "\nvramd_device_weights_cached_bytes{") &&
+          !strstr(text, "\nvramd_weights_hits_total ") &&
+          !strstr(text, "\nvramd_weights_misses_total ") &&
+          !strstr(text, "\nvramd_weights_evictions_total "),
+          "samples of fields vramd did not send:\n%s", text);
+    CHECK(has_line(text, "vramd_device_kv_bytes{device=\"3\",backend=\"cuda\"} 64"),
+          "the rest is there");
     free(text);
 
     tool_metrics_render_down(&t, "no vramd is listening on /x\n(refused)");

@@ -7,6 +7,9 @@
  *     configured stages, the client table with vramctl itself;
  *   - status --json: the same as JSON (parsed: capacity_bytes, the stages,
  *     vramctl's own row);
+ *   - weights (the table's header, no set) and weights --json (an empty
+ *     array), the status's WEIGHTS columns; weights drop of no set (exit
+ *     1, vramd's message);
  *   - vram-replay --one-client --hold as an engine holding memory, and
  *     vramctl clients (table and --json) showing it with its pid and what
  *     it holds, stages and loans naming its stages;
@@ -217,6 +220,28 @@ static void check_status(void)
               num(me, "held_bytes") == 0,
           "status --json: vramctl's row (role ctl, nothing held) is missing");
     cJSON_Delete(j);
+    run_free(&r);
+
+    /* Weight sets: none here, listed as none. */
+    r = vramctl(L"status");
+    CHECK(r.code == 0 && strstr(r.out, " QUARANTINED WEIGHTS    WEIGHTS-CACHED"),
+          "status: no WEIGHTS columns:\n%s", r.out);
+    run_free(&r);
+    r = vramctl(L"weights");
+    CHECK(r.code == 0 && row(r.out, "NAME DEVICE SIZE       ALLOC-SIZE ALLOCATIONS KEY",
+                             line, sizeof(line)) &&
+              strcspn(r.out, "\r\n") + 2 >= strlen(r.out) && r.err[0] == 0,
+          "weights: %lu:\n%s%s", r.code, r.out, r.err);
+    run_free(&r);
+    r = vramctl(L"weights --json");
+    j = cJSON_Parse(r.out);
+    CHECK(r.code == 0 && cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0,
+          "weights --json: %lu:\n%s%s", r.code, r.out, r.err);
+    cJSON_Delete(j);
+    run_free(&r);
+    r = vramctl(L"weights drop no/such");
+    CHECK(r.code == 1 && strstr(r.err, "no weight set 'no/such'"),
+          "weights drop of no set: %lu:\n%s", r.code, r.err);
     run_free(&r);
 }
 
