@@ -53,7 +53,11 @@ kill $vp; wait $vp
 grep -E "context|ready|unavailable" "$out/vramd-cuda.log" | head -n 5
 echo "== test_gpu"
 timeout 240 "$b/tests/test_gpu" ${GPU_TESTS:-} >"$out/test_gpu.log" 2>&1 || rc=1
-tail -n 8 "$out/test_gpu.log"
+tail -n 12 "$out/test_gpu.log"
+echo "== weight sets: 64 GiB mapped against reloaded, and across vramd's kill -9"
+VRAM_GPU_WEIGHTS_BENCH=1 timeout 300 "$b/tests/test_gpu" weights_bench \
+    >"$out/weights_bench.log" 2>&1 || rc=1
+grep '^{' "$out/weights_bench.log"; tail -n 2 "$out/weights_bench.log"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 seed=seed-pp32-16.json
 [ "$gpus" -lt 2 ] && seed=seed-pp32-16-1gpu.json

@@ -578,7 +578,7 @@ int main(int argc, char **argv)
     snprintf(notify_path, sizeof(notify_path), "%s/notify", dir);
     test_protocol(notify_path);
     char abstract[64];
-    snprintf(abstract, sizeof(abstract), "@vram-keeper-test-%s", dir + 17);
+    snprintf(abstract, sizeof(abstract), "@vram-keeper-test-%.40s", dir + 17);
     test_protocol(abstract);
     test_startup();
     return check_report("test_keeper_fdstore");
