@@ -253,7 +253,8 @@ static void parse_fixed(struct ctx *x, const cJSON *arr, const char *p,
     cJSON_ArrayForEach(f, arr) {
         char fp[96];
         snprintf(fp, sizeof(fp), "%s.fixed[%u]", p, s->nfixed);
-        static const char *const keys[] = {"name", "kind", "bytes", NULL};
+        static const char *const keys[] = {"name", "kind", "bytes", "set",
+                                           "alloc", "key", NULL};
         struct vl_fixed_cfg *fc = &s->fixed[s->nfixed++];
         if (!cJSON_IsObject(f)) {
             err(x, "%s: expected an object", fp);
@@ -272,6 +273,55 @@ static void parse_fixed(struct ctx *x, const cJSON *arr, const char *p,
             err(x, "%s.kind: expected \"fixed\" or \"draft_kv\"", fp);
         if (!get_size(x, f, "bytes", fp, &fc->bytes) || fc->bytes == 0)
             err(x, "%s.bytes: a positive size is required", fp);
+        /* R17: a weight set backs this reservation. */
+        const cJSON *sv = cJSON_GetObjectItemCaseSensitive(f, "set");
+        const char *set = cJSON_GetStringValue(sv);
+        struct vl_set_cfg *sc = NULL;
+        if (sv) {
+            size_t n = set ? strlen(set) : 0;
+            bool ok = n > 0 && n <= VL_WSET_NAME_MAX;
+            for (size_t i = 0; ok && i < n; i++)
+                ok = (unsigned char)set[i] > 0x20 && (unsigned char)set[i] < 0x7f;
+            if (!ok) {
+                err(x, "%s.set: a weight set's name, 1 to %d printable bytes "
+                    "without spaces", fp, VL_WSET_NAME_MAX);
+            } else if (s->nsets >= VL_MAX_STAGE_SETS) {
+                err(x, "%s.set: at most %d reservations of a stage name "
+                    "weight sets", fp, VL_MAX_STAGE_SETS);
+            } else {
+                for (uint32_t i = 0; i < s->nsets; i++)
+                    if (strcmp(s->sets[i].name, set) == 0)
+                        err(x, "%s.set: '%s' backs another reservation of the "
+                            "stage", fp, set);
+                /* (a duplicate is an error already: kept, so that each
+                 * entry's own mistakes are still reported) */
+                sc = &s->sets[s->nsets++];
+                snprintf(sc->name, sizeof(sc->name), "%s", set);
+                fc->set = (uint8_t)s->nsets;
+            }
+        }
+        uint64_t a;
+        if (get_size(x, f, "alloc", fp, &a)) {
+            if (!sv)
+                err(x, "%s.alloc: only for a reservation that names a set", fp);
+            else if (a < (2u << 20) || a % (2u << 20))
+                err(x, "%s.alloc: a multiple of 2 MiB, at least 2 MiB", fp);
+            else if (sc)
+                sc->alloc = a;
+        }
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(f, "key");
+        if (kv) {
+            const char *k = cJSON_GetStringValue(kv);
+            bool ok = sv && k && strlen(k) == 2 * VL_WSET_KEY;
+            for (size_t i = 0; ok && i < 2 * VL_WSET_KEY; i++)
+                ok = (k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f') ||
+                     (k[i] >= 'A' && k[i] <= 'F');
+            if (!ok)
+                err(x, "%s.key: 64 hex digits (the set's 32-byte key), with a "
+                    "set", fp);
+            else if (sc)
+                snprintf(sc->key, sizeof(sc->key), "%s", k);
+        }
     }
 }
 

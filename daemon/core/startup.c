@@ -49,6 +49,26 @@ static void set_limits(struct vd_core *core)
     vl_set_limits(core->ledger, &lim); /* R14 */
 }
 
+/* R17: a reservation's set in allocations of weights.alloc (or its own
+ * alloc), no larger than the set, in the GPU's granularity. */
+static void resolve_sets(struct vd_core *core, struct vl_stage_cfg *sc,
+                         uint64_t weights_alloc)
+{
+    for (uint32_t f = 0; f < sc->nfixed; f++) {
+        const struct vl_fixed_cfg *fc = &sc->fixed[f];
+        if (!fc->set || fc->set > sc->nsets)
+            continue;
+        struct vl_set_cfg *set = &sc->sets[fc->set - 1];
+        int di = vl_device_index(core->ledger, sc->device);
+        uint64_t g = di >= 0 ? core->backend->info[di].granularity : 0;
+        g = g ? g : 2u << 20;
+        uint64_t a = set->alloc ? set->alloc : weights_alloc;
+        if (fc->bytes < a)
+            a = fc->bytes;
+        set->alloc = (a + g - 1) / g * g;
+    }
+}
+
 int vd_core_init(struct vd_core *core, uv_loop_t *loop,
                  const struct vd_config *cfg, const char *config_path,
                  struct vd_backend *backend, const struct vd_port *port)
@@ -115,7 +135,9 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
         return e;
     }
     for (uint32_t i = 0; i < cfg->nstages; i++) {
-        e = vl_stage_configure(core->ledger, &cfg->stages[i]);
+        struct vl_stage_cfg *sc = &core->cfg.stages[i];
+        resolve_sets(core, sc, cfg->weights_alloc);
+        e = vl_stage_configure(core->ledger, sc);
         if (e < 0) {
             vlog(VLOG_ERR, "stages[%u]: %s", i, vl_why(core->ledger));
             vl_free(core->ledger);
@@ -209,7 +231,7 @@ static void restore_wsets(struct vd_core *core, struct vp_keeper_entry *left,
             .va_bytes = w->va_bytes, .sealed = true,
             .keep = (w->flags & VD_WSET_KEEP) != 0, .tenant = w->tenant,
             .users = f[i].nusers, .user = f[i].users,
-            .sealed_at = w->sealed_ms};
+            .sealed_at = w->sealed_ms, .stage = w->stage, .fixed = w->fixed};
         int e = got == w->nalloc && h ? vl_weights_restore(core->ledger, &v) : -1;
         if (e == 0 && vd_wsets_adopt(core, w->id, h, w->nalloc, w->created_ms,
                                      w->sealed_ms) == 0) {
@@ -357,6 +379,8 @@ void vd_core_reload(struct vd_core *core)
             refused++;
         }
     }
+    for (uint32_t i = 0; i < next.nstages; i++)
+        resolve_sets(core, &next.stages[i], next.weights_alloc);
     if (next.nstages != cur->nstages ||
         (next.nstages && memcmp(next.stages, cur->stages,
                                 next.nstages * sizeof(*next.stages)) != 0)) {

@@ -75,7 +75,8 @@ static void add_region(void *ud, const struct vl_region_view *r)
 
 /* A stage's figures, its regions aside. */
 static int stage_fill(struct vd_core *core, uint32_t stage,
-                      struct vram_t_stage *o, struct vl_stage_view *sv)
+                      struct vram_t_stage *o, struct vl_stage_view *sv,
+                      struct vram_arena *a)
 {
     struct vl_stage_view s;
     if (!vl_stage_view(core->ledger, stage, &s))
@@ -119,6 +120,22 @@ static int stage_fill(struct vd_core *core, uint32_t stage,
         o->has_expert_slots = true;
         o->expert_slots = s.expert_slots;
     }
+    /* R17: reservations that weight sets back. */
+    for (uint32_t f = 0; s.configured && f < s.cfg->nfixed; f++) {
+        const struct vl_fixed_cfg *fc = &s.cfg->fixed[f];
+        const struct vl_set_cfg *sc = vl_fixed_set(s.cfg, f);
+        if (!sc)
+            continue;
+        if (!o->weights.v) {
+            o->weights.v = vram_arena_alloc(a, VL_MAX_FIXED * sizeof(*o->weights.v));
+            if (!o->weights.v)
+                return -ENOMEM;
+        }
+        o->weights.v[o->weights.n++] = (struct vram_t_stage_weights){
+            .name = fc->name, .set = sc->name, .bytes = fc->bytes,
+            .key = sc->key[0] ? sc->key : NULL,
+            .has_set_id = s.fixed_set[f] != 0, .set_id = s.fixed_set[f]};
+    }
     return 0;
 }
 
@@ -126,7 +143,7 @@ int vd_status_stage(struct vd_core *core, uint32_t stage,
                     struct vram_t_stage *o, struct vram_arena *a)
 {
     struct vl_stage_view s;
-    int e = stage_fill(core, stage, o, &s);
+    int e = stage_fill(core, stage, o, &s, a);
     if (e < 0)
         return e;
     struct region_list l = {.sv = &s, .arr = &o->regions, .a = a};
@@ -360,7 +377,7 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
     for (uint32_t s = vl_stage_next(core->ledger, 0); s != VL_NONE;
          s = vl_stage_next(core->ledger, s + 1)) {
         struct vl_stage_view sv;
-        int e = stage_fill(core, s, &o->stages.v[o->stages.n], &sv);
+        int e = stage_fill(core, s, &o->stages.v[o->stages.n], &sv, a);
         if (e < 0)
             return e;
         owner[o->stages.n] = sv.owner;

@@ -61,7 +61,11 @@ int vl_stage_configure(struct vl_ledger *L, const struct vl_stage_cfg *cfg)
         if (!fc->bytes)
             return vli_fail(L, -EINVAL, "stage %u: fixed reservation %u is "
                             "empty", cfg->id, f);
-        fixed += vli_div_up(fc->bytes, cb);
+        if (fc->set > cfg->nsets || cfg->nsets > VL_MAX_STAGE_SETS)
+            return vli_fail(L, -EINVAL, "stage %u: fixed reservation %u names "
+                            "weight set %u of %u", cfg->id, f, fc->set,
+                            cfg->nsets);
+        fixed += vli_fixed_entry_chunks(cfg, f, cb);
     }
     /* R2: the stages of a device reserve at most its capacity. */
     if (window + fixed + d->reserved > vl_capacity(d))

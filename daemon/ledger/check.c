@@ -464,6 +464,12 @@ static int check_weights(struct vl_ledger *L)
                     return vli_fail(L, -EFAULT, "weight set %u: user %u "
                                     "twice", w->id, w->user[k]);
         }
+        if (w->stage != VL_NONE &&
+            (w->stage >= L->nstage || w->fixed >= VL_MAX_FIXED ||
+             L->stage[w->stage].fixed_set[w->fixed] != w->id))
+            return vli_fail(L, -EFAULT, "weight set %u: backs stage %u's "
+                            "reservation %u, which does not know it", w->id,
+                            w->stage, w->fixed);
         if (!writer_maps)
             return vli_fail(L, -EFAULT, "weight set %u: its writer %u does "
                             "not map it", w->id, w->writer);
@@ -472,6 +478,24 @@ static int check_weights(struct vl_ledger *L)
                 L->wset[j]->id == w->id)
                 return vli_fail(L, -EFAULT, "weight set %u: name or id twice",
                                 w->id);
+    }
+    /* Each stage's charge is its sets' units. */
+    for (uint32_t i = 0; i < L->nstage; i++) {
+        const struct vl_stage *s = &L->stage[i];
+        uint64_t units = 0;
+        for (uint32_t f = 0; s->used && f < VL_MAX_FIXED; f++)
+            for (size_t k = 0; s->fixed_set[f] && k < L->nwset; k++)
+                if (L->wset[k]->id == s->fixed_set[f])
+                    units += L->wset[k]->units;
+        if (s->used && units != s->set_chunks)
+            return vli_fail(L, -EFAULT, "stage %u: its weight sets hold %llu "
+                            "chunks, %u counted", i, (unsigned long long)units,
+                            s->set_chunks);
+        if (s->used && s->configured &&
+            s->set_chunks + s->fixed_chunks > s->fixed_reserved)
+            return vli_fail(L, -EFAULT, "stage %u: %u chunks of sets and %u "
+                            "fixed over its reservation of %u", i,
+                            s->set_chunks, s->fixed_chunks, s->fixed_reserved);
     }
     return 0;
 }

@@ -78,6 +78,9 @@ struct vl_stage {
     uint32_t fixed_region[VL_MAX_FIXED];
     uint32_t kv_chunks;      /* granted to the kv region */
     uint32_t fixed_chunks;   /* granted to fixed regions of this stage */
+    uint32_t set_chunks;     /* R17: charged to the weight sets of its fixed
+                                reservations that name one */
+    uint32_t fixed_set[VL_MAX_FIXED]; /* ... each one's set id, 0: none yet */
     uint32_t loan_chunks;    /* loaned or recalling in the expert region */
     uint32_t recalling;      /* of loan_chunks, being recalled */
     uint64_t kv_needed_bytes;
@@ -120,6 +123,8 @@ struct vl_wset {
     uint64_t base, va_bytes;
     uint32_t writer;          /* 0 once sealed */
     bool sealed, keep;
+    uint32_t stage, fixed;    /* a configured stage's fixed reservation it
+                                 backs (never evicted), or VL_NONE */
     uint32_t tenant;
     bool exempt;              /* made by an exempt client: not counted */
     uint64_t sealed_at, last_use;
@@ -257,6 +262,8 @@ struct vli_promises {
 };
 uint32_t vli_window_free(const struct vl_stage *s);
 uint32_t vli_fixed_free(const struct vl_stage *s);
+uint32_t vli_fixed_entry_chunks(const struct vl_stage_cfg *c, uint32_t f,
+                                uint64_t cb);
 uint32_t vli_pool_loans(const struct vl_stage *s);
 /* The chunk's holder becomes holder (0: none), its list entry following. */
 void vli_holder_set(struct vl_ledger *L, struct vl_device *d, uint32_t idx,

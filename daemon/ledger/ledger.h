@@ -37,6 +37,8 @@
 #define VL_MAX_STAGES 32768
 #define VL_MAX_LANES 256
 #define VL_MAX_FIXED 8
+/* Fixed reservations of one stage that weight sets back (R17). */
+#define VL_MAX_STAGE_SETS 2
 #define VL_NONE 0xffffffffu
 
 enum vl_chunk_state {
@@ -67,7 +69,22 @@ struct vl_device_cfg {
 struct vl_fixed_cfg {
     char name[32];
     uint8_t kind; /* VL_FIXED or VL_DRAFT_KV */
+    uint8_t set;  /* R17: 1 + the index in the stage's sets[] of the weight
+                     set that backs it instead of chunks; 0 for none */
     uint64_t bytes;
+};
+
+/* R17: a weight set that backs a fixed reservation. The stage reserves the
+ * set's allocations, rounded up to whole chunks; registration makes no
+ * region for it. Kept apart from vl_fixed_cfg, and few, because every
+ * stage (ad-hoc ones too) carries its configuration: the names would
+ * otherwise cost a kilobyte per stage id. */
+struct vl_set_cfg {
+    char name[65];
+    char key[65];    /* the set's key in hex, when the configuration gives
+                        it: an open of the set with another key is refused
+                        (-ESTALE); "" for any */
+    uint64_t alloc;  /* its allocations' size */
 };
 
 struct vl_stage_cfg {
@@ -81,6 +98,8 @@ struct vl_stage_cfg {
     uint64_t step_tokens;     /* growth step */
     struct vl_fixed_cfg fixed[VL_MAX_FIXED];
     uint32_t nfixed;
+    struct vl_set_cfg sets[VL_MAX_STAGE_SETS];
+    uint32_t nsets;
     uint64_t expert_slot_bytes;
     uint64_t expert_region_bytes; /* VA of the expert region; 0: derived */
     bool lend;                    /* loan policy */
@@ -89,6 +108,14 @@ struct vl_stage_cfg {
     uint32_t hold_ms;
     bool kill_on_missed_recall; /* else: the client only gets no new loans */
 };
+
+/* The weight set that backs fixed reservation f of c, or NULL. */
+static inline const struct vl_set_cfg *vl_fixed_set(const struct vl_stage_cfg *c,
+                                                    uint32_t f)
+{
+    uint8_t i = c->fixed[f].set;
+    return i && i <= c->nsets ? &c->sets[i - 1] : NULL;
+}
 
 enum vl_fx_kind {
     VL_FX_MAP,    /* send chunk's handle to client, map at (region, slot) */
@@ -328,6 +355,7 @@ struct vl_stage_view {
     uint32_t expert_slots;             /* slots of its expert region */
     uint32_t kv_region, expert_region; /* 0 for ad-hoc stages */
     uint32_t fixed_region[VL_MAX_FIXED];
+    uint32_t fixed_set[VL_MAX_FIXED];  /* R17: the set each backs, or 0 */
 };
 /* false when no stage has that id. */
 bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
@@ -534,6 +562,8 @@ struct vl_wset_view {
     uint32_t users;           /* clients mapping it, gone ones included */
     const uint32_t *user;     /* their ids; valid until the ledger changes */
     uint64_t sealed_at, last_use; /* the caller's clock; the ledger's tick */
+    uint32_t stage, fixed;    /* the configured stage's fixed reservation it
+                                 backs, or VL_NONE */
 };
 bool vl_wset_view(const struct vl_ledger *L, uint32_t set,
                   struct vl_wset_view *out);

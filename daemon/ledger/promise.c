@@ -22,9 +22,20 @@ uint32_t vli_window_free(const struct vl_stage *s)
 
 uint32_t vli_fixed_free(const struct vl_stage *s)
 {
-    return s->fixed_chunks < s->fixed_reserved
-               ? s->fixed_reserved - s->fixed_chunks
-               : 0;
+    uint32_t used = s->fixed_chunks + s->set_chunks;
+    return used < s->fixed_reserved ? s->fixed_reserved - used : 0;
+}
+
+/* R2, R17: what a fixed reservation takes: its bytes in chunks, or the
+ * allocations of the weight set it names. */
+uint32_t vli_fixed_entry_chunks(const struct vl_stage_cfg *c, uint32_t f,
+                                uint64_t cb)
+{
+    uint64_t b = c->fixed[f].bytes;
+    const struct vl_set_cfg *sc = vl_fixed_set(c, f);
+    if (sc && sc->alloc)
+        b = vli_div_up(b, sc->alloc) * sc->alloc;
+    return (uint32_t)vli_div_up(b, cb);
 }
 
 /* Loans beyond the stage's own window: these came from the pool. */

@@ -16,7 +16,8 @@ static uint32_t fixed_match(const struct vl_stage *s, const struct vl_device *d,
                             const struct vl_resume_region *rr, uint32_t taken)
 {
     for (uint32_t f = 0; f < s->cfg.nfixed; f++)
-        if (!(taken & (1u << f)) && s->cfg.fixed[f].kind == rr->kind &&
+        if (!(taken & (1u << f)) && !s->cfg.fixed[f].set &&
+            s->cfg.fixed[f].kind == rr->kind &&
             rr->lanes == 1 &&
             rr->lane_slots[0] == vli_div_up(s->cfg.fixed[f].bytes,
                                             d->cfg.chunk_bytes))
@@ -296,6 +297,9 @@ static int resume_judge(struct vl_ledger *L, struct vl_resume *rs,
         struct vl_stage *s = &L->stage[st->id];
         uint32_t all = s->cfg.nfixed >= 32 ? UINT32_MAX
                                            : (1u << s->cfg.nfixed) - 1;
+        for (uint32_t f = 0; f < s->cfg.nfixed; f++)
+            if (s->cfg.fixed[f].set) /* R17: a set, no region */
+                fixed_taken[st->id] |= 1u << f;
         if (have_kv[st->id] != 1 || have_ex[st->id] != 1 ||
             fixed_taken[st->id] != all)
             st->lost = -ESTALE;

@@ -186,6 +186,8 @@ int vl_stage_register(struct vl_ledger *L, uint32_t client, uint32_t stage,
     s->expert_region = ex->id;
     for (uint32_t f = 0; f < s->cfg.nfixed; f++) {
         struct vl_region *fr = NULL;
+        if (s->cfg.fixed[f].set)
+            continue; /* R17: its weight set is the memory */
         uint32_t slots[1] = {(uint32_t)vli_div_up(s->cfg.fixed[f].bytes, cb)};
         e = vli_region_new(L, client, s, s->cfg.fixed[f].kind, 1, slots, &fr);
         if (e < 0)

@@ -39,7 +39,7 @@ void vl_device_view(const struct vl_ledger *L, uint32_t index,
     };
     for (size_t i = 0; i < L->nwset; i++) {
         const struct vl_wset *w = L->wset[i];
-        if (w->dev == index && w->sealed && !w->nuser)
+        if (w->dev == index && w->sealed && !w->nuser && w->stage == VL_NONE)
             out->weights_cached += w->units;
     }
 }
@@ -86,8 +86,10 @@ bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
         .kv_region = s->kv_region,
         .expert_region = s->expert_region,
     };
-    for (uint32_t f = 0; f < VL_MAX_FIXED; f++)
+    for (uint32_t f = 0; f < VL_MAX_FIXED; f++) {
         out->fixed_region[f] = s->fixed_region[f];
+        out->fixed_set[f] = s->fixed_set[f];
+    }
     return true;
 }
 

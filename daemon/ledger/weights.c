@@ -10,6 +10,7 @@
  * window once: the same range in every process that maps it. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,11 @@ static void drop(struct vl_ledger *L, struct vl_wset *w, struct vl_fxlist *fx,
 {
     struct vl_device *d = &L->dev[w->dev];
     d->weights -= w->units;
+    if (w->stage != VL_NONE) { /* the stage's promise for it is back */
+        struct vl_stage *s = &L->stage[w->stage];
+        s->set_chunks -= w->units;
+        s->fixed_set[w->fixed] = 0;
+    }
     vli_va_release(L, w->base, w->va_bytes);
     vli_fx_push(fx, (struct vl_fx){.kind = VL_FX_WSET_DROP, .set = w->id,
                                    .evicted = evicted});
@@ -119,7 +125,53 @@ static void note(struct vl_ledger *L, const struct vl_wset *w)
 
 static bool cached(const struct vl_wset *w)
 {
-    return w->sealed && !w->keep && w->nuser == 0;
+    /* A set that backs a stage's reservation holds memory promised to the
+     * stage anyway: evicting it would free nothing for anyone. */
+    return w->sealed && !w->keep && w->nuser == 0 && w->stage == VL_NONE;
+}
+
+/* The configured stage (owned by client) whose fixed reservation f names
+ * set name on device di and has no set yet, or NULL. */
+static struct vl_stage *stage_entry(struct vl_ledger *L, uint32_t client,
+                                    const char *name, uint32_t device,
+                                    uint32_t *f_out)
+{
+    for (uint32_t i = 0; i < L->nstage && i < VL_CONFIG_STAGES; i++) {
+        struct vl_stage *s = &L->stage[i];
+        if (!s->used || !s->configured || s->owner != client ||
+            s->cfg.device != device)
+            continue;
+        for (uint32_t f = 0; f < s->cfg.nfixed; f++)
+            if (vl_fixed_set(&s->cfg, f) && !s->fixed_set[f] &&
+                strcmp(vl_fixed_set(&s->cfg, f)->name, name) == 0) {
+                *f_out = f;
+                return s;
+            }
+    }
+    return NULL;
+}
+
+/* Whether hex (64 digits, either case: the configuration's) spells key. */
+static bool key_is(const char *hex, const uint8_t *key)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < VL_WSET_KEY; i++) {
+        char hi = (char)tolower((unsigned char)hex[2 * i]);
+        char lo = (char)tolower((unsigned char)hex[2 * i + 1]);
+        if (hi != digits[key[i] >> 4] || lo != digits[key[i] & 15])
+            return false;
+    }
+    return true;
+}
+
+static void attach(struct vl_ledger *L, struct vl_wset *w, uint32_t stage,
+                   uint32_t f)
+{
+    struct vl_stage *s = &L->stage[stage];
+    w->stage = stage;
+    w->fixed = f;
+    s->fixed_set[f] = w->id;
+    s->set_chunks += w->units;
 }
 
 uint32_t vli_weights_cached(const struct vl_ledger *L, uint32_t device)
@@ -221,13 +273,35 @@ int vl_weights_open(struct vl_ledger *L, uint32_t client,
                         "allocation whole pages)", req->name,
                         (unsigned long long)req->bytes,
                         (unsigned long long)req->alloc_bytes);
-    uint64_t nalloc = vli_div_up(req->bytes, req->alloc_bytes);
+    /* R17: the set a configured stage's fixed reservation names, opened by
+     * the stage's owner: made in the stage's own promised memory, in the
+     * reservation's allocation size. */
+    uint32_t fixed = 0;
+    struct vl_stage *owner = stage_entry(L, client, req->name, req->device, &fixed);
+    uint64_t alloc = req->alloc_bytes;
+    if (owner) {
+        const struct vl_fixed_cfg *fc = &owner->cfg.fixed[fixed];
+        const struct vl_set_cfg *sc = vl_fixed_set(&owner->cfg, fixed);
+        if (req->bytes > fc->bytes)
+            return vli_fail(L, -E2BIG, "weight set '%s': %llu bytes, stage %u "
+                            "reserves %llu for it (its fixed reservation "
+                            "'%s')", req->name, (unsigned long long)req->bytes,
+                            owner->cfg.id, (unsigned long long)fc->bytes,
+                            fc->name);
+        if (sc->key[0] && !key_is(sc->key, req->key))
+            return vli_fail(L, -ESTALE, "weight set '%s': stage %u's "
+                            "reservation '%s' names it with key %.16s..., "
+                            "not the key given", req->name, owner->cfg.id,
+                            fc->name, sc->key);
+        alloc = sc->alloc ? sc->alloc : alloc;
+    }
+    uint64_t nalloc = vli_div_up(req->bytes, alloc);
     if (nalloc > VL_WSET_ALLOCS_MAX)
         return vli_fail(L, -E2BIG, "weight set '%s': %llu allocations of %llu "
                         "MiB, at most %d", req->name, (unsigned long long)nalloc,
-                        (unsigned long long)(req->alloc_bytes >> 20),
+                        (unsigned long long)(alloc >> 20),
                         VL_WSET_ALLOCS_MAX);
-    uint64_t total = nalloc * req->alloc_bytes;
+    uint64_t total = nalloc * alloc;
     uint64_t cb = d->cfg.chunk_bytes;
     uint64_t units = vli_div_up(total, cb);
     if (units > vl_capacity(d))
@@ -235,6 +309,10 @@ int vl_weights_open(struct vl_ledger *L, uint32_t client,
                         "%u (%llu MiB)", req->name,
                         (unsigned long long)(total >> 20), req->device,
                         (unsigned long long)((uint64_t)vl_capacity(d) * cb >> 20));
+    if (owner && units > vli_fixed_entry_chunks(&owner->cfg, fixed, cb))
+        return vli_fail(L, -E2BIG, "weight set '%s': %llu MiB, more than stage "
+                        "%u reserves for it", req->name,
+                        (unsigned long long)(units * cb >> 20), owner->cfg.id);
     if (L->nwset >= VL_MAX_WSETS)
         return vli_fail(L, -ENOSPC, "%d weight sets exist, the most vramd keeps",
                         VL_MAX_WSETS);
@@ -251,8 +329,8 @@ int vl_weights_open(struct vl_ledger *L, uint32_t client,
     /* Room: memory no promise needs, after cached sets of the device went
      * (least recently used first). Nothing is evicted unless the set then
      * fits. */
-    uint32_t room = vli_dev_unpromised(L, d);
-    uint32_t evictable = vli_weights_cached(L, (uint32_t)di);
+    uint32_t room = owner ? vli_free_for_fixed(L, d, owner) : vli_dev_unpromised(L, d);
+    uint32_t evictable = owner ? 0 : vli_weights_cached(L, (uint32_t)di);
     if (room + evictable < units)
         return vli_fail(L, -ENOSPC, "weight set '%s': %llu MiB asked, %llu MiB "
                         "free on device %u (and %llu MiB of cached sets)",
@@ -289,7 +367,7 @@ int vl_weights_open(struct vl_ledger *L, uint32_t client,
     strcpy(n->name, req->name);
     memcpy(n->key, req->key, VL_WSET_KEY);
     n->bytes = req->bytes;
-    n->alloc_bytes = req->alloc_bytes;
+    n->alloc_bytes = alloc;
     n->nalloc = (uint32_t)nalloc;
     n->units = (uint32_t)units;
     n->base = base;
@@ -299,8 +377,11 @@ int vl_weights_open(struct vl_ledger *L, uint32_t client,
     n->tenant = cl->tenant;
     n->exempt = cl->exempt;
     n->last_use = ++L->tick;
+    n->stage = VL_NONE;
     d->weights += n->units;
     L->wset[L->nwset++] = n;
+    if (owner)
+        attach(L, n, (uint32_t)(owner - L->stage), fixed);
     note(L, n);
     *set_out = n->id;
     *writer_out = true;
@@ -446,6 +527,8 @@ bool vl_wset_view(const struct vl_ledger *L, uint32_t set,
         .user = w->user,
         .sealed_at = w->sealed_at,
         .last_use = w->last_use,
+        .stage = w->stage,
+        .fixed = w->fixed,
     };
     return true;
 }
@@ -482,10 +565,24 @@ int vl_weights_restore(struct vl_ledger *L, const struct vl_wset_view *v)
         L->nwset >= VL_MAX_WSETS)
         return vli_fail(L, -EINVAL, "weight set %u ('%.64s') is inconsistent",
                         v->id, v->name ? v->name : "");
-    if (vli_dev_unpromised(L, d) < v->units)
+    /* Back to its stage's reservation if the configuration still names it
+     * there (it may have changed while vramd was down: then an ordinary,
+     * cached set). */
+    const struct vl_stage *as = v->stage != VL_NONE && v->stage < L->nstage
+                                    ? &L->stage[v->stage] : NULL;
+    const struct vl_set_cfg *asc = as && as->configured && v->fixed < VL_MAX_FIXED &&
+                                           v->fixed < as->cfg.nfixed
+                                       ? vl_fixed_set(&as->cfg, v->fixed) : NULL;
+    bool attaching = asc && !as->fixed_set[v->fixed] &&
+                     strcmp(asc->name, v->name) == 0 &&
+                     v->units <= vli_fixed_entry_chunks(&as->cfg, v->fixed,
+                                                        d->cfg.chunk_bytes);
+    uint32_t room = attaching ? vli_free_for_fixed(L, d, &L->stage[v->stage])
+                              : vli_dev_unpromised(L, d);
+    if (room < v->units)
         return vli_fail(L, -EINVAL, "weight set %u ('%s'): %u chunks, %u free "
-                        "on device %u", v->id, v->name, v->units,
-                        vli_dev_unpromised(L, d), v->device);
+                        "on device %u", v->id, v->name, v->units, room,
+                        v->device);
     for (uint32_t k = 0; k < v->users; k++) {
         const struct vl_client *c = vli_client_find(L, v->user[k]);
         if (!c || !c->gone)
@@ -527,7 +624,10 @@ int vl_weights_restore(struct vl_ledger *L, const struct vl_wset_view *v)
     n->tenant = v->tenant;
     n->sealed_at = v->sealed_at;
     n->last_use = ++L->tick;
+    n->stage = VL_NONE;
     d->weights += n->units;
+    if (attaching)
+        attach(L, n, v->stage, v->fixed);
     if (n->id > L->next_wset_id)
         L->next_wset_id = n->id;
     L->wset[L->nwset++] = n;

@@ -60,6 +60,8 @@ struct vd_state_wset {
     uint64_t base, va_bytes;
     uint32_t tenant, flags; /* VD_WSET_KEEP */
     uint64_t created_ms, sealed_ms;
+    uint32_t stage, fixed; /* the configured stage's reservation it backs;
+                              stage VL_NONE (0xffffffff) for none */
     uint8_t key[VL_WSET_KEY];
     char name[VL_WSET_NAME_MAX + 8]; /* NUL-terminated */
 };

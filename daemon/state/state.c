@@ -138,7 +138,8 @@ static void obs_wset(void *ctx, uint32_t set, const struct vl_wset_view *v)
             .alloc_bytes = v->alloc_bytes, .nalloc = v->nalloc,
             .units = v->units, .base = v->base, .va_bytes = v->va_bytes,
             .tenant = v->tenant, .flags = v->keep ? VD_WSET_KEEP : 0,
-            .created_ms = v->sealed_at, .sealed_ms = v->sealed_at};
+            .created_ms = v->sealed_at, .sealed_ms = v->sealed_at,
+            .stage = v->stage, .fixed = v->fixed};
         memcpy(rec->key, v->key, VL_WSET_KEY);
         snprintf(rec->name, sizeof(rec->name), "%s", v->name);
         __atomic_store_n(&rec->id, set, __ATOMIC_RELEASE);

@@ -136,6 +136,33 @@ int main(void)
         " \"last_layer\": 1, \"kv_lanes\": [{\"bytes_per_token\": 528, \"count\": 16}],"
         " \"expert_slot\": \"1MiB\", \"fixed\": [{\"name\": \"w\", \"bytes\": \"15GiB\"}]}]}",
         (const char *[]){"stages[0]", "does not fit device 0", NULL});
+    /* R17: reservations that weight sets back. */
+#define SET_STAGE(fixed)                                                      \
+    "{\"stages\": [{\"id\": 0, \"device\": 0, \"first_layer\": 0,"              \
+    " \"last_layer\": 1, \"kv_lanes\": [528], \"expert_slot\": \"1MiB\","       \
+    " \"fixed\": [" fixed "]}]}"
+    bad(SET_STAGE("{\"name\": \"w\", \"bytes\": \"8MiB\", \"set\": \"has space\"},"
+                  "{\"name\": \"v\", \"bytes\": \"8MiB\", \"alloc\": \"4MiB\"}"),
+        (const char *[]){"stages[0].fixed[0].set: a weight set's name",
+                         "stages[0].fixed[1].alloc: only for a reservation that names a set",
+                         NULL});
+    bad(SET_STAGE("{\"name\": \"w\", \"bytes\": \"8MiB\", \"set\": \"m\","
+                  " \"alloc\": \"3MiB\", \"key\": \"abc\"}"),
+        (const char *[]){"stages[0].fixed[0].alloc: a multiple of 2 MiB",
+                         "stages[0].fixed[0].key: 64 hex digits", NULL});
+    bad(SET_STAGE("{\"name\": \"a\", \"bytes\": \"8MiB\", \"set\": \"m\"},"
+                  "{\"name\": \"b\", \"bytes\": \"8MiB\", \"set\": \"m\"},"
+                  "{\"name\": \"c\", \"bytes\": \"8MiB\", \"set\": \"n\"},"
+                  "{\"name\": \"d\", \"bytes\": \"8MiB\", \"set\": \"o\"}"),
+        (const char *[]){"stages[0].fixed[1].set: 'm' backs another reservation",
+                         "stages[0].fixed[2].set: at most 2 reservations", NULL});
+    rc = run("--check-config",
+             SET_STAGE("{\"name\": \"w\", \"bytes\": \"20MiB\", \"set\": \"model/s0\","
+                       " \"alloc\": \"8MiB\", \"key\": \"" 
+                       "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF\"}"),
+             out, sizeof(out));
+    CHECK(rc == 0, "a reservation that names a set is refused: %s", out);
+#undef SET_STAGE
     bad("{\"backend\": \"tpu\"}", (const char *[]){"backend", NULL});
     bad("{\"devices\": [", (const char *[]){"not valid JSON", NULL});
     /* Syntax errors: where, by line and column (in characters). */

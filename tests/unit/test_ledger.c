@@ -2716,6 +2716,83 @@ static void test_r17_weights_restart(void)
     vl_fini(&L);
 }
 
+
+/* A configured stage's fixed reservation that names a set: no region, the
+ * set made in the stage's promised memory by its owner, never evicted,
+ * taken back by a restarted ledger where it was. */
+static void test_r17_weights_stage(void)
+{
+    struct vl_device_cfg d = dev_cfg(0, GiB, false);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 31, 1);
+    a.fixed[0] = (struct vl_fixed_cfg){.name = "weights", .kind = VL_FIXED,
+                                       .bytes = 100 * MiB, .set = 1};
+    a.sets[0] = (struct vl_set_cfg){.name = "m/s0", .alloc = 64 * MiB};
+    /* key_a, in hex, upper case as an operator may write it */
+    snprintf(a.sets[0].key, sizeof(a.sets[0].key), "A1A2A3%058d", 0);
+    a.nfixed = 1;
+    a.nsets = 1;
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    /* 66 of window, 64 for the set (two allocations of 64 MiB). */
+    CHECK_EQ_U(L.stage[0].fixed_reserved, 64);
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    CHECK_EQ_U(L.stage[0].fixed_region[0], 0);
+    /* The rest of the device goes to another engine's ad-hoc memory. */
+    uint32_t st, rg;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 2, 0, 0, 1, &st));
+    OP(&L, 0, vl_region_create(&L, 2, st, VL_FIXED, GiB, 1, &rg));
+    OP(&L, 0, vl_region_grow(&L, 2, rg, 512 - 66 - 64, &fx));
+    OP(&L, -ENOSPC, vl_region_grow(&L, 2, rg, 1, &fx));
+    /* Its owner opens the set: in the stage's own memory, in the
+     * reservation's allocation size. */
+    uint32_t set, other;
+    bool w;
+    struct vl_wset_req r = {.name = "m/s0", .key = key_a, .device = 0,
+                            .bytes = 100 * MiB, .alloc_bytes = 8 * MiB};
+    struct vl_wset_req big = r;
+    big.bytes = 101 * MiB;
+    OP(&L, -E2BIG, vl_weights_open(&L, 1, &big, &set, &w, &fx));
+    struct vl_wset_req wrong = r;
+    wrong.key = key_b; /* not the configured key */
+    OP(&L, -ESTALE, vl_weights_open(&L, 1, &wrong, &set, &w, &fx));
+    OP(&L, 0, vl_weights_open(&L, 1, &r, &set, &w, &fx));
+    struct vl_wset_view v;
+    REQUIRE(vl_wset_view(&L, set, &v), "view");
+    CHECK(w && v.stage == 0 && v.fixed == 0 && v.alloc_bytes == 64 * MiB &&
+              v.units == 64, "the stage's set: stage %u, alloc %llu, units %u",
+          v.stage, (unsigned long long)v.alloc_bytes, v.units);
+    CHECK_EQ_U(L.stage[0].set_chunks, 64);
+    OP(&L, 0, vl_weights_seal(&L, 1, set, 1));
+    OP(&L, 0, vl_weights_close(&L, 1, set, &fx));
+    /* Cached, and never evicted: the ad-hoc engine still gets nothing. */
+    vl_fx_clear(&fx);
+    OP(&L, -ENOSPC, vl_region_grow(&L, 2, rg, 1, &fx));
+    CHECK_EQ_U(wdrops(set), 0);
+    /* Another client maps it as any set; a second open by the owner is the
+     * same set. */
+    OP(&L, 0, vl_weights_open(&L, 2, &r, &other, &w, &fx));
+    CHECK(other == set && !w, "another client's open");
+    OP(&L, 0, vl_weights_close(&L, 2, set, &fx));
+    /* Into a restarted ledger, where it was. */
+    REQUIRE(vl_wset_view(&L, set, &v), "view");
+    struct vl_ledger R;
+    REQUIRE(vl_init(&R, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&R));
+    OP(&R, 0, vl_stage_configure(&R, &a));
+    v.users = 0;
+    OP(&R, 0, vl_weights_restore(&R, &v));
+    CHECK_EQ_U(R.stage[0].set_chunks, 64);
+    CHECK_EQ_U(R.stage[0].fixed_set[0], set);
+    vl_fini(&R);
+    /* Dropped: the stage's promise for it is back. */
+    OP(&L, 0, vl_weights_drop(&L, set, &fx));
+    CHECK_EQ_U(L.stage[0].set_chunks, 0);
+    OP(&L, -ENOSPC, vl_region_grow(&L, 2, rg, 1, &fx));
+    vl_fini(&L);
+}
+
 int main(void)
 {
     test_r04_seed_replay();
@@ -2743,6 +2820,7 @@ int main(void)
     test_r17_weights_share();
     test_r17_weights_evict();
     test_r17_weights_restart();
+    test_r17_weights_stage();
     test_r01_views();
     vl_fx_free(&fx);
     return check_report("test_ledger");
