@@ -26,12 +26,16 @@ enum vd_handle_kind {
 };
 
 /* The access a pushed handle of this kind gets: a section exactly what
- * mapping it read-write needs (map_host.c maps every chunk so); any other
- * object the original's, as NVIDIA's IPC sample duplicates CUDA's Win32
- * handles (DUPLICATE_SAME_ACCESS). */
-static inline unsigned vd_handle_push_access(enum vd_handle_kind k)
+ * mapping it read-write needs (map_host.c maps every chunk so), or reading
+ * alone for read_only (a weight set's reader: it cannot map it writable,
+ * whatever it asks); any other object the original's, as NVIDIA's IPC
+ * sample duplicates CUDA's Win32 handles (DUPLICATE_SAME_ACCESS): CUDA's
+ * shareable handles carry no access of their own, a reader's read-only
+ * mapping is its own cuMemSetAccess (docs/engines.md). */
+static inline unsigned vd_handle_push_access(enum vd_handle_kind k, bool read_only)
 {
     return k == VD_HANDLES_OPAQUE ? VP_PUSH_SAME
+           : read_only            ? VP_PUSH_MAP_READ
                                   : VP_PUSH_MAP_READ | VP_PUSH_MAP_WRITE;
 }
 

@@ -31,12 +31,18 @@
 
 /* How the core reaches connections: io/ fills this in. conn is io's own
  * pointer for a connection (struct vd_client.conn). */
+/* The frame's handles are for mapping read-only (a sealed weight set's, to
+ * a reader): where the OS lets a handle carry its access (Windows
+ * sections), the client gets one that cannot map them writable. */
+#define VD_SEND_READ_ONLY 1u
+
 struct vd_port {
     void *ctx;
     /* Queues one frame; takes the handles. 0, or a negative errno when the
-     * connection cannot take it (it is being closed then). */
+     * connection cannot take it (it is being closed then). flags:
+     * VD_SEND_READ_ONLY. */
     int (*send)(void *ctx, void *conn, const char *payload, size_t len,
-                vp_handle *hs, int n);
+                vp_handle *hs, int n, unsigned flags);
     /* Closes the connection at the end of this loop turn (after what is
      * queued went out, when after_flush); io/ then tells the core with
      * vd_core_client_closed. */

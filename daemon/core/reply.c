@@ -378,9 +378,10 @@ void vd_reply(struct vd_request *rq, int err, void *rep)
             vlog(VLOG_ERR, "client %u: a %s reply could not be sent: %s",
                  rq->client->id, m->name, strerror(-r));
     } else {
-        int r = vd_send_reply(core, rq->client, rq->type, rq->id, err, message,
-                              false, fields, err && mapf ? "map" : err ? "" : NULL,
-                              NULL);
+        int r = vd_send_reply_flags(core, rq->client, rq->type, rq->id, err,
+                                    message, false, fields,
+                                    err && mapf ? "map" : err ? "" : NULL, NULL,
+                                    err ? 0 : rq->send_flags);
         if (r == -EMSGSIZE && !mapf && fields && !err) {
             /* status at the scale of hundreds of clients and regions */
             r = send_split(rq, fields);

@@ -24,6 +24,7 @@ struct vd_request {
     struct vram_arena arena; /* the reply's arrays and strings */
     bool freed_memory;      /* held grows may go ahead now */
     bool close_after;       /* close the connection once the reply went */
+    unsigned send_flags;    /* the reply's (VD_SEND_READ_ONLY) */
     char why[512];          /* a refusal's message */
 };
 

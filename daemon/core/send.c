@@ -111,7 +111,7 @@ static void pump(struct vd_core *core, struct vd_client *c)
             r = (!c->conn || c->closing)
                     ? -ECONNABORTED
                     : core->port.send(core->port.ctx, c->conn, it->text,
-                                      it->len, NULL, 0);
+                                      it->len, NULL, 0, 0);
             o->bytes -= it->len;
         }
         o->head = it->next;
@@ -199,7 +199,7 @@ void vd_core_client_writable(struct vd_core *core, uint32_t id)
 /* text (taken) to c: at once, or behind what waits in its outbox (frames
  * without handles only wait; a part's own frames go now). */
 static int send_text(struct vd_core *core, struct vd_client *c, char *text,
-                     size_t len, vp_handle *hs, int nh, bool now)
+                     size_t len, vp_handle *hs, int nh, bool now, unsigned flags)
 {
     int r;
     if (len > VRAM_MAX_PAYLOAD) {
@@ -221,14 +221,15 @@ static int send_text(struct vd_core *core, struct vd_client *c, char *text,
             r = push(core, c, it);
         }
     } else {
-        r = core->port.send(core->port.ctx, c->conn, text, len, hs, nh);
+        r = core->port.send(core->port.ctx, c->conn, text, len, hs, nh, flags);
     }
     free(text);
     return r;
 }
 
 static int send_jw(struct vd_core *core, struct vd_client *c,
-                   struct vram_jw *w, vp_handle *hs, int nh, bool now)
+                   struct vram_jw *w, vp_handle *hs, int nh, bool now,
+                   unsigned flags)
 {
     size_t len = 0;
     char *text = vram_jw_take(w, &len);
@@ -237,7 +238,7 @@ static int send_jw(struct vd_core *core, struct vd_client *c,
             vp_close(&hs[i]);
         return -ENOMEM;
     }
-    return send_text(core, c, text, len, hs, nh, now);
+    return send_text(core, c, text, len, hs, nh, now, flags);
 }
 
 int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
@@ -254,12 +255,13 @@ int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
         /* The event's fields, as the library reads them. */
         self_check(vram_events[evt].req, w.p, NULL, 0, false);
     }
-    return send_jw(core, c, &w, NULL, 0, false);
+    return send_jw(core, c, &w, NULL, 0, false, 0);
 }
 
 static int reply(struct vd_core *core, struct vd_client *c, int type,
                  uint64_t id, int err, const char *message, bool more,
-                 const void *fields, const char *only, int *taken, bool now)
+                 const void *fields, const char *only, int *taken, bool now,
+                 unsigned flags)
 {
     struct vram_jw w = {0};
     vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
@@ -283,7 +285,7 @@ static int reply(struct vd_core *core, struct vd_client *c, int type,
         vram_jw_free(&w);
         return -EINVAL;
     }
-    return send_jw(core, c, &w, hs, e.nh, now);
+    return send_jw(core, c, &w, hs, e.nh, now, flags);
 }
 
 int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
@@ -291,7 +293,16 @@ int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
                   const void *fields, const char *only, int *taken)
 {
     return reply(core, c, type, id, err, message, more, fields, only, taken,
-                 false);
+                 false, 0);
+}
+
+int vd_send_reply_flags(struct vd_core *core, struct vd_client *c, int type,
+                        uint64_t id, int err, const char *message, bool more,
+                        const void *fields, const char *only, int *taken,
+                        unsigned flags)
+{
+    return reply(core, c, type, id, err, message, more, fields, only, taken,
+                 false, flags);
 }
 
 int vd_send_reply_now(struct vd_core *core, struct vd_client *c, int type,
@@ -299,7 +310,7 @@ int vd_send_reply_now(struct vd_core *core, struct vd_client *c, int type,
                       const void *fields, const char *only, int *taken)
 {
     return reply(core, c, type, id, err, message, more, fields, only, taken,
-                 true);
+                 true, 0);
 }
 
 int vd_send_encode_reply(int type, uint64_t id, int err, const char *message,
@@ -327,5 +338,5 @@ int vd_send_text_now(struct vd_core *core, struct vd_client *c, int type,
 {
     if (core->check_replies)
         self_check(vram_requests[type].rep, text, hs, n, false);
-    return send_text(core, c, text, len, hs, n, true);
+    return send_text(core, c, text, len, hs, n, true, 0);
 }

@@ -27,6 +27,11 @@ int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
 int vd_send_reply(struct vd_core *core, struct vd_client *c, int type,
                   uint64_t id, int err, const char *message, bool more,
                   const void *fields, const char *only, int *taken);
+/* The same, with the port's flags (VD_SEND_READ_ONLY). */
+int vd_send_reply_flags(struct vd_core *core, struct vd_client *c, int type,
+                        uint64_t id, int err, const char *message, bool more,
+                        const void *fields, const char *only, int *taken,
+                        unsigned flags);
 
 /* ---- parts that wait for room ------------------------------------------- */
 

@@ -100,6 +100,9 @@ int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
     if (first > r->n)
         return vd_fail(rq, -EINVAL, "weight set %u has %u allocations", set,
                        r->n);
+    /* A reader's handles, or a sealed set's: for mapping read-only. */
+    if (v.writer != rq->client->id || v.sealed)
+        rq->send_flags |= VD_SEND_READ_ONLY;
     uint32_t n = r->n - first < VRAM_MAX_FDS_PER_FRAME
                      ? r->n - first
                      : VRAM_MAX_FDS_PER_FRAME;

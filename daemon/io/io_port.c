@@ -4,10 +4,10 @@
 
 /* The sessions need no context of io's: each connection is its session. */
 static int port_send(void *ctx, void *conn, const char *payload, size_t len,
-                     vp_handle *hs, int n)
+                     vp_handle *hs, int n, unsigned flags)
 {
     (void)ctx;
-    return vd_session_send(conn, payload, len, hs, n);
+    return vd_session_send(conn, payload, len, hs, n, flags);
 }
 
 static void port_close(void *ctx, void *conn, const char *why, bool after_flush)

@@ -69,8 +69,11 @@ static int flush(struct vd_session *s)
 }
 
 int vd_session_send(void *session, const char *payload, size_t len,
-                    vp_handle *hs, int n)
+                    vp_handle *hs, int n, unsigned flags)
 {
+    /* flags: an fd carries no access of its own to lower; a sealed set's
+     * memfd refuses a writable shared mapping already (F_SEAL_WRITE). */
+    (void)flags;
     struct vd_session *s = session;
     int r = vd_rules_send_refused(&s->st, hs, n);
     if (r < 0)

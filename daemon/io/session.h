@@ -25,7 +25,7 @@ void vd_session_accept_pipe(struct vd_sessions *ss, struct vp_pipe_conn conn);
 #endif
 /* The port's calls (core.h). */
 int vd_session_send(void *session, const char *payload, size_t len,
-                    vp_handle *hs, int n);
+                    vp_handle *hs, int n, unsigned flags);
 void vd_session_close(void *session, const char *why, bool after_flush);
 int vd_session_room(void *session);
 int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,

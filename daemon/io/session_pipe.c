@@ -111,13 +111,16 @@ static int flush(struct vd_session *s)
 /* The handles of one frame, into the client's process: their values there
  * go in the frame. Ours are closed (the port takes them). On a failure the
  * copies made so far are taken back: the client never saw them. */
-static int push_all(struct vd_session *s, vp_handle *hs, int n, vp_handle *vals)
+static int push_all(struct vd_session *s, vp_handle *hs, int n, vp_handle *vals,
+                    unsigned flags)
 {
     int e = 0, i;
-    /* Every handle the core sends is a chunk's, of the one backend: the
-     * backend says what they are (host: sections, mapped read-write by the
-     * client; cuda: the driver's objects, imported as they are). */
-    unsigned access = vd_handle_push_access(s->st.ss->core->backend->handles);
+    /* Every handle the core sends is of the one backend: the backend says
+     * what they are (host: sections, mapped read-write by the client, or
+     * read-only for a reader of a weight set; cuda: the driver's objects,
+     * imported as they are). */
+    unsigned access = vd_handle_push_access(s->st.ss->core->backend->handles,
+                                            flags & VD_SEND_READ_ONLY);
     for (i = 0; i < n; i++) {
         uint64_t v;
         e = vp_handle_push(s->pin, hs[i], access, &v);
@@ -134,7 +137,7 @@ static int push_all(struct vd_session *s, vp_handle *hs, int n, vp_handle *vals)
 }
 
 int vd_session_send(void *session, const char *payload, size_t len,
-                    vp_handle *hs, int n)
+                    vp_handle *hs, int n, unsigned flags)
 {
     struct vd_session *s = session;
     int r = vd_rules_send_refused(&s->st, hs, n);
@@ -147,7 +150,7 @@ int vd_session_send(void *session, const char *payload, size_t len,
         vd_session_close(s, "a frame with too many handles", false);
         return -E2BIG;
     }
-    r = n ? push_all(s, hs, n, vals) : 0;
+    r = n ? push_all(s, hs, n, vals, flags) : 0;
     if (r < 0) {
         char why[160];
         snprintf(why, sizeof(why), "cannot push a handle into its process: %s",

@@ -57,6 +57,26 @@ def tokens_of(out: str) -> Dict[int, str]:
             for m in re.finditer(r"^tokens (\d+): (.*)$", out, re.M)}
 
 
+def end_holders(directory: str) -> None:
+    """Ends the vramd-holder of the vramd whose socket is in directory, if
+    one still runs: it keeps weight sets across vramd's restarts, so it
+    outlives a stopped vramd by design, and a test must not leave it."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"vramd-holder") and \
+                any(directory.encode() in a for a in argv[1:]):
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except OSError:
+                pass
+
+
 class Daemon:
     def __init__(self) -> None:
         self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
@@ -88,6 +108,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        end_holders(self.dir)
         if failed or os.environ.get("VRAM_TEST_KEEP"):
             print(f"\nvramd's directory kept: {self.dir}", file=sys.stderr)
         else:

@@ -71,6 +71,26 @@ CONFIG = (
 )
 
 
+def end_holders(directory: str) -> None:
+    """Ends the vramd-holder of the vramd whose socket is in directory, if
+    one still runs: it keeps weight sets across vramd's restarts, so it
+    outlives a stopped vramd by design, and a test must not leave it."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"vramd-holder") and \
+                any(directory.encode() in a for a in argv[1:]):
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except OSError:
+                pass
+
+
 class Daemon:
     """vramd on a socket in a private temporary directory."""
 
@@ -142,6 +162,7 @@ class Daemon:
             if problems:
                 problems.append("its log ends:\n" + self.log_text()[-8000:])
         finally:
+            end_holders(self.dir)
             if os.environ.get("VRAM_TEST_KEEP"):
                 print(f"\nvramd's directory kept: {self.dir}", file=sys.stderr)
             else:

@@ -104,9 +104,11 @@ static bool had(const struct sections *s, unsigned v)
 /* The kinds' access: what session_pipe.c pushes each backend's handles with. */
 static void test_kinds(void)
 {
-    CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_SECTIONS),
+    CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_SECTIONS, false),
                VP_PUSH_MAP_READ | VP_PUSH_MAP_WRITE);
-    CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_OPAQUE), VP_PUSH_SAME);
+    CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_SECTIONS, true), VP_PUSH_MAP_READ);
+    CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_OPAQUE, false), VP_PUSH_SAME);
+    CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_OPAQUE, true), VP_PUSH_SAME);
     /* A backend that says nothing gets least access (fails closed). */
     struct vd_backend zero;
     memset(&zero, 0, sizeof(zero));

@@ -44,7 +44,8 @@ static void write_config(const wchar_t *path, const char *access)
     /* One small host device in 2 MiB chunks (the configuration's unit; a multiple of Windows' 64 KiB
      * granularity); a small pool so that chunks are made and reused. */
     fprintf(f, "{\"devices\": [{\"id\": 0, \"backend\": \"host\", \"capacity\": \"64MiB\","
-            " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2}%s%s}\n",
+            " \"chunk\": \"2MiB\"}], \"pool\": {\"prefill_chunks\": 2},"
+            " \"weights\": {\"alloc\": \"2MiB\"}%s%s}\n",
             access[0] ? ", " : "", access);
     fclose(f);
 }
@@ -156,6 +157,22 @@ int main(void)
     DWORD s7 = wt_wait_exit(c7, 60000);
     CHECK(s7 == 0, "the client after it exited with %lu", s7);
 
+    /* A weight set: written and sealed by one client, read by another,
+     * whose handles map only for reading (win_vramd_client.c, weights). */
+    HANDLE w1 = client_mode(pipe, 0x5e, L"weights-write", log);
+    DWORD sw1 = wt_wait_exit(w1, 60000);
+    CHECK(sw1 == 0, "the weight set's writer exited with %lu", sw1);
+    HANDLE w2 = client_mode(pipe, 0x5e, L"weights-read", log);
+    DWORD sw2 = wt_wait_exit(w2, 60000);
+    CHECK(sw2 == 0, "the weight set's reader exited with %lu", sw2);
+    CHECK(log_has("read the sealed set: 2 sections, none writable"),
+          "the reader did not check its sections");
+    /* Dropped: vramd's holder, which kept it, has nothing left and exits
+     * (else it would outlive the test). */
+    HANDLE w3 = client_mode(pipe, 0x5e, L"weights-drop", log);
+    DWORD sw3 = wt_wait_exit(w3, 60000);
+    CHECK(sw3 == 0, "the weight set's drop exited with %lu", sw3);
+
     /* A second daemon on the same run directory and pipe: refused. */
     HANDLE d2 = wt_start(exe, line, log, log);
     DWORD s5 = wt_wait_exit(d2, 30000);
@@ -208,7 +225,8 @@ int main(void)
 
     wt_end_daemon(d, log_path);
     CloseHandle(log);
-    for (HANDLE *h = (HANDLE[]){c1, c2, c3, c4, c6, c7, d2, r1, r2, c8, NULL}; *h; h++)
+    for (HANDLE *h = (HANDLE[]){c1, c2, c3, c4, c6, c7, w1, w2, w3, d2, r1, r2, c8, NULL};
+         *h; h++)
         CloseHandle(*h);
     return check_report("test_win_vramd");
 }

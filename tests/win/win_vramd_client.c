@@ -29,6 +29,74 @@
 
 #define NCHUNKS 3
 
+/* "weights-write": makes, fills with fill and seals a weight set of 4 MiB
+ * (two 2 MiB allocations), then closes it (cached). "weights-read": opens
+ * it as a reader: sealed, the writer's bytes, mapped read-only; and no
+ * handle in this process can map any of its sections writable, whatever
+ * it asks (vramd pushed them with reading access alone). "weights-drop":
+ * an admin's drop of it. */
+static int weights(vram_client *c, const char *mode, unsigned fill)
+{
+    uint8_t key[VRAM_WEIGHTS_KEY_BYTES] = {(uint8_t)fill, 0x17};
+    const uint64_t bytes = 4u << 20;
+    struct vram_weights_info w;
+    if (strcmp(mode, "drop") == 0) {
+        /* the end of the test: nothing left for vramd's holder to keep */
+        int e = vram_admin_weights_drop(c, "win/model");
+        CHECK(e == 0, "drop: %d (%s)", e, vram_client_last_error(c));
+        vram_client_close(c);
+        return check_report("win_vramd_client");
+    }
+    bool writer = strcmp(mode, "write") == 0;
+    int e = vram_weights_open(c, "win/model", 0, bytes, key,
+                              writer ? 0 : VRAM_WEIGHTS_NOWAIT, &w);
+    REQUIRE(e == 0, "weights_open: %d (%s)", e, vram_client_last_error(c));
+    unsigned char *p = (unsigned char *)(uintptr_t)w.base;
+    if (writer) {
+        CHECK(w.writer && !w.sealed, "the first open is not the writer");
+        memset(p, (int)fill, bytes);
+        e = vram_weights_seal(c, w.id);
+        CHECK(e == 0, "seal: %d (%s)", e, vram_client_last_error(c));
+    } else {
+        CHECK(!w.writer && w.sealed, "the reader's open: writer %d sealed %d",
+              w.writer, w.sealed);
+        size_t bad = 0;
+        for (uint64_t i = 0; i < bytes; i++)
+            bad += p[i] != (unsigned char)fill;
+        CHECK(bad == 0, "%zu bytes of the set differ from the writer's", bad);
+        MEMORY_BASIC_INFORMATION m;
+        CHECK(VirtualQuery(p, &m, sizeof(m)) && m.Protect == PAGE_READONLY,
+              "the set is mapped with protection 0x%lx", (unsigned long)m.Protect);
+        /* Every handle value: the set's sections map for reading (their
+         * first bytes are the writer's), never for writing. */
+        int found = 0, writable = 0;
+        for (uintptr_t h = 4; h < 65536; h += 4) {
+            void *r = MapViewOfFile((HANDLE)h, FILE_MAP_READ, 0, 0, 65536);
+            if (!r)
+                continue;
+            bool ours = ((unsigned char *)r)[0] == (unsigned char)fill &&
+                        ((unsigned char *)r)[65535] == (unsigned char)fill;
+            UnmapViewOfFile(r);
+            if (!ours)
+                continue;
+            found++;
+            void *wv = MapViewOfFile((HANDLE)h, FILE_MAP_WRITE, 0, 0, 65536);
+            if (wv) {
+                writable++;
+                UnmapViewOfFile(wv);
+            }
+        }
+        CHECK(found == 2 && writable == 0, "of the set's sections in this "
+              "process, %d found (want 2), %d mappable writable (want 0)",
+              found, writable);
+        printf("win_vramd_client: read the sealed set: %d sections, none "
+               "writable\n", found);
+    }
+    CHECK(vram_weights_close(c, w.id) == 0, "close: %s", vram_client_last_error(c));
+    vram_client_close(c);
+    return check_report("win_vramd_client");
+}
+
 /* What the event callback heard (on the event thread, in "thread" mode). */
 static volatile LONG reconnected, kept_chunks = -1, lost_chunks = -1;
 
@@ -161,6 +229,8 @@ int main(int argc, char **argv)
     CHECK(strcmp(vram_client_backend(c), "host") == 0, "backend %s",
           vram_client_backend(c));
     CHECK(vram_client_ping(c) == 0, "ping: %s", vram_client_last_error(c));
+    if (argc > 3 && strncmp(argv[3], "weights-", 8) == 0)
+        return weights(c, argv[3] + 8, fill);
 
     struct vram_device_info devs[4];
     int nd = vram_devices(c, devs, 4);
