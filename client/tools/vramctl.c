@@ -458,6 +458,9 @@ static const char exit_text[] =
     "socket, 4 not allowed (the socket's permissions or access.allow refused\n"
     "the connection, or an admin command from someone not in access.admin).\n";
 
+/* -t, --timeout: how long a request may wait for vramd's reply. */
+static int timeout_ms = 10000;
+
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: vramctl [--socket PATH] COMMAND [OPTIONS]\n\nCommands:\n");
@@ -468,6 +471,8 @@ static void usage(FILE *f)
     fprintf(f, "\nOptions:\n"
             "  -s, --socket PATH   daemon socket (default $VRAM_SOCKET, else "
             VP_DEFAULT_ENDPOINT ")\n"
+            "  -t, --timeout MS    how long a request waits for vramd's reply "
+            "(10000)\n"
             "  --json              (status, clients, stages, loans, weights) JSON "
             "with\n"
             "                      stable keys\n"
@@ -494,14 +499,26 @@ int main(int argc, char **argv)
 {
     static const struct option gopts[] = {
         {"socket", required_argument, 0, 's'},
+        {"timeout", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *path = NULL;
     int ch;
-    while ((ch = getopt_long(argc, argv, "+s:hV", gopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+s:t:hV", gopts, NULL)) != -1) {
+        char *end = NULL;
+        long v;
         switch (ch) {
+        case 't':
+            v = strtol(optarg, &end, 10);
+            if (end == optarg || *end || v < 1 || v > 3600000) {
+                fprintf(stderr, "vramctl: --timeout '%s': milliseconds, 1 to "
+                        "3600000\n", optarg);
+                return 2;
+            }
+            timeout_ms = (int)v;
+            break;
         case 'V': printf("vramctl %s (protocol %d)\n", VRAM_VERSION,
                          VRAM_PROTOCOL_VERSION); return 0;
         case 's': path = optarg; break;
@@ -629,7 +646,7 @@ int main(int argc, char **argv)
     }
     char err[512] = "";
     struct vram_client_options co = {.name = "vramctl", .ctl = 1,
-                                     .timeout_ms = 10000, .error = err,
+                                     .timeout_ms = timeout_ms, .error = err,
                                      .error_len = sizeof(err)};
     vram_client *cl;
     e = vram_client_connect(shown, &co, &cl);

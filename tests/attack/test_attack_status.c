@@ -116,7 +116,9 @@ int main(void)
     vram_client_close(c);
     /* vramctl reads it too. */
     char cmd[512];
-    snprintf(cmd, sizeof(cmd), "%s --socket %s clients --no-legend | wc -l",
+    /* A minute for the reply: under a sanitizer on a loaded machine, the
+     * 256 frames take more than vramctl's default 10 s. */
+    snprintf(cmd, sizeof(cmd), "%s --socket %s --timeout 60000 clients --no-legend | wc -l",
              getenv("VRAMCTL_BIN") ? getenv("VRAMCTL_BIN") : "vramctl", d.sock);
     FILE *p = popen(cmd, "r");
     int lines = 0;

@@ -206,6 +206,9 @@ int main(void)
     CHECK(strchr(out, '\n') == out + strlen(out) - 1, "more than one line: %s", out);
     rc = run("frobnicate", out, sizeof(out));
     CHECK(rc == 2, "unknown command exit %d", rc);
+    rc = run("--timeout 0 status", out, sizeof(out));
+    CHECK(rc == 2 && strstr(out, "--timeout '0': milliseconds"), "--timeout 0: %d %s",
+          rc, out);
 
     struct daemon d;
     REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd");
@@ -367,6 +370,8 @@ int main(void)
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 4MiB", d.sock);
     CHECK(run(args, out, sizeof(out)) == 1 && strstr(out, "10 MiB are in use"),
           "under what is in use: %s", out);
+    snprintf(args, sizeof(args), "--socket %s --timeout 30000 status", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "status with --timeout: %s", out);
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 lots", d.sock);
     CHECK(run(args, out, sizeof(out)) == 2, "bad size accepted");
     /* A decimal unit is refused, never read as GiB. */
