@@ -500,6 +500,18 @@ VRAM_API int vram_weights_close(vram_client *c, uint32_t id);
 /* This client's view of an open set; -ENOENT when it has none open. */
 VRAM_API int vram_weights_info(const vram_client *c, uint32_t id,
                                struct vram_weights_info *out);
+/* The set that backs fixed reservation name of a configured stage
+ * ("fixed": [{"name": ..., "set": ..., "key": ...}] in vramd's
+ * configuration). vram_stage_register opened it, with the configured key
+ * and the reservation's bytes: read-only when sealed; else this client is
+ * its writer, fills it and calls vram_weights_seal. Closed by
+ * vram_stage_release. -ENOENT no such stage or reservation (or the set was
+ * closed since); -ENODATA configured without a key (open it with
+ * vram_weights_open: the daemon makes it in the stage's memory all the
+ * same); else the error registration's open met (-EAGAIN another client
+ * is writing it: open it by name to wait; -ESTALE, -ENOSPC, ...). */
+VRAM_API int vram_stage_weights(vram_client *c, uint32_t stage, const char *name,
+                                struct vram_weights_info *out);
 
 /* Where a weight set is in its life (vram_weights_list). */
 enum vram_weights_state {

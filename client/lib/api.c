@@ -126,6 +126,25 @@ static int register_common(vram_client *c, const struct vram_req_stage_register 
     return 0;
 }
 
+/* R17: the sets the stage's configuration names with a key, opened for
+ * the engine (read-only when sealed; else this client writes them). A
+ * failure is the set's, not the registration's: vram_stage_weights says
+ * it. Never waits for another writer's seal. */
+static void open_stage_sets(vram_client *c, struct vc_stage *st)
+{
+    for (uint32_t k = 0; k < st->nsets; k++) {
+        struct vc_stage_set *s = &st->sets[k];
+        if (!s->has_key || s->id)
+            continue;
+        struct vram_weights_info w;
+        s->err = vc_weights_open(c, s->set, st->info.device, s->bytes, s->key,
+                                 VRAM_WEIGHTS_NOWAIT, &w);
+        if (s->err == 0)
+            s->id = w.id;
+        snprintf(s->why, sizeof(s->why), "%s", s->err ? c->last_error : "");
+    }
+}
+
 static int do_stage_register(vram_client *c, uint32_t stage, unsigned flags,
                         struct vram_stage_info *out)
 {
@@ -138,6 +157,7 @@ static int do_stage_register(vram_client *c, uint32_t stage, unsigned flags,
     if (st) {
         st->keep_window = flags & VRAM_STAGE_KEEP_WINDOW;
         st->configured = true;
+        open_stage_sets(c, st);
     }
     return e;
 }
@@ -157,7 +177,11 @@ static int do_stage_release(vram_client *c, uint32_t stage)
     if (!st)
         return vc_set_error(c, -ENOENT, "stage %u is not registered by this "
                             "client", stage);
-    /* Unmap first: the daemon frees the memory when it hears of it. */
+    /* The sets registration opened, then the regions: unmapped first, the
+     * daemon frees the memory when it hears of it. */
+    for (uint32_t k = 0; k < st->nsets; k++)
+        if (st->sets[k].id && vc_weights_is_open(c, st->sets[k].id))
+            vc_weights_close(c, st->sets[k].id);
     for (size_t i = 0; i < c->nregions;) {
         if (c->regions[i]->stage == stage)
             vc_region_forget(c, c->regions[i]);
@@ -168,6 +192,32 @@ static int do_stage_release(vram_client *c, uint32_t stage)
     *st = c->stages[--c->nstages];
     struct vram_req_stage_release m = {.stage = stage};
     return vc_call(c, VRAM_REQ_STAGE_RELEASE, &m, NULL, NULL);
+}
+
+static int do_stage_weights(vram_client *c, uint32_t stage, const char *name,
+                            struct vram_weights_info *out)
+{
+    struct vc_stage *st = vc_stage_get(c, stage);
+    if (!st)
+        return vc_set_error(c, -ENOENT, "stage %u is not registered by this "
+                            "client", stage);
+    for (uint32_t k = 0; name && k < st->nsets; k++) {
+        const struct vc_stage_set *s = &st->sets[k];
+        if (strcmp(s->name, name) != 0)
+            continue;
+        if (!s->has_key)
+            return vc_set_error(c, -ENODATA, "stage %u's reservation '%s' "
+                                "names weight set '%s' without a key: open it "
+                                "with vram_weights_open", stage, name, s->set);
+        if (s->err)
+            return vc_set_error(c, s->err, "%s", s->why);
+        if (!s->id || !vc_weights_is_open(c, s->id))
+            return vc_set_error(c, -ENOENT, "stage %u's weight set '%s' is not "
+                                "open here (closed since)", stage, s->set);
+        return vram_weights_info(c, s->id, out);
+    }
+    return vc_set_error(c, -ENOENT, "stage %u has no reservation '%s' that a "
+                        "weight set backs", stage, name ? name : "(null)");
 }
 
 static int do_stage_info(vram_client *c, uint32_t stage, struct vram_stage_info *out)
@@ -613,6 +663,14 @@ int vram_stage_register(vram_client *c, uint32_t stage, unsigned flags,
 {
     vc_enter(c);
     return vc_leave(c, do_stage_register(c, stage, flags, out));
+}
+
+int vram_stage_weights(vram_client *c, uint32_t stage, const char *name,
+                       struct vram_weights_info *out)
+{
+    vc_enter(c);
+    return vc_leave(c, out ? do_stage_weights(c, stage, name, out)
+                           : vc_set_error(c, -EINVAL, "out is NULL"));
 }
 
 int vram_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,

@@ -50,6 +50,20 @@ struct vc_region {
     uint32_t mapped;
 };
 
+/* R17: a reservation of a configured stage that a weight set backs (the
+ * daemon's stage object says), and the set registration opened for it. */
+#define VC_STAGE_SETS 8
+struct vc_stage_set {
+    char name[32];                          /* the reservation's */
+    char set[VRAM_WEIGHTS_NAME_MAX + 1];
+    uint64_t bytes;
+    uint8_t key[VRAM_WEIGHTS_KEY_BYTES];
+    bool has_key;       /* configured with one: registration opens it */
+    uint32_t id;        /* the set registration opened here; 0 none */
+    int err;            /* that open's error, 0 */
+    char why[512];      /* and its message (last_error's size) */
+};
+
 struct vc_stage {
     uint32_t id;
     bool configured;     /* registered by id from the daemon's configuration */
@@ -60,6 +74,8 @@ struct vc_stage {
     uint32_t expert_slots; /* of its expert region */
     uint16_t *slot_layer; /* expert slot claims, for a resume; 0xffff none */
     uint32_t nslots;
+    struct vc_stage_set sets[VC_STAGE_SETS];
+    uint32_t nsets;
 };
 
 /* A weight set this client has open (weights.c): its allocations are
@@ -299,6 +315,13 @@ int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o);
 /* weights.c: weight sets */
 /* Unmaps and forgets every set (at close: told to vramd when tell). */
 void vc_weights_close_all(vram_client *c, bool tell);
+/* vram_weights_open and vram_weights_close, inside a call already. */
+int vc_weights_open(vram_client *c, const char *name, uint32_t device,
+                    uint64_t bytes, const uint8_t *key, uint32_t flags,
+                    struct vram_weights_info *info);
+int vc_weights_close(vram_client *c, uint32_t id);
+/* Whether set id is open here. */
+bool vc_weights_is_open(const vram_client *c, uint32_t id);
 
 /* mappers.c: how chunks of the daemon's backend become memory here */
 /* The mapper for backend ("host", "cuda"); NULL with why for a backend

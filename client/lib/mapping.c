@@ -399,6 +399,39 @@ void vc_region_forget(vram_client *c, struct vc_region *r)
     free(r);
 }
 
+static int hex_digit(char ch)
+{
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* R17: a reservation a weight set backs, as the daemon describes it; what
+ * registration opened for it is kept. */
+static void stage_set_update(struct vc_stage *st, const struct vram_t_stage_weights *w)
+{
+    struct vc_stage_set *s = NULL;
+    for (uint32_t k = 0; k < st->nsets && !s; k++)
+        if (strcmp(st->sets[k].name, w->name) == 0)
+            s = &st->sets[k];
+    if (!s) {
+        if (st->nsets >= VC_STAGE_SETS)
+            return;
+        s = &st->sets[st->nsets++];
+        memset(s, 0, sizeof(*s));
+        snprintf(s->name, sizeof(s->name), "%s", w->name);
+    }
+    snprintf(s->set, sizeof(s->set), "%s", w->set);
+    s->bytes = w->bytes;
+    s->has_key = w->key && strlen(w->key) == 2 * VRAM_WEIGHTS_KEY_BYTES;
+    for (int i = 0; s->has_key && i < VRAM_WEIGHTS_KEY_BYTES; i++) {
+        int hi = hex_digit(w->key[2 * i]), lo = hex_digit(w->key[2 * i + 1]);
+        s->has_key = hi >= 0 && lo >= 0;
+        s->key[i] = (uint8_t)(hi << 4 | lo);
+    }
+}
+
 void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
 {
     struct vc_stage *st = vc_stage_get(c, o->id);
@@ -435,6 +468,8 @@ void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
     }
     if (o->has_expert_slots)
         st->expert_slots = o->expert_slots;
+    for (size_t i = 0; i < o->weights.n; i++)
+        stage_set_update(st, &o->weights.v[i]);
     c->tables_changed = true;
 }
 

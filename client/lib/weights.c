@@ -265,6 +265,23 @@ static int do_close(vram_client *c, uint32_t id, bool tell)
     return e == -ENOENT ? 0 : e; /* dropped meanwhile: closed all the same */
 }
 
+int vc_weights_open(vram_client *c, const char *name, uint32_t device,
+                    uint64_t bytes, const uint8_t *key, uint32_t flags,
+                    struct vram_weights_info *info)
+{
+    return do_open(c, name, device, bytes, key, flags, info);
+}
+
+int vc_weights_close(vram_client *c, uint32_t id)
+{
+    return do_close(c, id, true);
+}
+
+bool vc_weights_is_open(const vram_client *c, uint32_t id)
+{
+    return find(c, id) != NULL;
+}
+
 void vc_weights_close_all(vram_client *c, bool tell)
 {
     while (c->nwsets)

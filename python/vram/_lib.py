@@ -306,6 +306,8 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "vram_weights_seal": (c_int, [_C, _u32]),
     "vram_weights_close": (c_int, [_C, _u32]),
     "vram_weights_info": (c_int, [_C, _u32, POINTER(vram_weights_info)]),
+    "vram_stage_weights": (
+        c_int, [_C, _u32, c_char_p, POINTER(vram_weights_info)]),
     "vram_weights_list": (
         c_int, [_C, POINTER(vram_weights_entry), c_size_t]),
     # administration and health

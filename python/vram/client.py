@@ -11,7 +11,7 @@ import sys
 import threading
 import weakref
 from ctypes import POINTER, byref, c_char, c_uint32, c_uint64, c_void_p
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 from . import _lib, _views
 from ._args import checked, handle, i32, ms, u32, u64
@@ -294,6 +294,9 @@ class Client:
         # libvram when its object goes, and weights_open gives a new one).
         self._wsets: "weakref.WeakValueDictionary[int, Weights]" = \
             weakref.WeakValueDictionary()
+        # The sets stage_weights gave out, by stage (stage_release closes
+        # them).
+        self._stage_wsets: Dict[int, Set[int]] = {}
 
     def _connect(self, fname: str, where: Any, name: Optional[str],
                  timeout_ms: int, reconnect_ms: int, ctl: bool,
@@ -625,9 +628,35 @@ class Client:
         (``vram_stage_release``); the views over it are invalidated first.
         ENOENT not this client's; EBUSY a chunk is still mapped or open
         elsewhere in this process."""
+        # The sets registration opened for it close with it.
+        sets = self._stage_wsets.pop(stage, set())
         self._invoke("vram_stage_release", stage, before=lambda h: self._views.invalidate(
-            lambda v: v.stage == stage, f"stage_release({stage})"))
+            lambda v: v.stage == stage or v.wset in sets, f"stage_release({stage})"))
         self._kv_floor.pop(stage, None)
+        for wid in sets:
+            w = self._wsets.pop(wid, None)
+            if w is not None:
+                w._closed = True
+
+    def stage_weights(self, stage: u32, name: str) -> Weights:
+        """The weight set that backs the configured stage's fixed reservation
+        name (``vram_stage_weights``): :meth:`stage_register` opened it with
+        the configured key and the reservation's size, read-only when
+        sealed, else with this client as its writer (fill it, then
+        :meth:`Weights.seal`).  :meth:`stage_release` closes it.  VramError
+        ENOENT no such stage or reservation; ENODATA configured without a
+        key (open it with :meth:`weights_open`); else the error
+        registration's open met (EAGAIN: another client writes it)."""
+        out = _lib.vram_weights_info()
+        self._invoke("vram_stage_weights", stage, _c_text(name, "name"), byref(out))
+        self._stage_wsets.setdefault(stage, set()).add(int(out.id))
+        w = self._wsets.get(out.id)
+        if w is not None and not w.closed:
+            w._update(out)
+            return w
+        w = Weights(self, name, out)
+        self._wsets[out.id] = w
+        return w
 
     def stage_info(self, stage: u32) -> StageInfo:
         """The stage's figures as this process maps them (no round trip;

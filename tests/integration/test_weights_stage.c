@@ -1,17 +1,19 @@
 /* A configured stage whose fixed reservation a weight set backs (R17,
  * issue 31 item 1), on the host backend:
- *  1. Registration makes no region for the reservation; status names it
- *     (set, size, key) with no set yet.
- *  2. The stage's owner opens the set: another key is refused (ESTALE), a
- *     set larger than the reservation too (E2BIG); the right one is made
- *     in the reservation's allocation size, in memory promised to the
- *     stage, so an ad-hoc engine that took everything else on the device
- *     could take none of it.
+ *  1. Registration makes no region for the reservation; it opens the set
+ *     the configuration names with its key (vram_stage_weights gives it):
+ *     none existed, so this client writes it, made in the reservation's
+ *     allocation size, in memory promised to the stage, so an ad-hoc
+ *     engine that took everything else on the device could take none of
+ *     it. Status names the reservation (set, size, key, set id).
+ *  2. Another key is refused (ESTALE); a set larger than a reservation
+ *     without a key is E2BIG, and vram_stage_weights of that one is
+ *     ENODATA (the engine opens it by name).
  *  3. Closed and cached, the set is never evicted for that engine: it
  *     backs memory promised to the stage anyway.
  *  4. After vramd's kill -9, the set is back, still attached to the stage;
- *     the next owner of the stage maps it, every byte there, loading
- *     nothing. */
+ *     the next owner's registration maps it read-only, every byte there,
+ *     loading nothing; releasing the stage closes it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +35,9 @@ static const char *config =
     "   \"kv_lanes\": [64], \"expert_slot\": \"2MiB\","
     "   \"fixed\": [{\"name\": \"scratch\", \"kind\": \"fixed\", \"bytes\": \"4MiB\"},"
     "             {\"name\": \"weights\", \"kind\": \"fixed\", \"bytes\": \"20MiB\","
-    "              \"set\": \"model/s0\", \"alloc\": \"8MiB\", \"key\": \"" KEY_HEX "\"}]}]}";
+    "              \"set\": \"model/s0\", \"alloc\": \"8MiB\", \"key\": \"" KEY_HEX "\"},"
+    "             {\"name\": \"draft\", \"kind\": \"fixed\", \"bytes\": \"4MiB\","
+    "              \"set\": \"model/s0-draft\"}]}]}";
 
 static const char *str(const char *s)
 {
@@ -72,16 +76,27 @@ static int owner(const struct daemon *d, void *arg)
         named_weights += strcmp(str(vram_region_name(c, regions[i])), "weights") == 0;
     CHECK(n == 3 && named_weights == 0, "the stage has %d regions, %d named "
           "weights (want 3: kv, expert, scratch)", n, named_weights);
+    /* Registration opened the keyed set: nobody had it, so it is ours to
+     * write. */
+    struct vram_weights_info w, again;
+    REQUIRE(vram_stage_weights(c, 0, "weights", &w) == 0 && w.writer && !w.sealed,
+            "the stage's set: %s", vram_client_last_error(c));
     rv_send(rv->to_parent[1], 1); /* parent checks the status */
     rv_recv(rv->to_child[0]);
 
-    struct vram_weights_info w;
-    int e = vram_weights_open(c, "model/s0", 0, 20 * MIB, other_key, 0, &w);
-    CHECK(e == -ESTALE && strstr(vram_client_last_error(c), "reservation 'weights'"),
-          "another key: %d %s", e, vram_client_last_error(c));
-    e = vram_weights_open(c, "model/s0", 0, 21 * MIB, key, 0, &w);
-    CHECK(e == -E2BIG, "more than reserved: %d %s", e, vram_client_last_error(c));
-    REQUIRE(vram_weights_open(c, "model/s0", 0, 20 * MIB, key, 0, &w) == 0 && w.writer,
+    int e = vram_weights_open(c, "model/s0", 0, 20 * MIB, other_key, 0, &again);
+    CHECK(e == -ESTALE, "another key: %d %s", e, vram_client_last_error(c));
+    e = vram_weights_open(c, "model/s0-draft", 0, 5 * MIB, other_key, 0, &again);
+    CHECK(e == -E2BIG && strstr(vram_client_last_error(c), "reservation 'draft'"),
+          "more than reserved: %d %s", e, vram_client_last_error(c));
+    e = vram_stage_weights(c, 0, "draft", &again);
+    CHECK(e == -ENODATA, "a reservation without a key: %d %s", e,
+          vram_client_last_error(c));
+    e = vram_stage_weights(c, 0, "scratch", &again);
+    CHECK(e == -ENOENT, "a reservation without a set: %d", e);
+    /* Opening it by name is the same set. */
+    REQUIRE(vram_weights_open(c, "model/s0", 0, 20 * MIB, key, 0, &again) == 0 &&
+                again.id == w.id && again.writer,
             "open: %s", vram_client_last_error(c));
     CHECK_EQ_U(w.alloc_bytes, 8 * MIB);
     CHECK_EQ_U(w.allocs, 3);
@@ -90,6 +105,8 @@ static int owner(const struct daemon *d, void *arg)
     rv_send(rv->to_parent[1], w.id);
     rv_recv(rv->to_child[0]);
     CHECK(vram_weights_close(c, w.id) == 0, "close: %s", vram_client_last_error(c));
+    CHECK(vram_stage_weights(c, 0, "weights", &again) == -ENOENT,
+          "a closed set still given by vram_stage_weights");
     rv_send(rv->to_parent[1], 1);
     rv_recv(rv->to_child[0]);
     vram_client_close(c);
@@ -128,13 +145,14 @@ static int next_owner(const struct daemon *d, void *arg)
     REQUIRE(vram_stage_register(c, 0, 0, NULL) == 0, "register: %s",
             vram_client_last_error(c));
     struct vram_weights_info w;
-    int e = vram_weights_open(c, "model/s0", 0, 20 * MIB, key, VRAM_WEIGHTS_NOWAIT, &w);
-    CHECK(e == 0 && !w.writer && w.sealed, "open after the restart: %d %s", e,
-          vram_client_last_error(c));
+    int e = vram_stage_weights(c, 0, "weights", &w);
+    CHECK(e == 0 && !w.writer && w.sealed, "registration's open after the "
+          "restart: %d %s", e, vram_client_last_error(c));
     CHECK(e || check_pattern((void *)(uintptr_t)w.base, 20 * MIB, 7),
           "the set's bytes did not survive");
-    if (e == 0)
-        CHECK(vram_weights_close(c, w.id) == 0, "close");
+    CHECK(vram_stage_release(c, 0) == 0, "release: %s", vram_client_last_error(c));
+    CHECK(e || vram_weights_info(c, w.id, &w) == -ENOENT,
+          "the stage's release left its set open");
     vram_client_close(c);
     return check_failures ? 1 : 0;
 }
@@ -156,9 +174,10 @@ int main(void)
               json_u64(en, "bytes") == 20 * MIB &&
               strcmp(str(cJSON_GetStringValue(cJSON_GetObjectItem(en, "key"))),
                      KEY_HEX) == 0 &&
-              !cJSON_GetObjectItem(en, "set_id"),
-          "stage 0's status does not name its set's reservation, without a set");
-    CHECK_EQ_U(status_dev(st, 0, "weights_bytes"), 0);
+              cJSON_GetObjectItem(en, "set_id"),
+          "stage 0's status does not name its set's reservation and the set "
+          "registration opened");
+    CHECK_EQ_U(status_dev(st, 0, "weights_bytes"), 24 * MIB);
     cJSON_Delete(st);
 
     /* ---- 2. the owner makes the set in the stage's memory ---- */
@@ -180,8 +199,9 @@ int main(void)
     CHECK_EQ_U(status_dev(st, 0, "fixed_bytes"), fixed0);
     cJSON_Delete(st);
     /* The greedy engine had taken all but the stage's promise (the 16 MiB
-     * KV window, scratch and the set's 24 MiB) and the pool's prefill. */
-    CHECK(took > 0 && took * 2 * MIB <= 128 * MIB - 16 * MIB - 4 * MIB - 24 * MIB,
+     * KV window, scratch, the set's 24 MiB and the draft's 4) and the
+     * pool's prefill. */
+    CHECK(took > 0 && took * 2 * MIB <= 128 * MIB - 16 * MIB - 4 * MIB - 24 * MIB - 4 * MIB,
           "the ad-hoc engine took %llu chunks: the stage's promise for its "
           "set was not kept", (unsigned long long)took);
 

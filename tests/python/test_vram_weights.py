@@ -571,5 +571,52 @@ class TestRules(WeightsTest):
         self.assertEqual(self.status()["devices"][0]["weights_bytes"], 0)
 
 
+@unittest.skipUnless(CAN_VIEW, NO_VIEW)
+class TestStageWeights(unittest.TestCase):
+    """A configured stage whose fixed reservation a keyed set backs:
+    stage_register opens it (this client writes it the first time, a later
+    registration maps it sealed) and stage_release closes it."""
+
+    def test_registration_opens_the_configured_set(self) -> None:
+        k = key("py/stage")
+        config = json.dumps({
+            "address_window": {"base": "0x360000000000", "size": "1TiB"},
+            "devices": [{"id": 0, "capacity": "64MiB", "chunk": "2MiB"}],
+            "pool": {"prefill_chunks": 0},
+            "weights": {"alloc": "4MiB"},
+            "stages": [{"id": 0, "device": 0, "first_layer": 0, "last_layer": 3,
+                        "kv_lanes": [16], "expert_slot": "2MiB",
+                        "fixed": [{"name": "weights", "bytes": "8MiB",
+                                   "set": "py/stage0", "key": k.hex()},
+                                  {"name": "other", "bytes": "2MiB",
+                                   "set": "py/stage0-other"}]}],
+        })
+        d = Daemon(config)
+        d.start()
+        try:
+            data = pattern(8 * MIB, 5)
+            with vram.Client(d.sock, name="py-stage-writer") as c:
+                c.stage_register(0)
+                w = c.stage_weights(0, "weights")
+                self.assertEqual((w.writer, w.sealed, w.nbytes), (True, False, 8 * MIB))
+                fill(w, data)
+                w.seal()
+                with self.assertRaises(vram.VramError) as e:
+                    c.stage_weights(0, "other")
+                self.assertEqual(e.exception.errno, errno.ENODATA)
+                with self.assertRaises(vram.VramError) as e:
+                    c.stage_weights(0, "nothing")
+                self.assertEqual(e.exception.errno, errno.ENOENT)
+                c.stage_release(0)
+                self.assertTrue(w.closed)
+            with vram.Client(d.sock, name="py-stage-reader") as c:
+                c.stage_register(0)
+                w = c.stage_weights(0, "weights")
+                self.assertEqual((w.writer, w.sealed), (False, True))
+                self.assertEqual(sha(read(w)), sha(data))
+        finally:
+            d.stop()
+
+
 if __name__ == "__main__":
     unittest.main()
