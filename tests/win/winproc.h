@@ -49,6 +49,29 @@ static inline HANDLE wt_open_out(const wchar_t *path, bool append)
  * none; handles are inherited then only, since that is what passes them.
  * With neither, the child shares this console. The process handle (close
  * it), or NULL with the reason on stderr. */
+/* The job every process wt_start starts is put in: when the test ends,
+ * however it ends, its handle closes and the job's processes are ended
+ * (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE). A process left behind would hold
+ * the test's output open, and ctest would wait for it to its timeout after
+ * the test itself had finished. NULL where jobs cannot be made. */
+static inline HANDLE wt_job(void)
+{
+    static HANDLE job;
+    static bool tried;
+    if (!tried) {
+        tried = true;
+        job = CreateJobObjectW(NULL, NULL);
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION li = {0};
+        li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+        if (job && !SetInformationJobObject(job, JobObjectExtendedLimitInformation,
+                                            &li, sizeof(li))) {
+            CloseHandle(job);
+            job = NULL;
+        }
+    }
+    return job;
+}
+
 static inline HANDLE wt_start(const wchar_t *exe, wchar_t *line, HANDLE out, HANDLE err)
 {
     STARTUPINFOW si = {.cb = sizeof(si)};
@@ -67,7 +90,9 @@ static inline HANDLE wt_start(const wchar_t *exe, wchar_t *line, HANDLE out, HAN
     BOOL ok;
     DWORD why = 0;
     for (int attempt = 0;; attempt++) {
-        ok = CreateProcessW(exe, line, NULL, NULL, redirect, 0, NULL, NULL, &si, &pi);
+        /* Suspended until it is in the job, so that what it starts is too. */
+        ok = CreateProcessW(exe, line, NULL, NULL, redirect, CREATE_SUSPENDED, NULL,
+                            NULL, &si, &pi);
         why = ok ? 0 : GetLastError();
         if (ok || why != ERROR_INTERNAL_ERROR || attempt == 2)
             break;
@@ -78,6 +103,9 @@ static inline HANDLE wt_start(const wchar_t *exe, wchar_t *line, HANDLE out, HAN
         fprintf(stderr, "CreateProcessW(%ls): %lu\n", exe ? exe : line, why);
         return NULL;
     }
+    if (wt_job())
+        AssignProcessToJobObject(wt_job(), pi.hProcess); /* best effort */
+    ResumeThread(pi.hThread);
     CloseHandle(pi.hThread);
     return pi.hProcess;
 }
