@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Cross-compiling vramd for 64-bit Windows with Debian's mingw-w64
 # (gcc-mingw-w64-x86-64, mingw-w64-tools; scripts/windows-deps.sh installs
 # them). Programs built here run under wine: ctest and try_run go through

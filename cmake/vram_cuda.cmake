@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # vram_cuda: the CUDA driver's and NVML's loaders, shared by the daemon's
 # cuda backend and the tests (no libcuda or nvml link: both are loaded at
 # run time, libcuda.so.1 / nvcuda.dll and libnvidia-ml.so.1 / nvml.dll).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes a module-definition file (.def) exporting exactly the functions
 # that client/include/vram.h declares with VRAM_API: what libvram.dll
 # exports, and so what its import library offers.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Windows build, cross-compiled with mingw-w64 (cmake/mingw-w64.cmake;
 # scripts/windows-test.sh configures, builds and tests it). Included from
 # the top-level CMakeLists.txt, which returns right after: nothing of the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The Windows hostile-peer test: included from cmake/windows.cmake inside
 # its VRAM_BUILD_TESTS block, with its vram_win_test().
 #

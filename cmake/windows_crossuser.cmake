@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tests that only real Windows can run: vramd serving and refusing
 # processes of other users. Included from cmake/windows.cmake inside its
 # VRAM_BUILD_TESTS block, with its vram_win_test().

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What an operator copies to a Windows machine, laid out by
 #   cmake --install build-win --prefix DIR
 # (included at the end of cmake/windows.cmake):

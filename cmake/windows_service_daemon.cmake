@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # vramd.exe as a Windows service (windows-service/ wired into daemon/main.c
 # through platform/entry.h), tested under wine's SCM: included from
 # cmake/windows.cmake inside its VRAM_BUILD_TESTS block, with its

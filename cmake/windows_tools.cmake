@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The tools on Windows: vramctl.exe and vram-replay.exe, and their test
 # (included by cmake/windows.cmake, inside its VRAM_BUILD_TESTS branch,
 # after libvram.dll and vramd.exe).

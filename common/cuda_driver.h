@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA driver, loaded at run time. Nothing in the project links against
  * libcuda: vramd and libvram dlopen it and look every entry point up through
  * cuGetProcAddress, so the same binaries run on machines without a driver

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVML, loaded at run time like the CUDA driver: only for what the driver
  * API cannot say without a CUDA context, how much memory a GPU has free
  * (other processes' allocations included). vramd asks it before it fills a

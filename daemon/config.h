@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's configuration: a JSON file, validated in full. Every error names
  * the offending key path ("stages[1].kv_lanes[0].bytes_per_token: ...").
  * Without a file the host backend presents two 16 GiB devices with 2 MiB

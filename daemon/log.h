@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging: one line per event, syslog priorities. Under systemd (stderr
  * connected to the journal) lines carry "<N>" priority prefixes instead of
  * timestamps, which journald turns into priorities. */

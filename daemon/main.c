@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd: the GPU memory broker daemon. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A minimal engine on libvram, written to be copied.
  *
  * It connects to vramd, registers one configured stage, loads its weights

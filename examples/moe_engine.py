@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A small mixture-of-experts decoder on vramd, in PyTorch, written to be read.
 
 The model: 4 decoder layers (attention, then 16 experts of which the router

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs examples/engine.c against a vramd of its own, started with
 # examples/engine.json on a socket in a fresh temporary directory, and
 # checks that it serves its requests (and that it fails, naming the socket,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Clocks and sleeping. */
 #ifndef VRAM_PLATFORM_CLOCK_H
 #define VRAM_PLATFORM_CLOCK_H

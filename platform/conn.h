@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Local stream connections between vramd and its clients: a Unix stream
  * socket on POSIX, a named pipe on Windows. Bytes and handles move
  * together: a send attaches its handles to its first byte; a receive

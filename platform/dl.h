@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loading a driver library at run time (libcuda.so.1, nvcuda.dll), so the
  * same binaries run where there is none and can say why. */
 #ifndef VRAM_PLATFORM_DL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How the daemon's process runs: in the foreground, under the system's
  * service manager, or installing and removing itself as a service.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Operating-system handles, as an opaque type: a file descriptor on POSIX,
  * a HANDLE on Windows. Everything above platform/ holds handles only
  * through this type, so no other code knows which one it is.

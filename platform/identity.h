@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is at the other end of a named pipe, by the system's word (Windows:
  * the pipe client's token, GetNamedPipeClientProcessId, the process's
  * start time), never by what the peer says; account names and SIDs; and

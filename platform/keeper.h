@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Keeping handles across vramd's own restarts.
  *
  * A weight set's memory lives as long as one handle to it does: a CUDA

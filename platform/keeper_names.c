@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kept names: open addressing, linear probing, deletion by shifting
  * back (no tombstones), grown by doubling. */
 #include "keeper_names.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The names a keeper keeps, each with a value (the holder's fd or
  * HANDLE; nothing for the fd store): a hash table, so a put or a remove
  * costs the same with thousands kept. The rules on names and on how many

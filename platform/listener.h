@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's listening endpoint: a Unix socket in a directory nobody else
  * can write into (POSIX), or a named pipe with an explicit security
  * descriptor (Windows), or the one the service manager passed. */

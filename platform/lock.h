@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's exclusive lock: one vramd per socket directory. */
 #ifndef VRAM_PLATFORM_LOCK_H
 #define VRAM_PLATFORM_LOCK_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A file shared with the next daemon: the state file, mapped into memory and
  * updated in place (a store per change, nothing waits for a disk). It lives
  * beside the socket (POSIX, in /run: memory, gone at reboot) or under

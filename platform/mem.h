@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory: shareable memory objects (host chunks: a sealed memfd on Linux,
  * a page-file-backed section on Windows), and address space a client
  * reserves once and maps chunks into at fixed addresses. */

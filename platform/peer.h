@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is at the other end of a connection, by the kernel's word
  * (SO_PEERCRED and SO_PEERGROUPS on Linux; the pipe client's token on
  * Windows), never by what the peer says; and account names. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's listening endpoint on Windows: a named pipe that vramd
  * creates itself (\\.\pipe\vramd by default), never libuv's pipe server
  * (libuv 1.44 creates its instances with a NULL security descriptor and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The platform layer: the only code of vramd that talks to the operating
  * system. platform/posix/ implements it for Linux; platform/win32/ for
  * Windows. Each topic has its own small header; this one includes them all. */

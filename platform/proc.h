@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Processes: pinning a peer's process so that its exit is seen and its pid
  * can never be mistaken for another's, start times, signals, and starting
  * helper processes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handles pushed into another process: where handles cannot travel beside
  * the bytes (Windows), the daemon duplicates each into its client's process
  * and sends the value the handle has there (vp_handles_inline, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Living as a system service: the service manager's readiness protocol,
  * where the log goes, and the process's start-up. */
 #ifndef VRAM_PLATFORM_SERVICE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connections as libuv streams, and a listener that delivers connected
  * instances to a libuv loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Threads and locks, for the library's event thread (an engine that asks
  * libvram to answer recalls on its own). */
 #ifndef VRAM_PLATFORM_THREAD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Watching a handle from the daemon's libuv loop: a connection becoming
  * readable or writable, a pinned process exiting (readable), a listener
  * with connections waiting. libuv polls sockets and fds on POSIX; on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An arena: the memory of one decoded message (its arrays and strings),
  * freed at once. */
 #ifndef VRAM_PROTO_ARENA_H

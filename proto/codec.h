@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The codec: frames to bytes and bytes to frames, with no system calls.
  *
  * Bytes and handles are pushed in as they arrive; whole frames come out.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Error codes on the wire: errno names ("ENOSPC"), portable across
  * operating systems, negative errno values at each end. Where a C library
  * lacks a name the protocol uses (mingw-w64 has no EDQUOT or ESTALE), the

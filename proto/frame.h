@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The frame: the unit of the vramd wire protocol.
  *
  * A frame is a fixed 16-byte little-endian header followed by a JSON payload.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writing JSON text, fast: integers are written digit by digit (no printf
  * per field), strings escaped. The messages' encoder (msg.c) writes through
  * this; so do the daemon's log escaping and vramctl's output of status. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Untyped JSON next to the typed messages (msg.h): field readers for JSON
  * that is not a protocol message (vram-replay's scenario files), a check of
  * a parsed request or event against the catalogue, and queueing a hand-built

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Typed messages: the runtime behind the structs that vram_msggen makes from
  * proto/messages.json (vram_msg.h in the build tree).
  *

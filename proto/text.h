@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Text from a peer (a client's name, a daemon's message, a request's
  * type), made safe to show: one rule for vramd's log and for every view of
  * vramctl (tables, top, metrics). Control characters (C0, DEL, and C1:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sizes in human units, shared by the daemon's configuration and vramctl. */
 #ifndef VRAM_PROTO_UNITS_H
 #define VRAM_PROTO_UNITS_H

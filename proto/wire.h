@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A connection with its codec: receives bytes and handles from the platform
  * layer into the codec and hands out whole frames; writes what the codec
  * queued. Used by libvram and by the daemon's sessions. The rules about

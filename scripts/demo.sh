@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The main job: build, start vramd on its default backend with the seed's
 # two-GPU layer split, replay the seed's requests (one client process per
 # stage), and show what the broker decided, with vramctl status while the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what vramd needs to build (and, with --test, to run the whole test
 # suite: systemd's tools, promtool, valgrind, clang for the fuzzer, python3
 # and numpy for the Python package's tests, PyTorch (CPU) and OpenBLAS for

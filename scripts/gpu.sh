@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The GPU suite, on a machine with one or more NVIDIA GPUs: builds (unless a
 # build is given), then runs tests/gpu/test_gpu (retention, graphs, peers,
 # scrubbing, a client killed during a recall, a restart), the seed replay on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs the test suites again and again under load, to find the flaky tests:
 # the Linux suite (the Debug -Werror ctest of scripts/test.sh, in
 # build-test), the Windows suite under wine (build-win's ctest, as

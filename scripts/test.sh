@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite: unit, integration (real daemon, real client
 # processes), the seed replay, systemd, install, metrics and valgrind checks
 # in a build with warnings as errors; the same suite again under

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # What the Windows build's CUDA pieces are, checked on its own files (no
 # compiling, no wine): ctest runs it as test_win_cuda_objects where
 # cmake/windows.cmake found cuda.h, which builds those pieces

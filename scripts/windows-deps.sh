@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what the Windows cross build needs on Debian 12, as root: the
 # mingw-w64 toolchain, wine (to run the tests) and dpkg-dev; then fetches the
 # source packages of libuv and cJSON (Debian ships no mingw builds of them;

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Windows build, cross-compiled on Debian 12 and tested under wine:
 # installs what it needs (scripts/windows-deps.sh, as root the first time),
 # configures build-win/ with cmake/mingw-w64.cmake (warnings as errors),

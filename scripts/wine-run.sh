@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs a Windows program under wine64: the emulator of the cross build
 # (cmake/mingw-w64.cmake), through which ctest runs the .exe tests.
 #

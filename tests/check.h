@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Minimal assertions for the test programs: a failed CHECK prints where and
  * why, and the program exits non-zero at the end (or at once with REQUIRE). */
 #ifndef VRAM_TEST_CHECK_H

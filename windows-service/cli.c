@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The service options of a program's command line. */
 #include "cli.h"
 

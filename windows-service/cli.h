@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The command line of a service program: vramd's main asks which mode its
  * arguments name, and hands the rest of them to its own option parser.
  *

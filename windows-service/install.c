@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Installing, removing and asking about the service through the SCM. */
 #include "install.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Installing and removing the service, and asking the SCM about it.
  *
  * vramd is installed as its own process (SERVICE_WIN32_OWN_PROCESS), as

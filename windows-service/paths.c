@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* %ProgramData%\vramd, its configuration path and the log file. */
 #include "paths.h"
 

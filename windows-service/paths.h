@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where vramd keeps its files on Windows: %ProgramData%\vramd, holding the
  * configuration (vramd.json) and the log (vramd.log, and vramd.log.1 from
  * the run before the last rotation).

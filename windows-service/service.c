@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The service's life under the SCM, and the same main in the foreground. */
 #include "service.h"
 

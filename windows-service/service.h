@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd as a Windows service: the Service Control Manager's side of it.
  *
  * The daemon gives three callbacks: main (runs until asked to stop and

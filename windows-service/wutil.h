@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* windows-service/'s own small helpers: UTF-8 and UTF-16, and the Win32
  * errors the SCM calls return as errno values. (platform/win32/ has its
  * own; this library does not reach into its private headers.) */

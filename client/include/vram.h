@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram: the client library of vramd, the GPU memory broker.
  *
  * An engine connects to the daemon, registers its pipeline stages, and gets

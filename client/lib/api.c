@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's public calls on stages, regions, KV budgets, loans and the
  * daemon's administration: each is one typed request (call.c) whose map
  * entries are applied here (mapping.c). */

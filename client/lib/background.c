@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Mapping in the background (vram_client_set_background_map). An engine
  * registers its stages and asks for its weights' memory, then spends
  * seconds reading the weights; importing and mapping the chunks costs more

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A request that survives a broken connection: when vramd went away (a
  * restart, a crash), the library connects again, takes back what it holds
  * (session.c) and sends the request once more; nothing of the failed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Open-addressing table of held chunks, keyed by chunk id. */
 #include <errno.h>
 #include <stdlib.h>

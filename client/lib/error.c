@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Errors: the last one's message, and what each code means to an engine. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Events from the daemon: what the engine hears, and what the library does
  * about them. A recall is answered by the library itself: the engine is
  * told first (stop using those expert slots), then the chunks are unmapped

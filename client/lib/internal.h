@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's private state. */
 #ifndef VRAM_CLIENT_INTERNAL_H
 #define VRAM_CLIENT_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every public call is framed by vc_enter and vc_leave: with an event
  * thread they take the client's lock, and the outermost call, returning,
  * makes the library's figures what this process maps and tells the

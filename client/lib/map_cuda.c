@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Mapping cuda chunks into this process with CUDA VMM: a region's range is
  * reserved once at the daemon's address (cuMemAddressReserve with that
  * address; a driver that does not honour it is an error, since the address

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Mapping host chunks into this process: a region is reserved once,
  * inaccessible, at the daemon's address, and a chunk (a memory object) is
  * mapped over its slot; unmapping puts the reservation back, so the range

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The mappers libvram has, by the daemon's backend name: the one place
  * that lists them. A new backend's chunks need a mapper file here and a
  * line below. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the daemon's replies do to this process: regions reserved at the
  * daemon's addresses, chunks imported, mapped, moved and dropped, the
  * stages' figures, and the engine told before expert slots lose memory. */

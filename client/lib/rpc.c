@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One request and its reply on the current connection: encoded from its
  * typed struct, the reply decoded against the catalogue (a reply that does
  * not match it is an error, never half-read), map entries gathered over

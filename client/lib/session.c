@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connecting to vramd, hello, and connecting again after the connection
  * broke (the daemon restarted, or the socket failed): the memory this
  * process maps stays mapped; the library connects again with backoff, says

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The event thread: for a process whose threads block in calls on other
  * clients, or never poll this one's fd, the library reads the connection
  * itself and answers recalls at once, so a deadline never passes because

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets (vram.h): a set's allocations are imported once and mapped at
  * the daemon's address, the same in every process, read-write for its
  * writer until the seal and read-only after, and for everyone else. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram_weights_list: every weight set of the daemon, as vramctl weights
  * shows them. The reply may come in several frames (the daemon splits a
  * long list); vc_call merges them into one array. */

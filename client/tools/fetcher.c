@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status fetches on libuv's thread pool. The work function and the loop
  * never touch the fetcher at once: the loop only reads it while no work is
  * queued (busy is false), and the work only runs while busy. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's status, fetched off the libuv loop (on its thread pool), so
  * a loop that serves a terminal or HTTP peers never waits for vramd. The
  * connection is kept between fetches and made again when it broke (vramd

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An HTTP/1.x request head parser (RFC 9112), stateless: each call parses
  * the bytes from the start again, so a partial head costs nothing to keep
  * and its faults are found in the bytes that show them. A head is at most

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The head of one HTTP/1.x request, parsed from bytes as they arrive, with
  * no system calls (vramctl metrics --listen reads them; the unit test feeds
  * it whatever it likes). Lenient where RFC 9112 lets a server be (bare LF

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint: a small HTTP/1.1 server on libuv. Each connection
  * takes one request at a time (pipelined ones wait in its buffer); a head
  * is at most MAX_HEAD bytes and must come within HEAD_MS; an idle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl metrics --listen: an HTTP/1.1 endpoint that serves the metrics
  * exposition at GET /metrics, reading vramd's status for each scrape (the
  * connection to vramd is kept, and made again after vramd restarted). While

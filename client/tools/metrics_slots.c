@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint's connection slots. Every walk here is over the
  * admitted slots, at most the endpoint's cap (64): a new connection costs
  * that many comparisons at most, whatever the number of peers trying. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who gets a connection slot of the metrics endpoint: at most a few
  * connections per peer address and a fixed number in all, and when a new
  * one finds no room, the connection that has been idle longest goes to make

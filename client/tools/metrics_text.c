@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus text exposition of a status. Label names follow Prometheus'
  * conventions (device, backend, stage, client, name, pid); label values
  * that come from peers (client names) are escaped as every view escapes

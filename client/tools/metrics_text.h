@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Prometheus text exposition (format 0.0.4) of one status of vramd:
  * per device, per stage and per client series, the daemon's counters, and
  * the exporter's own vramd_up and scrape duration. vramctl metrics prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram-replay: drives a scenario (such as tests/scenarios/seed-pp32-16.json)
  * against a running vramd and prints one JSON object per line per request step.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One status reply of vramd: its JSON text, and the typed view decoded from
  * it (checked field by field against proto/messages.json), which every
  * view of vramctl reads. */

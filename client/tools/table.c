@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table rows: printf-formatted, padded columns, no trailing spaces (a row
  * compared or piped must not end in padding). */
 #include "table.h"

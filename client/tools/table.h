@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Table rows for the tools' output for people (vramctl, vram-replay). */
 #ifndef VRAM_TOOLS_TABLE_H
 #define VRAM_TOOLS_TABLE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A growable text buffer. A failed allocation marks the text incomplete
  * (oom) instead of failing each call, so builders check once at the end. */
 #include "textbuf.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Text built up piece by piece (a frame of vramctl top, an HTTP response,
  * the metrics exposition): a growable buffer with printf. */
 #ifndef VRAM_TOOLS_TEXTBUF_H

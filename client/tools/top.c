@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl top on libuv: the terminal through uv_tty_t (raw mode for keys,
  * the window's size), a timer for the refresh, signals for ^C from
  * elsewhere, SIGTERM, SIGHUP and resizes, and status fetches off the loop

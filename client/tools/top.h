@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl top: a live full-screen view of vramd (devices, stages,
  * clients), refreshed in place on the terminal's alternate screen until q
  * or ^C, the terminal restored as it was. Where standard output is not a

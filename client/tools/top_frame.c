@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl top's frame. Every line is clipped to one column less than the
  * terminal's width: a line that fills the last column leaves the cursor
  * waiting to wrap, and "erase to the end of line" there would erase that

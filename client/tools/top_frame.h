@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One frame of vramctl top, as text: per device a bar of fixed, KV,
  * weights, loaned, recalling, quarantined and free memory; per stage its KV against its
  * window and its expert residency; per client the memory it holds. No

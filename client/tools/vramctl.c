@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl: inspect vramd's budgets.
  * Exit codes: 0 success, 1 the daemon refused or failed the request,
  * 2 usage error, 3 no daemon reachable on the socket, 4 not allowed (the

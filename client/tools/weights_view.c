@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl weights: the list of weight sets, read through libvram's
  * vram_weights_list, shown as a table or re-encoded in the catalogue's
  * terms for --json. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl weights: every weight set of vramd (vram_weights_list), as a
  * table for people or in the catalogue's terms for JSON. */
 #ifndef VRAM_TOOLS_WEIGHTS_VIEW_H

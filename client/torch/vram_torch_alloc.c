@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A PyTorch allocator over vramd: load it with
  *   torch.cuda.memory.CUDAPluggableAllocator(path, "vram_torch_malloc",
  *                                            "vram_torch_free")

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The PyTorch allocator over vramd (vram_torch_alloc.c): the two entry
  * points torch.cuda.memory.CUDAPluggableAllocator loads, and what a test
  * or an engine may ask of it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backends own physical memory: they create a device's chunks, hand out a
  * shareable handle for each (an fd on Linux, an NT handle on Windows), and
  * scrub or free a chunk when it leaves its holder. The ledger decides; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend: chunks are CUDA VMM allocations (cuMemCreate) on their
  * device, exported to clients as POSIX file descriptors.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host backend: each chunk is a memory object of the chunk size (a
  * sealed memfd on Linux), which nobody can shrink or grow under a mapping.
  * Scrubbing is by fresh memory: a granted chunk's handle goes to its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The backends vramd has, by name: the one place that lists them. A new
  * backend is a file of this folder with a create function, and a line in
  * registry.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "standby.h"
 
 uint64_t vd_standby_default(uint64_t total, bool wddm)

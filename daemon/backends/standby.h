@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The standby: how much memory a device keeps made ahead of grants, off
  * the grant path (issue 30). What vramd holds beyond what it granted is
  * taken from every other process on the GPU, so it is bounded: by default

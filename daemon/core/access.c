@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Judging peers against the configuration's allow and admin lists. */
 #include "access.h"
 

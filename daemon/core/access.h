@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who may connect to vramd, and who may administer it: peers are judged by
  * the kernel's word (SO_PEERCRED, SO_PEERGROUPS), never by what they say. */
 #ifndef VRAMD_ACCESS_H

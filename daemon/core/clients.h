@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The clients the core knows: one record per connection that was
  * admitted, from its admission (lifecycle.c) to the end of its connection.
  * A record is what the core knows of a peer beyond the ledger: who it is

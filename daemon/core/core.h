@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's core: everything between the connections (io/) and the
  * pieces that keep state (the ledger, the backend, the state file). This
  * header holds only its shared state; startup.c makes and ends it.

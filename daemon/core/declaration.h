@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A resume's declaration (R13) as it arrives, in parts when it is larger
  * than a frame: what the process says it still holds, gathered into the
  * ledger's resume arrays. */

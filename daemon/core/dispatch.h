@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Frames into requests: the envelope, hello first, the request decoded
  * against the catalogue into its typed struct, its handler called through
  * the generated table (vd_dispatch.h), and the outcome answered once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Carrying out the ledger's effects, once per request: new and moved
  * chunks for the requester's reply (with the backend's handle for each new
  * one), chunks the requester must unmap, recalls of other clients' loans

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A connection belongs to the process that made it. One that lives on
  * after that process exited was handed to another (inherited across fork,
  * or passed as an fd): vramd cannot know who maps its memory then. While a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory a client gives back must be gone from its process. A chunk it
  * still maps or holds open (seen for host chunks: their memory ids among
  * the process's mappings and handles; a GPU driver shows no other

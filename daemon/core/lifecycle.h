@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client's life, in one place: admission when its connection comes (who
  * it is, whether it may, the limits), the end of its connection (its
  * requests end, its memory quarantined, R11), its gone client watched until

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gone clients whose process still runs (R13): each watched through its
  * pin until the process exits, when the function its watcher gave is
  * called. Who holds what stays in the ledger; this is only the watch. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Recalls: the event that asks a client for chunks back, and its deadline.
  * When the deadline passes with chunks still out, the ledger's policy (R15)
  * says what happens: the client gets no new loans, or its process is

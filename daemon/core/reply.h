@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one place a request is answered: its effects applied once, its reply
  * sent once (map entries over as many frames as their handles need), then
  * the budget events it caused. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One request's context, from its frame to its reply: who asked, what the
  * ledger's operations produced as effects, and why it failed. Handlers
  * fill it; reply.c carries it out. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Messages leaving the core: every frame goes through here, encoded from
  * its typed struct, and (when the core checks itself, as in tests) decoded
  * again against the catalogue before it leaves, so that no reply or event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The core's life: built from the configuration and the backend, started
  * (the lock, the state file of an earlier daemon), reloaded on SIGHUP,
  * ended. */

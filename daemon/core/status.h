@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger as the protocol shows it: stages, regions, devices, clients
  * and the status object (vramctl status --json), built from the ledger's
  * read-only views into the catalogue's structs. Arrays and strings live in

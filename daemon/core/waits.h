@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests that wait (R6): a kv_reserve with hold whose budget needs
  * chunks on their way back, and a stage_register whose initial window is
  * lent as pool loans (R5), are answered when the chunks come

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets (R17): what the daemon keeps of each set the ledger knows
  * (the handles of its allocations: with the clients' own, the only
  * references to its memory, so closing them is what frees it), and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets (R17) as requests meet them: making a set's allocations,
  * what an open's reply carries, and the opens that wait for another
  * client's seal. The handles themselves are kept in wsets.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The weight sets' records (R17): for each set the ledger knows, the
  * handles of its allocations (with the clients' own, the only references
  * to its memory: closing them is what frees it) and its times. Below the

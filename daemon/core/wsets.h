@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The weight sets' records (R17): for each set the ledger knows, the
  * handles of its allocations and its times. Below the effects (which
  * forget a set the ledger dropped); weights.h is what requests use. */

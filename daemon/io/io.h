@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's connections: the listening endpoint (made here, or passed
  * by the service manager), accepting, and the sessions (session.c). This is
  * the layer above the core: it calls the core for each connection and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's endpoint on Windows: its own named pipe (platform/
  * pipe_listener.h), accepted on by a thread that hands connected instances
  * to the loop (platform/stream.h), each made a session (session_pipe.c).

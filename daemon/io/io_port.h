@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The port the core answers through (core.h's struct vd_port): each call
  * goes to the session it names (session.h), on POSIX and Windows alike. */
 #ifndef VRAMD_IO_PORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Windows: a pipe client's identity (SIDs, platform/identity.h) as the
  * core's peer (the numbers of platform/peer.h), which the core's access
  * lists (access.allow, access.admin: account names and SIDs, numbered by

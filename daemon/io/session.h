@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One connection: its bytes and handles through the wire, frames handed to
  * the core, what the core sends queued and flushed, and its end, always
  * deferred to the end of the loop turn (never inside a send), after which

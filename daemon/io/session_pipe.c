@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One connection on Windows: a connected pipe instance as a libuv stream
  * (platform/stream.h), its bytes through the codec in inline mode, the
  * handles of what the core sends pushed into the client's process first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every session obeys, whatever moves its bytes and handles (session.c:
  * a socket watched on the loop; session_pipe.c: a named pipe as a libuv
  * stream): the set of sessions, a connection's end deferred to the end of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Admission: a stage of the configuration is checked and its whole
  * reservation counted against its device, once, before clients connect.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A device's capacity changed at run time.
  *
  * Enforces R12 (capacity at run time). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vl_check: every invariant of the ledger, recomputed from scratch.
  *
  * Checks R1 (pools, holders, counters), R2 and R4 (promises), R9 (claims),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a client does with chunks it holds: gives them back, moves one
  * between its ad-hoc regions, offers one to a region.
  *

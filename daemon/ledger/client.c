@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Clients: connect, disconnect and reap; quarantine, and the quarantined
  * chunks that stand for a configured stage's promise.
  *

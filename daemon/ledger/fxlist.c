@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Effect lists: what the daemon must do because the ledger changed (send a
  * handle, ask for a move or an unmap, drop physical memory, announce a
  * budget). Operations reserve room before they change anything, so that a

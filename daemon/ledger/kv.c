@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* KV budgets: the target of a request, the reserve that maps it and the
  * trim that gives back what is beyond it.
  *

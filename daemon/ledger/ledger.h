@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger: every memory decision vramd makes, and nothing else.
  *
  * Pure C: no I/O, no clocks, no backend calls. Operations validate first and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Expert loans: what a stage may borrow from its own window and from the
  * pool, recalls of pool loans for another stage's KV, and clients that
  * missed a recall deadline.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The observer: every change a restarted vramd needs to rebuild its ledger
  * (who holds each chunk, which address ranges and ad-hoc stage ids are
  * taken), told to the daemon, which mirrors it into its state file.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Devices and their pools of chunks: set-up (the ledger itself, its
  * observer and limits), lookups, and each chunk's state and category as it
  * is placed in a region slot, taken off it, or freed; the reason of the last

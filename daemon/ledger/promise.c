@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Promises: what each configured stage reserved and was not granted yet,
  * the part that must always be free chunks ("hard"), and what a device can
  * hand out without breaking any promise.

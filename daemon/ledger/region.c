@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Regions: their geometry and addresses, the lanes of slots their chunks
  * are mapped in, ad-hoc regions (create, grow, release), grants to lanes
  * and dropping every region of a client or stage.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Restore: a restarted vramd rebuilds, from its state file, the gone
  * clients of processes that still run, as if each had just disconnected.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Resume: the process of a gone client comes back as a new client and takes
  * back what it declares, judged whole before anything changes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Expert slots: which are backed by loans, and the layers that claim them.
  *
  * Enforces R9 (slots: layer-scoped claims on backed slots only). */

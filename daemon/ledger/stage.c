@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stages and their owners: ad-hoc stages, the registration of configured
  * ones (their regions and initial KV), release.
  *

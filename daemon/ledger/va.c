@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The virtual address window regions are carved from: free ranges, exact
  * takes for restored and resumed regions, and ranges held for a gone
  * client's process.

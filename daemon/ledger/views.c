@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Views: what the rest of the daemon may read of the ledger (status,
  * replies, the state file), copied out of the private state, read-only.
  * Each costs what it returns: a device, stage, region, client or chunk in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets: named, sealed, shared read-only, cached when nobody maps
  * them, evicted least recently used first when a live engine needs the
  * room.

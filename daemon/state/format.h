@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The state file's layout, and the check a file must pass before anything
  * of it is read. Pure: no I/O, so the fuzzer (tests/fuzz/fuzz_state.c)
  * runs the same check on any bytes.

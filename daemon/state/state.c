@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The state file (see state.h; its layout in format.h). Records are
  * written so a crash at any instruction leaves each either old or new: a
  * chunk record is one aligned 64-bit store; holders and ranges are written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The state file: what a restarted vramd must know so that it never grants
  * memory a live process still maps (R13 in ledger/README.md). For each client:
  * its pid and the process's start time; for each chunk: its holder and what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connections on POSIX: Unix stream sockets, with handles as SCM_RIGHTS. */
 #include "conn.h"
 

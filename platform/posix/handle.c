@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handles on POSIX are file descriptors. */
 #include "handle.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd-holder: keeps vramd's handles while vramd is not there, and does
  * nothing else (keeper.h says why and when vramd starts it).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The keeper on POSIX: the fd store (keeper_fdstore.c) or the holder
  * (keeper_link.c), with the kept names here (keeper_names.c). */
 #include "keeper.h"

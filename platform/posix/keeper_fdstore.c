@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fd store: FDSTORE=1 and FDSTOREREMOVE=1 messages to the manager.
  *
  * FDPOLL=0 goes with every fd (systemd 246 and later; 252 has it): by

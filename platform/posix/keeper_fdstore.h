@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The service manager's file descriptor store (systemd's sd_notify
  * protocol, spoken directly: a datagram to $NOTIFY_SOCKET). keeper.c
  * keeps the names; this says them to the manager. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's side of its holder. */
 #include "keeper_link.h"
 

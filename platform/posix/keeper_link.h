@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's side of its holder (holder.c): finding it at its socket and
  * making sure it is ours, starting one, and the requests of keeper_wire.h.
  * keeper.c decides when. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Records between vramd and its holder, on a seqpacket socket. */
 #include "keeper_wire.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The listening socket on POSIX. */
 #include "listener.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's lock on POSIX: flock on the socket's directory. */
 #include "lock.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The state file on POSIX: a shared mapping of a file only this user owns. */
 #include "mapfile.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory on Linux: sealed memfds, and PROT_NONE reservations with chunks
  * mapped over them (MAP_FIXED); unmapping puts PROT_NONE back, so a range
  * is never left for someone else's mmap to take. */

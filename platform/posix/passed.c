@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The service manager's passed fds, read once and shared out. */
 #include "passed.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fds the service manager passed at start (systemd's LISTEN_PID,
  * LISTEN_FDS and LISTEN_FDNAMES, fds from 3 on). Two owners share them:
  * the activated listening socket is the listener's (listener.h), every

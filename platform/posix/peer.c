@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer identity on Linux: SO_PEERCRED and SO_PEERGROUPS; SO_PEERPIDFD to
  * pin the peer's process. */
 #include "peer.h"

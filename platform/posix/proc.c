@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Processes on Linux: pidfds, /proc, signals, fork and exec. */
 #include "proc.h"
 

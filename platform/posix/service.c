@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Service life on POSIX: sd_notify spoken directly (a datagram to
  * $NOTIFY_SOCKET), the journal's stream, SIGPIPE. */
 #include "service.h"

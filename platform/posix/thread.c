@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Threads and recursive mutexes on POSIX threads. */
 #include "thread.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Watching fds from the libuv loop on POSIX: uv_poll. */
 #include "watch.h"
 

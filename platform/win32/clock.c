@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Clocks on Windows: the performance counter (monotonic, and not moved by
  * changes to the wall clock) and the local time of day. */
 #include "clock.h"

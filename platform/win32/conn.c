@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connections on Windows: byte-mode named pipes opened for overlapped I/O
  * (vp_dial here; the listener's vp_pipe_accept, platform/pipe_listener.h),
  * with handles carried inline in the frames (vp_handles_inline), never

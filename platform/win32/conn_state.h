@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-connection state on Windows. POSIX keeps a socket's modes in the
  * kernel (O_NONBLOCK, SO_RCVTIMEO, SHUT_RD, SO_ERROR, the peer's address);
  * a pipe HANDLE has no room for them, and its non-blocking I/O needs

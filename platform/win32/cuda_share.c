@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The security descriptor of CUDA chunks' Win32 handles, as an
  * OBJECT_ATTRIBUTES for cuMemCreate (cuda_share.h says why). */
 #include "cuda_share.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who may hold a CUDA chunk's Win32 handle (CU_MEM_HANDLE_TYPE_WIN32).
  * cuMemCreate takes, in CUmemAllocationProp.win32HandleMetaData, an
  * OBJECT_ATTRIBUTES whose security descriptor the allocation's shareable

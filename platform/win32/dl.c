@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run-time loading on Windows (nvcuda.dll, nvml.dll). A bare name is looked
  * for in System32 only, where the driver installs its DLLs: the default
  * search order would also try the program's and the current directory,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handles on Windows are HANDLEs: pipes, sections, processes and events,
  * named by a value in this process's handle table. None is inheritable:
  * every one the platform makes is created so, and vp_dup keeps it so. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd-holder.exe: keeps vramd's handles while vramd is not there, and
  * does nothing else (platform/keeper.h says why and when vramd starts it).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer identity on Windows. The pipe's client token (who opened the pipe,
  * captured by the system at CreateFile) gives the user and the groups; the
  * client process id (GetNamedPipeClientProcessId) gives the process, which

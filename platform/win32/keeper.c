@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The keeper on Windows: the holder only (holder.c). Windows has no
  * service manager that keeps a service's handles across its restarts (the
  * SCM keeps none), so VP_KEEPER_FDSTORE is -ENOTSUP; a holder process keeps

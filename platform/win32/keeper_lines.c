@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Lines on a pipe, for the keeper and its holder. */
 #include "keeper_lines.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What vramd and its holder say to each other on Windows (keeper.c,
  * holder.c): lines of text on a named pipe, one request or answer each.
  * Handles travel as values in the process that is to use them, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's exclusive lock on Windows: a file opened with no sharing.
  * A second vramd for the same run directory gets ERROR_SHARING_VIOLATION.
  * The lock goes with the process, however it ends (the system closes its

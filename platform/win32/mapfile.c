@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The state file on Windows: a file under vramd's run directory, mapped
  * with CreateFileMappingW. Opened with FILE_SHARE_DELETE so that the new
  * file can be renamed over the old one while it is mapped (as a POSIX

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory on Windows: host chunks are page-file-backed sections
  * (CreateFileMappingW on INVALID_HANDLE_VALUE, committed at creation, so a
  * chunk that exists has its memory); a client's region is a placeholder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What platform/win32/mem.c tells beyond mem.h (its tests, and a daemon
  * that reports how clients map). */
 #ifndef VRAM_WIN32_MEM_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peer.h on Windows: its uid and gid shape is POSIX's, and Windows names
  * users and groups by SIDs (identity.h). Each SID gets a number of vramd's
  * own here (vp_sid_id), so the core's access lists and per-user limits

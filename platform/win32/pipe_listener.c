@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The named-pipe listener: one instance at a time waits for a client with
  * an overlapped ConnectNamedPipe; when it is connected the next instance
  * is made before the connected one goes to the caller (so the name is held

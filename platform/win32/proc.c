@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Processes on Windows: a pin is a process handle (its exit signals it, and
  * its pid cannot be reused while the handle is open), start times are
  * creation times, and children are started with CreateProcessW.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What platform/win32/ reads of a process handle, shared by proc.c and
  * identity.c. */
 #ifndef VRAM_WIN32_PROCINFO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pushing handles into another process with DuplicateHandle, and taking
  * them back. */
 #include "push.h"

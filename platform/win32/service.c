@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Living as a service on Windows, the parts platform/service.h names: the
  * SCM's side (readiness, stop, reload) is windows-service/'s, so there is
  * no readiness message to send here, and no journal. */

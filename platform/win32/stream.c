@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pipe connections handed to libuv, and the acceptor thread that feeds a
  * loop with connected instances. */
 #include "stream.h"

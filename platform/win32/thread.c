@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Threads and recursive mutexes on Windows. A CRITICAL_SECTION is recursive
  * already: the thread that holds it may enter it again, and must leave it
  * as often. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Watching waitable objects from the libuv loop on Windows: a pinned
  * process's exit. libuv polls only sockets here, so a thread-pool wait
  * (RegisterWaitForSingleObject, one shot) posts to the loop with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Win32 error codes as errno values: the ones the platform's calls can
  * meet, named after what the POSIX implementation would report in the same
  * situation (a peer gone is EPIPE on a send, whatever the pipe calls it). */

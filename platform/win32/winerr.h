@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Win32 error codes (GetLastError) as the negative errno values the
  * platform interface returns. */
 #ifndef VRAM_WIN32_WINERR_H

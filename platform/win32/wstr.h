@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* UTF-8 (the platform interface's strings) to and from UTF-16 (Win32's
  * W functions), into the caller's buffers. */
 #ifndef VRAM_WIN32_WSTR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram_msggen: makes the protocol's C from proto/messages.json, at build
  * time.
  *

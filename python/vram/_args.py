@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integer arguments, checked before they reach ctypes.
 
 ctypes converts a Python int to a C integer modulo 2**bits without a word:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The ctypes declarations of libvram: every struct and function of vram.h.
 
 Each ``Structure`` below mirrors its C struct field for field, in the same

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The memory views of a client, and what becomes of them when the memory
 under them goes.
 

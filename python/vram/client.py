@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vram.Client: one connection to vramd, over libvram."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exception of the vram package."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The values libvram hands back, as Python types: enums and dataclasses
 that mirror vram.h's structs field for field (copies: none of them points
 into the library)."""

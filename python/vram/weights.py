@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vram.Weights, a weight set opened by a Client, and vram.weights_key.
 
 A weight set (vram.h, "weight sets") is a named set of large allocations on

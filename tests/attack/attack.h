@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The attack suite's checks: after each attack the daemon must still serve
  * a newcomer, hold about the fds and memory it held before, and account
  * for every chunk exactly once (with VRAMD_CHECK_INVARIANTS the daemon

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attacks with file descriptors: vramd out of fds (connections waiting that
  * it cannot accept, a grant whose handles it cannot make), floods of
  * connections and of unsolicited fds. vramd neither spins nor drops a

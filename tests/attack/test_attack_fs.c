@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attacks through the filesystem: socket directories other users can
  * write into (sticky or not), that another user owns, or that are links; a
  * socket path that is not a socket; and a second vramd, even after the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A connection handed to another process: inherited across fork (with the
  * memory mapped) and passed as an fd. vramd notices that the process that
  * connected is gone while its connection lives on, closes the connection,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Identity: an unprivileged user made for the test with useradd, refused
  * when the configuration does not name it and served when it does, judged
  * by the kernel's credentials (its name in hello changes nothing). Needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One user taking a shared resource from the others: the address window
  * (per client and per user), ad-hoc stage ids (their own pool, far larger
  * than any user's share) and gone clients per user.

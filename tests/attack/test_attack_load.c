@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Under load: engines grow and shrink while they are killed with SIGKILL
  * and replaced, and other peers send garbage (random bytes, lying headers,
  * oversized lengths, frames cut short) and connect again when dropped.

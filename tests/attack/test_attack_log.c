@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attacks on the log: text from a peer (a request type, a name, bytes that
  * are not UTF-8) cannot forge a line; refusals a peer repeats at will are
  * rate-limited at info; a peer that resets its connection is logged as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peers that ask and never read: the replies they leave queued are bounded
  * for all peers together (limits.queued_bytes: the peer with the most
  * queued is dropped), and the memory comes back once they are gone. */

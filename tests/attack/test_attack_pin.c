@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who a client is, read when it first may get memory: vramd pins a client's
  * process by its connection, reads its start time and records it in the
  * state file at its first request that may give it memory, not at connect

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Silent and slow peers, and peers that take every slot: a connection that
  * says no hello, or leaves a frame half-sent, is closed after its deadline
  * (with the fds that came with the frame's first part); one user cannot

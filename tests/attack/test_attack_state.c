@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attacks on the state file: a crafted, truncated, foreign or inconsistent
  * file never crashes vramd and is never silently dropped (a newcomer could
  * be granted what a live engine maps): vramd refuses to start, names the

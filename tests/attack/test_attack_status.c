@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status at any size: 256 clients with 256 regions each is far more than a
  * frame holds; the reply comes in frames (more: true), each inside the
  * payload limit, and the library and vramctl put them back together. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram-bench: what brokering costs against what the OS or driver allows.
  *
  * For each backend (host: memfd chunks and mmap; cuda: VMM allocations), in

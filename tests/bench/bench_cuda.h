@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the CUDA benchmarks (vram-bench, vram-bench-driver) share: the
  * allocation properties and the access of a chunk of GPU 0. Each is one
  * program, so these are static inline here. */

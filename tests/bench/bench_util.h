@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the benchmarks (vram-bench, vram-bench-scale) share: the clock,
  * sleeping, sorting samples, and whole reads and writes of a pipe or
  * socket. Each is one program, so these are static inline here. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram-bench-scale: what a request costs the real vramd (host backend) at
  * the scale of an 8-GPU host, against issue 17's targets: 8 devices of
  * 141 GiB in 2 MiB chunks (577,536 chunks) and 256 memory-holding clients.

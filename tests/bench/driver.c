@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram-bench-driver: how far the CUDA driver lets a broker overlap its own
  * work with its clients', measured without vramd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram-bench-ledger: the ledger's costs at the scale of a large host, without
  * I/O (issue 17's scale targets, the ledger's part). One device of --capacity
  * (default 128 GiB in 2 MiB chunks; --capacity-gib N) lent whole to stage 0 as expert loans,

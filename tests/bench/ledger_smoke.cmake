@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench_ledger_smoke: vram-bench-ledger --quick exits 0 and prints seven JSON
 # objects with "bench" and "cpu_ms". Timings are not judged here.
 if(NOT BENCH)

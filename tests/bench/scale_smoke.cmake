@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench_scale_smoke: vram-bench-scale --quick --checks exits 0 and prints
 # JSON objects, each with "bench" and "value", no "error", and every line
 # it should. Timings are not judged here (the daemon runs with its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench_smoke: vram-bench --backend host --quick exits 0 and prints only
 # JSON objects, one a line, each with "bench" and "backend". Timings are not
 # judged here. Run: cmake -DBENCH=path/to/vram-bench -P smoke.cmake

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The Kubernetes manifests (deploy/kubernetes/) checked without a cluster.
 
 Usage: test_manifests.py VRAMD [MANIFEST_DIR]

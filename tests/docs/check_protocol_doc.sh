@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # PROTOCOL.md's message reference is what vram_msggen makes of the catalogue.
 # Usage: check_protocol_doc.sh MSGGEN CATALOGUE PROTOCOL.md [--update]
 # Fails, with the difference, when the text between the markers differs from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer harness for the state file reader: any bytes, as the file a
  * previous vramd left, go through the whole of vd_state_open (the check,
  * reading the tables, rebuilding live holders into a real ledger). Holders

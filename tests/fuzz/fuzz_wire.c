@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer harness for everything that reads bytes from a peer: the frame
  * header, the codec (fed directly, in pieces, in both handle modes), the
  * wire over a real socketpair (one receive per call, and receives until the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the libFuzzer harnesses with clang (ASan + UBSan) and runs each for
 # a bounded time from its seed corpus: the wire (frames, codec, JSON,
 # catalogue; default 60 s) and the state file reader (default 30 s).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU suite: vramd's cuda backend on real cards (run by scripts/gpu.sh).
  * Each subtest runs in its own process, forked before anything touches
  * CUDA, so it may fork clients of its own. On one GPU both stages share

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a temporary prefix, runs what was installed there
 # (the tools find the installed libvram through their RPATH; vramd checks a
 # configuration and serves the installed vramctl; the installed unit starts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A fake vramd, for what the tools and libvram do with a hostile or huge
  * daemon's replies: a real process speaking the real wire format
  * (proto/frame.h headers, JSON payloads) on a temporary socket. It answers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Integration test harness: the real vramd on a temporary socket, real
  * client processes (fork), and checks on the daemon's log and fds. */
 #ifndef VRAM_TEST_HARNESS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Access control: peers are judged by the kernel's credentials against the
  * configured lists. A peer not allowed gets a clear EACCES and a log line;
  * an allowed peer is served; only admins may evict, and an evicted client's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Mapping in the background (vram_client_set_background_map): calls return
  * once vramd granted, the library maps on its own thread, and
  * vram_client_wait says how many chunks it mapped. Every call waits for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every bad input gets a clear error or a disconnect with a logged reason,
  * loses nothing, and leaves the daemon serving everyone else. */
 #include <errno.h>

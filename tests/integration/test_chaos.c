@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Chaos: client processes doing random grows, shrinks, KV reserves (some
  * held), trims, expert loans and recall answers on configured and ad-hoc
  * stages of two devices, while the parent kills some with SIGKILL at random

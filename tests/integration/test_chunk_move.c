@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Moving a held chunk between a client's own regions: the bytes come along,
  * no handle travels, and a chunk of another device is refused as foreign. */
 #include <errno.h>

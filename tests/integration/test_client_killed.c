@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client killed with SIGKILL: its chunks are quarantined until its process
  * is gone, then return to the pool; other clients keep being served. */
 #include <signal.h>

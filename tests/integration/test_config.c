@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration errors: vramd --check-config and vramd --config name the
  * offending key path for every error, and refuse to start. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd dies in the middle of a reply of several frames (a grant of 100
  * chunks goes out 32 handles a frame; VRAMD_TEST_CRASH_MID_REPLY kills it
  * after the second), so the engine has received handles of a reply that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd dies after committing a call and before its reply, for every call
  * that changes what an engine holds (the fault injection
  * VRAMD_TEST_CRASH_BEFORE_REPLY puts the crash exactly there). vramd's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engine API contract (vram.h): events say what changes and come
  * after the state they announce is in place, every call returns with the
  * library's figures current (equal to the daemon's), a trim keeps pool

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A grant of thousands of chunks in one call goes out as the client takes
  * it: vramd makes each frame's handles only when the connection has room,
  * so a client that reads slowly (or not yet) is waited for, not dropped for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client holding many chunks is not looked at before each release (its
  * process's mappings and fds take about 13 us a chunk to read): the release
  * goes through, and a sample of what it released is looked for later, off

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client that releases chunks but keeps a mapping of them, or an open
  * handle, is caught (host chunks: their memory ids among the process's
  * mappings and fds): the release is refused with EBUSY and the chunks stay

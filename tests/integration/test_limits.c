@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Limits on what a client controls: connections, stages, regions, chunks
  * (a quota that loans count against too). Over a limit: a clear error, and
  * nothing else disturbed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Two clients competing on one device: A's expert loans (out of memory no
  * owned stage reserves, by the device's lend_unreserved policy) are recalled
  * when B's stage needs its KV window.

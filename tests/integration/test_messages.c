@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The messages a user meets first: every tool's --version, a failed
  * connect that names the socket (in the library's error text, vramctl's
  * and vram-replay's), re-registering one's own stage, and vram-replay on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd tells the service manager it is ready (READY=1 with a STATUS) once it
  * serves, and that it is stopping on SIGTERM (sd_notify protocol). */
 #include <poll.h>

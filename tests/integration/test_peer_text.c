@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Text from the daemon is shown safely by every view of vramctl, one rule
  * for all: a fake vramd (fake_vramd.c, the real wire format) whose status
  * names (a client's name and state, a device's name and uuid, a region's

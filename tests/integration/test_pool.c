@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The backend's pool of chunks made ahead follows what the ledger could
  * grant: it fills after start, shrinks when the capacity goes down or
  * clients take chunks (it never holds more than is free), and is made

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stage whose policy is on_missed_recall "kill": a client that holds its
  * pool loans past the recall deadline is killed (through its pidfd), its
  * chunks come back once it is gone, and the waiting reserve completes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SIGHUP rereads the configuration: new limits apply at once; a change that
  * needs a restart (a device's capacity) is refused, naming it, and nothing
  * changes; a file with errors changes nothing either. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replies in several frames (more: true) are bounded: a daemon that never
  * stops sending them, in four ways (new clients past the catalogue's
  * 65,536; one stage continued past its 4,096 regions; new stages with

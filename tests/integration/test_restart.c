@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd restarts without loss (rule 13).
  *  1. Two engines hold memory (a configured stage with KV, loans and a slot
  *     claim; an ad-hoc stage) and a third holds memory and exits while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A resume never counts against the gone-clients limit (R16, issue 25).
  * One user runs 64 engines that hold memory, the default
  * limits.gone_clients_per_user. vramd is killed with SIGKILL and started

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The seed replay: vram-replay drives tests/scenarios/seed-pp32-16.json (or
  * the scenario named as the argument: seed-pp32-16-1gpu.json puts both
  * stages on one device) against the real daemon, with one client process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Data survives other grants, and region addresses never move across grows
  * and shrinks, in single- and multi-lane regions. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Two client processes, one stage each on two devices, are granted chunks,
  * map them at the daemon's addresses, and status (library and vramctl)
  * agrees with what they hold. */

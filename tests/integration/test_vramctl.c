@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl: table and JSON output, and one clear line when no daemon runs;
  * tables without trailing spaces, with units on counts, reserved bytes per
  * device, quarantined clients (awaiting resume) with their bytes; --help

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl and weight sets (issue 31), with the real vramd and real client
  * processes, vramctl run as a process of its own:
  *  1. Three sets: model/a written and sealed by one process and mapped by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets (R17, issue 31), on the host backend, with real processes:
  *  1. A writer opens a set, fills it and seals it; a second process opens
  *     it, maps the very same bytes at the same address, read-only; nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets outlive vramd (R17, issue 31 item 4), on the host backend,
  * through vramd's holder (no systemd here):
  *  1. A writer seals a set and exits; vramd is killed with SIGKILL and

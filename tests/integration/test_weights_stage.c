@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A configured stage whose fixed reservation a weight set backs (R17,
  * issue 31 item 1), on the host backend:
  *  1. Registration makes no region for the reservation; it opens the set

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The layering rules of DESIGN.md, checked on the sources ($1: the source
 # tree). Fails, naming each offence, when:
 #  - code outside platform/ includes a system header other than the C

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The ledger's rules carry the same numbers in its README, code and tests.
 # Fails (exit 1, saying which) unless every rule R<n> that
 # daemon/ledger/README.md lists (a line "## R<n>. ...") is tagged R<n> in a

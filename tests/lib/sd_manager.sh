@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A systemd service manager for the tests that need one (the fd store):
 # sourced; sd_manager_run DIR BODY runs the shell script BODY with $user
 # set to the systemctl/systemd-run flag that reaches the manager.

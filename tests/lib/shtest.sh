@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What the shell tests share; sourced after setting
 #   name       the test's name, for its messages ("metrics_http")
 #   build src  the build and source folders (the test's arguments)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The metrics endpoint serves its scraper while other peers hold as many
 connections against it as they can: idle ones (connected, nothing sent),
 slow ones (a head at 1 byte/s that never ends) and keep-alive ones (one

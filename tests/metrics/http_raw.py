@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Raw HTTP/1.1 requests against vramctl metrics --listen, the ones curl
 will not send: malformed, oversized, pipelined, half-sent, random bytes.
 Each case names what it expects; the process exits 1 if any case failed,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # vramctl metrics --listen under attack (issue 25): while 1,000 idle, slow
 # (1 byte/s) and keep-alive-then-idle connections from 50 other loopback
 # addresses are held against it, reopened as it closes them, the scraper's

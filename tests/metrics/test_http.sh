@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # vramctl metrics --listen: the real vramd on a temporary socket with the
 # seed replay holding memory, the endpoint on a port of its choosing
 # (127.0.0.1:0, read from the line it prints), scraped with curl: 200 with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # vramctl metrics, with stages and clients holding memory, passes
 # promtool check metrics. Usage: test_promtool.sh BUILD_DIR SOURCE_DIR
 set -eu

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Debian packages (packaging/debian; docs/packaging.md):
 #  1. builds vramd, libvram0 and libvram-dev with dpkg-buildpackage from a
 #     copy of the source tree in WORK_DIR;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the keeper's tests share: memfds with bytes of their own (some
  * sealed), checked where they come back; a temporary directory; becoming
  * another user. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The keeper under a service manager (platform/keeper.h,
  * platform/posix/keeper_fdstore.c, passed.c), against a NOTIFY_SOCKET
  * listener of the test's own: each put is one datagram that carries

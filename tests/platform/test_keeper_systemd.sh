@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The keeper's fd store against a real systemd: a transient service with a
 # socket of its own (test_keeper_fdstore service DIR) stores four memfds
 # (two sealed) in the manager's fd store and kills itself; the manager

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/moe_engine.py against the real daemon: it decodes token for token
 the same as the same model in ordinary memory while budgets change under it.
 

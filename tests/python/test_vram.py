@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the vram Python package against the real daemon.
 
 Run from the repository root, after ``cmake --build build -j2``::

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every integer argument of the vram package is range-checked before it
 reaches ctypes (which would take it modulo 2**32 or 2**64 without a word).
 

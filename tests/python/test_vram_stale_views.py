@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A view outlives nothing it points into: numpy views and torch tensors
 used after the memory under them went -- a trim, a shrink, a release, a
 move, a close, an EXPERT_SHRINK or a RECALL (on the event thread, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Weight sets through Python (vram.Client.weights_open, vram.Weights,
 vram.weights_key) against the real daemon, with real processes.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reading and writing a whole weight set through its views: the helpers of
 tests/python/test_vram_weights.py and of the processes it starts (``from
 weights_helpers import *``).  numpy is needed, and torch with CUDA on the

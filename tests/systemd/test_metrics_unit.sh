@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # vramd-metrics.service: systemd-analyze verify passes on it beside
 # vramd.socket and vramd.service (the build's, and the ones installed into a
 # temporary prefix, whose ExecStart names the prefix's vramctl); it runs

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The systemd units verify, and vramd started by socket activation
 # (systemd-socket-activate) serves vramctl on the socket it was given.
 # Usage: test_units.sh BUILD_DIR SOURCE_DIR

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # A weight set outlives vramd through systemd's fd store (issue 31 item 4):
 # vramd runs as a transient service (Type=notify, FileDescriptorStoreMax=,
 # Environment=FDSTORE=, Restart=on-failure) of a real systemd manager

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The same figures in every view of vramctl (stages, metrics, top), against
 # what vram-replay's engines were told:
 #  - KV-NEEDED after a step whose KV is kept (no trim): the exact bytes of

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # vramctl top on a real terminal: tmux (a detached session of fixed size)
 # runs it against the real vramd while the seed replay holds memory, and
 # its screen is read back with capture-pane. Checked: the alternate screen

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The message catalogue (proto/messages.json, made into descriptors by
  * vram_msggen) and the decoder and encoder that work from it; envelopes;
  * errno names; human sizes. Every request, reply and event of the catalogue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The codec alone (proto/codec.c), with no connection: bytes pushed in any
  * split come out as the same frames; handles are matched to frames by the
  * header's count in arrival order; lies about counts fail and close what

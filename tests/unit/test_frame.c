@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The frame header: its byte layout (frame.h documents it and foreign peers
  * rely on it), the round trip, and every check decode makes. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP request head parser of vramctl metrics --listen
  * (client/tools/http_request.c): what it takes, what it refuses and with
  * which status, that every prefix of a good head asks for more and of a bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram_json_print: what it writes parses back to the same value, integers
  * are exact, strings are escaped. */
 #include <math.h>

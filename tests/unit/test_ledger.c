@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the ledger, each with real numbers. A test function is
  * named by the rule it tests, test_r<NN>_... (R1..R15 as in
  * daemon/ledger/README.md); one that touches others names them in a

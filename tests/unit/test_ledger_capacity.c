@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* R12: a device's capacity changed at run time: the ledger keeps its
  * accounting (free + held == capacity) and refuses what is in use, reserved
  * or above the size it started with. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger's indices at scale: what makes a request cost what it changes
  * (issue 17) must keep every answer the same. vl_check() runs after every
  * operation and recounts each index:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Randomized operation sequences over the ledger. After every operation:
  * vl_check() is 0, the public counters add up per device, and an independent
  * shadow map of chunk holders, built only from the effects (MAP adds, DROP

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Merging a reply's frames (proto/msg.c, vram_merge_add): status replies
  * decoded frame by frame as libvram does, into one arena. The merged
  * arrays are the frames' items in order, a stage continued over frames

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint's connection slots (client/tools/metrics_slots.c):
  * at most per_peer per address and cap in all; past either, the slot idle
  * longest makes room (of the same peer for the per-address limit); busy

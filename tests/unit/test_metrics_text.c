@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics exposition (client/tools/metrics_text.c) of a status made up
  * here: series per device, stage and client with their labels; a client
  * name with quotes, backslashes, a newline, a control character and bytes

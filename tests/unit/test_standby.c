@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The standby's policy (daemon/backends/standby.c, issue 30): its default
  * size, its size in chunks, and how long returned chunks may swell it. */
 #include <stdint.h>

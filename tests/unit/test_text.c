@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Text from peers made safe to show (proto/text.c): the escape every view
  * and the daemon's log use (C0, DEL and C1 controls and bytes that are not
  * UTF-8 as \xNN, the rest kept, cut between whole characters); the NUL

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The wire (proto/wire.c: the codec over platform/posix/conn.c) on a real
  * socketpair: fds arrive working, in their own frame, exactly once, with
  * FD_CLOEXEC; every lie a peer can tell about fds (a wrong count, fds too

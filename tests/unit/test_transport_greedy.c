@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Receives as the daemon makes them (one receive per readiness): one
  * receive takes several frames, fds go to the frame they were sent with,
  * partial frames are finished by later receives, and a stop leaves the rest

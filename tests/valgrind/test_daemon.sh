@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # vramd under valgrind through a real run: the seed replay (two client
 # processes), a client killed while holding memory, vramctl, a garbage frame,
 # then SIGTERM. Passes with no valgrind error and nothing definitely lost.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # test_win_install: `cmake --install` of the Windows build into a fresh
 # directory gives the layout cmake/windows_install.cmake promises, and the
 # programs in bin/ import nothing but Windows' own DLLs and libvram.dll.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a Windows integration test works: its own program's directory
  * (vramd.exe and the tools are beside it) and a run directory of its own
  * under the temporary folder, with vramd's log in it, named with a random

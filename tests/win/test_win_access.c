@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's access lists on Windows, under wine: the configuration's
  * access.allow and access.admin name users and groups by account name or
  * SID, and the daemon judges a pipe client's token by them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile peers against the real vramd.exe: the Windows side of
  * tests/integration/test_bad_input.c and tests/attack/ (which are POSIX
  * only), as far as they apply to a named pipe.

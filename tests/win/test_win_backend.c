@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd.exe's backends on Windows, and how their handles reach a client.
  *
  *   - "backend": "cuda" where nvcuda.dll cannot be loaded (wine has none):

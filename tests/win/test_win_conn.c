@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* platform/win32/ under wine: handles, clocks, and connections over named
  * pipes (conn.h) on their own and under the wire (proto/wire.c). The
  * server end is made here with CreateNamedPipeW, as the listener will make

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd serving, and refusing, processes of other users: what only a real
  * Windows machine, and an administrator on it, can run. Under wine every
  * process belongs to one user, an administrator, and no pipe DACL is ever

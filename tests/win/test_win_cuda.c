@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend's Windows pieces that run without a GPU: the security
  * descriptor of the chunks' Win32 handles (platform/win32/cuda_share.c),
  * the driver and NVML loaders failing cleanly, with the reason, where

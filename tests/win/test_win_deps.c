@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Windows build's dependencies, built from their Debian source packages
  * (cmake/windows.cmake): libuv's static library links and runs a loop, and
  * cJSON parses and prints. Run under wine by ctest. */

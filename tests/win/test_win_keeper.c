@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The keeper on Windows (platform/win32/keeper.c, holder.c) under wine:
  * a process puts page-file-backed sections with bytes of their own into
  * the keeper, which starts vramd-holder.exe, and is killed

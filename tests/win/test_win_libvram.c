@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram.dll as an engine uses it: this program is built from vram.h and
  * linked against the import library libvram.dll.a only (no static part of
  * the library, none of its internal headers), and runs under wine.

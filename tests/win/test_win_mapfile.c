@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The state file's platform calls on Windows (platform/win32/mapfile.c):
  * a file made and mapped for writing, read back mapped read-only, renamed
  * over (the state's NAME.state.new replaces NAME.state), and

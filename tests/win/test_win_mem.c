@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host backend primitives on Windows (platform/mem.h): page-file-backed
  * sections, and views at fixed addresses inside a reservation, with an
  * unmapped slot kept reserved. wine 8 has no placeholders (VirtualAlloc2

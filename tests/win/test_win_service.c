@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* windows-service/ under wine's Service Control Manager, with a small
  * service built on it (win_test_service.exe): the command line, the data
  * directory, the dispatcher outside the SCM (1063), install (LocalSystem,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd.exe itself as a Windows service under wine's Service Control
  * Manager: installed by its own --install-service (with a configuration,
  * a run directory and a pipe of this test's, which go into the service's

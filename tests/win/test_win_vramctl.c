@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tools on Windows: the real vramd.exe (host backend, a configuration,
  * run directory and pipe of its own, as in test_win_vramd) and vramctl.exe
  * and vram-replay.exe run against it as separate processes, each a program

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The first integration test on Windows: the real vramd.exe, in the
  * foreground with a configuration and a run directory of its own (a
  * temporary one) and a pipe name of its own, serving separate client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Names that no other run takes, for what a Windows test makes: its run
  * directory, pipes, services, accounts. Not the pid: wine's pids repeat
  * from run to run (each wineserver counts again from the start), so a

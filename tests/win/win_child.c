@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A helper process for the Windows tests: it dials the pipe named on its
  * command line and does what the test asks, one line each way, so that
  * identity, pushed handles and fixed-address views are seen from a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small service built on windows-service/, for test_win_service: what
  * vramd's main will do, with a named pipe (platform/pipe_listener.h) to
  * ask it how it is.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An engine-style client of the real vramd.exe, started by test_win_vramd
  * as a process of its own: built from vram.h and linked against
  * libvram.dll.a only. Connects to the pipe named on its command line,

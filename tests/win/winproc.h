@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the Windows integration tests do with the programs they run and the
  * files those write: start a program with its output in files (vramd.exe's
  * log, a tool's stdout and stderr), wait for its exit code or for the pipe

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the Windows tests share: telling wine from Windows (what wine does
  * not enforce is checked on real Windows only, and skipped under wine with
  * the reason, never faked), the path of a helper program beside the test,

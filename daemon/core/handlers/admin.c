@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests of operators and health checks: status, ping, and for admins
  * (access.admin) device_set_capacity and client_evict. */
 #include <stdio.h>

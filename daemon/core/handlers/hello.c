@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* hello: the first request of every connection. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* KV budgets and loans of configured stages: kv_reserve (held when it
  * needs recalls and asked to hold, R6), kv_trim, expert_request,
  * expert_claim. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Regions of ad-hoc stages and their chunks: region_create, region_grow,
  * region_release, chunk_release, chunk_move. */
 #include "kept.h"

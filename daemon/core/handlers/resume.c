@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* resume (R13): a process that was a client, after a reconnect, declares
  * what it still holds and takes it back with the same ids at the same
  * addresses. The declaration may come in parts ("more") when it does not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* stage_register and stage_release. */
 #include "log.h"
 #include "kept.h"

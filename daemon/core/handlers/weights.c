@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets (R17): weights_open, weights_handles, weights_seal,
  * weights_close, weights_list, weights_drop. */
 #include <errno.h>

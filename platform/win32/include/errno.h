@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The C library's <errno.h> for the Windows build, with the POSIX names
  * vramd uses that mingw-w64's lacks (EDQUOT: the ledger's quotas; ESTALE: a
  * resumed stage that no longer matches). cmake/windows.cmake puts this
