@@ -8,6 +8,7 @@
  * The status reply is decoded into the catalogue's typed structs (checked
  * field by field against proto/messages.json), so every column below names
  * a struct member the compiler checks, never a string key. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -484,6 +485,8 @@ static void usage(FILE *f)
             "  --listen ADDR:PORT  (metrics) serve the metrics over HTTP at /metrics\n"
             "  -h, --help          this text; COMMAND --help for a command's\n"
             "  -V, --version       the version\n\n"
+            "--socket, --timeout, --json and --no-legend go before or after the "
+            "command.\n"
             "Sizes are shown in binary units (MiB, GiB); other numbers name what "
             "they count\n(BACKED-SLOTS, RECALLING-CHUNKS).\n%s", exit_text);
 }
@@ -496,30 +499,43 @@ static int admin_status(int e)
     return e == -EPERM || e == -EACCES ? EXIT_NOT_ALLOWED : EXIT_FAILED;
 }
 
+/* --timeout's value: 0, or 2 (the usage exit status) said on stderr. */
+static int parse_timeout(const char *arg)
+{
+    char *end = NULL;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end || v < 1 || v > 3600000) {
+        fprintf(stderr, "vramctl: --timeout '%s': milliseconds, 1 to 3600000\n",
+                arg);
+        return 2;
+    }
+    timeout_ms = (int)v;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option gopts[] = {
         {"socket", required_argument, 0, 's'},
         {"timeout", required_argument, 0, 't'},
+        {"json", no_argument, 0, 'j'},
+        {"no-legend", no_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *path = NULL;
+    /* --json and --no-legend before the command: checked against it below */
+    bool g_json = false, g_no_legend = false;
     int ch;
     while ((ch = getopt_long(argc, argv, "+s:t:hV", gopts, NULL)) != -1) {
-        char *end = NULL;
-        long v;
         switch (ch) {
         case 't':
-            v = strtol(optarg, &end, 10);
-            if (end == optarg || *end || v < 1 || v > 3600000) {
-                fprintf(stderr, "vramctl: --timeout '%s': milliseconds, 1 to "
-                        "3600000\n", optarg);
+            if (parse_timeout(optarg))
                 return 2;
-            }
-            timeout_ms = (int)v;
             break;
+        case 'j': g_json = true; break;
+        case 'L': g_no_legend = true; break;
         case 'V': printf("vramctl %s (protocol %d)\n", VRAM_VERSION,
                          VRAM_PROTOCOL_VERSION); return 0;
         case 's': path = optarg; break;
@@ -545,6 +561,14 @@ int main(int argc, char **argv)
         return 2;
     }
     struct opts o = {.legend = true, .interval_ms = 1000};
+    if ((g_json && !strstr(commands[ci].args, "--json")) ||
+        (g_no_legend && !strstr(commands[ci].args, "--no-legend"))) {
+        fprintf(stderr, "vramctl %s: no %s option (vramctl %s --help)\n", cmd,
+                g_json ? "--json" : "--no-legend", cmd);
+        return 2;
+    }
+    o.json = g_json;
+    o.legend = !g_no_legend;
     /* long long: a client id is 32 bits unsigned, and long is 32 bits signed
      * on Windows. */
     long long evict = -1;
@@ -569,13 +593,40 @@ int main(int argc, char **argv)
                             "id\n", a);
                     return 2;
                 }
-            } else if ((e = vram_size_parse(a, &capacity)) < 0) {
-                fprintf(stderr, "vramctl set-capacity: '%s': %s\n", a,
-                        vram_size_why(e));
-                return 2;
             } else {
+                /* "12 GiB": the number and its unit as two words */
+                char joined[64];
+                bool two = i + 1 < argc && isalpha((unsigned char)argv[i + 1][0]) &&
+                           snprintf(joined, sizeof(joined), "%s%s", a, argv[i + 1]) <
+                               (int)sizeof(joined);
+                if (two) {
+                    if ((e = vram_size_parse(joined, &capacity)) < 0) {
+                        fprintf(stderr, "vramctl set-capacity: '%s %s': %s\n", a,
+                                argv[i + 1], vram_size_why(e));
+                        return 2;
+                    }
+                    i++;
+                } else if ((e = vram_size_parse(a, &capacity)) < 0) {
+                    fprintf(stderr, "vramctl set-capacity: '%s': %s\n", a,
+                            vram_size_why(e));
+                    return 2;
+                }
                 have_capacity = true;
             }
+            continue;
+        }
+        /* The global options after the command too. */
+        if ((strcmp(a, "--socket") == 0 || strcmp(a, "-s") == 0) && i + 1 < argc) {
+            path = argv[++i];
+            continue;
+        }
+        if (strncmp(a, "--socket=", 9) == 0) {
+            path = a + 9;
+            continue;
+        }
+        if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
+            if (parse_timeout(argv[++i]))
+                return 2;
             continue;
         }
         if (strcmp(cmd, "evict") == 0 && evict < 0 && a[0] != '-') {
@@ -653,8 +704,12 @@ int main(int argc, char **argv)
     e = vram_client_connect(shown, &co, &cl);
     if (e < 0) {
         if (e == -ENOENT || e == -ECONNREFUSED)
-            fprintf(stderr, "vramctl: no vramd is listening on %s (%s)\n", shown,
-                    vram_strerror(e));
+            fprintf(stderr, "vramctl: no vramd is listening on %s (is it running? "
+                    "%s)\n", shown,
+                    path ? "the socket given with --socket"
+                    : getenv("VRAM_SOCKET") && *getenv("VRAM_SOCKET")
+                        ? "the socket VRAM_SOCKET names"
+                        : "the default socket; --socket or VRAM_SOCKET name another");
         else if (err[0])
             fprintf(stderr, "vramctl: %s\n", err); /* names the socket */
         else

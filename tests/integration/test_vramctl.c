@@ -205,6 +205,8 @@ int main(void)
     CHECK(strstr(out, "/tmp/vramd-test-none/none.sock") != NULL,
           "error does not name the socket: %s", out);
     CHECK(strchr(out, '\n') == out + strlen(out) - 1, "more than one line: %s", out);
+    CHECK(strstr(out, "is it running? the socket given with --socket") != NULL,
+          "the error does not ask whether vramd runs: %s", out);
     rc = run("frobnicate", out, sizeof(out));
     CHECK(rc == 2, "unknown command exit %d", rc);
     rc = run("--timeout 0 status", out, sizeof(out));
@@ -381,6 +383,22 @@ int main(void)
           "8GB: %s", out);
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 16GiB", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "back to 16 GiB: %s", out);
+    /* A size in two words, global options after the command, --json
+     * before it. */
+    snprintf(args, sizeof(args), "set-capacity 1 16 GiB --socket %s", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "'16 GiB' with the socket after: %s", out);
+    snprintf(args, sizeof(args), "--socket %s set-capacity 1 16 GB", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 2 && strstr(out, "'16 GB'") &&
+              strstr(out, "did you mean GiB"), "'16 GB': %s", out);
+    snprintf(args, sizeof(args), "--json --socket %s status", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0 && out[0] == '{', "--json before the "
+          "command: %.200s", out);
+    snprintf(args, sizeof(args), "--json --socket %s evict 5", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 2 && strstr(out, "evict: no --json option"),
+          "--json before a command without it: %s", out);
+    snprintf(args, sizeof(args), "status --timeout 30000 --socket=%s --no-legend", d.sock);
+    CHECK(run(args, out, sizeof(out)) == 0, "--timeout and --socket= after the "
+          "command: %s", out);
     /* Every command has --help; unknown options are refused. */
     const char *cmds[] = {"status", "clients", "stages", "loans", "watch", "weights",
                           "metrics", "set-capacity", "evict", "weights drop"};
