@@ -91,10 +91,19 @@ class Daemon:
                  "--backend", BACKEND, "--log-level", "debug"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=dict(os.environ, VRAMD_CHECK_INVARIANTS="1"))
+        # Ready when a connection is served: the socket's path exists from
+        # its bind, a moment before vramd listens (a connect between is
+        # refused, as with no vramd).
         deadline = time.monotonic() + 10
-        while not os.path.exists(self.sock):
+        while True:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("vramd did not start; its log:\n" + self.log_text())
+            if os.path.exists(self.sock):
+                try:
+                    vram.Client(self.sock, name="moe-harness", ctl=True).close()
+                    break
+                except vram.VramError:
+                    pass
             time.sleep(0.02)
 
     def log_text(self) -> str:
