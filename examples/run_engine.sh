@@ -41,9 +41,11 @@ fail() {
     >"$tmp/vramd.log" 2>&1 &
 pid=$!
 i=0
-until [ -S "$sock" ]; do
+# Ready once it says so: the socket's path exists from its bind, a moment
+# before it listens.
+until [ -S "$sock" ] && grep -q " ready on " "$tmp/vramd.log"; do
     i=$((i + 1))
-    [ $i -le 100 ] || fail "vramd made no socket at $sock within 10 s"
+    [ $i -le 100 ] || fail "vramd was not ready on $sock within 10 s"
     sleep 0.1
 done
 
