@@ -411,7 +411,7 @@ static void log_up(struct server *s, int up, const char *why)
         fprintf(stderr, "vramctl metrics: reading vramd on %s\n", s->socket);
     else
         fprintf(stderr, "vramctl metrics: vramd is not readable: %s (scrapes "
-                "answer 503 until it is)\n", why);
+                "answer vramd_up 0 until it is)\n", why);
     s->up = up;
 }
 
@@ -427,7 +427,8 @@ static void on_fetched(struct tool_fetcher *f, void *ud)
         tool_metrics_render(&t, &snap->st, tool_fetcher_seconds(f));
         log_up(s, 1, NULL);
     } else {
-        status = 503;
+        /* 200 all the same, as exporters answer when what they read is
+         * down: the scraper stores vramd_up 0 (a 503 stores nothing). */
         tool_metrics_render_down(&t, why);
         log_up(s, 0, why);
     }
@@ -458,7 +459,7 @@ static void fetch_start(struct server *s)
     if (s->stopping || !s->waiting || tool_fetcher_busy(s->fetcher))
         return;
     if (tool_fetcher_start(s->fetcher) < 0)
-        on_fetched(s->fetcher, s); /* answers 503 with the reason */
+        on_fetched(s->fetcher, s); /* answers vramd_up 0 with the reason */
 }
 
 static void free_handle(uv_handle_t *h)

@@ -178,24 +178,30 @@ static bool client_shown(const struct vram_t_client *c)
            c->quarantined_bytes;
 }
 
-static void client_labels(struct tool_text *t, const struct vram_t_client *c)
+/* A client's series are keyed by its id and name; the pid, which changes
+ * with every restart of an engine, is on vramd_client_info alone (join on
+ * client to read it). */
+static void client_labels(struct tool_text *t, const struct vram_t_client *c,
+                          bool with_pid)
 {
     tool_text_printf(t, "{client=\"%u\",name=", c->id);
     label_value(t, c->name);
-    tool_text_printf(t, ",pid=\"%lld\"", (long long)c->pid);
+    if (with_pid)
+        tool_text_printf(t, ",pid=\"%lld\"", (long long)c->pid);
 }
 
 static void render_clients(struct tool_text *t, const struct vram_rep_status *st)
 {
     head(t, "vramd_client_info", "gauge",
-         "1 for each engine client; state: connected, quarantined (gone, its "
-         "process may still map its memory) or handed-off.");
+         "1 for each engine client, with its pid; state: connected, "
+         "quarantined (gone, its process may still map its memory) or "
+         "handed-off.");
     for (size_t i = 0; i < st->clients.n; i++) {
         const struct vram_t_client *c = &st->clients.v[i];
         if (!client_shown(c))
             continue;
         tool_text_str(t, "vramd_client_info");
-        client_labels(t, c);
+        client_labels(t, c, true);
         tool_text_str(t, ",state=");
         label_value(t, c->state);
         tool_text_str(t, ",role=");
@@ -227,7 +233,7 @@ static void render_clients(struct tool_text *t, const struct vram_rep_status *st
                                    : k == 3 ? c->missed_recalls
                                             : (unsigned long long)c->delinquent;
             tool_text_str(t, per[k].name);
-            client_labels(t, c);
+            client_labels(t, c, false);
             tool_text_printf(t, "} %llu\n", v);
         }
     }
@@ -262,6 +268,12 @@ void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
             tool_text_printf(t, "%s{device=\"%u\",backend=", dev[k].name,
                              st->devices.v[i].id);
             label_value(t, st->devices.v[i].backend);
+            /* The GPU's own id, as DCGM's series carry it (joins across
+             * exporters; the device number is vramd's). */
+            if (st->devices.v[i].uuid && st->devices.v[i].uuid[0]) {
+                tool_text_str(t, ",gpu_uuid=");
+                label_value(t, st->devices.v[i].uuid);
+            }
             tool_text_printf(t, "} %llu\n", value(&st->devices.v[i], &dev[k]));
         }
     }

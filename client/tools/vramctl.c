@@ -407,7 +407,7 @@ static const struct {
      "Prometheus text exposition (0.0.4) of the devices, stages, clients and\n"
      "counters, with vramd_up (0, and exit status 3, when no vramd answers).\n"
      "With --listen, an HTTP endpoint serving it at GET /metrics (one status\n"
-     "read per scrape; 503 while vramd cannot be read) until SIGTERM or ^C;\n"
+     "read per scrape; 200 with vramd_up 0 while vramd cannot be read) until SIGTERM or ^C;\n"
      "port 0 takes a free port, and the address bound is printed on stdout"},
     {"weights", "[--json] [--no-legend]",
      "weight sets: name, device, size, allocation size and count, key prefix,\n"

@@ -246,7 +246,7 @@ static void one_shot(const struct fake_vramd *f, const char *bin, enum mode m,
               cmd, mode_name[m], r.status, r.err);
         const char *want = strcmp(cmd, "metrics") == 0
                                ? "vramd_client_held_bytes{client=\"65536\","
-                                 "name=\"engine-65536\",pid=\"165536\"} 2097152\n"
+                                 "name=\"engine-65536\"} 2097152\n"
                                : "\n65536  engine-65536";
         CHECK(strstr(r.out, want) != NULL, "vramctl %s against a %s: the last "
               "client is not shown", cmd, mode_name[m]);
@@ -311,7 +311,7 @@ static void scrape(const struct fake_vramd *f, const char *bin, enum mode m)
     check_rss("vramctl metrics --listen", m, kib);
     CHECK(st == 0, "the exporter exited %d after SIGTERM", st);
     if (flooding(m)) {
-        CHECK(code == 503 && body && strstr(body, "\nvramd_up 0\n") &&
+        CHECK(code == 200 && body && strstr(body, "\nvramd_up 0\n") &&
               says_bound(body, m), "a scrape against a %s: %d %.300s",
               mode_name[m], code, body ? body : "");
     } else {

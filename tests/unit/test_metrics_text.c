@@ -78,8 +78,7 @@ int main(void)
     /* Quotes and backslashes escaped as the format says; the newline, the
      * control character and the lone 0xff first as the text \xNN (as
      * every view shows them); é kept. */
-    const char *lab = "{client=\"9\",name=\"we\\\"ird\\\\na\\\\x0ame\\\\x01\\\\xff\xc3\xa9\","
-                      "pid=\"4242\"}";
+    const char *lab = "{client=\"9\",name=\"we\\\"ird\\\\na\\\\x0ame\\\\x01\\\\xff\xc3\xa9\"}";
     char want[256];
     snprintf(want, sizeof(want), "vramd_client_quarantined_bytes%s 2097152", lab);
     CHECK(has_line(text, want), "the escaped client: want %s in\n%s", want, text);
@@ -89,9 +88,10 @@ int main(void)
     CHECK(has_line(text, want), "missed recalls");
     snprintf(want, sizeof(want), "vramd_client_delinquent%s 1", lab);
     CHECK(has_line(text, want), "delinquent");
-    CHECK(strstr(text, "state=\"quarantined\",role=\"engine\"} 1\n") != NULL, "info state");
+    CHECK(strstr(text, "pid=\"4242\",state=\"quarantined\",role=\"engine\"} 1\n") != NULL,
+          "info: the pid and the state");
     CHECK(has_line(text,
-                   "vramd_client_held_bytes{client=\"11\",name=\"\",pid=\"77\"} 4096"),
+                   "vramd_client_held_bytes{client=\"11\",name=\"\"} 4096"),
           "a client without a name");
     CHECK(strstr(text, "name=\"vramctl\"") == NULL, "a control client has series");
     CHECK(has_line(text, "vramd_clients_connected 1"), "connected engines");
@@ -121,6 +121,17 @@ int main(void)
     CHECK(has_line(text, "vramd_device_kv_bytes{device=\"3\",backend=\"cuda\"} 64"),
           "the rest is there");
     free(text);
+
+    /* A GPU's series carry its UUID, as DCGM's do. */
+    dev.uuid = "GPU-8f7e6d5c-0000-1111-2222-333344445555";
+    tool_metrics_render(&t, &st, 0.25);
+    text = tool_text_take(&t, NULL);
+    REQUIRE(text, "render failed");
+    CHECK(has_line(text, "vramd_device_kv_bytes{device=\"3\",backend=\"cuda\","
+                         "gpu_uuid=\"GPU-8f7e6d5c-0000-1111-2222-333344445555\"} 64"),
+          "kv, with the GPU's UUID");
+    free(text);
+    dev.uuid = NULL;
 
     tool_metrics_render_down(&t, "no vramd is listening on /x\n(refused)");
     text = tool_text_take(&t, NULL);
