@@ -23,6 +23,9 @@ passed=0
 cleanup() {
     if [ -n "$sd_mgr" ]; then
         kill -9 "$sd_mgr" 2>/dev/null || true
+        # its services outlive it: this test's vramd, should a failure have
+        # left it running
+        pkill -9 -f "vramd --config $tmp/" 2>/dev/null || true
     elif [ -d /run/systemd/system ]; then
         systemctl stop "$unit.service" 2>/dev/null || true
         systemctl reset-failed "$unit.service" 2>/dev/null || true
