@@ -13,9 +13,13 @@
 set -eu
 build=$1
 src=$2
-py=${3:-python3}
+# The Python with numpy: the one given (cmake's), else the system's.
+py=
+for p in ${3:-} python3 /usr/bin/python3; do
+    "$p" -c 'import numpy' 2>/dev/null && py=$p && break
+done
 . "$src/tests/lib/sd_manager.sh"
-"$py" -c 'import numpy' 2>/dev/null || { echo "skipped: $py has no numpy"; exit 77; }
+[ -n "$py" ] || { echo "skipped: no Python with numpy (${3:-python3}, /usr/bin/python3)"; exit 77; }
 tmp=$(mktemp -d /tmp/vram-wfd-XXXXXX)
 chmod 755 "$tmp"
 unit=vram-wfd-test-$(basename "$tmp" | cut -d- -f3)
