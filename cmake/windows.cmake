@@ -233,7 +233,7 @@ endif()
 # Windows branch has returned, so it is repeated here).
 add_library(vram_proto STATIC
   proto/frame.c proto/codec.c proto/wire.c proto/json.c proto/errnames.c
-  proto/arena.c proto/msg.c proto/message.c proto/units.c proto/text.c
+  proto/arena.c proto/msg.c proto/message.c proto/units.c proto/text.c proto/hexkey.c
   ${VRAM_GEN_DIR}/vram_msg.c)
 target_include_directories(vram_proto PUBLIC proto ${VRAM_GEN_DIR})
 target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)

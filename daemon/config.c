@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hexkey.h"
 #include "message.h"
 #include "peer.h"
 #include "units.h"
@@ -311,17 +312,14 @@ static void parse_fixed(struct ctx *x, const cJSON *arr, const char *p,
                 sc->alloc = a;
         }
         const cJSON *kv = cJSON_GetObjectItemCaseSensitive(f, "key");
-        if (kv) {
-            const char *k = cJSON_GetStringValue(kv);
-            bool ok = sv && k && strlen(k) == 2 * VL_WSET_KEY;
-            for (size_t i = 0; ok && i < 2 * VL_WSET_KEY; i++)
-                ok = (k[i] >= '0' && k[i] <= '9') || (k[i] >= 'a' && k[i] <= 'f') ||
-                     (k[i] >= 'A' && k[i] <= 'F');
-            if (!ok)
-                err(x, "%s.key: 64 hex digits (the set's 32-byte key), with a "
-                    "set", fp);
-            else if (sc)
-                snprintf(sc->key, sizeof(sc->key), "%s", k);
+        uint8_t key[VL_WSET_KEY];
+        if (kv && (!sv || vram_hex_decode(cJSON_GetStringValue(kv), key,
+                                          VL_WSET_KEY) < 0)) {
+            err(x, "%s.key: 64 hex digits (the set's 32-byte key), with a "
+                "set", fp);
+        } else if (kv && sc) {
+            memcpy(sc->key, key, VL_WSET_KEY);
+            sc->has_key = true;
         }
     }
 }

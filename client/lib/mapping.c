@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hexkey.h"
 #include "internal.h"
 
 static const char *const kinds[] = {"kv", "expert", "fixed", "draft_kv"};
@@ -400,14 +401,6 @@ void vc_region_forget(vram_client *c, struct vc_region *r)
     free(r);
 }
 
-static int hex_digit(char ch)
-{
-    return ch >= '0' && ch <= '9'   ? ch - '0'
-           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                    : -1;
-}
-
 /* R17: a reservation a weight set backs, as the daemon describes it; what
  * registration opened for it is kept. */
 static void stage_set_update(struct vc_stage *st, const struct vram_t_stage_weights *w)
@@ -425,12 +418,7 @@ static void stage_set_update(struct vc_stage *st, const struct vram_t_stage_weig
     }
     snprintf(s->set, sizeof(s->set), "%s", w->set);
     s->bytes = w->bytes;
-    s->has_key = w->key && strlen(w->key) == 2 * VRAM_WEIGHTS_KEY_BYTES;
-    for (int i = 0; s->has_key && i < VRAM_WEIGHTS_KEY_BYTES; i++) {
-        int hi = hex_digit(w->key[2 * i]), lo = hex_digit(w->key[2 * i + 1]);
-        s->has_key = hi >= 0 && lo >= 0;
-        s->key[i] = (uint8_t)(hi << 4 | lo);
-    }
+    s->has_key = vram_hex_decode(w->key, s->key, VRAM_WEIGHTS_KEY_BYTES) == 0;
 }
 
 void vc_stage_update(vram_client *c, const struct vram_t_stage *o)

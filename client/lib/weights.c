@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hexkey.h"
 #include "internal.h"
 #include "mem.h"
 
@@ -124,8 +125,7 @@ static int do_open(vram_client *c, const char *name, uint32_t device,
         return vc_set_error(c, -EINVAL, "a weight set needs a name of 1 to %d "
                             "bytes and a key", VRAM_WEIGHTS_NAME_MAX);
     char hex[2 * VRAM_WEIGHTS_KEY_BYTES + 1];
-    for (int i = 0; i < VRAM_WEIGHTS_KEY_BYTES; i++)
-        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    vram_hex_encode(key, VRAM_WEIGHTS_KEY_BYTES, hex);
     /* The wait for another writer's seal stays inside this call's own
      * timeout, with a second for the reply. */
     uint32_t wait = flags & VRAM_WEIGHTS_NOWAIT ? 0

@@ -6,32 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hexkey.h"
 #include "internal.h"
-
-static int hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* The key's 64 hex digits as its 32 bytes; -1 when it is not that. */
-static int key_of(const char *hex, uint8_t *key)
-{
-    if (!hex || strlen(hex) != 2 * VRAM_WEIGHTS_KEY_BYTES)
-        return -1;
-    for (int i = 0; i < VRAM_WEIGHTS_KEY_BYTES; i++) {
-        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        key[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
-}
 
 static int state_of(const char *s)
 {
@@ -56,7 +32,7 @@ static int entry_of(vram_client *c, const struct vram_t_weights_entry *w,
                             "name is not what this libvram knows", w->id,
                             w->state ? w->state : "");
     memset(o, 0, sizeof(*o));
-    if (key_of(w->key, o->key) < 0)
+    if (vram_hex_decode(w->key, o->key, VRAM_WEIGHTS_KEY_BYTES) < 0)
         return vc_set_error(c, -EPROTO, "weight set %u: its key is not %d "
                             "bytes of hex", w->id, VRAM_WEIGHTS_KEY_BYTES);
     o->id = w->id;

@@ -30,13 +30,13 @@
 #include "log.h"
 #include "state.h"
 
-/* How the core reaches connections: io/ fills this in. conn is io's own
- * pointer for a connection (struct vd_client.conn). */
 /* The frame's handles are for mapping read-only (a sealed weight set's, to
  * a reader): where the OS lets a handle carry its access (Windows
  * sections), the client gets one that cannot map them writable. */
 #define VD_SEND_READ_ONLY 1u
 
+/* How the core reaches connections: io/ fills this in. conn is io's own
+ * pointer for a connection (struct vd_client.conn). */
 struct vd_port {
     void *ctx;
     /* Queues one frame; takes the handles. 0, or a negative errno when the

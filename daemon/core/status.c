@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hexkey.h"
 #include "handoff.h"
 #include "reapers.h"
 #include "platform.h"
@@ -75,6 +76,16 @@ static void add_region(void *ud, const struct vl_region_view *r)
 }
 
 /* A stage's figures, its regions aside. */
+/* A configured set's key as the protocol carries it (in the reply's arena;
+ * NULL when out of memory, which leaves it out). */
+static const char *key_hex(struct vram_arena *a, const uint8_t *key)
+{
+    char *hex = vram_arena_alloc(a, 2 * VL_WSET_KEY + 1);
+    if (hex)
+        vram_hex_encode(key, VL_WSET_KEY, hex);
+    return hex;
+}
+
 static int stage_fill(struct vd_core *core, uint32_t stage,
                       struct vram_t_stage *o, struct vl_stage_view *sv,
                       struct vram_arena *a)
@@ -134,7 +145,7 @@ static int stage_fill(struct vd_core *core, uint32_t stage,
         }
         o->weights.v[o->weights.n++] = (struct vram_t_stage_weights){
             .name = fc->name, .set = sc->name, .bytes = fc->bytes,
-            .key = sc->key[0] ? sc->key : NULL,
+            .key = sc->has_key ? key_hex(a, sc->key) : NULL,
             .has_set_id = s.fixed_set[f] != 0, .set_id = s.fixed_set[f]};
     }
     return 0;

@@ -5,6 +5,7 @@
  * opens that wait for another client to seal a set. */
 #include "weights.h"
 
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "access.h"
 #include "errnames.h"
+#include "hexkey.h"
 #include "log.h"
 #include "platform.h"
 #include "reply.h"
@@ -130,27 +132,6 @@ int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
     return 0;
 }
 
-static int key_parse(const char *hex, uint8_t key[VL_WSET_KEY])
-{
-    if (!hex || strlen(hex) != 2 * VL_WSET_KEY)
-        return -EINVAL;
-    for (int i = 0; i < VL_WSET_KEY; i++) {
-        int v = 0;
-        for (int k = 0; k < 2; k++) {
-            char c = hex[2 * i + k];
-            int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
-            if (d < 0)
-                return -EINVAL;
-            v = v * 16 + d;
-        }
-        key[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 /* R17: a set's allocations: the configured size (1 GiB), or the set's
  * size when it is smaller, each rounded up to the device's granularity. */
 static uint64_t alloc_size(struct vd_core *core, int di, uint64_t bytes)
@@ -172,7 +153,7 @@ int vd_weights_open(struct vd_request *rq, const struct vram_req_weights_open *m
     struct vd_core *core = rq->core;
     struct vd_client *c = rq->client;
     uint8_t key[VL_WSET_KEY];
-    if (key_parse(m->key, key) < 0)
+    if (vram_hex_decode(m->key, key, VL_WSET_KEY) < 0)
         return vd_fail(rq, -EINVAL, "key: 64 hex digits (32 bytes)");
     uint32_t existing = vl_wset_find(core->ledger, m->name);
     struct vl_wset_view v;

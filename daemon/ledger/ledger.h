@@ -40,6 +40,9 @@
 #define VL_MAX_FIXED 8
 /* Fixed reservations of one stage that weight sets back (R17). */
 #define VL_MAX_STAGE_SETS 2
+/* A weight set's name (bytes, at most) and key (bytes) (R17). */
+#define VL_WSET_NAME_MAX 64
+#define VL_WSET_KEY 32
 #define VL_NONE 0xffffffffu
 
 enum vl_chunk_state {
@@ -82,10 +85,9 @@ struct vl_fixed_cfg {
  * otherwise cost a kilobyte per stage id. */
 struct vl_set_cfg {
     char name[65];
-    char key[65];    /* the set's key in hex, when the configuration gives
-                        it: an open of the set with another key is refused
-                        (-ESTALE); "" for any */
-    uint64_t alloc;  /* its allocations' size */
+    uint8_t key[VL_WSET_KEY]; /* with has_key: an open of the set with */
+    bool has_key;             /* another key is refused (-ESTALE) */
+    uint64_t alloc;           /* its allocations' size */
 };
 
 struct vl_stage_cfg {
@@ -506,8 +508,6 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
  * rounded up), taken from memory no promise needs, as ad-hoc regions are;
  * its address range is carved from the window once and is the same in
  * every process that maps it. Its memory is the backend's, not chunks'. */
-#define VL_WSET_NAME_MAX 64
-#define VL_WSET_KEY 32
 #define VL_WSET_ALLOCS_MAX 65536
 #define VL_MAX_WSETS 4096
 

@@ -11,7 +11,6 @@
  * window once: the same range in every process that maps it. */
 #include "internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,19 +151,6 @@ static struct vl_stage *stage_entry(struct vl_ledger *L, uint32_t client,
     return NULL;
 }
 
-/* Whether hex (64 digits, either case: the configuration's) spells key. */
-static bool key_is(const char *hex, const uint8_t *key)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < VL_WSET_KEY; i++) {
-        char hi = (char)tolower((unsigned char)hex[2 * i]);
-        char lo = (char)tolower((unsigned char)hex[2 * i + 1]);
-        if (hi != digits[key[i] >> 4] || lo != digits[key[i] & 15])
-            return false;
-    }
-    return true;
-}
-
 static void attach(struct vl_ledger *L, struct vl_wset *w, uint32_t stage,
                    uint32_t f)
 {
@@ -289,11 +275,10 @@ int vl_weights_open(struct vl_ledger *L, uint32_t client,
                             "'%s')", req->name, (unsigned long long)req->bytes,
                             owner->cfg.id, (unsigned long long)fc->bytes,
                             fc->name);
-        if (sc->key[0] && !key_is(sc->key, req->key))
+        if (sc->has_key && memcmp(sc->key, req->key, VL_WSET_KEY) != 0)
             return vli_fail(L, -ESTALE, "weight set '%s': stage %u's "
-                            "reservation '%s' names it with key %.16s..., "
-                            "not the key given", req->name, owner->cfg.id,
-                            fc->name, sc->key);
+                            "reservation '%s' names it with another key than "
+                            "the one given", req->name, owner->cfg.id, fc->name);
         alloc = sc->alloc ? sc->alloc : alloc;
     }
     uint64_t nalloc = vli_div_up(req->bytes, alloc);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -173,7 +174,7 @@ int main(void)
     CHECK(en && strcmp(str(cJSON_GetStringValue(cJSON_GetObjectItem(en, "set"))),
                        "model/s0") == 0 &&
               json_u64(en, "bytes") == 20 * MIB &&
-              strcmp(str(cJSON_GetStringValue(cJSON_GetObjectItem(en, "key"))),
+              strcasecmp(str(cJSON_GetStringValue(cJSON_GetObjectItem(en, "key"))),
                      KEY_HEX) == 0 &&
               cJSON_GetObjectItem(en, "set_id"),
           "stage 0's status does not name its set's reservation and the set "

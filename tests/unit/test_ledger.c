@@ -2730,8 +2730,8 @@ static void test_r17_weights_stage(void)
     a.fixed[0] = (struct vl_fixed_cfg){.name = "weights", .kind = VL_FIXED,
                                        .bytes = 100 * MiB, .set = 1};
     a.sets[0] = (struct vl_set_cfg){.name = "m/s0", .alloc = 64 * MiB};
-    /* key_a, in hex, upper case as an operator may write it */
-    snprintf(a.sets[0].key, sizeof(a.sets[0].key), "A1A2A3%058d", 0);
+    memcpy(a.sets[0].key, key_a, VL_WSET_KEY);
+    a.sets[0].has_key = true;
     a.nfixed = 1;
     a.nsets = 1;
     OP(&L, 0, vl_stage_configure(&L, &a));
