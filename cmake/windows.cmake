@@ -263,6 +263,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # from vram.h at build time, which keeps the two from drifting apart.
 set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/session.c client/lib/weights.c
     client/lib/weights_list.c
+    client/lib/sleep.c
     client/lib/rpc.c client/lib/events.c client/lib/mapping.c client/lib/error.c
     client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
     client/lib/chunk_table.c client/lib/lock.c client/lib/thread.c

@@ -67,6 +67,8 @@ static inline void *vcu_shareable_arg(intptr_t h)
     X(cuMemsetD8)                                                              \
     X(cuMemcpyDtoH)                                                            \
     X(cuMemcpyHtoD)                                                            \
+    X(cuMemHostAlloc)                                                          \
+    X(cuMemFreeHost)                                                           \
     X(cuGetErrorName)                                                          \
     X(cuGetErrorString)
 

@@ -327,6 +327,48 @@ VRAM_API int vram_stage_info(vram_client *c, uint32_t stage,
 VRAM_API int vram_stage_regions(const vram_client *c, uint32_t stage,
                                 uint32_t *ids, size_t max);
 
+/* ---- sleep and wake -------------------------------------------------------
+ * A stage that sleeps gives all its GPU memory back to vramd (for other
+ * engines: a model swap) and keeps its address ranges reserved here; a wake
+ * gets memory again, maps it at the same addresses and copies the bytes
+ * back, so pointers and captured CUDA graphs stay valid. The bytes are kept
+ * in this process's host memory (pinned, on cuda): an engine that exits
+ * asleep loses them, as its KV's sequences die with it; weights meant to
+ * outlive an engine are a weight set's (vram_weights_open), which sleeping
+ * does not touch.
+ *
+ * flags choose, per region kind, what is copied: 0 keeps every byte;
+ * VRAM_SLEEP_DISCARD_KV drops the kv and draft_kv regions' bytes (their
+ * memory comes back at the wake, its contents undefined);
+ * VRAM_SLEEP_DISCARD_EXPERTS drops the expert region's. Fixed regions are
+ * always kept. What a configured stage gives back goes to pool loans only
+ * (its reservation stays its own: its KV window may be lent while it
+ * sleeps, and is recalled at the wake); an ad-hoc stage's goes back to the
+ * free pool, for anyone. */
+#define VRAM_SLEEP_DISCARD_KV 0x1u
+#define VRAM_SLEEP_DISCARD_EXPERTS 0x2u
+
+/* Copies what flags keep into host memory, unmaps every chunk of the
+ * stage's regions and gives them back. A pending recall is answered by the
+ * sleep (its expert slots lose their memory as RECALL says). While asleep,
+ * calls that move the stage's memory fail with -EBUSY; vram_stage_info
+ * shows nothing mapped. -ENOENT not this client's stage; -EALREADY asleep
+ * already; -ENOMEM no host memory for the copy (nothing changed); -EIO the
+ * copy failed (nothing changed). */
+VRAM_API int vram_stage_sleep(vram_client *c, uint32_t stage, unsigned flags);
+/* Gets the stage's memory again: a configured stage's KV as it was (its
+ * pool loans recalled, waiting up to its hold_ms), its fixed regions, then
+ * its expert loans as far as there are any (experts are a cache: slots not
+ * backed again lose their bytes; vram_expert_residency says how many came
+ * back); an ad-hoc stage's regions as they were. Then the kept bytes are
+ * copied back and the host copy freed. flags: 0. -EALREADY awake;
+ * -ETIMEDOUT the hold bound passed, -ENOSPC an ad-hoc stage's memory is
+ * taken (nothing is recalled for it): the stage sleeps on, its bytes kept,
+ * and may be woken later. */
+VRAM_API int vram_stage_wake(vram_client *c, uint32_t stage, unsigned flags);
+/* 1 when the stage sleeps, 0 when awake, -ENOENT. */
+VRAM_API int vram_stage_asleep(const vram_client *c, uint32_t stage);
+
 /* ---- regions ------------------------------------------------------------ */
 
 /* A region of an ad-hoc stage (configured stages get theirs at

@@ -59,6 +59,8 @@ void vram_client_close(vram_client *c)
         if (c->chunks.v[i].id < UINT64_MAX - 1)
             c->mapper->release(c, &c->chunks.v[i]);
     vc_table_free(&c->chunks);
+    for (size_t i = 0; i < c->nstages; i++) /* pinned: before the driver goes */
+        vc_sleep_forget(c, &c->stages[i]);
     if (c->mapper && c->mapper->destroy)
         c->mapper->destroy(c);
     vc_clear_pending(c);
@@ -190,6 +192,7 @@ static int do_stage_release(vram_client *c, uint32_t stage)
             i++;
     }
     free(st->slot_layer);
+    vc_sleep_forget(c, st);
     *st = c->stages[--c->nstages];
     struct vram_req_stage_release m = {.stage = stage};
     return vc_call(c, VRAM_REQ_STAGE_RELEASE, &m, NULL, NULL);

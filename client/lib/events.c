@@ -33,6 +33,12 @@ void vc_event(vram_client *c, int evt, const void *fields)
         }
     } else if (evt == VRAM_EVT_RECALL) {
         const struct vram_evt_recall *e = fields;
+        /* A stage asleep, or whose sleep is in flight, has unmapped all:
+         * the sleep answers the recall (R18), a release would name chunks
+         * vramd no longer counts as ours. */
+        const struct vc_stage *sl = vc_stage_get(c, e->stage);
+        if (sl && (sl->sleep || sl->falling_asleep))
+            return;
         vc_expert_leaving(c, VRAM_EVENT_RECALL, e->stage, e->chunks.v,
                           e->chunks.n, e->deadline_ms);
         for (size_t i = 0; i < e->chunks.n; i++)

@@ -77,6 +77,28 @@ struct vc_stage {
     uint32_t nslots;
     struct vc_stage_set sets[VC_STAGE_SETS];
     uint32_t nsets;
+    struct vc_sleep *sleep; /* while asleep (sleep.c), else NULL */
+    bool falling_asleep;    /* its chunks are unmapped, the sleep in flight */
+};
+
+/* What a sleeping stage keeps (sleep.c): the bytes of the slots it copied,
+ * one host buffer, and what to grant again at the wake. */
+struct vc_saved_slot {
+    uint32_t region, slot;
+};
+struct vc_regrow {
+    uint32_t region, per_lane;
+};
+struct vc_sleep {
+    uint64_t wake_tokens;   /* the daemon's: kv_reserve at the wake */
+    uint64_t expert_bytes;  /* loans to ask for again */
+    unsigned char *host;    /* nsaved x their regions' chunk bytes */
+    uint64_t host_bytes;
+    bool pinned;            /* host came from the mapper's host_alloc */
+    struct vc_saved_slot *saved;
+    size_t nsaved;
+    struct vc_regrow *regrow;
+    size_t nregrow;
 };
 
 /* A weight set this client has open (weights.c): its allocations are
@@ -106,6 +128,13 @@ struct vc_mapper {
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);
     void (*destroy)(vram_client *c);
+    /* Sleep and wake (sleep.c): bytes between mapped chunks at addr and
+     * host memory; NULL host_alloc: malloc. */
+    int (*copy_out)(vram_client *c, void *dst, uint64_t addr, uint64_t bytes);
+    int (*copy_in)(vram_client *c, uint64_t addr, const void *src,
+                   uint64_t bytes);
+    void *(*host_alloc)(vram_client *c, uint64_t bytes);
+    void (*host_free)(vram_client *c, void *p);
     /* For mapping on the library's background thread: what the calling
      * thread's driver state is (cuda: its current context), and making it
      * the background thread's. NULL when a mapper needs none. */
@@ -294,6 +323,13 @@ struct vc_region *vc_region_get(const vram_client *c, uint32_t id);
 struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id);
 uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot);
 void vc_drop_chunk(vram_client *c, uint64_t id);
+/* A held chunk out of its slot, its handle kept (0); on failure it stays
+ * mapped unless forced. And back into a slot of r. */
+int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force);
+/* sleep.c: a stage's sleep record freed (its release, a loss, close). */
+void vc_sleep_forget(vram_client *c, struct vc_stage *st);
+int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
+                 uint32_t slot);
 void vc_emit(vram_client *c, const struct vram_event *ev);
 /* The stage's figures from what this process maps (kv and expert regions
  * of a configured stage). */

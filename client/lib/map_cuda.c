@@ -191,6 +191,38 @@ static void cu_release(vram_client *c, struct vc_chunk *ch)
     vp_close(&ch->h);
 }
 
+/* Sleep and wake: every kernel of the context is done before its memory
+ * is read out (the engine's streams may still be writing KV). Host copies
+ * are pinned, so that a sleep and a wake run at the bus's speed. */
+static int cu_copy_out(vram_client *c, void *dst, uint64_t addr, uint64_t bytes)
+{
+    struct vc_cuda *s = st(c);
+    CUresult r = s->cu.cuCtxSynchronize();
+    if (r == CUDA_SUCCESS)
+        r = s->cu.cuMemcpyDtoH(dst, (CUdeviceptr)addr, (size_t)bytes);
+    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemcpyDtoH");
+}
+
+static int cu_copy_in(vram_client *c, uint64_t addr, const void *src,
+                      uint64_t bytes)
+{
+    CUresult r = st(c)->cu.cuMemcpyHtoD((CUdeviceptr)addr, src, (size_t)bytes);
+    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemcpyHtoD");
+}
+
+static void *cu_host_alloc(vram_client *c, uint64_t bytes)
+{
+    void *p = NULL;
+    return st(c)->cu.cuMemHostAlloc(&p, (size_t)bytes, 0) == CUDA_SUCCESS ? p
+                                                                          : NULL;
+}
+
+static void cu_host_free(vram_client *c, void *p)
+{
+    if (p)
+        st(c)->cu.cuMemFreeHost(p);
+}
+
 /* The background thread (background.c) works in the context of the thread
  * that made the call: the engine's, or the one this library retained. */
 static void *cu_thread_context(vram_client *c)
@@ -229,6 +261,10 @@ static const struct vc_mapper cuda_mapper = {
     .unmap = cu_unmap,
     .release = cu_release,
     .destroy = cu_destroy,
+    .copy_out = cu_copy_out,
+    .copy_in = cu_copy_in,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
     .thread_context = cu_thread_context,
     .thread_adopt = cu_thread_adopt,
 };

@@ -3,6 +3,8 @@
  * inaccessible, at the daemon's address, and a chunk (a memory object) is
  * mapped over its slot; unmapping puts the reservation back, so the range
  * is never left for someone else's mapping to take (platform/mem.h). */
+#include <string.h>
+
 #include "internal.h"
 #include "mem.h"
 
@@ -53,6 +55,23 @@ static void host_release(vram_client *c, struct vc_chunk *ch)
     vp_close(&ch->h);
 }
 
+/* Host chunks are this process's memory, mapped read-write. */
+static int host_copy_out(vram_client *c, void *dst, uint64_t addr,
+                         uint64_t bytes)
+{
+    (void)c;
+    memcpy(dst, (const void *)(uintptr_t)addr, (size_t)bytes);
+    return 0;
+}
+
+static int host_copy_in(vram_client *c, uint64_t addr, const void *src,
+                        uint64_t bytes)
+{
+    (void)c;
+    memcpy((void *)(uintptr_t)addr, src, (size_t)bytes);
+    return 0;
+}
+
 const struct vc_mapper vc_host_mapper = {
     .name = "host",
     .reserve = host_reserve,
@@ -62,4 +81,6 @@ const struct vc_mapper vc_host_mapper = {
     .map_ro = host_map_ro,
     .unmap = host_unmap,
     .release = host_release,
+    .copy_out = host_copy_out,
+    .copy_in = host_copy_in,
 };

@@ -49,7 +49,7 @@ uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot)
 /* Unmaps a chunk from its slot. On failure it stays where it is (and is
  * declared after a reconnect), unless forced: a chunk being dropped is
  * forgotten either way. */
-static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force)
+int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force)
 {
     if (!ch->region)
         return 0;
@@ -68,8 +68,8 @@ static int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force)
     return e;
 }
 
-static int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
-                     uint32_t slot)
+int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
+                 uint32_t slot)
 {
     if (slot >= r->lanes * r->stride_slots || r->slot_chunk[slot] != UINT64_MAX)
         return vc_set_error(c, -EPROTO, "daemon mapped chunk %llu over slot %u "

@@ -246,6 +246,7 @@ static void forget_stage(vram_client *c, uint32_t stage)
     struct vc_stage *st = vc_stage_get(c, stage);
     if (st) {
         free(st->slot_layer);
+        vc_sleep_forget(c, st);
         *st = c->stages[--c->nstages];
     }
     struct vram_event ev = {.type = VRAM_EVENT_STAGE_LOST, .stage = stage};
@@ -284,7 +285,12 @@ static int declare_head(vram_client *c, struct vram_req_resume *m,
             .has_keep_window = true, .keep_window = st->keep_window,
             .has_device = true, .device = st->info.device,
             .has_first_layer = true, .first_layer = st->info.first_layer,
-            .has_last_layer = true, .last_layer = st->info.last_layer};
+            .has_last_layer = true, .last_layer = st->info.last_layer,
+            .has_asleep = st->sleep != NULL, .asleep = st->sleep != NULL,
+            .has_wake_tokens = st->sleep != NULL,
+            .wake_tokens = st->sleep ? st->sleep->wake_tokens : 0,
+            .has_host_bytes = st->sleep != NULL,
+            .host_bytes = st->sleep ? st->sleep->host_bytes : 0};
         for (uint32_t k = 0; k < st->nslots && k < st->res.expert_slots_backed;
              k++)
             if (st->slot_layer[k] != 0xffff)

@@ -49,7 +49,9 @@ int vd_declaration_add(struct vd_resume_acc **accp,
         a->stages[a->nstages++] = (struct vl_resume_stage){
             .id = s->id, .configured = s->configured,
             .keep_window = s->keep_window, .device = s->device,
-            .first_layer = s->first_layer, .last_layer = s->last_layer};
+            .first_layer = s->first_layer, .last_layer = s->last_layer,
+            .asleep = s->has_asleep && s->asleep,
+            .wake_tokens = s->wake_tokens, .host_bytes = s->host_bytes};
     }
     for (size_t i = 0; i < m->regions.n; i++) {
         const struct vram_t_resume_region *r = &m->regions.v[i];

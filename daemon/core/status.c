@@ -128,6 +128,16 @@ static int stage_fill(struct vd_core *core, uint32_t stage,
         o->hold_ms = s.cfg->hold_ms;
         o->recall_deadline_ms = s.cfg->recall_deadline_ms;
     }
+    /* R18 */
+    o->has_asleep = o->asleep = s.asleep;
+    o->has_host_bytes = o->has_wake_tokens = s.asleep;
+    o->host_bytes = s.host_bytes;
+    o->wake_tokens = s.wake_tokens;
+    o->has_sleeps = o->has_wakes = o->has_sleep_us = o->has_wake_us = true;
+    o->sleeps = s.sleeps;
+    o->wakes = s.wakes;
+    o->sleep_us = s.sleep_us;
+    o->wake_us = s.wake_us;
     if (s.configured) {
         o->has_expert_slots = true;
         o->expert_slots = s.expert_slots;

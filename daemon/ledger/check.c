@@ -314,6 +314,9 @@ static int check_stages(struct vl_ledger *L, const uint32_t *qstage,
                             "loans %u/%u, fixed %u/%u, recalling %u/%u)", i, kv,
                             s->kv_chunks, loan, s->loan_chunks, fixed,
                             s->fixed_chunks, rec, s->recalling);
+        if (s->asleep && (kv || loan || fixed)) /* R18 */
+            return vli_fail(L, -EFAULT, "stage %u sleeps holding %u chunks", i,
+                            kv + loan + fixed);
         if (qstage[i] != s->quarantined ||
             qstage[L->nstage + i] != s->q_fixed)
             return vli_fail(L, -EFAULT, "stage %u: %u quarantined chunks (%u "

@@ -48,6 +48,8 @@ int vl_chunk_move(struct vl_ledger *L, uint32_t client, uint64_t chunk,
     if (sf->configured || st->configured)
         return vli_fail(L, -EPERM, "the regions of configured stages are "
                         "arranged by kv_reserve, kv_trim and expert_request");
+    if ((e = vli_stage_awake(L, st)) < 0) /* R18 */
+        return e;
     if (slot >= r->lanes * r->stride_slots ||
         slot % r->stride_slots >= r->lane_slots[slot / r->stride_slots])
         return vli_fail(L, -EINVAL, "slot %u is outside region %u", slot,

@@ -97,6 +97,13 @@ struct vl_stage {
     uint32_t q_fixed;        /* of those, fixed chunks */
     uint32_t held_by;        /* ad-hoc, unowned: kept for this gone client,
                                 whose process may come back for it (R13) */
+    /* R18: asleep, it holds no chunk; its regions keep their addresses.
+     * What its owner said it keeps in host memory, and what its sleeps and
+     * wakes took, for status. */
+    bool asleep;
+    uint64_t wake_tokens;
+    uint64_t host_bytes;
+    uint64_t sleeps, wakes, sleep_us, wake_us;
 };
 
 struct vl_device {
@@ -323,6 +330,8 @@ void vli_stage_set_owner(struct vl_ledger *L, struct vl_stage *s,
 int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
                   struct vl_stage **out);
 void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s);
+/* sleep.c: 0, or -EBUSY when the stage sleeps (R18). */
+int vli_stage_awake(struct vl_ledger *L, const struct vl_stage *s);
 
 /* client.c: clients, what they hold (R14), and quarantine that stands for
  * a stage's promise (R11) */

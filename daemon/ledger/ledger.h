@@ -248,6 +248,23 @@ int vl_stage_register_adhoc(struct vl_ledger *L, uint32_t client,
 int vl_stage_release(struct vl_ledger *L, uint32_t client, uint32_t stage,
                      struct vl_fxlist *fx);
 
+/* R18: the stage's owner copied what it keeps and unmapped every chunk of
+ * the stage's regions: they all go free (DROP effects), whatever their
+ * state; the regions stay. wake_tokens (may be NULL): the KV target a wake
+ * maps again (configured stages; 0 for ad-hoc ones); freed_out the chunks
+ * freed. -ENOENT not the client's stage, -EALREADY asleep already. */
+int vl_stage_sleep(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                   uint64_t host_bytes, uint64_t took_us, uint64_t *wake_tokens,
+                   uint32_t *freed_out, struct vl_fxlist *fx);
+/* R18: the stage is awake again, holding nothing: its owner grants itself
+ * its memory back (vl_kv_reserve of wake_tokens, vl_region_grow).
+ * -ENOENT, -EALREADY awake. */
+int vl_stage_wake(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                  uint64_t *wake_tokens);
+/* R18: its owner reports a finished wake (for status). */
+int vl_stage_woke(struct vl_ledger *L, uint32_t client, uint32_t stage,
+                  uint64_t took_us);
+
 int vl_region_create(struct vl_ledger *L, uint32_t client, uint32_t stage,
                      int kind, uint64_t lane_bytes, uint32_t lanes,
                      uint32_t *region_out);
@@ -359,6 +376,8 @@ struct vl_stage_view {
     uint32_t kv_region, expert_region; /* 0 for ad-hoc stages */
     uint32_t fixed_region[VL_MAX_FIXED];
     uint32_t fixed_set[VL_MAX_FIXED];  /* R17: the set each backs, or 0 */
+    bool asleep;                       /* R18, and what sleeps told */
+    uint64_t wake_tokens, host_bytes, sleeps, wakes, sleep_us, wake_us;
 };
 /* false when no stage has that id. */
 bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
@@ -454,6 +473,8 @@ struct vl_resume_stage {
     uint32_t id;
     bool configured, keep_window;
     uint32_t device, first_layer, last_layer; /* ad-hoc */
+    bool asleep;                /* R18 */
+    uint64_t wake_tokens, host_bytes;
     int lost;
 };
 

@@ -104,7 +104,8 @@ static uint32_t stage_need(const struct vl_stage *s)
 static uint32_t stage_claim(const struct vl_device *d, const struct vl_stage *s)
 {
     uint32_t need = stage_need(s);
-    if (s->owner || !d->cfg.lend_unreserved || s->no_loan)
+    /* R18: a sleeping stage's window is lent as an unregistered one's. */
+    if ((s->owner && !s->asleep) || !d->cfg.lend_unreserved || s->no_loan)
         return need;
     uint32_t w = vli_window_free(s);
     uint32_t n = stage_hard(s) + (s->register_chunks < w ? s->register_chunks : w);

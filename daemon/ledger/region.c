@@ -354,6 +354,9 @@ int vl_region_create(struct vl_ledger *L, uint32_t client, uint32_t stage,
     if (s->configured)
         return vli_fail(L, -EPERM, "stage %u is configured: its regions are "
                         "made at registration", stage);
+    int ae = vli_stage_awake(L, s); /* R18 */
+    if (ae < 0)
+        return ae;
     if (lanes == 0 || lanes > VL_MAX_LANES)
         return vli_fail(L, -E2BIG, "lanes must be 1..%d", VL_MAX_LANES);
     struct vl_device *d = vli_dev_get(L, s->cfg.device);
@@ -395,6 +398,9 @@ int vl_region_grow(struct vl_ledger *L, uint32_t client, uint32_t region,
         return vli_fail(L, -EPERM, "region %u: the %s region of a configured "
                         "stage grows through %s", region, vl_kind_name(r->kind),
                         r->kind == VL_KV ? "kv_reserve" : "expert_request");
+    int ae = vli_stage_awake(L, s); /* R18 */
+    if (ae < 0)
+        return ae;
     uint32_t per_lane[VL_MAX_LANES];
     uint64_t total = 0;
     for (uint32_t l = 0; l < r->lanes; l++) {

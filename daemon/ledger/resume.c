@@ -558,6 +558,11 @@ int vl_client_resume(struct vl_ledger *L, uint32_t client, struct vl_resume *rs,
             vli_stage_set_owner(L, s, client);
             vli_note_stage(L, st->id, client);
         }
+        /* R18: a stage that slept before the restart sleeps on (its
+         * process declares no chunk of it). */
+        s->asleep = st->asleep;
+        s->wake_tokens = st->asleep ? st->wake_tokens : 0;
+        s->host_bytes = st->asleep ? st->host_bytes : 0;
     }
     /* Regions. */
     for (size_t i = 0; i < rs->nregions; i++) {

@@ -33,6 +33,9 @@ int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
     if (!s->configured)
         return vli_fail(L, -EPERM, "stage %u is ad-hoc: KV budgets and loans "
                         "need a configured stage", stage);
+    int e = vli_stage_awake(L, s); /* R18 */
+    if (e < 0)
+        return e;
     *out = s;
     return 0;
 }
@@ -65,6 +68,9 @@ void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s)
     memset(s->fixed_region, 0, sizeof(s->fixed_region));
     s->kv_needed_bytes = 0;
     s->kv_peak_tokens = 0;
+    s->asleep = false; /* R18 */
+    s->wake_tokens = s->host_bytes = 0;
+    s->sleeps = s->wakes = s->sleep_us = s->wake_us = 0;
     for (uint32_t i = 0; i < s->claim_hi; i++)
         s->slot_layer[i] = VLI_SLOT_LAYER_NONE;
     s->claim_hi = 0;

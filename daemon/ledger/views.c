@@ -91,6 +91,13 @@ bool vl_stage_view(const struct vl_ledger *L, uint32_t id,
         out->fixed_region[f] = s->fixed_region[f];
         out->fixed_set[f] = s->fixed_set[f];
     }
+    out->asleep = s->asleep; /* R18 */
+    out->wake_tokens = s->wake_tokens;
+    out->host_bytes = s->host_bytes;
+    out->sleeps = s->sleeps;
+    out->wakes = s->wakes;
+    out->sleep_us = s->sleep_us;
+    out->wake_us = s->wake_us;
     return true;
 }
 

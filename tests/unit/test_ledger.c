@@ -2794,6 +2794,108 @@ static void test_r17_weights_stage(void)
     vl_fini(&L);
 }
 
+/* ---- R18: sleep and wake ---------------------------------------------------- */
+
+static void test_r18_sleep_wake(void)
+{
+    /* 256 chunks; stage 0: 2 lanes of 66 chunks (initial 5 each) and 4
+     * fixed; stage 1: a lender of one lane. */
+    struct vl_device_cfg d = dev_cfg(0, 512 * MiB, true);
+    struct vl_ledger L;
+    REQUIRE(vl_init(&L, &d, 1, VA_BASE, VA_SIZE) == 0, "%s", vl_why(&L));
+    struct vl_stage_cfg a = stage_cfg(0, 0, 0, 15, 2);
+    a.fixed[0] = (struct vl_fixed_cfg){.name = "w", .kind = VL_FIXED,
+                                       .bytes = 8 * MiB};
+    a.nfixed = 1;
+    struct vl_stage_cfg b = stage_cfg(1, 0, 16, 31, 1);
+    OP(&L, 0, vl_stage_configure(&L, &a));
+    OP(&L, 0, vl_stage_configure(&L, &b));
+    OP(&L, 0, vl_client_add(&L, 1));
+    OP(&L, 0, vl_client_add(&L, 2));
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, 100000, 0, NULL, &fx));
+    uint32_t kv = L.stage[0].kv_chunks;
+    CHECK_EQ_U(kv, 2 * 27); /* 106496 tokens x 528 B: 27 chunks a lane */
+    OP(&L, 0, vl_region_grow(&L, 1, L.stage[0].fixed_region[0], 4, &fx));
+    OP(&L, 0, vl_expert_request(&L, 1, 0, 3 * 2 * MiB, &fx));
+    CHECK_EQ_U(L.stage[0].loan_chunks, 3);
+    OP(&L, 0, vl_stage_register(&L, 2, 1, false, &fx));
+    OP(&L, 0, vl_expert_request(&L, 2, 1, 0, &fx));
+    uint32_t lent_awake = L.stage[1].loan_chunks;
+
+    /* Sleep: every chunk back, whatever its state. */
+    vl_fx_clear(&fx);
+    uint64_t tokens = 0;
+    uint32_t freed = 0;
+    uint32_t free0 = L.dev[0].count[VL_FREE];
+    OP(&L, 0, vl_stage_sleep(&L, 1, 0, 123, 0, &tokens, &freed, &fx));
+    CHECK_EQ_U(freed, kv + 4 + 3);
+    CHECK_EQ_U(fx_count(VL_FX_DROP, 1), freed);
+    CHECK_EQ_U(fx_count(VL_FX_BUDGET, 1), 1); /* its loans went */
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], free0 + freed);
+    CHECK_EQ_U(tokens, vl_kv_target_tokens(&a, 100000));
+    CHECK(L.stage[0].asleep && L.stage[0].kv_chunks == 0 &&
+          L.stage[0].loan_chunks == 0 && L.stage[0].fixed_chunks == 0,
+          "stage 0 holds memory asleep");
+    struct vl_stage_view sv;
+    CHECK(vl_stage_view(&L, 0, &sv) && sv.asleep && sv.host_bytes == 123 &&
+          sv.sleeps == 1, "the view does not show the sleep");
+    /* Asleep: nothing moves its memory; no second sleep. */
+    OP(&L, -EBUSY, vl_kv_reserve(&L, 1, 0, 100, 0, NULL, &fx));
+    OP(&L, -EBUSY, vl_kv_trim(&L, 1, 0, 0, &fx));
+    OP(&L, -EBUSY, vl_expert_request(&L, 1, 0, 0, &fx));
+    OP(&L, -EBUSY, vl_region_grow(&L, 1, L.stage[0].fixed_region[0], 1, &fx));
+    OP(&L, -EALREADY, vl_stage_sleep(&L, 1, 0, 0, 0, NULL, NULL, &fx));
+    OP(&L, -ENOENT, vl_stage_sleep(&L, 2, 0, 0, 0, NULL, NULL, &fx));
+    OP(&L, -ENOENT, vl_stage_wake(&L, 2, 0, NULL));
+
+    /* R5: its window lends as an unregistered stage's (but its initial
+     * window: 10 chunks, and its fixed reservation: 4, stay free). */
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_expert_request(&L, 2, 1, 0, &fx));
+    CHECK(L.stage[1].loan_chunks > lent_awake, "the sleeping window lent "
+          "nothing (%u loans, %u awake)", L.stage[1].loan_chunks, lent_awake);
+    CHECK_EQ_U(L.dev[0].count[VL_FREE], 10 + 4);
+
+    /* Wake: usable again, holding nothing; its KV comes back through a
+     * reserve that recalls the lender's pool loans (R6). */
+    OP(&L, 0, vl_stage_wake(&L, 1, 0, &tokens));
+    CHECK_EQ_U(tokens, vl_kv_target_tokens(&a, 100000));
+    OP(&L, -EALREADY, vl_stage_wake(&L, 1, 0, NULL));
+    vl_fx_clear(&fx);
+    OP(&L, VL_PENDING, vl_kv_reserve(&L, 1, 0, tokens, 0, NULL, &fx));
+    CHECK(fx_count(VL_FX_UNMAP, 2) > 0, "no recall of the lender's loans");
+    answer_unmaps(&L, 2);
+    OP(&L, 0, vl_kv_reserve(&L, 1, 0, tokens, 0, NULL, &fx));
+    CHECK_EQ_U(L.stage[0].kv_chunks, kv);
+    OP(&L, 0, vl_region_grow(&L, 1, L.stage[0].fixed_region[0], 4, &fx));
+    OP(&L, 0, vl_stage_woke(&L, 1, 0, 42));
+    CHECK(vl_stage_view(&L, 0, &sv) && !sv.asleep && sv.wakes == 1 &&
+          sv.wake_us == 42, "the view does not show the wake");
+
+    /* Ad-hoc stages sleep too; a stage released asleep leaves nothing. */
+    OP(&L, 0, vl_stage_release(&L, 2, 1, &fx));
+    uint32_t h = 0, r = 0;
+    OP(&L, 0, vl_stage_register_adhoc(&L, 1, 0, 0, 3, &h));
+    OP(&L, 0, vl_region_create(&L, 1, h, VL_FIXED, 6 * MiB, 1, &r));
+    OP(&L, 0, vl_region_grow(&L, 1, r, 3, &fx));
+    vl_fx_clear(&fx);
+    OP(&L, 0, vl_stage_sleep(&L, 1, h, 0, 0, &tokens, &freed, &fx));
+    CHECK_EQ_U(freed, 3);
+    CHECK_EQ_U(tokens, 0);
+    OP(&L, -EBUSY, vl_region_grow(&L, 1, r, 1, &fx));
+    uint32_t r2 = 0;
+    OP(&L, -EBUSY, vl_region_create(&L, 1, h, VL_FIXED, 2 * MiB, 1, &r2));
+    OP(&L, 0, vl_stage_wake(&L, 1, h, NULL));
+    OP(&L, 0, vl_region_grow(&L, 1, r, 3, &fx));
+    OP(&L, 0, vl_stage_sleep(&L, 1, 0, 0, 0, NULL, NULL, &fx));
+    OP(&L, 0, vl_stage_release(&L, 1, 0, &fx));
+    CHECK(!L.stage[0].asleep, "a released stage stays asleep");
+    OP(&L, 0, vl_stage_register(&L, 1, 0, false, &fx));
+    CHECK(!L.stage[0].asleep && L.stage[0].sleeps == 0, "registered asleep");
+    vl_fini(&L);
+}
+
 int main(void)
 {
     test_r04_seed_replay();
@@ -2822,6 +2924,7 @@ int main(void)
     test_r17_weights_evict();
     test_r17_weights_restart();
     test_r17_weights_stage();
+    test_r18_sleep_wake();
     test_r01_views();
     vl_fx_free(&fx);
     return check_report("test_ledger");

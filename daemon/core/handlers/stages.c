@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* stage_register and stage_release. */
+/* stage_register, stage_release, stage_sleep and stage_wake. */
 #include "log.h"
 #include "kept.h"
 #include "request.h"
@@ -52,5 +52,49 @@ int vd_handle_stage_release(struct vd_request *rq,
     if (e < 0)
         return vd_fail_ledger(rq, e);
     rq->freed_memory = true;
+    return 0;
+}
+
+/* R18: the owner copied and unmapped; everything the stage holds goes
+ * back to the pool. */
+int vd_handle_stage_sleep(struct vd_request *rq,
+                          const struct vram_req_stage_sleep *m,
+                          struct vram_rep_stage_sleep *rep)
+{
+    int e = vd_kept_refuse_stage(rq, m->stage);
+    if (e < 0)
+        return e;
+    uint64_t tokens = 0;
+    uint32_t freed = 0;
+    e = vl_stage_sleep(rq->core->ledger, rq->client->id, m->stage,
+                       m->host_bytes, m->took_us, &tokens, &freed, &rq->fx);
+    if (e < 0)
+        return vd_fail_ledger(rq, e);
+    vlog(VLOG_INFO, "client %u (%s): stage %u sleeps (%u chunks back to the "
+         "pool, %llu bytes kept in its host memory)", rq->client->id,
+         rq->client->name, m->stage, freed, (unsigned long long)m->host_bytes);
+    rq->freed_memory = true;
+    rep->wake_tokens = tokens;
+    rep->freed_chunks = freed;
+    return 0;
+}
+
+int vd_handle_stage_wake(struct vd_request *rq,
+                         const struct vram_req_stage_wake *m,
+                         struct vram_rep_stage_wake *rep)
+{
+    struct vd_core *core = rq->core;
+    int e;
+    if (m->has_took_us) { /* the report of a finished wake */
+        e = vl_stage_woke(core->ledger, rq->client->id, m->stage, m->took_us);
+        return e < 0 ? vd_fail_ledger(rq, e) : 0;
+    }
+    uint64_t tokens = 0;
+    e = vl_stage_wake(core->ledger, rq->client->id, m->stage, &tokens);
+    if (e < 0)
+        return vd_fail_ledger(rq, e);
+    vlog(VLOG_INFO, "client %u (%s): stage %u wakes", rq->client->id,
+         rq->client->name, m->stage);
+    rep->wake_tokens = tokens;
     return 0;
 }
