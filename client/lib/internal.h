@@ -79,6 +79,11 @@ struct vc_stage {
     uint32_t nsets;
     struct vc_sleep *sleep; /* while asleep (sleep.c), else NULL */
     bool falling_asleep;    /* its chunks are unmapped, the sleep in flight */
+    /* A wake with VRAM_WAKE_KEEP_HOST keeps the host buffer for the next
+     * sleep (pinning costs more than the copy). */
+    unsigned char *spare;
+    uint64_t spare_bytes;
+    bool spare_pinned;
 };
 
 /* What a sleeping stage keeps (sleep.c): the bytes of the slots it copied,
@@ -94,6 +99,7 @@ struct vc_sleep {
     uint64_t expert_bytes;  /* loans to ask for again */
     unsigned char *host;    /* nsaved x their regions' chunk bytes */
     uint64_t host_bytes;
+    uint64_t host_cap;      /* its size (a kept buffer may be larger) */
     bool pinned;            /* host came from the mapper's host_alloc */
     struct vc_saved_slot *saved;
     size_t nsaved;

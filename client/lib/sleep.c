@@ -31,23 +31,33 @@ static bool kept(const struct vc_region *r, unsigned flags)
     return true; /* fixed */
 }
 
+static void host_free(vram_client *c, void *p, bool pinned);
+
 static void sleep_free(vram_client *c, struct vc_sleep *s)
 {
     if (!s)
         return;
-    if (s->pinned && c->mapper->host_free)
-        c->mapper->host_free(c, s->host);
-    else
-        free(s->host);
+    host_free(c, s->host, s->pinned);
     free(s->saved);
     free(s->regrow);
     free(s);
+}
+
+static void host_free(vram_client *c, void *p, bool pinned)
+{
+    if (pinned && c->mapper->host_free)
+        c->mapper->host_free(c, p);
+    else
+        free(p);
 }
 
 void vc_sleep_forget(vram_client *c, struct vc_stage *st)
 {
     sleep_free(c, st->sleep);
     st->sleep = NULL;
+    host_free(c, st->spare, st->spare_pinned);
+    st->spare = NULL;
+    st->spare_bytes = 0;
 }
 
 /* Runs of slots that are neighbours in the region and in the host buffer
@@ -221,7 +231,18 @@ static int do_stage_sleep(vram_client *c, uint32_t stage, unsigned flags)
         s->saved = malloc((nsaved ? nsaved : 1) * sizeof(*s->saved));
         s->regrow = malloc((nregions ? nregions : 1) * sizeof(*s->regrow));
     }
-    if (bytes && s && c->mapper->host_alloc) {
+    if (bytes && s && st->spare && st->spare_bytes >= bytes) {
+        s->host = st->spare; /* what the last wake kept */
+        s->host_cap = st->spare_bytes;
+        s->pinned = st->spare_pinned;
+        st->spare = NULL;
+        st->spare_bytes = 0;
+    } else if (bytes && s && st->spare) {
+        host_free(c, st->spare, st->spare_pinned); /* too small */
+        st->spare = NULL;
+        st->spare_bytes = 0;
+    }
+    if (bytes && s && !s->host && c->mapper->host_alloc) {
         s->host = c->mapper->host_alloc(c, bytes);
         s->pinned = s->host != NULL;
     }
@@ -233,6 +254,8 @@ static int do_stage_sleep(vram_client *c, uint32_t stage, unsigned flags)
                             "bytes", stage, (unsigned long long)bytes);
     }
     s->host_bytes = bytes;
+    if (!s->host_cap)
+        s->host_cap = bytes;
     s->expert_bytes = st->configured ? st->info.expert_loaned_bytes : 0;
     for (size_t i = 0; i < c->nregions; i++) {
         const struct vc_region *r = c->regions[i];
@@ -313,7 +336,7 @@ static int do_stage_wake(vram_client *c, uint32_t stage, unsigned flags)
                             "client", stage);
     if (!st->sleep)
         return vc_set_error(c, -EALREADY, "stage %u is awake", stage);
-    if (flags)
+    if (flags & ~VRAM_WAKE_KEEP_HOST)
         return vc_set_error(c, -EINVAL, "unknown wake flags 0x%x", flags);
     struct vram_req_stage_wake m = {.stage = stage};
     struct vram_rep_stage_wake rep; /* its wake_tokens: ours, kept */
@@ -352,7 +375,14 @@ static int do_stage_wake(vram_client *c, uint32_t stage, unsigned flags)
     e = copy_runs(c, s, false);
     if (e < 0)
         return e; /* mapped, awake; the bytes are the backend's error's */
-    vc_sleep_forget(c, st);
+    if ((flags & VRAM_WAKE_KEEP_HOST) && s->host && !st->spare) {
+        st->spare = s->host;
+        st->spare_bytes = s->host_cap;
+        st->spare_pinned = s->pinned;
+        s->host = NULL;
+    }
+    sleep_free(c, s);
+    st->sleep = NULL;
     struct vram_req_stage_wake done = {
         .stage = stage, .has_took_us = true,
         .took_us = (vp_now_ns() - t0) / 1000};

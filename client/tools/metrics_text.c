@@ -169,6 +169,63 @@ static const struct metric counter[] = {
             "Cached weight sets evicted to make room."),
 };
 
+/* Sleep and wake (R18), per stage. A vramd that knows them sends the
+ * counters for every stage, and asleep and host_bytes only while the stage
+ * sleeps: for it an awake stage's asleep and host bytes are 0, a sample
+ * that says so; an older vramd sends none of these and its stages get no
+ * sample. The engine reports its times in microseconds; Prometheus counts
+ * seconds. */
+static void render_sleep(struct tool_text *t, const struct vram_rep_status *st)
+{
+    enum { ASLEEP, HOST, SLEEPS, WAKES, SLEEP_S, WAKE_S };
+    static const struct {
+        const char *name, *type, *help;
+    } per[] = {
+        [ASLEEP] = {"vramd_stage_asleep", "gauge",
+                    "1 while the stage sleeps (it holds no device memory; its "
+                    "owner keeps its bytes in host memory)."},
+        [HOST] = {"vramd_stage_host_bytes", "gauge",
+                  "Bytes the sleeping stage's owner keeps in host memory, as it "
+                  "said; 0 while awake."},
+        [SLEEPS] = {"vramd_stage_sleeps_total", "counter",
+                    "Sleeps of the stage since it was registered."},
+        [WAKES] = {"vramd_stage_wakes_total", "counter",
+                   "Wakes of the stage since it was registered."},
+        [SLEEP_S] = {"vramd_stage_sleep_seconds_total", "counter",
+                     "Seconds the stage's owner spent in sleeps (copying out, "
+                     "unmapping), as it reported."},
+        [WAKE_S] = {"vramd_stage_wake_seconds_total", "counter",
+                    "Seconds the stage's owner spent in wakes (getting memory, "
+                    "mapping, copying back), as it reported."},
+    };
+    for (size_t k = 0; k < COUNT(per); k++) {
+        head(t, per[k].name, per[k].type, per[k].help);
+        for (size_t i = 0; i < st->stages.n; i++) {
+            const struct vram_t_stage *s = &st->stages.v[i];
+            bool asleep = s->has_asleep && s->asleep;
+            bool has = s->has_sleeps || asleep;
+            unsigned long long v = 0;
+            uint64_t us = 0;
+            switch (k) {
+            case ASLEEP: v = asleep; break;
+            case HOST: v = asleep && s->has_host_bytes ? s->host_bytes : 0; break;
+            case SLEEPS: has = s->has_sleeps; v = s->sleeps; break;
+            case WAKES: has = s->has_wakes; v = s->wakes; break;
+            case SLEEP_S: has = s->has_sleep_us; us = s->sleep_us; break;
+            default: has = s->has_wake_us; us = s->wake_us; break;
+            }
+            if (!has)
+                continue;
+            tool_text_printf(t, "%s{stage=\"%u\",device=\"%u\"} ", per[k].name,
+                             s->id, s->device);
+            if (k == SLEEP_S || k == WAKE_S)
+                tool_text_printf(t, "%.6f\n", (double)us / 1e6);
+            else
+                tool_text_printf(t, "%llu\n", v);
+        }
+    }
+}
+
 /* Engines, and any client that holds memory: control clients (vramctl,
  * this exporter among them) come and go with new ids and hold nothing, so
  * series of theirs would only add churn. */
@@ -292,6 +349,7 @@ void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
             tool_text_printf(t, "vramd_stage_expert_slots{stage=\"%u\",device=\"%u\"} %u\n",
                              st->stages.v[i].id, st->stages.v[i].device,
                              st->stages.v[i].expert_slots);
+    render_sleep(t, st);
     for (size_t k = 0; k < COUNT(counter); k++) {
         head(t, counter[k].name, "counter", counter[k].help);
         if (present(&st->counters, &counter[k]))

@@ -315,6 +315,19 @@ static void stages(struct tool_text *t, const struct vram_rep_status *st,
         else
             put(&l, "  no owner");
         line_end(&l);
+        /* A sleeping stage's KV and experts below read 0: a line of its
+         * own (the header is clipped first on a narrow terminal) says why,
+         * and where its bytes are (R18). */
+        if (s->has_asleep && s->asleep) {
+            line_begin(&l, t, v);
+            put(&l, "  ");
+            color(&l, "33;1");
+            put(&l, "asleep");
+            color(&l, NULL);
+            putf(&l, "  %s kept in host memory by its owner, until the wake",
+                 sz(s->has_host_bytes ? s->host_bytes : 0, a));
+            line_end(&l);
+        }
         int w = bar_width(v, 2 + 8 + 2 + 50, 10, 64);
         /* KV: what the request needs, what is mapped beyond it, and the
          * rest of the window. */

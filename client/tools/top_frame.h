@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One frame of vramctl top, as text: per device a bar of fixed, KV,
  * weights, loaned, recalling, quarantined and free memory; per stage its KV against its
- * window and its expert residency; per client the memory it holds. No
+ * window and its expert residency, and whether it sleeps (with the bytes
+ * its owner keeps in host memory); per client the memory it holds. No
  * system calls: top.c draws it on a terminal, and prints it once where
  * standard output is not one. */
 #ifndef VRAM_TOOLS_TOP_FRAME_H

@@ -111,30 +111,40 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
     }
 }
 
-/* BLOCKED-BY: while a registration or KV reserve of the stage is held,
+/* STATE: asleep while the stage sleeps (R18: it holds no device memory,
+ * its regions keep their addresses), awake while owned otherwise, "-"
+ * with no owner; HOST: what a sleeping stage's owner keeps in host memory,
+ * as it told vramd ("-" while awake: it keeps nothing vramd knows of).
+ * BLOCKED-BY: while a registration or KV reserve of the stage is held,
  * the client it waits for (a lender that has not given recalled chunks
  * back, or a gone client whose chunks are quarantined). */
 static void print_stages(const struct vram_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32];
     if (legend)
-        tool_row("%-5s %-6s %-7s %-6s %-10s %-10s %-10s %-12s %-12s %-16s %s",
-            "STAGE", "DEVICE", "LAYERS", "OWNER", "KV-MAPPED", "KV-NEEDED",
-            "KV-MAX", "EXPERT-LOANS", "BACKED-SLOTS", "RECALLING-CHUNKS",
-            "BLOCKED-BY");
+        tool_row("%-5s %-6s %-7s %-6s %-6s %-10s %-10s %-10s %-10s %-12s %-12s "
+                 "%-16s %s",
+            "STAGE", "DEVICE", "LAYERS", "OWNER", "STATE", "HOST", "KV-MAPPED",
+            "KV-NEEDED", "KV-MAX", "EXPERT-LOANS", "BACKED-SLOTS",
+            "RECALLING-CHUNKS", "BLOCKED-BY");
     for (size_t i = 0; i < st->stages.n; i++) {
         const struct vram_t_stage *it = &st->stages.v[i];
-        char layers[24], owner[16] = "-", blocked[24] = "-";
+        char layers[24], owner[16] = "-", blocked[24] = "-", host[32] = "-";
+        bool asleep = it->has_asleep && it->asleep;
         snprintf(layers, sizeof(layers), "%u-%u", it->first_layer, it->last_layer);
         if (it->has_owner)
             snprintf(owner, sizeof(owner), "%u", it->owner);
         if (it->has_blocked_by)
             snprintf(blocked, sizeof(blocked), "client %u", it->blocked_by);
-        tool_row("%-5u %-6u %-7s %-6s %-10s %-10s %-10s %-12s %-12u %-16u %s",
-            it->id, it->device, layers, owner, sz(it->kv_mapped_bytes, a),
-            sz(it->kv_needed_bytes, b), sz(it->kv_max_bytes, c),
-            sz(it->expert_loaned_bytes, d), it->expert_slots_backed,
-            it->recalls_pending, blocked);
+        if (asleep && it->has_host_bytes)
+            sz(it->host_bytes, host);
+        tool_row("%-5u %-6u %-7s %-6s %-6s %-10s %-10s %-10s %-10s %-12s %-12u "
+                 "%-16u %s",
+            it->id, it->device, layers, owner,
+            asleep ? "asleep" : it->has_owner ? "awake" : "-", host,
+            sz(it->kv_mapped_bytes, a), sz(it->kv_needed_bytes, b),
+            sz(it->kv_max_bytes, c), sz(it->expert_loaned_bytes, d),
+            it->expert_slots_backed, it->recalls_pending, blocked);
     }
 }
 
@@ -382,15 +392,18 @@ static const struct {
     {"status", "[--json] [--no-legend]",
      "devices (capacity, reserved by stages, free, granted, loaned, recalling,\n"
      "quarantined, weight sets and the cached ones; names, UUIDs, granularity,\n"
-     "peers), stages (KV mapped, needed and maximum, expert loans, backed\n"
-     "slots, chunks being recalled, the client a held request waits for) and\n"
+     "peers), stages (asleep or awake, host bytes a sleeping one's owner\n"
+     "keeps, KV mapped, needed and maximum, expert loans, backed slots,\n"
+     "chunks being recalled, the client a held request waits for) and\n"
      "clients (held and quarantined bytes)"},
     {"clients", "[--json] [--no-legend]",
      "connected and quarantined clients: held and quarantined bytes (a gone\n"
      "client awaiting its process's resume has no name: -)"},
     {"stages", "[--json] [--no-legend]",
-     "stages and their KV and expert budgets; BLOCKED-BY: the client a held\n"
-     "registration or KV reserve of the stage waits for"},
+     "stages and their KV and expert budgets; STATE: asleep, awake or - (no\n"
+     "owner); HOST: the bytes a sleeping stage's owner keeps in host memory;\n"
+     "BLOCKED-BY: the client a held registration or KV reserve of the stage\n"
+     "waits for"},
     {"loans", "[--json] [--no-legend]",
      "per configured stage: loan policy, expert loans, KV headroom, slot size,\n"
      "backed slots, chunks being recalled, residency version, hold bound and\n"
@@ -400,7 +413,8 @@ static const struct {
     {"top", "[--interval MS]",
      "a live full-screen view: per device a bar of fixed, KV, loaned,\n"
      "recalling, quarantined and free memory; per stage KV against its window\n"
-     "and expert residency; per client the memory held. q or ^C quits, the\n"
+     "and expert residency (a sleeping one: asleep, with the bytes its owner\n"
+     "keeps in host memory); per client the memory held. q or ^C quits, the\n"
      "terminal restored. Where standard output is not a terminal it prints one\n"
      "frame, without escapes, and exits 0"},
     {"metrics", "[--listen ADDR:PORT]",

@@ -19,6 +19,8 @@
  *               waiting client only after its process is gone
  *   footprint   an idle vramd at the default configuration holds its standby
  *               and no more; an engine beside it allocates the rest
+ *   sleep       a CUDA graph captured over KV, fixed and expert memory
+ *               replays after a sleep and a wake, on the bytes copied back
  *   weights     a 16 GiB weight set written and sealed by one engine, shared
  *               by two more (one copy on the GPU), a kernel's write into it
  *               refused, kept across vramd's kill -9 with no engine
@@ -1262,6 +1264,293 @@ static int count_gpus(void)
     return wait_child(p);
 }
 
+/* ---- sleep and wake (R18) ------------------------------------------------ */
+
+/* A graph captured over KV, fixed and expert memory before a sleep replays
+ * after the wake without recapture, on the bytes copied back; the memory
+ * went back to vramd meanwhile. With DISCARD_KV the KV comes back mapped
+ * (the graph runs), the weights with their bytes. */
+static int t_sleep(void)
+{
+    struct daemon d;
+    REQUIRE(daemon_start(&d, read_file(scenario), NULL) == 0, "start vramd");
+    vram_client *c = connect_cuda(&d, "gpu-sleep");
+    struct vram_stage_info s0;
+    REQUIRE(vram_stage_register(c, 0, 0, &s0) == 0, "register");
+    REQUIRE(vram_kv_reserve(c, 0, 65536, 0, 0, NULL) == 0, "reserve");
+    REQUIRE(vram_expert_request(c, 0, 8 * CHUNK) == 0, "loans");
+    uint32_t fixed = 0, ids[16];
+    int nr = vram_stage_regions(c, 0, ids, 16);
+    for (int i = 0; i < nr; i++) {
+        struct vram_region_info ri;
+        vram_region_info(c, ids[i], &ri);
+        if (ri.kind == VRAM_REGION_FIXED && !fixed)
+            fixed = ids[i];
+    }
+    REQUIRE(fixed, "no fixed region");
+    REQUIRE(vram_region_grow(c, fixed, 2) == 0, "weights: %s",
+            vram_client_last_error(c));
+    ctx_for(0);
+    CUmodule mod;
+    CUfunction bump;
+    CK(cuModuleLoadData(&mod, bump_ptx));
+    CK(cuModuleGetFunction(&bump, mod, "bump"));
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr t[24];
+    int nt = 0;
+    for (uint32_t l = 0; l < 8; l++)
+        t[nt++] = slot(c, s0.kv_region, l, 3);
+    for (uint32_t k = 0; k < 8; k++)
+        t[nt++] = slot(c, s0.expert_region, 0, k);
+    t[nt++] = slot(c, fixed, 0, 0);
+    t[nt++] = slot(c, fixed, 0, 1);
+    for (int i = 0; i < nt; i++)
+        CK(cuMemsetD32(t[i], 1000u * (unsigned)i, WORDS));
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    unsigned n = WORDS, add = 1;
+    for (int i = 0; i < nt; i++) {
+        void *args[] = {&t[i], &n, &add};
+        CK(cuLaunchKernel(bump, WORDS / 256, 1, 1, 256, 1, 1, 0, s, args, NULL));
+    }
+    CUgraph g;
+    CUgraphExec ge;
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuGraphInstantiate(&ge, g, 0));
+    CK(cuGraphLaunch(ge, s)); /* not synchronised: the sleep must wait */
+    cJSON *st = daemon_status(&d);
+    uint64_t granted = status_dev(st, 0, "granted_bytes");
+    cJSON_Delete(st);
+    REQUIRE(vram_stage_sleep(c, 0, 0) == 0, "sleep: %s", vram_client_last_error(c));
+    st = daemon_status(&d);
+    CHECK(status_dev(st, 0, "granted_bytes") < granted, "nothing given back");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(status_stage(st, 0), "asleep")),
+          "not asleep in status");
+    cJSON_Delete(st);
+    REQUIRE(vram_stage_wake(c, 0, 0) == 0, "wake: %s", vram_client_last_error(c));
+    CK(cuGraphLaunch(ge, s)); /* no recapture */
+    CK(cuStreamSynchronize(s));
+    for (int i = 0; i < nt; i++)
+        CHECK(chunk_is(t[i], 1000u * (unsigned)i + 2), "after sleep, wake and "
+              "replay, target %d", i);
+    REQUIRE(vram_stage_sleep(c, 0, VRAM_SLEEP_DISCARD_KV) == 0, "sleep: %s",
+            vram_client_last_error(c));
+    REQUIRE(vram_stage_wake(c, 0, 0) == 0, "wake: %s", vram_client_last_error(c));
+    CK(cuGraphLaunch(ge, s));
+    CK(cuStreamSynchronize(s));
+    CHECK(chunk_is(t[nt - 1], 1000u * (unsigned)(nt - 1) + 3) &&
+          chunk_is(t[8], 1000u * 8 + 3), "weights or experts lost with "
+          "DISCARD_KV");
+    CK(cuGraphExecDestroy(ge));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy(s));
+    CK(cuModuleUnload(mod));
+    vram_client_close(c);
+    daemon_check_no_leaks(&d);
+    daemon_stop(&d);
+    return check_report("gpu sleep");
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* An ad-hoc engine of one region of kind, bytes grown whole. */
+struct sl_engine {
+    vram_client *c;
+    uint32_t stage, region;
+};
+
+static uint64_t sl_open(const struct daemon *d, struct sl_engine *e,
+                        const char *name, enum vram_region_kind kind,
+                        uint64_t bytes, bool grow)
+{
+    e->c = connect_cuda(d, name);
+    REQUIRE(vram_stage_register_adhoc(e->c, 0, 0, 0, &e->stage) == 0, "%s", name);
+    REQUIRE(vram_region_create(e->c, e->stage, kind, bytes, 1, &e->region) == 0,
+            "%s region: %s", name, vram_client_last_error(e->c));
+    if (!grow)
+        return 0;
+    uint64_t t0 = now_us();
+    struct vram_region_info ri;
+    vram_region_info(e->c, e->region, &ri);
+    REQUIRE(vram_region_grow(e->c, e->region, (uint32_t)(bytes / ri.chunk_bytes)) == 0,
+            "%s grow: %s", name, vram_client_last_error(e->c));
+    return now_us() - t0;
+}
+
+/* Sleep and wake of a 16 GiB stage against the copies an engine would make
+ * itself (one cuMemcpy each way, pinned host memory made beforehand, and
+ * the same with the pinning counted), a discarding wake against a first
+ * grant of the same size, and a model swap of two 40 GiB engines on a
+ * device capped at 64 GiB. */
+static int t_sleep_bench(void)
+{
+    if (!getenv("VRAM_GPU_SLEEP_BENCH")) {
+        printf("gpu sleep_bench: skipped: VRAM_GPU_SLEEP_BENCH is not set\n");
+        return SKIPPED;
+    }
+    setenv("VRAMD_CHECK_INVARIANTS", "0", 1);
+    setenv("VRAMD_CHECK_REPLIES", "0", 1);
+    const uint64_t B = 16 * GIB;
+    struct daemon d;
+    REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd (default configuration)");
+    ctx_for(0);
+    /* The floor, in this process: 16 GiB of device memory to pinned host
+     * memory and back. */
+    CUdeviceptr dev;
+    CK(cuMemAlloc(&dev, B));
+    CK(cuMemsetD32(dev, 7, B / 4));
+    uint64_t t0 = now_us();
+    void *host;
+    CK(cuMemHostAlloc(&host, B, 0));
+    uint64_t pin = now_us() - t0;
+    t0 = now_us();
+    CK(cuMemcpyDtoH(host, dev, B));
+    uint64_t dtoh = now_us() - t0;
+    t0 = now_us();
+    CK(cuMemcpyHtoD(dev, host, B));
+    uint64_t htod = now_us() - t0;
+    t0 = now_us();
+    CK(cuMemFreeHost(host));
+    uint64_t unpin = now_us() - t0;
+    /* The same into pageable memory (malloc, touched by the copy). */
+    void *pg = malloc(B);
+    REQUIRE(pg, "malloc 16 GiB");
+    t0 = now_us();
+    CK(cuMemcpyDtoH(pg, dev, B));
+    uint64_t pg_dtoh = now_us() - t0;
+    t0 = now_us();
+    CK(cuMemcpyHtoD(dev, pg, B));
+    uint64_t pg_htod = now_us() - t0;
+    free(pg);
+    CK(cuMemFree(dev));
+    printf("{\"bench\":\"host_copies\",\"what\":\"16 GiB between device "
+           "memory and the host, in process\",\"pin_ms\":%.1f,\"unpin_ms\":%.1f,"
+           "\"pinned_dtoh_ms\":%.1f,\"pinned_htod_ms\":%.1f,"
+           "\"pageable_dtoh_ms\":%.1f,\"pageable_htod_ms\":%.1f}\n",
+           pin / 1e3, unpin / 1e3, dtoh / 1e3, htod / 1e3, pg_dtoh / 1e3,
+           pg_htod / 1e3);
+
+    struct sl_engine e;
+    sl_open(&d, &e, "sleeper", VRAM_REGION_FIXED, B, true);
+    for (uint32_t i = 0; i < B / CHUNK; i += 512)
+        CK(cuMemsetD32(slot(e.c, e.region, 0, i), i, WORDS));
+    t0 = now_us();
+    REQUIRE(vram_stage_sleep(e.c, e.stage, 0) == 0, "sleep: %s",
+            vram_client_last_error(e.c));
+    uint64_t sleep_us = now_us() - t0;
+    t0 = now_us();
+    REQUIRE(vram_stage_wake(e.c, e.stage, 0) == 0, "wake: %s",
+            vram_client_last_error(e.c));
+    uint64_t wake_us = now_us() - t0;
+    bool ok = true;
+    for (uint32_t i = 0; i < B / CHUNK; i += 512)
+        ok &= word_at(slot(e.c, e.region, 0, i)) == i;
+    CHECK(ok, "bytes lost across the 16 GiB sleep");
+    /* Steady state: the wake keeps the pinned buffer for the next sleep. */
+    REQUIRE(vram_stage_sleep(e.c, e.stage, 0) == 0, "sleep");
+    REQUIRE(vram_stage_wake(e.c, e.stage, VRAM_WAKE_KEEP_HOST) == 0, "wake");
+    t0 = now_us();
+    REQUIRE(vram_stage_sleep(e.c, e.stage, 0) == 0, "sleep: %s",
+            vram_client_last_error(e.c));
+    uint64_t sleep2 = now_us() - t0;
+    t0 = now_us();
+    REQUIRE(vram_stage_wake(e.c, e.stage, VRAM_WAKE_KEEP_HOST) == 0, "wake: %s",
+            vram_client_last_error(e.c));
+    uint64_t wake2 = now_us() - t0;
+    for (uint32_t i = 0; i < B / CHUNK; i += 512)
+        ok &= word_at(slot(e.c, e.region, 0, i)) == i;
+    CHECK(ok, "bytes lost across the kept-buffer sleep");
+    vram_client_close(e.c);
+    printf("{\"bench\":\"sleep_wake_kept_host\",\"what\":\"the same 16 GiB "
+           "stage again, its wakes keeping the pinned buffer "
+           "(VRAM_WAKE_KEEP_HOST)\",\"sleep_ms\":%.1f,\"sleep_ratio\":%.3f,"
+           "\"wake_ms\":%.1f,\"wake_ratio\":%.3f,\"target\":1.2,\"met\":%s}\n",
+           sleep2 / 1e3, (double)sleep2 / dtoh, wake2 / 1e3, (double)wake2 / htod,
+           sleep2 <= 1.2 * dtoh && wake2 <= 1.2 * htod ? "true" : "false");
+    printf("{\"bench\":\"sleep_wake\",\"what\":\"a 16 GiB stage (fixed, 2 MiB "
+           "chunks) slept and woken, every byte kept, against one cuMemcpy each "
+           "way into pinned host memory made beforehand; pinning 16 GiB took "
+           "%.1f ms\",\"sleep_ms\":%.1f,\"dtoh_floor_ms\":%.1f,\"sleep_ratio\":%.3f,"
+           "\"sleep_ratio_with_pinning\":%.3f,\"wake_ms\":%.1f,\"htod_floor_ms\":%.1f,"
+           "\"wake_ratio\":%.3f,\"target\":1.2,\"met\":%s}\n",
+           pin / 1e3, sleep_us / 1e3, dtoh / 1e3, (double)sleep_us / dtoh,
+           (double)sleep_us / (dtoh + pin), wake_us / 1e3, htod / 1e3,
+           (double)wake_us / htod,
+           sleep_us <= 1.2 * dtoh && wake_us <= 1.2 * htod ? "true" : "false");
+
+    /* Discarding: a wake of 16 GiB of KV against a first grant of it. */
+    struct sl_engine k;
+    uint64_t first = sl_open(&d, &k, "kv", VRAM_REGION_KV, B, true);
+    REQUIRE(vram_stage_sleep(k.c, k.stage, VRAM_SLEEP_DISCARD_KV) == 0, "sleep: %s",
+            vram_client_last_error(k.c));
+    t0 = now_us();
+    REQUIRE(vram_stage_wake(k.c, k.stage, 0) == 0, "wake: %s",
+            vram_client_last_error(k.c));
+    uint64_t dwake = now_us() - t0;
+    vram_client_close(k.c);
+    printf("{\"bench\":\"wake_discarded\",\"what\":\"16 GiB of KV slept with "
+           "VRAM_SLEEP_DISCARD_KV and woken, against its first grant (blocking, "
+           "default configuration)\",\"wake_ms\":%.1f,\"first_grant_ms\":%.1f,"
+           "\"ratio\":%.3f,\"target\":1.5,\"met\":%s}\n", dwake / 1e3,
+           first / 1e3, (double)dwake / first, dwake <= 1.5 * first ? "true" : "false");
+    daemon_stop(&d);
+
+    /* The swap: two 40 GiB engines, 64 GiB of capacity. */
+    char cfg[256];
+    /* 32 MiB chunks: 40 GiB is 1,280 handles, not 20,480 (weights want
+     * large allocations, DESIGN.md's measured facts). */
+    snprintf(cfg, sizeof(cfg), "{\"devices\": [{\"id\": 0, \"capacity\": "
+             "\"64GiB\", \"chunk\": \"32MiB\"}]}");
+    REQUIRE(daemon_start(&d, cfg, NULL) == 0, "start vramd (64 GiB)");
+    const uint64_t M = 40 * GIB;
+    struct sl_engine a, b;
+    sl_open(&d, &a, "model-a", VRAM_REGION_FIXED, M, true);
+    sl_open(&d, &b, "model-b", VRAM_REGION_FIXED, M, false);
+    CK(cuMemsetD32(slot(a.c, a.region, 0, 0), 0xA, WORDS));
+    const uint32_t MC = (uint32_t)(M / (32 * MIB));
+    CHECK(vram_region_grow(b.c, b.region, MC) == -ENOSPC, "both engines fit");
+    t0 = now_us();
+    REQUIRE(vram_stage_sleep(a.c, a.stage, 0) == 0, "A sleeps: %s",
+            vram_client_last_error(a.c));
+    uint64_t a_sleep = now_us() - t0;
+    REQUIRE(vram_region_grow(b.c, b.region, MC) == 0,
+            "B: %s", vram_client_last_error(b.c));
+    CK(cuMemsetD32(slot(b.c, b.region, 0, 0), 0xB, WORDS));
+    REQUIRE(vram_stage_sleep(b.c, b.stage, 0) == 0, "B sleeps: %s",
+            vram_client_last_error(b.c));
+    /* One swap, measured: B sleeps again after A's wake, then back. */
+    t0 = now_us();
+    REQUIRE(vram_stage_wake(a.c, a.stage, VRAM_WAKE_KEEP_HOST) == 0,
+            "A wakes: %s", vram_client_last_error(a.c));
+    uint64_t a_wake = now_us() - t0;
+    CHECK(word_at(slot(a.c, a.region, 0, 0)) == 0xA, "A's bytes");
+    t0 = now_us();
+    REQUIRE(vram_stage_sleep(a.c, a.stage, 0) == 0, "A sleeps");
+    uint64_t s1 = now_us() - t0;
+    t0 = now_us();
+    REQUIRE(vram_stage_wake(b.c, b.stage, VRAM_WAKE_KEEP_HOST) == 0,
+            "B wakes: %s", vram_client_last_error(b.c));
+    uint64_t w1 = now_us() - t0;
+    CHECK(word_at(slot(b.c, b.region, 0, 0)) == 0xB, "B's bytes");
+    printf("{\"bench\":\"model_swap\",\"what\":\"two engines of 40 GiB each "
+           "(fixed, 32 MiB chunks) on a device capped at 64 GiB take turns: A "
+           "sleeps, B wakes; wakes keep their pinned buffers; first_*: A's "
+           "first sleep and wake, pinning included\",\"swap_ms\":%.1f,\"sleep_ms\":%.1f,\"wake_ms\":%.1f,"
+           "\"first_sleep_ms\":%.1f,\"first_wake_ms\":%.1f,"
+           "\"copy_floor_ms\":%.1f,\"ratio\":%.3f}\n",
+           (s1 + w1) / 1e3, s1 / 1e3, w1 / 1e3, a_sleep / 1e3, a_wake / 1e3,
+           (dtoh + htod) * 2.5 / 1e3, (double)(s1 + w1) / ((dtoh + htod) * 2.5));
+    vram_client_close(a.c);
+    vram_client_close(b.c);
+    daemon_stop(&d);
+    return check_report("gpu sleep_bench");
+}
+
 int main(int argc, char **argv)
 {
     ngpu = count_gpus();
@@ -1286,7 +1575,8 @@ int main(int argc, char **argv)
                  {"scrub", t_scrub}, {"killed", t_killed},
                  {"restart", t_restart}, {"weights", t_weights},
                  {"weights_bench", t_weights_bench}, {"footprint", t_footprint},
-                 {"start_bench", t_start_bench}};
+                 {"start_bench", t_start_bench}, {"sleep", t_sleep},
+                 {"sleep_bench", t_sleep_bench}};
     int failed = 0, skipped = 0;
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         if (argc > 1 && strcmp(argv[1], tests[i].name) != 0)
