@@ -42,6 +42,9 @@ __all__ = [
     "VRAM_WEIGHTS_NAME_MAX",
     "VRAM_WEIGHTS_NOWAIT",
     "VRAM_WEIGHTS_KEEP",
+    "VRAM_SLEEP_DISCARD_KV",
+    "VRAM_SLEEP_DISCARD_EXPERTS",
+    "VRAM_WAKE_KEEP_HOST",
     "PROTOTYPES",
     "STRUCTS",
     "load",
@@ -68,6 +71,9 @@ VRAM_WEIGHTS_KEY_BYTES = 32
 VRAM_WEIGHTS_NAME_MAX = 64
 VRAM_WEIGHTS_NOWAIT = 0x1
 VRAM_WEIGHTS_KEEP = 0x2
+VRAM_SLEEP_DISCARD_KV = 0x1
+VRAM_SLEEP_DISCARD_EXPERTS = 0x2
+VRAM_WAKE_KEEP_HOST = 0x1
 
 # enum vram_region_kind, enum vram_event_type: see vram.types for the enums.
 c_enum = c_uint
@@ -278,6 +284,9 @@ PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
     "vram_stage_release": (c_int, [_C, _u32]),
     "vram_stage_info": (c_int, [_C, _u32, POINTER(vram_stage_info)]),
     "vram_stage_regions": (c_int, [_C, _u32, POINTER(_u32), c_size_t]),
+    "vram_stage_sleep": (c_int, [_C, _u32, c_uint]),
+    "vram_stage_wake": (c_int, [_C, _u32, c_uint]),
+    "vram_stage_asleep": (c_int, [_C, _u32]),
     # regions
     "vram_region_create": (
         c_int, [_C, _u32, c_enum, _u64, _u32, POINTER(_u32)]),

@@ -678,6 +678,49 @@ class Client:
                 return list(ids[:n])
             size = n
 
+    def stage_sleep(self, stage: u32, discard_kv: bool = False,
+                    discard_experts: bool = False) -> None:
+        """Gives all the stage's GPU memory back to vramd, its addresses
+        kept reserved (``vram_stage_sleep``): what is kept is copied into
+        host memory of this process first (pinned on cuda).  discard_kv
+        (VRAM_SLEEP_DISCARD_KV) drops the KV regions' bytes, discard_experts
+        (VRAM_SLEEP_DISCARD_EXPERTS) the expert region's; fixed regions are
+        always kept.  The views over the stage's regions are invalidated
+        first (the stage's weight sets are not touched: views of them stay).
+        While asleep, calls that move the stage's memory raise EBUSY.
+        ENOENT not this client's stage; EALREADY asleep already; ENOMEM no
+        host memory for the copy, EIO the copy failed (nothing changed)."""
+        flags = ((_lib.VRAM_SLEEP_DISCARD_KV if discard_kv else 0)
+                 | (_lib.VRAM_SLEEP_DISCARD_EXPERTS if discard_experts else 0))
+
+        def before(h: Any) -> None:
+            # Only a stage this client has and that is awake unmaps
+            # anything; any other call fails without touching a view.
+            if self._lib.vram_stage_asleep(h, stage) == 0:
+                self._views.invalidate(lambda v: v.stage == stage,
+                                       f"stage_sleep({stage})")
+
+        self._invoke("vram_stage_sleep", stage, flags, before=before)
+
+    def stage_wake(self, stage: u32, keep_host: bool = False) -> None:
+        """Takes the sleeping stage's memory again, at the same addresses,
+        and copies its bytes back (``vram_stage_wake``): pointers and
+        captured CUDA graphs stay valid; views made before the sleep do
+        not (make them again).  keep_host (VRAM_WAKE_KEEP_HOST) keeps the
+        host buffer for the stage's next sleep (pinning costs more than
+        the copy).  EALREADY awake; ETIMEDOUT the KV hold bound passed,
+        ENOSPC an ad-hoc stage's memory is taken: the stage sleeps on, its
+        bytes kept, and may be woken later."""
+        flags = _lib.VRAM_WAKE_KEEP_HOST if keep_host else 0
+        self._invoke("vram_stage_wake", stage, flags)
+
+    def stage_asleep(self, stage: u32) -> bool:
+        """True while the stage sleeps (``vram_stage_asleep``; no round
+        trip).  ENOENT not this client's stage."""
+        return bool(self._invoke("vram_stage_asleep", stage,
+                                 message=f"stage {stage} is not registered by "
+                                         "this client"))
+
     # ---- regions ---------------------------------------------------------
 
     def region_create(self, stage: u32, kind: Union[RegionKind, u32],

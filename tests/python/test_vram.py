@@ -658,6 +658,110 @@ class TestEngine(EngineTest):
         self.assertEqual(self.c.expert_residency(0).expert_slots_backed, 74)
 
 
+class TestSleep(EngineTest):
+    """Sleep and wake (test_sleep.c) through Python: the bytes come back
+    at the same addresses, the memory goes back to vramd meanwhile."""
+
+    def stage(self) -> Dict[str, Any]:
+        return next(s for s in self.c.status()["stages"] if s["id"] == 0)
+
+    def free(self) -> int:
+        return int(self.c.status()["devices"][0]["free_bytes"])
+
+    def weights(self) -> int:
+        return next(r for r in self.c.stage_regions(0)
+                    if self.c.region_name(r) == "weights")
+
+    def test_sleep_and_wake_keep_the_bytes(self) -> None:
+        if not host_backend():
+            self.skipTest("writes the memory from the host")
+        kv, w = self.kv_region(), self.weights()
+        self.c.region_grow(w, 2)
+        ri, wi = self.c.region_info(kv), self.c.region_info(w)
+        cb = ri.chunk_bytes
+        pattern = bytes(range(256)) * (cb // 256)
+        # Lane 0's two slots, lane 1's one, the weights' two.
+        places = [ri.base, ri.base + cb, ri.base + ri.lane_stride,
+                  wi.base, wi.base + cb]
+        for i, addr in enumerate(places):
+            ctypes.memmove(addr, pattern[i:] + pattern[:i], cb)
+        free = self.free()
+        self.c.stage_sleep(0)
+        self.assertTrue(self.c.stage_asleep(0))
+        st = self.stage()
+        self.assertTrue(st["asleep"])
+        self.assertEqual(st["host_bytes"], 5 * cb)
+        self.assertEqual(st["kv_mapped_bytes"], 0)
+        self.assertEqual(self.free(), free + 5 * cb)
+        self.assertEqual(self.c.stage_info(0).kv_mapped_bytes, 0)
+        for call in (lambda: self.c.kv_reserve(0, 100, 0),
+                     lambda: self.c.region_grow(w, 1),
+                     lambda: self.c.expert_request(0)):
+            with self.assertRaises(vram.VramError) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.EBUSY)
+            self.assertIn("asleep", cm.exception.message)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.stage_sleep(0)
+        self.assertEqual(cm.exception.errno, errno.EALREADY)
+
+        self.c.stage_wake(0)
+        self.assertFalse(self.c.stage_asleep(0))
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.stage_wake(0)
+        self.assertEqual(cm.exception.errno, errno.EALREADY)
+        self.assertEqual(self.c.region_info(kv).base, ri.base)
+        for i, addr in enumerate(places):
+            self.assertEqual(ctypes.string_at(addr, cb), pattern[i:] + pattern[:i],
+                             f"place {i} lost its bytes")
+        st = self.stage()
+        self.assertFalse(st.get("asleep", False))
+        self.assertEqual((st["sleeps"], st["wakes"]), (1, 1))
+        self.assertEqual(self.c.stage_info(0).kv_mapped_bytes, 6 * MIB)
+        self.agree(self.c, 0)
+
+    def test_discarding_sleep_keeps_the_weights_only(self) -> None:
+        w = self.weights()
+        self.c.region_grow(w, 1)
+        self.c.stage_sleep(0, discard_kv=True, discard_experts=True)
+        self.assertEqual(self.stage()["host_bytes"], 2 * MIB)
+        self.c.stage_wake(0, keep_host=True)
+        self.assertEqual(self.c.stage_info(0).kv_mapped_bytes, 6 * MIB)
+        # The kept buffer serves the next sleep.
+        self.c.stage_sleep(0)
+        self.assertEqual(self.stage()["host_bytes"], 8 * MIB)
+        self.c.stage_wake(0)
+        self.agree(self.c, 0)
+
+    def test_an_unknown_stage(self) -> None:
+        for call in (lambda: self.c.stage_sleep(1), lambda: self.c.stage_wake(1),
+                     lambda: self.c.stage_asleep(1)):
+            with self.assertRaises(vram.VramError) as cm:
+                call()
+            self.assertEqual(cm.exception.errno, errno.ENOENT)
+        self.assertFalse(self.c.stage_asleep(0))
+
+    def test_views_are_invalidated_by_the_sleep(self) -> None:
+        if numpy is None:
+            self.skipTest("numpy is not installed (apt-get install python3-numpy)")
+        if not host_backend():
+            self.skipTest("views are numpy arrays on the host backend")
+        kv = self.kv_region()
+        v = self.c.lane_view(kv, 0)
+        v[:] = 7
+        self.c.stage_sleep(0)
+        self.assertFalse(self.c.view_valid(v))
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.check_view(v)
+        self.assertIn("stage_sleep(0)", cm.exception.message)
+        # Reading it is safe: zero pages, not the memory vramd took back.
+        self.assertEqual(int(v.max()), 0)
+        self.c.stage_wake(0)
+        again = self.c.lane_view(kv, 0)
+        self.assertEqual(int(again.min()), 7)
+        self.assertFalse(self.c.view_valid(v))
+
+
 class TestViews(EngineTest):
     """Zero-copy numpy views over mapped memory (host backend)."""
 
