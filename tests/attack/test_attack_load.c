@@ -20,6 +20,7 @@
 
 #define ENGINES 6
 #define NOISY 2
+#define KILLS 30 /* engines killed at random while they work */
 
 static int engine(const struct daemon *d, void *p)
 {
@@ -89,18 +90,17 @@ int main(void)
     for (int i = 0; i < NOISY; i++)
         noise[i] = spawn(noisy, &d, NULL);
     srand(1);
+    /* A count of kills, not a time: on a loaded machine a 4 s loop made
+     * only 16 of them once (fork and exec slow down, not vramd). */
     int kills = 0;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do {
+    while (kills < KILLS) {
         usleep(100000);
         int i = rand() % ENGINES;
         kill(eng[i], SIGKILL);
         waitpid(eng[i], NULL, 0);
         kills++;
         eng[i] = spawn(engine, &d, NULL);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-    } while (now.tv_sec - t0.tv_sec < 4);
+    }
     for (int i = 0; i < ENGINES; i++) {
         kill(eng[i], SIGKILL);
         waitpid(eng[i], NULL, 0);
@@ -109,7 +109,6 @@ int main(void)
         kill(noise[i], SIGKILL);
         waitpid(noise[i], NULL, 0);
     }
-    CHECK(kills >= 20, "only %d kills", kills);
     CHECK(kill(d.pid, 0) == 0, "vramd died under load");
     CHECK(wait_dev_value(&d, 0, "quarantined_bytes", 0, 5000) &&
               wait_dev_value(&d, 0, "fixed_bytes", 0, 1000),

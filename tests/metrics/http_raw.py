@@ -8,6 +8,7 @@ after printing every failure. Usage: http_raw.py HOST:PORT [--slow]
 accept, a connection that sends nothing closed after 5 s, an idle
 keep-alive one after 10 s)."""
 import random
+import select
 import socket
 import sys
 import time
@@ -197,9 +198,20 @@ def connect_from(src):
 
 
 def count_closed(socks):
+    """How many of socks the server closed, read at one instant: a socket
+    the server closed is readable (EOF, or a reset), one it keeps is not
+    (nothing is ever sent to them). One poll, not a wait per socket: with
+    a wait of its own for each open one, a loaded machine made the check
+    last past the head deadline (5 s from the accept), which then closed
+    the ones checked last."""
     time.sleep(0.5)
-    shut = 0
+    poller = select.poll()
     for s in socks:
+        poller.register(s, select.POLLIN)
+    ready = {fd for fd, _ in poller.poll(0)}
+    readable = [s for s in socks if s.fileno() in ready]
+    shut = 0
+    for s in readable:
         s.settimeout(0.05)
         try:
             shut += s.recv(1) == b""
@@ -218,19 +230,31 @@ for what, srcs, lo, hi in (
         # are still being served are not free.)
         ("80 connections from 20 addresses", [f"127.0.2.{1 + i % 20}" for i in range(80)],
          56, 64)):
-    many = []
-    for src in srcs:
-        try:
-            many.append(connect_from(src))
-        except OSError:
+    # The count means something only when it was read before the head
+    # deadline of the first connection: a round that took longer (a
+    # loaded machine) is measured again, at most three times.
+    for attempt in range(3):
+        t0 = time.monotonic()
+        many = []
+        for src in srcs:
+            try:
+                many.append(connect_from(src))
+            except OSError:
+                break
+        shut = count_closed(many)
+        took = time.monotonic() - t0
+        for s in many:
+            s.close()
+        time.sleep(0.3)
+        if took < 4.0:
             break
-    shut = count_closed(many)
-    if len(many) != 80 or not lo <= 80 - shut <= hi:
+    if took >= 4.0:
+        failures.append(f"{what}: three rounds took {took:.1f} s or more each (the "
+                        "count is read before the 5 s head deadline)")
+    elif len(many) != 80 or not lo <= 80 - shut <= hi:
         failures.append(f"{what}: {len(many)} made, {80 - shut} left open by the server "
-                        f"(expected {lo if lo == hi else f'{lo} to {hi}'})")
-    for s in many:
-        s.close()
-    time.sleep(0.3)
+                        f"(expected {lo if lo == hi else f'{lo} to {hi}'}; "
+                        f"counted {took:.2f} s after the first connect)")
 
 # Random bytes: every answer is a status line, or the connection closes.
 rng = random.Random(15)
