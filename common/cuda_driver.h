@@ -51,6 +51,8 @@ static inline void *vcu_shareable_arg(intptr_t h)
     X(cuDeviceCanAccessPeer)                                                   \
     X(cuDevicePrimaryCtxRetain)                                                \
     X(cuDevicePrimaryCtxRelease)                                               \
+    X(cuDevicePrimaryCtxGetState)                                              \
+    X(cuCtxGetDevice)                                                          \
     X(cuCtxSetCurrent)                                                         \
     X(cuCtxGetCurrent)                                                         \
     X(cuCtxSynchronize)                                                        \

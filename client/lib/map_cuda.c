@@ -23,7 +23,7 @@
 struct vc_cuda {
     struct vcu cu;
     int ndev;
-    CUcontext ctx;     /* retained primary context when the caller had none */
+    CUcontext ctx;     /* a primary context this client retained, or NULL */
     CUdevice ctx_dev;
     int8_t *peers;     /* ndev * ndev: can k access j's memory (-1 unknown) */
 };
@@ -194,9 +194,20 @@ static void cu_release(vram_client *c, struct vc_chunk *ch)
 /* Sleep and wake: every kernel of the context is done before its memory
  * is read out (the engine's streams may still be writing KV). Host copies
  * are pinned, so that a sleep and a wake run at the bus's speed. */
+/* Copies and pinned host memory need a current context on the calling
+ * thread, which may not be the one that connected (a Python engine's
+ * worker): one without any works in the context this client retained. */
+static void cu_bind(struct vc_cuda *s)
+{
+    CUcontext cur = NULL;
+    if (s->cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur && s->ctx)
+        s->cu.cuCtxSetCurrent(s->ctx);
+}
+
 static int cu_copy_out(vram_client *c, void *dst, uint64_t addr, uint64_t bytes)
 {
     struct vc_cuda *s = st(c);
+    cu_bind(s);
     CUresult r = s->cu.cuCtxSynchronize();
     if (r == CUDA_SUCCESS)
         r = s->cu.cuMemcpyDtoH(dst, (CUdeviceptr)addr, (size_t)bytes);
@@ -206,21 +217,27 @@ static int cu_copy_out(vram_client *c, void *dst, uint64_t addr, uint64_t bytes)
 static int cu_copy_in(vram_client *c, uint64_t addr, const void *src,
                       uint64_t bytes)
 {
-    CUresult r = st(c)->cu.cuMemcpyHtoD((CUdeviceptr)addr, src, (size_t)bytes);
+    struct vc_cuda *s = st(c);
+    cu_bind(s);
+    CUresult r = s->cu.cuMemcpyHtoD((CUdeviceptr)addr, src, (size_t)bytes);
     return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemcpyHtoD");
 }
 
 static void *cu_host_alloc(vram_client *c, uint64_t bytes)
 {
+    struct vc_cuda *s = st(c);
     void *p = NULL;
-    return st(c)->cu.cuMemHostAlloc(&p, (size_t)bytes, 0) == CUDA_SUCCESS ? p
-                                                                          : NULL;
+    cu_bind(s);
+    return s->cu.cuMemHostAlloc(&p, (size_t)bytes, 0) == CUDA_SUCCESS ? p : NULL;
 }
 
 static void cu_host_free(vram_client *c, void *p)
 {
-    if (p)
-        st(c)->cu.cuMemFreeHost(p);
+    struct vc_cuda *s = st(c);
+    if (!p)
+        return;
+    cu_bind(s);
+    s->cu.cuMemFreeHost(p);
 }
 
 /* The background thread (background.c) works in the context of the thread
@@ -243,8 +260,21 @@ static void cu_destroy(vram_client *c)
     struct vc_cuda *s = st(c);
     if (!s)
         return;
-    if (s->ctx)
+    if (s->ctx) {
+        CUcontext cur = NULL;
+        s->cu.cuCtxGetCurrent(&cur);
         s->cu.cuDevicePrimaryCtxRelease(s->ctx_dev);
+        /* The last retain gone, the context is destroyed: a thread left
+         * with it current would hand the next client (and the engine) a
+         * dead context (CUDA_ERROR_CONTEXT_IS_DESTROYED at the first copy). */
+        unsigned flags = 0;
+        int active = 1;
+        if (cur == s->ctx &&
+            s->cu.cuDevicePrimaryCtxGetState(s->ctx_dev, &flags, &active) ==
+                CUDA_SUCCESS &&
+            !active)
+            s->cu.cuCtxSetCurrent(NULL);
+    }
     vcu_unload(&s->cu);
     free(s->peers);
     free(s);
@@ -286,16 +316,30 @@ const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
         if (s->peers)
             memset(s->peers, -1, (size_t)s->ndev * (size_t)s->ndev);
     }
-    /* VMM calls want a current context; engines normally have one. For an
-     * engine that has none yet, use device 0's primary context. */
+    /* VMM calls and copies want a current context; engines normally have
+     * one. For an engine that has none yet (or one left current after it
+     * was destroyed), use device 0's primary context. A primary context
+     * that is current is retained too: another client of this process
+     * that retained it may release it first, and it must live as long as
+     * this client. */
     CUcontext cur = NULL;
+    CUdevice dev = 0;
     s->cu.cuCtxGetCurrent(&cur);
-    if (!cur) {
-        s->cu.cuDeviceGet(&s->ctx_dev, 0);
-        if (s->cu.cuDevicePrimaryCtxRetain(&s->ctx, s->ctx_dev) == CUDA_SUCCESS)
-            s->cu.cuCtxSetCurrent(s->ctx);
-        else
-            s->ctx = NULL;
+    if (cur && s->cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        cur = NULL;
+    if (!cur)
+        s->cu.cuDeviceGet(&dev, 0);
+    CUcontext primary = NULL;
+    if (s->cu.cuDevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS) {
+        if (!cur || cur == primary) {
+            s->ctx = primary;
+            s->ctx_dev = dev;
+            if (!cur)
+                s->cu.cuCtxSetCurrent(primary);
+        } else {
+            /* The engine's own context: nothing of ours to keep. */
+            s->cu.cuDevicePrimaryCtxRelease(dev);
+        }
     }
     c->mapper_state = s;
     return &cuda_mapper;

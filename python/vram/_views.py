@@ -314,6 +314,32 @@ class Views:
                         f"({os.strerror(ctypes.get_errno())})"))
         return n
 
+    def revalidate(self, reason: str,
+                   chunk_of: Callable[[int, int, int], Optional[int]]) -> int:
+        """Makes valid again the views invalidated for reason that map no
+        memory of their own (CUDA tensors over the chunks' addresses)
+        whose every slot holds memory again, with the chunks it holds now
+        (chunk_of(region, lane, slot), None when unmapped); returns how
+        many.  A view with a mapping of its own stays invalid: zero pages
+        took its place."""
+        n = 0
+        with self.lock:
+            for v in list(self.records):
+                if v.valid or v.reason != reason or v.alias is not None:
+                    continue
+                coords = []
+                for region, lane, slot, _ in v.coords:
+                    chunk = chunk_of(region, lane, slot)
+                    if chunk is None:
+                        break
+                    coords.append((region, lane, slot, chunk))
+                else:
+                    v.coords = tuple(coords)
+                    v.chunks = frozenset(c[3] for c in coords)
+                    v.valid, v.reason = True, ""
+                    n += 1
+        return n
+
     def invalidate_chunks(self, chunks: Iterable[int], reason: str) -> int:
         ids = frozenset(chunks)
         if not ids:

@@ -713,6 +713,18 @@ class Client:
         bytes kept, and may be woken later."""
         flags = _lib.VRAM_WAKE_KEEP_HOST if keep_host else 0
         self._invoke("vram_stage_wake", stage, flags)
+        # CUDA tensors point at the chunks' addresses, which hold the
+        # stage's memory again: they are good again where every slot came
+        # back (expert slots may not).
+        if self.backend != "host":
+            out = c_uint64()
+
+            def chunk_of(region: int, lane: int, slot: int) -> Optional[int]:
+                return (int(out.value) if self._lib.vram_region_chunk(
+                    self._h(), region, lane, slot, byref(out)) == 0 else None)
+
+            self._locked(lambda h: self._views.revalidate(f"stage_sleep({stage})",
+                                                          chunk_of))
 
     def stage_asleep(self, stage: u32) -> bool:
         """True while the stage sleeps (``vram_stage_asleep``; no round

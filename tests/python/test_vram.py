@@ -910,6 +910,39 @@ class TestTorch(EngineTest):
         if self.cuda:
             torch.cuda.synchronize()
 
+    def test_tensors_across_a_sleep(self) -> None:
+        """On cuda, a tensor over the KV and a graph captured over it work
+        again after the wake, on the bytes the sleep copied out; on host a
+        tensor made before the sleep is invalidated (zeros), a new one
+        shows the bytes."""
+        kv = self.kv_region()
+        t = self.c.lane_tensor(kv, 0)
+        t.fill_(7)
+        graph = None
+        if self.cuda:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                t.add_(1)
+            graph.replay()
+        else:
+            t.add_(1)
+        self.sync()
+        self.c.stage_sleep(0)
+        self.assertFalse(self.c.view_valid(t))
+        self.c.stage_wake(0)
+        if self.cuda:
+            self.assertTrue(self.c.view_valid(t))
+            graph.replay()
+            self.sync()
+            self.assertTrue(bool((t == 9).all()))
+            # Its chunks are the new ones: a trim that takes them
+            # invalidates it as before.
+            self.assertEqual(self.c.stage_info(0).kv_mapped_bytes, 6 * MIB)
+        else:
+            self.assertFalse(self.c.view_valid(t))
+            self.assertTrue(bool((self.c.lane_tensor(kv, 0) == 8).all()))
+        self.agree(self.c, 0)
+
     def test_kv_tensor_survives_budget_changes(self) -> None:
         kv = self.kv_region()
         t = self.c.lane_tensor(kv, 0)  # the initial window: 2 chunks
