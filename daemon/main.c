@@ -300,8 +300,8 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'V': printf("vramd %s (protocol %d)\n", VRAM_VERSION,
-                         VRAM_PROTOCOL_VERSION); return 0;
+        case 'V': printf("vramd %s (protocol versions %d to %d)\n", VRAM_VERSION,
+                         VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -20,6 +20,7 @@ void vram_codec_init(struct vram_codec *c, bool inline_handles)
 {
     memset(c, 0, sizeof(*c));
     c->inline_handles = inline_handles;
+    c->version = VRAM_PROTOCOL_OLDEST;
     c->max_tx_bytes = VRAM_CODEC_MAX_TX_BYTES;
     c->max_tx_handles = VRAM_CODEC_MAX_TX_HANDLES;
     for (int i = 0; i < VRAM_MAX_FDS_PER_FRAME; i++)
@@ -339,7 +340,7 @@ int vram_codec_tx(struct vram_codec *c, const char *payload, size_t len,
     }
     struct vram_frame_header h = {
         .magic = VRAM_FRAME_MAGIC,
-        .version = VRAM_PROTOCOL_VERSION,
+        .version = c->version,
         .payload_len = (uint32_t)len,
         .nfds = (uint16_t)n,
     };

@@ -53,6 +53,8 @@ struct vram_codec_attach; /* outgoing handles and where they go */
 
 struct vram_codec {
     bool inline_handles;
+    uint16_t version; /* what sent frames' headers carry (VRAM_PROTOCOL_OLDEST
+                         until the hello agreed on one) */
     /* receiving */
     uint8_t *rx;
     size_t rx_cap, rx_start, rx_end;

@@ -10,7 +10,8 @@
  *
  *   offset size field
  *   0      4    magic        "VRMD" (0x444d5256 little-endian)
- *   4      2    version      protocol version of the sender
+ *   4      2    version      the connection's protocol version (hello's frame:
+ *                            the oldest, 1, that every vramd reads)
  *   6      2    flags        reserved, must be 0
  *   8      4    payload_len  bytes of JSON that follow (<= VRAM_MAX_PAYLOAD)
  *   12     2    nfds         fds attached to this frame (<= VRAM_MAX_FDS_PER_FRAME)
@@ -26,7 +27,11 @@
 #include <stdint.h>
 
 #define VRAM_FRAME_MAGIC 0x444d5256u /* "VRMD" */
-#define VRAM_PROTOCOL_VERSION 1
+/* The newest protocol version this build speaks, and the oldest it still
+ * serves (PROTOCOL.md, "Versions"): a connection speaks one of them, the one
+ * its hello agreed on, in every frame's header after the hello's. */
+#define VRAM_PROTOCOL_VERSION 2
+#define VRAM_PROTOCOL_OLDEST 1
 #define VRAM_FRAME_HEADER_SIZE 16
 
 /* Limits every peer enforces. Larger fd sets are split over several frames. */

@@ -141,6 +141,10 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
         }
         struct path at = {path, t->tuple ? NULL : f->name, i};
         const struct path *sub = &at;
+        /* A field the connection's version does not have is unknown to
+         * it: ignored, as any unknown field. */
+        if (!vram_since_in(f->since, s->d->version))
+            v = NULL;
         if (!v || cJSON_IsNull(v)) {
             /* Only the message's own fields may wait for a later frame:
              * the items of its arrays and its objects are whole in each. */
@@ -501,7 +505,7 @@ int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
         const struct vram_fdesc *f = &t->fields[i];
         if (only && strcmp(only, f->name) != 0)
             continue;
-        if (!t->tuple && !present(f, in))
+        if (!t->tuple && (!present(f, in) || !vram_since_in(f->since, e->version)))
             continue;
         if (t->tuple) {
             if (!*first)
@@ -608,6 +612,21 @@ int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
     return 0;
 }
 
+const char *vram_error_name_at(int err, unsigned version)
+{
+    const char *name = vram_errno_name(err);
+    /* A chain of fallbacks, each older: bounded by the table's length. */
+    for (int hops = 0; hops < 64; hops++) {
+        const struct vram_errdesc *d = vram_errdescs;
+        while (d->name && strcmp(d->name, name) != 0)
+            d++;
+        if (!d->name || vram_since_in(d->since, version) || !d->fallback)
+            return name;
+        name = d->fallback;
+    }
+    return name;
+}
+
 int vram_encode_request(struct vram_enc *e, const struct vram_mdesc *m,
                         uint64_t id, const void *fields)
 {
@@ -632,7 +651,7 @@ int vram_encode_reply(struct vram_enc *e, const struct vram_mdesc *m,
         vram_jw_lit(e->w, ",\"more\":true");
     if (err) {
         vram_jw_lit(e->w, ",\"error\":");
-        vram_jw_str(e->w, vram_errno_name(err));
+        vram_jw_str(e->w, vram_error_name_at(err, e->version));
         vram_jw_lit(e->w, ",\"message\":");
         vram_jw_str(e->w, message ? message : "");
     }

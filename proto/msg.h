@@ -52,6 +52,7 @@ struct vram_fdesc {
     uint32_t off;
     uint32_t has_off; /* optional scalars and objects; UINT32_MAX: none */
     const struct vram_tdesc *type; /* objects, and arrays of objects */
+    uint16_t since; /* the protocol version that added it (0: the first) */
 };
 
 struct vram_tdesc {
@@ -69,7 +70,30 @@ struct vram_mdesc {
     const char *doc;
     const struct vram_tdesc *req;
     const struct vram_tdesc *rep;
+    uint16_t since; /* the protocol version that added it (0: the first) */
 };
+
+/* An error code of the catalogue: since the version that added it, and the
+ * older code a peer of an earlier version is told instead (NULL for the
+ * first version's codes). */
+struct vram_errdesc {
+    const char *name;
+    const char *doc;
+    uint16_t since;
+    const char *fallback;
+};
+/* Every error code, ending with a NULL name (made by vram_msggen). */
+extern const struct vram_errdesc vram_errdescs[];
+
+/* Whether what was added in since is part of version (0: the newest, all
+ * of it). */
+static inline bool vram_since_in(uint16_t since, unsigned version)
+{
+    return version == 0 || since <= version;
+}
+/* The name of err as a peer speaking version is told it: a code newer
+ * than version goes as its fallback. */
+const char *vram_error_name_at(int err, unsigned version);
 
 /* Arrays of scalars, as the generated structs hold them. */
 struct vram_u32s { uint32_t *v; size_t n; };
@@ -90,6 +114,8 @@ struct vram_dec {
                                        handle field is refused) */
     bool partial; /* the message's own required fields may be absent (a
                      reply's first frames); its items and objects are whole */
+    unsigned version; /* the connection's protocol version: fields added
+                         after it are ignored, as unknown ones (0: newest) */
     char why[256];
 };
 
@@ -142,6 +168,8 @@ struct vram_enc {
     struct vram_jw *w;
     vp_handle *hs; /* handles the frame will carry, in order; the encoder */
     int nh, max;   /* moves each handle field's value here */
+    unsigned version; /* the connection's protocol version: fields added
+                         after it are not written (0: the newest) */
 };
 
 /* Writes the fields of in (of t) that are present, each preceded by a

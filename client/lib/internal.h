@@ -192,6 +192,7 @@ struct vram_client {
     struct vram_wire wire;
     uint64_t next_id;
     uint32_t id;
+    uint16_t version;    /* the protocol version hello agreed on; 0 before */
     char backend[16];
     char last_error[512];
     int timeout_ms;

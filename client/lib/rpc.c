@@ -49,8 +49,13 @@ static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
         vc_bg_finish(c);
     if (c->broken)
         return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
+    if (c->version && !vram_since_in(vram_requests[type].since, c->version))
+        return vc_set_error(c, -EPROTONOSUPPORT, "%s came with protocol version "
+                            "%u; the vramd on this connection speaks version %u",
+                            vram_requests[type].name,
+                            (unsigned)vram_requests[type].since, c->version);
     struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w};
+    struct vram_enc e = {.w = &w, .version = c->version};
     uint64_t n = ++c->next_id;
     int r = vram_encode_request(&e, &vram_requests[type], n, req);
     size_t len = 0;
@@ -89,7 +94,7 @@ static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
         return; /* unknown events are tolerated */
     union vram_evt_any ev;
     struct vram_arena a = {0};
-    struct vram_dec d = {.arena = &a};
+    struct vram_dec d = {.arena = &a, .version = x->c->version};
     if (vram_decode(vram_events[evt].req, msg, &ev, &d) == 0) {
         vc_event(x->c, evt, &ev);
         x->events++;
@@ -152,7 +157,8 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
     struct vram_dec d = {.arena = several ? c->await_arena
                                   : into == &part ? &scratch : c->await_arena,
                          .frame = f,
-                         .partial = env->more || !env->ok};
+                         .partial = env->more || !env->ok,
+                         .version = c->version};
     if (several && !c->await_parts)
         vram_merge_begin(&x->merge, rep, c->await_rep, "map", c->await_arena);
     int r = x->err ? -ECANCELED : vram_decode(rep, msg, into, &d);
@@ -194,11 +200,22 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
 {
     struct frame_ctx *x = ud;
     vram_client *c = x->c;
-    if (f->version != VRAM_PROTOCOL_VERSION) {
+    /* Before the hello's reply, a frame of any version this library
+     * speaks (an old vramd's refusal is of its own); after it, of the one
+     * it agreed on. */
+    if (c->version ? f->version != c->version
+                   : f->version < VRAM_PROTOCOL_OLDEST ||
+                         f->version > VRAM_PROTOCOL_VERSION) {
         c->broken = true;
-        x->err = vc_set_error(c, -EPROTONOSUPPORT, "protocol version mismatch: "
-                              "client %d, server %u", VRAM_PROTOCOL_VERSION,
-                              f->version);
+        if (c->version)
+            x->err = vc_set_error(c, -EPROTONOSUPPORT, "vramd sent a frame of "
+                                  "protocol version %u on a connection that "
+                                  "speaks version %u", f->version, c->version);
+        else
+            x->err = vc_set_error(c, -EPROTONOSUPPORT, "protocol version "
+                                  "mismatch: libvram %d to %d, vramd %u",
+                                  VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION,
+                                  f->version);
         return -EPROTONOSUPPORT;
     }
     /* A NUL in a string would end it in C, what follows unseen: no

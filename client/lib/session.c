@@ -21,20 +21,17 @@
 
 /* ---- hello and the first connection ------------------------------------- */
 
-int vc_hello(vram_client *c, char *error, size_t error_len)
+static int connect_again(vram_client *c);
+
+/* One hello, m's versions offered; the refusal of a daemon that turns us
+ * away is read even when it closed first. */
+static int say_hello(vram_client *c, const struct vram_req_hello *m,
+                     struct vram_rep_hello *rep, struct vram_arena *a)
 {
-    static const char *caps[] = {"fd-passing", "host-map"};
-    struct vram_req_hello m = {
-        .version = VRAM_PROTOCOL_VERSION,
-        .capabilities = {.v = (const char **)caps, .n = 2},
-        .role = c->ctl ? "ctl" : "engine",
-        .name = c->name,
-    };
-    struct vram_rep_hello rep;
-    struct vram_arena a = {0};
     bool was = c->reconnecting;
     c->reconnecting = true; /* a hello is never sent again by itself */
-    int e = vc_rpc(c, VRAM_REQ_HELLO, &m, &rep, &a);
+    c->version = 0;         /* until the reply: frames of any version */
+    int e = vc_rpc(c, VRAM_REQ_HELLO, m, rep, a);
     c->reconnecting = was;
     if (e == -EPIPE || e == -ECONNRESET || e == -ENOTCONN) {
         /* A daemon that turns us away says why in one frame, then closes;
@@ -45,12 +42,59 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
             e = r;
         c->broken = true;
     }
+    return e;
+}
+
+int vc_hello(vram_client *c, char *error, size_t error_len)
+{
+    static const char *caps[] = {"fd-passing", "host-map"};
+    struct vram_req_hello m = {
+        .version = VRAM_PROTOCOL_VERSION,
+        .has_min_version = true,
+        .min_version = VRAM_PROTOCOL_OLDEST,
+        .capabilities = {.v = (const char **)caps, .n = 2},
+        .role = c->ctl ? "ctl" : "engine",
+        .name = c->name,
+    };
+    struct vram_rep_hello rep;
+    struct vram_arena a = {0};
+    int e = say_hello(c, &m, &rep, &a);
+    if (e == -EPROTONOSUPPORT && VRAM_PROTOCOL_OLDEST == 1 &&
+        VRAM_PROTOCOL_VERSION > 1 && c->path[0]) {
+        /* A vramd of version 1 (release 0.1.0) knows no range: it refuses
+         * any version but its own, and closes. Said again at version 1 on
+         * a new connection, the hello is one it knows. When that fails
+         * too, the first refusal says more. */
+        char first[sizeof(c->last_error)];
+        snprintf(first, sizeof(first), "%s", c->last_error);
+        vram_arena_free(&a);
+        m.version = 1;
+        m.has_min_version = false;
+        int r = connect_again(c);
+        if (r < 0)
+            e = vc_set_error(c, r, "%s; connecting again to say hello at "
+                             "version 1 failed: %s", first, strerror(-r));
+        else if ((r = say_hello(c, &m, &rep, &a)) == -EPROTONOSUPPORT)
+            vc_set_error(c, e, "%s", first);
+        else
+            e = r;
+    }
+    if (e == 0 && (rep.version < VRAM_PROTOCOL_OLDEST || rep.version > m.version ||
+                   (m.has_min_version && rep.version < m.min_version))) {
+        c->broken = true;
+        e = vc_set_error(c, -EPROTONOSUPPORT, "vramd answered protocol version "
+                         "%u, not one of the %u to %u this libvram offered",
+                         rep.version, m.has_min_version ? m.min_version : m.version,
+                         m.version);
+    }
     if (e < 0) {
         if (error && error_len)
             snprintf(error, error_len, "%s", c->last_error);
         vram_arena_free(&a);
         return e;
     }
+    c->version = (uint16_t)rep.version;
+    c->wire.codec.version = c->version;
     c->id = rep.client;
     char backend[16];
     snprintf(backend, sizeof(backend), "%s", rep.backend);

@@ -550,8 +550,8 @@ int main(int argc, char **argv)
             break;
         case 'j': g_json = true; break;
         case 'L': g_no_legend = true; break;
-        case 'V': printf("vramctl %s (protocol %d)\n", VRAM_VERSION,
-                         VRAM_PROTOCOL_VERSION); return 0;
+        case 'V': printf("vramctl %s (protocol versions %d to %d)\n", VRAM_VERSION,
+                         VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION); return 0;
         case 's': path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;

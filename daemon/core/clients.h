@@ -23,6 +23,7 @@ struct vd_client {
     struct vp_peer peer; /* pid, start time (once pinned), uid, groups */
     vp_handle pin;       /* the peer's process, pinned */
     bool admin, ctl, hello;
+    uint16_t version;    /* the protocol version its hello agreed on */
     bool evicted;        /* its process may not resume it */
     bool handed_off;     /* its process exited, its connection lives on */
     bool closing;        /* its connection is being closed */

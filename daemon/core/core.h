@@ -58,6 +58,9 @@ struct vd_port {
      * only looks costs no pidfd and no start-time read. */
     int (*pin)(void *ctx, void *conn, const struct vp_peer *peer,
                vp_handle *pin, uint64_t *start_time);
+    /* The protocol version the connection's frames carry from now on (its
+     * hello's). */
+    void (*speak)(void *ctx, void *conn, uint16_t version);
 };
 
 struct vd_counters {

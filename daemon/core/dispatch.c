@@ -154,10 +154,19 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     struct vd_client *c = vd_clients_find(&core->clients, client);
     if (!c || c->closing)
         return;
-    if (f->version != VRAM_PROTOCOL_VERSION) {
-        refuse(core, c, 0, -1, -EPROTONOSUPPORT,
-               "protocol version mismatch: client %u, server %d", f->version,
-               VRAM_PROTOCOL_VERSION);
+    /* Before the hello, a frame of any version this vramd serves (a
+     * hello's is 1); after it, of the version it agreed on. */
+    if (c->hello ? f->version != c->version
+                 : f->version < VRAM_PROTOCOL_OLDEST ||
+                       f->version > VRAM_PROTOCOL_VERSION) {
+        if (c->hello)
+            refuse(core, c, 0, -1, -EPROTONOSUPPORT, "a frame of protocol "
+                   "version %u on a connection that speaks version %u",
+                   f->version, c->version);
+        else
+            refuse(core, c, 0, -1, -EPROTONOSUPPORT, "protocol version "
+                   "mismatch: client %u, vramd %d to %d", f->version,
+                   VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
         close_now(core, c, "closed after a fatal error reply", true);
         return;
     }
@@ -204,6 +213,12 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
                "connection");
         goto out;
     }
+    if (c->hello && !vram_since_in(vram_requests[type].since, c->version)) {
+        refuse(core, c, env.id, -1, -ENOSYS, "'%s' came with protocol version "
+               "%u; this connection speaks version %u", vram_requests[type].name,
+               (unsigned)vram_requests[type].since, c->version);
+        goto out;
+    }
     bool may_get = type != VRAM_REQ_HELLO && type != VRAM_REQ_PING &&
                    type != VRAM_REQ_STATUS;
     /* R16: its user's gone clients are counted before it may get memory,
@@ -226,7 +241,7 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     union vram_req_any req;
     union vram_rep_any rep;
     memset(&rep, 0, sizeof(rep));
-    struct vram_dec d = {.arena = &rq.arena};
+    struct vram_dec d = {.arena = &rq.arena, .version = c->version};
     r = vram_decode(vram_requests[type].req, msg, &req, &d);
     if (r < 0) {
         refuse(core, c, env.id, type, r, "%s", d.why);

@@ -343,7 +343,8 @@ static int send_mapped(struct vd_request *rq, int err, const char *message,
     if (!err && fields) {
         set_array(fields, mapf, map + s->last_from, nmap - s->last_from);
         int nh = 0;
-        int r = vd_send_encode_reply(rq->type, rq->id, 0, NULL, false, fields,
+        int r = vd_send_encode_reply(rq->client->version, rq->type, rq->id, 0,
+                                     NULL, false, fields,
                                      NULL, &s->last_text, &s->last_len, &nh);
         set_array(fields, mapf, NULL, 0);
         if (r < 0) {

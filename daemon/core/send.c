@@ -245,8 +245,12 @@ static int send_jw(struct vd_core *core, struct vd_client *c,
 int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
                   const void *fields)
 {
+    /* An event the connection's version does not have is not sent: its
+     * client would not know it. */
+    if (!vram_since_in(vram_events[evt].since, c->version))
+        return 0;
     struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w};
+    struct vram_enc e = {.w = &w, .version = c->version};
     int r = vram_encode_event(&e, &vram_events[evt], fields);
     if (r < 0) {
         vram_jw_free(&w);
@@ -266,7 +270,8 @@ static int reply(struct vd_core *core, struct vd_client *c, int type,
 {
     struct vram_jw w = {0};
     vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
-    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME};
+    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME,
+                         .version = c->version};
     const struct vram_mdesc *m = type >= 0 ? &vram_requests[type] : NULL;
     int r = vram_encode_reply(&e, m, id, err, message, more, fields, only);
     if (taken)
@@ -314,13 +319,14 @@ int vd_send_reply_now(struct vd_core *core, struct vd_client *c, int type,
                  true, 0);
 }
 
-int vd_send_encode_reply(int type, uint64_t id, int err, const char *message,
-                         bool more, const void *fields, const char *only,
-                         char **text, size_t *len, int *nh)
+int vd_send_encode_reply(unsigned version, int type, uint64_t id, int err,
+                         const char *message, bool more, const void *fields,
+                         const char *only, char **text, size_t *len, int *nh)
 {
     struct vram_jw w = {0};
     vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
-    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME};
+    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME,
+                         .version = version};
     int r = vram_encode_reply(&e, &vram_requests[type], id, err, message, more,
                               fields, only);
     if (r == 0 && w.len > VRAM_MAX_PAYLOAD)

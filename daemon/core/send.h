@@ -61,9 +61,11 @@ int vd_send_reply_now(struct vd_core *core, struct vd_client *c, int type,
  * (taken: sent or closed). */
 int vd_send_text_now(struct vd_core *core, struct vd_client *c, int type,
                      char *text, size_t len, vp_handle *hs, int n);
-/* Encodes a reply frame without sending it: its text (the caller frees
- * it), and how many handles it names (their values are not kept). */
-int vd_send_encode_reply(int type, uint64_t id, int err, const char *message,
+/* Encodes a reply frame without sending it, for a connection of protocol
+ * version: its text (the caller frees it), and how many handles it names
+ * (their values are not kept). */
+int vd_send_encode_reply(unsigned version, int type, uint64_t id, int err,
+                         const char *message,
                          bool more, const void *fields, const char *only,
                          char **text, size_t *len, int *nh);
 

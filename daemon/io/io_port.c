@@ -30,8 +30,15 @@ static int port_pin(void *ctx, void *conn, const struct vp_peer *peer,
     return vd_session_pin(conn, peer, pin, start_time);
 }
 
+static void port_speak(void *ctx, void *conn, uint16_t version)
+{
+    (void)ctx;
+    vd_session_speak(conn, version);
+}
+
 struct vd_port vd_io_port(struct vd_io *io)
 {
     return (struct vd_port){.ctx = io, .send = port_send, .close = port_close,
-                            .room = port_room, .pin = port_pin};
+                            .room = port_room, .pin = port_pin,
+                            .speak = port_speak};
 }

@@ -88,6 +88,12 @@ int vd_session_send(void *session, const char *payload, size_t len,
     return vd_rules_sent(&s->st);
 }
 
+void vd_session_speak(void *session, uint16_t version)
+{
+    struct vd_session *s = session;
+    s->wire.codec.version = version;
+}
+
 int vd_session_room(void *session)
 {
     struct vd_session *s = session;

@@ -29,6 +29,7 @@ int vd_session_send(void *session, const char *payload, size_t len,
                     vp_handle *hs, int n, unsigned flags);
 void vd_session_close(void *session, const char *why, bool after_flush);
 int vd_session_room(void *session);
+void vd_session_speak(void *session, uint16_t version);
 int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,
                    uint64_t *start_time);
 /* For session_rules.c, at the end of the loop turn that closes it: the

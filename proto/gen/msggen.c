@@ -80,6 +80,22 @@ static unsigned maxof(const cJSON *f)
                : 0;
 }
 
+static int newest_version, oldest_version;
+
+/* What "since" says of o (a message, field or error): the protocol version
+ * that added it, 1 when absent; checked against the catalogue's versions. */
+static int since_of(const char *where, const cJSON *o)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "since");
+    if (!v)
+        return 1;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)v->valueint ||
+        v->valueint < 1 || v->valueint > newest_version)
+        die("%s: since must be a protocol version from 1 to %d", where,
+            newest_version);
+    return v->valueint;
+}
+
 /* A field's type, checked: scalar index (>= 0), or -1 with *obj set. */
 static int field_type(const char *where, const cJSON *f, const char **obj,
                       bool *array)
@@ -207,7 +223,8 @@ static void write_header(FILE *o, const cJSON *cat)
                "#include <stdbool.h>\n#include <stddef.h>\n#include <stdint.h>\n\n"
                "#include \"msg.h\"\n\n");
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cat, "protocol_version");
-    fprintf(o, "#define VRAM_CATALOGUE_VERSION %d\n\n", cJSON_IsNumber(v) ? v->valueint : 0);
+    fprintf(o, "#define VRAM_CATALOGUE_VERSION %d\n#define VRAM_CATALOGUE_OLDEST %d\n\n",
+            cJSON_IsNumber(v) ? v->valueint : 0, oldest_version);
     char up[128];
     fprintf(o, "enum vram_req_id {\n");
     const cJSON *m;
@@ -298,7 +315,8 @@ static void sorted_index(FILE *o, const char *what, const cJSON *obj)
 }
 
 static void field_descs(FILE *o, const char *sname, const char *dname,
-                        const char *where, const cJSON *fields)
+                        const char *where, const cJSON *fields, int msince,
+                        bool tuple)
 {
     int n = cJSON_GetArraySize(fields);
     if (!n)
@@ -323,6 +341,20 @@ static void field_descs(FILE *o, const char *sname, const char *dname,
             fprintf(o, "UINT32_MAX");
         if (obj)
             fprintf(o, ", .type = &vram_td_%s", obj);
+        char at[256];
+        snprintf(at, sizeof(at), "%s.%s", where, f->string);
+        int since = since_of(at, f);
+        if (since > 1 && tuple)
+            die("%s: a tuple's fields are positional; one added later "
+                "(since) belongs in a type of its own", at);
+        if (since > msince && req)
+            die("%s: a field added after its message (since %d, the message "
+                "%d) cannot be required: a peer of an older version never "
+                "sends it", at, since, msince);
+        if (since < msince)
+            die("%s: since %d, before its message's (%d)", at, since, msince);
+        if (since > 1)
+            fprintf(o, ", .since = %d", since);
         fprintf(o, "},\n");
     }
     fprintf(o, "};\n");
@@ -339,6 +371,42 @@ static void tdesc(FILE *o, const char *sname, const char *dname, const char *nam
             sname, tuple ? "true" : "false", n ? "vram_f_" : "NULL", n ? dname : "", n);
 }
 
+/* An error is "NAME": "meaning" (the first version's), or "NAME": {"doc":
+ * meaning, "since": N, "fallback": OLDER}: a peer of an earlier version is
+ * told the fallback, a code its version has. */
+static const char *error_doc(const cJSON *e)
+{
+    const char *d = cJSON_IsObject(e) ? str(e, "doc") : cJSON_GetStringValue(e);
+    if (!d)
+        die("errors.%s: a meaning (a string, or an object with doc)", e->string);
+    return d;
+}
+
+static int error_since(const cJSON *errs, const cJSON *e)
+{
+    if (!cJSON_IsObject(e))
+        return 1;
+    char at[128];
+    snprintf(at, sizeof(at), "errors.%s", e->string);
+    int since = since_of(at, e);
+    const char *fb = str(e, "fallback");
+    if (since > 1 && !fb)
+        die("%s: an error added after version 1 needs a fallback (the code "
+            "older peers are told)", at);
+    if (fb) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(errs, fb);
+        if (!f || strcmp(fb, e->string) == 0)
+            die("%s: fallback %s is not another error of the catalogue", at, fb);
+        /* Its own version only (not its fallback's check: two errors that
+         * name each other would never end). */
+        char fat[128];
+        snprintf(fat, sizeof(fat), "errors.%s", fb);
+        if ((cJSON_IsObject(f) ? since_of(fat, f) : 1) >= since)
+            die("%s: fallback %s is not older than it", at, fb);
+    }
+    return since;
+}
+
 static void write_source(FILE *o, const cJSON *cat)
 {
     const cJSON *reqs = cJSON_GetObjectItemCaseSensitive(cat, "requests");
@@ -350,7 +418,8 @@ static void write_source(FILE *o, const cJSON *cat)
         const cJSON *td = type_def(order[i]);
         snprintf(sname, sizeof(sname), "vram_t_%s", order[i]);
         field_descs(o, sname, order[i], order[i],
-                    cJSON_GetObjectItemCaseSensitive(td, "fields"));
+                    cJSON_GetObjectItemCaseSensitive(td, "fields"), 1,
+                    flag(td, "tuple"));
         tdesc(o, sname, order[i], order[i], str(td, "doc"), flag(td, "tuple"),
               cJSON_GetObjectItemCaseSensitive(td, "fields"), false);
     }
@@ -358,19 +427,22 @@ static void write_source(FILE *o, const cJSON *cat)
     cJSON_ArrayForEach(m, reqs) {
         snprintf(sname, sizeof(sname), "vram_req_%s", m->string);
         snprintf(dname, sizeof(dname), "req_%s", m->string);
-        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"),
+                    since_of(m->string, m), false);
         tdesc(o, sname, dname, m->string, NULL, false,
               cJSON_GetObjectItemCaseSensitive(m, "fields"), true);
         snprintf(sname, sizeof(sname), "vram_rep_%s", m->string);
         snprintf(dname, sizeof(dname), "rep_%s", m->string);
-        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "reply"));
+        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "reply"),
+                    since_of(m->string, m), false);
         tdesc(o, sname, dname, m->string, NULL, false,
               cJSON_GetObjectItemCaseSensitive(m, "reply"), true);
     }
     cJSON_ArrayForEach(m, evts) {
         snprintf(sname, sizeof(sname), "vram_evt_%s", m->string);
         snprintf(dname, sizeof(dname), "evt_%s", m->string);
-        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
+        field_descs(o, sname, dname, m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"),
+                    since_of(m->string, m), false);
         tdesc(o, sname, dname, m->string, NULL, false,
               cJSON_GetObjectItemCaseSensitive(m, "fields"), true);
     }
@@ -378,13 +450,14 @@ static void write_source(FILE *o, const cJSON *cat)
     cJSON_ArrayForEach(m, reqs) {
         fprintf(o, "    {\"%s\", ", m->string);
         c_string(o, str(m, "doc"));
-        fprintf(o, ", &vram_td_req_%s, &vram_td_rep_%s},\n", m->string, m->string);
+        fprintf(o, ", &vram_td_req_%s, &vram_td_rep_%s, %d},\n", m->string, m->string,
+                since_of(m->string, m));
     }
     fprintf(o, "};\n\nconst struct vram_mdesc vram_events[VRAM_EVT_COUNT] = {\n");
     cJSON_ArrayForEach(m, evts) {
         fprintf(o, "    {\"%s\", ", m->string);
         c_string(o, str(m, "doc"));
-        fprintf(o, ", &vram_td_evt_%s, NULL},\n", m->string);
+        fprintf(o, ", &vram_td_evt_%s, NULL, %d},\n", m->string, since_of(m->string, m));
     }
     fprintf(o, "};\n\n");
     /* Every frame's type is looked up: by binary search over the names in
@@ -406,12 +479,21 @@ static void write_source(FILE *o, const cJSON *cat)
                "    return lookup(name, vram_events, vram_evt_sorted, VRAM_EVT_COUNT);\n}\n\n"
                "const char *const vram_catalogue_errors[] = {\n");
     const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cat, "errors")) {
+    const cJSON *errs = cJSON_GetObjectItemCaseSensitive(cat, "errors");
+    cJSON_ArrayForEach(e, errs) {
         fprintf(o, "    \"%s\", ", e->string);
-        c_string(o, cJSON_GetStringValue(e));
+        c_string(o, error_doc(e));
         fprintf(o, ",\n");
     }
-    fprintf(o, "    NULL, NULL};\n");
+    fprintf(o, "    NULL, NULL};\n\nconst struct vram_errdesc vram_errdescs[] = {\n");
+    cJSON_ArrayForEach(e, errs) {
+        fprintf(o, "    {\"%s\", ", e->string);
+        c_string(o, error_doc(e));
+        fprintf(o, ", %d, ", error_since(errs, e));
+        c_string(o, cJSON_IsObject(e) ? str(e, "fallback") : NULL);
+        fprintf(o, "},\n");
+    }
+    fprintf(o, "    {NULL, NULL, 0, NULL}};\n");
 }
 
 /* ---- the daemon's dispatch table ---------------------------------------- */
@@ -469,6 +551,10 @@ static void md_fields(const char *where, const cJSON *fields)
                flag(f, "required") ? ", required" : "");
         if (maxof(f))
             printf(", at most %u%s", maxof(f), s == 4 && !array ? " bytes" : "");
+        char at[256];
+        snprintf(at, sizeof(at), "%s.%s", where, f->string);
+        if (since_of(at, f) > 1)
+            printf(", since version %d", since_of(at, f));
         printf(" | ");
         md_text(str(f, "doc"));
         printf(" |\n");
@@ -482,6 +568,8 @@ static void write_markdown(const cJSON *cat)
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(cat, "requests")) {
         printf("#### `%s`\n\n", m->string);
+        if (since_of(m->string, m) > 1)
+            printf("Since version %d. ", since_of(m->string, m));
         md_text(str(m, "doc"));
         printf("\n\nRequest:\n\n");
         md_fields(m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
@@ -491,6 +579,8 @@ static void write_markdown(const cJSON *cat)
     printf("### Events\n\n");
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(cat, "events")) {
         printf("#### `%s`\n\n", m->string);
+        if (since_of(m->string, m) > 1)
+            printf("Since version %d. ", since_of(m->string, m));
         md_text(str(m, "doc"));
         printf("\n\n");
         md_fields(m->string, cJSON_GetObjectItemCaseSensitive(m, "fields"));
@@ -509,9 +599,13 @@ static void write_markdown(const cJSON *cat)
     }
     printf("### Errors\n\n| error | meaning |\n| --- | --- |\n");
     const cJSON *e;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cat, "errors")) {
+    const cJSON *errs = cJSON_GetObjectItemCaseSensitive(cat, "errors");
+    cJSON_ArrayForEach(e, errs) {
         printf("| `%s` | ", e->string);
-        md_text(cJSON_GetStringValue(e));
+        md_text(error_doc(e));
+        if (error_since(errs, e) > 1)
+            printf(" (since version %d; %s before it)", error_since(errs, e),
+                   str(e, "fallback"));
         printf(" |\n");
     }
 }
@@ -532,6 +626,14 @@ static cJSON *load(const char *path)
     cJSON *cat = cJSON_Parse(buf);
     if (!cat)
         die("not valid JSON (near: %.40s)", cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "?");
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(cat, "protocol_version");
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(cat, "oldest_version");
+    if (!cJSON_IsNumber(nv) || nv->valueint < 1)
+        die("protocol_version: the newest version, a whole number from 1");
+    newest_version = nv->valueint;
+    oldest_version = ov ? (cJSON_IsNumber(ov) ? ov->valueint : 0) : 1;
+    if (oldest_version < 1 || oldest_version > newest_version)
+        die("oldest_version: from 1 to protocol_version (%d)", newest_version);
     types_obj = cJSON_GetObjectItemCaseSensitive(cat, "types");
     if (!cJSON_IsObject(types_obj) ||
         !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cat, "requests")) ||

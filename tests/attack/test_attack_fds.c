@@ -196,7 +196,7 @@ static void unsolicited(void)
     for (int k = 0; k < 200; k++) {
         const char *json = "{\"type\":\"ping\",\"id\":2}";
         struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                      .version = VRAM_PROTOCOL_VERSION,
+                                      .version = VRAM_PROTOCOL_OLDEST,
                                       .payload_len = (uint32_t)strlen(json),
                                       .nfds = 16};
         uint8_t hdr[VRAM_FRAME_HEADER_SIZE];

@@ -60,7 +60,7 @@ static int noisy(const struct daemon *d, void *p)
                 /* A header that lies about its length, or a good one cut
                  * short. */
                 struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                              .version = VRAM_PROTOCOL_VERSION,
+                                              .version = VRAM_PROTOCOL_OLDEST,
                                               .payload_len = (uint32_t)rand(),
                                               .nfds = (uint16_t)(rand() % 40)};
                 vram_frame_header_encode(&h, buf);

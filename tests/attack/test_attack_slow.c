@@ -53,7 +53,7 @@ static bool admitted(int fd, bool hello)
      * the hello found the connection closed, which is no failure here). */
     const char *json = "{\"type\":\"hello\",\"id\":1,\"version\":1,\"name\":\"hog\"}";
     struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .version = VRAM_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(json)};
     uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
     vram_frame_header_encode(&h, hdr);
@@ -177,7 +177,7 @@ static void deadlines(void)
     {
         const char *json = "{\"type\":\"ping\",\"id\":2}";
         struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                      .version = VRAM_PROTOCOL_VERSION,
+                                      .version = VRAM_PROTOCOL_OLDEST,
                                       .payload_len = (uint32_t)strlen(json),
                                       .nfds = 8};
         uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
@@ -208,7 +208,7 @@ static void deadlines(void)
     cJSON_Delete(raw_recv(slow, 2000));
     const char *json = "{\"type\":\"ping\",\"id\":3}";
     struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .version = VRAM_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(json)};
     uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
     vram_frame_header_encode(&h, hdr);

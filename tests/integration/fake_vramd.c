@@ -93,7 +93,7 @@ static int read_all(int fd, void *p, size_t n)
 int fake_send(struct fake_conn *c, const char *payload, size_t len)
 {
     struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .version = VRAM_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)len};
     uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
     vram_frame_header_encode(&h, hdr);

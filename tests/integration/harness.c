@@ -449,7 +449,7 @@ int raw_connect(const struct daemon *d)
 void raw_send(int fd, const char *json)
 {
     struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .version = VRAM_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(json)};
     uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
     vram_frame_header_encode(&h, hdr);

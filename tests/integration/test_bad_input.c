@@ -59,6 +59,107 @@ static bool closed_by_peer(int fd, int ms)
 }
 
 static void expect_error(int fd, const char *code, const char *needle,
+                         const char *what);
+
+/* One frame in with its header's version (NULL on EOF or after ms). */
+static cJSON *recv_versioned(int fd, int ms, uint16_t *version)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return NULL;
+    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
+        return NULL;
+    struct vram_frame_header h;
+    char why[128];
+    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
+        return NULL;
+    char *buf = calloc(1, h.payload_len + 1);
+    if (recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len) {
+        free(buf);
+        return NULL;
+    }
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    *version = h.version;
+    return j;
+}
+
+static void send_versioned(int fd, uint16_t version, const char *json)
+{
+    raw_frame(fd, version, json, (uint32_t)strlen(json), 0, NULL, 0);
+}
+
+/* A hello offering [lo, hi] in a frame of version 1; the version agreed,
+ * checked in the reply's body and header (0 when refused). */
+static unsigned agree(const struct daemon *d, int *fdp, const char *hello)
+{
+    int fd = raw_connect(d);
+    send_versioned(fd, 1, hello);
+    uint16_t hv = 0;
+    cJSON *r = recv_versioned(fd, 2000, &hv);
+    unsigned v = 0;
+    if (r && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok"))) {
+        v = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "version"));
+        CHECK(hv == v, "%s: the reply's header says %u, its body %u", hello, hv, v);
+    }
+    cJSON_Delete(r);
+    *fdp = fd;
+    return v;
+}
+
+/* The status of a connection that speaks version, in a frame of it. */
+static cJSON *status_at(int fd, uint16_t version)
+{
+    send_versioned(fd, version, "{\"type\":\"status\",\"id\":9}");
+    uint16_t hv = 0;
+    cJSON *r = recv_versioned(fd, 2000, &hv);
+    CHECK(r && hv == version, "status at version %u: header %u", version, hv);
+    return r;
+}
+
+static void negotiation(const struct daemon *d)
+{
+    int fd;
+    /* A client of release 0.1.0: version 1 alone. */
+    unsigned v = agree(d, &fd, "{\"type\":\"hello\",\"id\":1,\"version\":1}");
+    CHECK(v == 1, "a version 1 hello agreed on %u", v);
+    cJSON *st = status_at(fd, 1);
+    /* What came with version 2 is not sent to it. */
+    CHECK(st && cJSON_IsTrue(cJSON_GetObjectItem(st, "ok")) &&
+              !cJSON_GetObjectItem(st, "schema"),
+          "a version 1 connection's status carries the schema of version 2");
+    cJSON_Delete(st);
+    /* A frame of another version than the agreed one: refused, closed. */
+    send_versioned(fd, 2, "{\"type\":\"ping\",\"id\":3}");
+    expect_error(fd, "EPROTONOSUPPORT",
+                 "a frame of protocol version 2 on a connection that speaks version 1",
+                 "a version 2 frame on a version 1 connection");
+    CHECK(closed_by_peer(fd, 2000), "wrong frame version: not disconnected");
+    close(fd);
+
+    /* This libvram's range: the newest. */
+    v = agree(d, &fd, "{\"type\":\"hello\",\"id\":1,\"version\":2,\"min_version\":1}");
+    CHECK(v == 2, "a [1, 2] hello agreed on %u", v);
+    st = status_at(fd, 2);
+    CHECK(st && cJSON_GetNumberValue(cJSON_GetObjectItem(st, "schema")) >= 1,
+          "a version 2 connection's status has no schema");
+    cJSON_Delete(st);
+    send_versioned(fd, 1, "{\"type\":\"ping\",\"id\":3}");
+    expect_error(fd, "EPROTONOSUPPORT", "version 1 on a connection that speaks version 2",
+                 "a version 1 frame on a version 2 connection");
+    close(fd);
+
+    /* A newer client: the newest this vramd speaks. */
+    v = agree(d, &fd, "{\"type\":\"hello\",\"id\":1,\"version\":9,\"min_version\":1}");
+    CHECK(v == 2, "a [1, 9] hello agreed on %u", v);
+    close(fd);
+    v = agree(d, &fd, "{\"type\":\"hello\",\"id\":1,\"version\":9,\"min_version\":2}");
+    CHECK(v == 2, "a [2, 9] hello agreed on %u", v);
+    close(fd);
+}
+
+static void expect_error(int fd, const char *code, const char *needle,
                          const char *what)
 {
     cJSON *r = raw_recv(fd, 2000);
@@ -120,18 +221,31 @@ int main(void)
     CHECK(daemon_log_wait(&d, "exceeds the limit", 2000), "oversized: no log");
     close(fd);
 
-    /* 4. Another protocol version in the header → clear error, then close. */
+    /* 4. A protocol version this vramd does not serve in the header →
+     * clear error, then close. */
     fd = raw_connect(&d);
-    raw_frame(fd, 2, "{\"type\":\"hello\",\"id\":1,\"version\":2}", 35, 0, NULL, 0);
-    expect_error(fd, "EPROTONOSUPPORT", "client 2, server 1", "header version");
+    raw_frame(fd, 3, "{\"type\":\"hello\",\"id\":1,\"version\":3}", 35, 0, NULL, 0);
+    expect_error(fd, "EPROTONOSUPPORT", "client 3, vramd 1 to 2", "header version");
     CHECK(closed_by_peer(fd, 2000), "version: not disconnected");
     close(fd);
 
-    /* 5. Hello with another version. */
+    /* 5. Hellos with no version in common. */
     fd = raw_connect(&d);
     raw_send(fd, "{\"type\":\"hello\",\"id\":1,\"version\":7}");
-    expect_error(fd, "EPROTONOSUPPORT", "client 7, server 1", "hello version");
+    expect_error(fd, "EPROTONOSUPPORT", "client 7 to 7, vramd 1 to 2", "hello version");
     close(fd);
+    fd = raw_connect(&d);
+    raw_send(fd, "{\"type\":\"hello\",\"id\":1,\"version\":9,\"min_version\":3}");
+    expect_error(fd, "EPROTONOSUPPORT", "client 3 to 9, vramd 1 to 2", "hello range");
+    close(fd);
+    fd = raw_connect(&d);
+    raw_send(fd, "{\"type\":\"hello\",\"id\":1,\"version\":1,\"min_version\":2}");
+    expect_error(fd, "EPROTONOSUPPORT", "client 2 to 1", "an empty range");
+    close(fd);
+
+    /* 5b. Negotiation: the newest version both speak, carried by every
+     * frame's header from the hello's reply on. */
+    negotiation(&d);
 
     /* 6. Requests before hello, unknown types, wrong types: errors, and the
      * connection stays usable. */

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "frame.h"
 #include "harness.h"
 
 struct arg {
@@ -102,7 +103,9 @@ int main(void)
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "vramctl exit %d", rc);
     cJSON *ctl = cJSON_Parse(buf);
     REQUIRE(ctl, "vramctl --json is not JSON: %.200s", buf);
-    CHECK_EQ_U(json_u64(ctl, "protocol_version"), 1);
+    CHECK_EQ_U(json_u64(ctl, "protocol_version"), VRAM_PROTOCOL_VERSION);
+    CHECK_EQ_U(json_u64(ctl, "protocol_oldest"), VRAM_PROTOCOL_OLDEST);
+    CHECK_EQ_U(json_u64(ctl, "schema"), 1);
     const cJSON *dev;
     cJSON_ArrayForEach(dev, cJSON_GetObjectItem(ctl, "devices")) {
         CHECK(cJSON_GetObjectItem(dev, "id") && cJSON_GetObjectItem(dev, "backend") &&

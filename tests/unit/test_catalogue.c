@@ -310,6 +310,10 @@ static void test_catalogue(void)
               v == VRAM_PROTOCOL_VERSION && v == VRAM_CATALOGUE_VERSION,
           "protocol_version %llu, code says %d", (unsigned long long)v,
           VRAM_PROTOCOL_VERSION);
+    CHECK(vram_json_u64(cat, "oldest_version", &v) == 0 &&
+              v == VRAM_PROTOCOL_OLDEST && v == VRAM_CATALOGUE_OLDEST,
+          "oldest_version %llu, code says %d", (unsigned long long)v,
+          VRAM_PROTOCOL_OLDEST);
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(cat, "limits");
     CHECK(vram_json_u64(lim, "max_payload_bytes", &v) == 0 &&
               v == VRAM_MAX_PAYLOAD,

@@ -77,7 +77,7 @@ static vp_handle fresh(void)
 static size_t frame(uint8_t *buf, const char *payload, uint16_t nfds)
 {
     struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .version = VRAM_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(payload),
                                   .nfds = nfds};
     vram_frame_header_encode(&h, buf);

@@ -148,7 +148,7 @@ static size_t craft(uint8_t *buf, uint32_t len, uint16_t nfds,
 {
     struct vram_frame_header h = {
         .magic = VRAM_FRAME_MAGIC,
-        .version = VRAM_PROTOCOL_VERSION,
+        .version = VRAM_PROTOCOL_OLDEST,
         .payload_len = len,
         .nfds = nfds,
     };
@@ -247,7 +247,7 @@ static void test_fds_arrive_working(void)
     CHECK_EQ_U(c.f[0].len, strlen(json));
     CHECK(strcmp(c.f[0].payload, json) == 0, "payload differs: %s",
           c.f[0].payload);
-    CHECK_EQ_U(c.f[0].version, VRAM_PROTOCOL_VERSION);
+    CHECK_EQ_U(c.f[0].version, VRAM_PROTOCOL_OLDEST);
     REQUIRE(c.f[0].nfds == 2, "frame 0 has %d fds", c.f[0].nfds);
     CHECK(c.f[0].fds[0] != m && c.f[0].fds[1] != p[1], "fds not new");
     CHECK(same_file(c.f[0].fds[0], m), "memfd is another file");

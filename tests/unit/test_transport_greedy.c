@@ -45,7 +45,7 @@ static void send_frame(int fd, const char *payload, size_t len, int claim,
 {
     uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
     struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_VERSION,
+                                  .version = VRAM_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)len,
                                   .nfds = (uint16_t)claim};
     vram_frame_header_encode(&h, hdr);
@@ -150,7 +150,7 @@ int main(void)
         pair(sv, &w);
         uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
         struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                      .version = VRAM_PROTOCOL_VERSION,
+                                      .version = VRAM_PROTOCOL_OLDEST,
                                       .payload_len = 2};
         vram_frame_header_encode(&h, hdr);
         REQUIRE(write(sv[1], hdr, 5) == 5, "write");

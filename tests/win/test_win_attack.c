@@ -303,7 +303,7 @@ static bool send_frame(HANDLE h, uint16_t version, uint16_t flags, const char *j
 
 static bool send_json(HANDLE h, const char *json)
 {
-    return send_frame(h, VRAM_PROTOCOL_VERSION, 0, json, (uint32_t)strlen(json), 0,
+    return send_frame(h, VRAM_PROTOCOL_OLDEST, 0, json, (uint32_t)strlen(json), 0,
                       NULL, 0);
 }
 
@@ -326,7 +326,7 @@ static cJSON *recv_frame(HANDLE h, DWORD ms, uint64_t *vals, int *nvals, bool *c
         CHECK(false, "vramd sent a bad header: %s", why);
         return NULL;
     }
-    if (fh.version != VRAM_PROTOCOL_VERSION)
+    if (fh.version != VRAM_PROTOCOL_OLDEST)
         CHECK(false, "vramd's frame has version %u", fh.version);
     size_t trailer = 8 * (size_t)fh.nfds;
     char *p = xmalloc(fh.payload_len + trailer + 1);
@@ -590,15 +590,15 @@ static void bad_frames(void)
 
     /* Another version in the header: an error frame, then closed. */
     at = attack_begin("closed after a fatal error reply", false);
-    const char *hello2 = "{\"type\":\"hello\",\"id\":1,\"version\":2}";
-    CHECK(send_frame(at.h, 2, 0, hello2, (uint32_t)strlen(hello2), 0, NULL, 0), "write");
+    const char *hello3 = "{\"type\":\"hello\",\"id\":1,\"version\":3}";
+    CHECK(send_frame(at.h, 3, 0, hello3, (uint32_t)strlen(hello3), 0, NULL, 0), "write");
     bool closed = false;
     cJSON *r = recv_frame(at.h, 5000, NULL, NULL, &closed);
     CHECK(r && num_of(r, "id") == 0, "header version: the refusal's id is not 0");
-    error_is(r, "EPROTONOSUPPORT", "protocol version mismatch: client 2, server 1",
+    error_is(r, "EPROTONOSUPPORT", "protocol version mismatch: client 3, vramd 1 to 2",
              "header version");
     CHECK(closed_within(at.h, 5000, NULL), "header version: not disconnected");
-    attack_end(&at, "a header of version 2");
+    attack_end(&at, "a header of version 3");
 
     /* Reserved bits. */
     at = attack_begin("reserved header bits set (flags 0x1)", false);
@@ -625,7 +625,7 @@ static void bad_frames(void)
     /* A hello of another version: refused, then closed. */
     at = attack_begin("closed after a fatal error reply", false);
     error_is(ask(at.h, "{\"type\":\"hello\",\"id\":1,\"version\":7}"), "EPROTONOSUPPORT",
-             "client 7, server 1", "hello version");
+             "client 7 to 7, vramd 1 to 2", "hello version");
     CHECK(closed_within(at.h, 5000, NULL), "hello version: not disconnected");
     attack_end(&at, "a hello of version 7");
 }
@@ -711,7 +711,7 @@ static void deadlines(void)
         hello(at.h, "half", "engine");
         uint8_t b[64];
         struct vram_frame_header fh = {.magic = VRAM_FRAME_MAGIC,
-                                       .version = VRAM_PROTOCOL_VERSION,
+                                       .version = VRAM_PROTOCOL_OLDEST,
                                        .payload_len = (uint32_t)strlen(ping)};
         vram_frame_header_encode(&fh, b);
         memcpy(b + VRAM_FRAME_HEADER_SIZE, ping, strlen(ping));
