@@ -16,7 +16,18 @@
  * the region); torch.cuda.empty_cache() frees PyTorch's cached blocks into
  * this allocator, not to vramd; one connection ($VRAM_SOCKET) for all
  * devices. A failure returns NULL (PyTorch raises out of memory) with the
- * reason in vram_torch_last_error(). */
+ * reason in vram_torch_last_error().
+ *
+ * Tags (as torch_memory_saver's regions): allocations made while a thread's
+ * tag is set (vram_torch_set_tag) come from that tag's own region, on an
+ * ad-hoc stage of its own, so that a tag sleeps and wakes alone
+ * (vram_torch_sleep, vram_torch_wake: vram_stage_sleep and _wake, at the
+ * same addresses, CUDA graphs over them replaying after the wake). A tag
+ * set with backup keeps its bytes across a sleep (a fixed region, copied to
+ * pinned host memory); one without has them discarded (a kv region: its
+ * memory comes back undefined), as KV whose sequences are started again.
+ * Use one torch.cuda.MemPool per tag: PyTorch caches blocks per pool, and a
+ * pool's segments are made under the tag that was set. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +43,8 @@
 
 #define ALIGN 512u
 #define MAX_DEVICES 64
+#define MAX_TAGS 16 /* the untagged one (0) included */
+#define TAG_MAX 31  /* bytes of a tag's name */
 
 struct span {
     uint64_t off, len;
@@ -48,7 +61,14 @@ struct pool {
 static mtx_t lock;
 static once_flag once = ONCE_FLAG_INIT;
 static vram_client *client;
-static struct pool pools[MAX_DEVICES];
+static struct pool pools[MAX_TAGS][MAX_DEVICES];
+static struct tag {
+    char name[TAG_MAX + 1];
+    bool backup;
+    bool asleep;
+} tags[MAX_TAGS] = {{"", true, false}};
+static int ntags = 1;
+static thread_local int cur_tag; /* this thread's: an index of tags */
 static char last_error[512];
 
 static void init_lock(void)
@@ -100,7 +120,7 @@ static int free_insert(struct pool *p, uint64_t off, uint64_t len)
     return 0;
 }
 
-static int pool_open(struct pool *p, int device)
+static int pool_open(struct pool *p, int device, const struct tag *t)
 {
     if (!client) {
         char err[512] = "";
@@ -127,8 +147,9 @@ static int pool_open(struct pool *p, int device)
     uint32_t stage, region;
     int e = vram_stage_register_adhoc(client, (uint32_t)device, 0, 0, &stage);
     if (e == 0)
-        e = vram_region_create(client, stage, VRAM_REGION_FIXED, want, 1,
-                               &region);
+        e = vram_region_create(client, stage,
+                               t->backup ? VRAM_REGION_FIXED : VRAM_REGION_KV,
+                               want, 1, &region);
     struct vram_region_info ri;
     if (e == 0)
         e = vram_region_info(client, region, &ri);
@@ -176,9 +197,14 @@ void *vram_torch_malloc(ptrdiff_t size, int device, void *stream)
     if (!len)
         len = ALIGN;
     mtx_lock(&lock);
-    struct pool *p = &pools[device];
+    struct pool *p = &pools[cur_tag][device];
     void *r = NULL;
-    if (!p->ready && pool_open(p, device) < 0)
+    if (tags[cur_tag].asleep) {
+        snprintf(last_error, sizeof(last_error), "tag '%s' sleeps: wake it first",
+                 tags[cur_tag].name);
+        goto out;
+    }
+    if (!p->ready && pool_open(p, device, &tags[cur_tag]) < 0)
         goto out;
     for (int pass = 0; pass < 2 && !r; pass++) {
         for (size_t i = 0; i < p->nfree; i++)
@@ -210,10 +236,16 @@ void vram_torch_free(void *ptr, ptrdiff_t size, int device, void *stream)
     if (!len)
         len = ALIGN;
     mtx_lock(&lock);
-    struct pool *p = &pools[device];
+    /* A block goes back to the pool of whichever tag it came from (PyTorch
+     * may free it on another thread, under another tag). */
     uint64_t a = (uint64_t)(uintptr_t)ptr;
-    if (p->ready && a >= p->base && a + len <= p->base + p->mapped)
-        free_insert(p, a - p->base, len);
+    for (int t = 0; t < ntags; t++) {
+        struct pool *p = &pools[t][device];
+        if (p->ready && a >= p->base && a + len <= p->base + p->mapped) {
+            free_insert(p, a - p->base, len);
+            break;
+        }
+    }
     mtx_unlock(&lock);
 }
 
@@ -224,9 +256,9 @@ long long vram_torch_trim(void)
     call_once(&once, init_lock);
     long long given = 0;
     mtx_lock(&lock);
-    for (int d = 0; d < MAX_DEVICES; d++) {
-        struct pool *p = &pools[d];
-        if (!p->ready || !p->nfree)
+    for (int d = 0; d < MAX_DEVICES * MAX_TAGS; d++) {
+        struct pool *p = &pools[d / MAX_DEVICES][d % MAX_DEVICES];
+        if (!p->ready || !p->nfree || tags[d / MAX_DEVICES].asleep)
             continue;
         struct span *t = &p->free[p->nfree - 1];
         if (t->off + t->len != p->mapped)
@@ -250,11 +282,106 @@ long long vram_torch_trim(void)
 int vram_torch_region(int device, uint64_t *base, uint64_t *mapped)
 {
     call_once(&once, init_lock);
-    if (device < 0 || device >= MAX_DEVICES || !pools[device].ready)
+    if (device < 0 || device >= MAX_DEVICES)
         return -ENOENT;
     mtx_lock(&lock);
-    *base = pools[device].base;
-    *mapped = pools[device].mapped;
+    const struct pool *p = &pools[cur_tag][device];
+    int e = p->ready ? 0 : -ENOENT;
+    if (e == 0) {
+        *base = p->base;
+        *mapped = p->mapped;
+    }
     mtx_unlock(&lock);
-    return 0;
+    return e;
+}
+
+static int tag_find(const char *name)
+{
+    for (int t = 0; t < ntags; t++)
+        if (strcmp(tags[t].name, name) == 0)
+            return t;
+    return -1;
+}
+
+int vram_torch_set_tag(const char *name, int backup)
+{
+    call_once(&once, init_lock);
+    if (!name)
+        name = "";
+    if (strlen(name) > TAG_MAX) {
+        snprintf(last_error, sizeof(last_error), "a tag is at most %d bytes", TAG_MAX);
+        return -ENAMETOOLONG;
+    }
+    mtx_lock(&lock);
+    int t = tag_find(name), e = 0;
+    if (t < 0 && ntags == MAX_TAGS) {
+        snprintf(last_error, sizeof(last_error), "at most %d tags", MAX_TAGS - 1);
+        e = -E2BIG;
+    } else if (t < 0) {
+        t = ntags++;
+        snprintf(tags[t].name, sizeof(tags[t].name), "%s", name);
+        tags[t].backup = backup != 0;
+    } else if (t > 0 && tags[t].backup != (backup != 0)) {
+        snprintf(last_error, sizeof(last_error), "tag '%s' was set %s a backup", name,
+                 tags[t].backup ? "with" : "without");
+        e = -EINVAL;
+    }
+    if (e == 0)
+        cur_tag = t;
+    mtx_unlock(&lock);
+    return e;
+}
+
+const char *vram_torch_get_tag(void)
+{
+    return tags[cur_tag].name;
+}
+
+/* stage_sleep or stage_wake of every device's stage of the tag. */
+static int tag_turn(const char *name, bool sleep)
+{
+    call_once(&once, init_lock);
+    mtx_lock(&lock);
+    int t = tag_find(name ? name : ""), e = 0;
+    if (t < 0) {
+        snprintf(last_error, sizeof(last_error), "no tag '%s'", name ? name : "");
+        e = -ENOENT;
+    } else if (tags[t].asleep == sleep) {
+        snprintf(last_error, sizeof(last_error), "tag '%s' %s already", tags[t].name,
+                 sleep ? "sleeps" : "is awake");
+        e = -EALREADY;
+    }
+    for (int d = 0; e == 0 && d < MAX_DEVICES; d++) {
+        struct pool *p = &pools[t][d];
+        if (!p->ready)
+            continue;
+        /* A tag without backup is a kv region: discarded. The pinned host
+         * buffer stays for the next sleep (the two take turns). */
+        e = sleep ? vram_stage_sleep(client, p->stage, VRAM_SLEEP_DISCARD_KV)
+                  : vram_stage_wake(client, p->stage, VRAM_WAKE_KEEP_HOST);
+        if (e < 0) {
+            snprintf(last_error, sizeof(last_error), "%s", vram_client_last_error(client));
+            /* What turned already turns back: the tag is one thing. */
+            for (int k = 0; k < d; k++)
+                if (pools[t][k].ready)
+                    (void)(sleep ? vram_stage_wake(client, pools[t][k].stage,
+                                                   VRAM_WAKE_KEEP_HOST)
+                                 : vram_stage_sleep(client, pools[t][k].stage,
+                                                    VRAM_SLEEP_DISCARD_KV));
+        }
+    }
+    if (e == 0)
+        tags[t].asleep = sleep;
+    mtx_unlock(&lock);
+    return e;
+}
+
+int vram_torch_sleep(const char *tag)
+{
+    return tag_turn(tag, true);
+}
+
+int vram_torch_wake(const char *tag)
+{
+    return tag_turn(tag, false);
 }

@@ -61,6 +61,7 @@ from __future__ import annotations
 from ._lib import VRAM_KV_HOLD, VRAM_STAGE_KEEP_WINDOW
 from .client import Client, EventHandler
 from .errors import VramError, strerror
+from .stage import Stage
 from .weights import Weights, weights_key
 from .types import (
     DeviceInfo,
@@ -83,6 +84,7 @@ __all__ = [
     "RegionInfo",
     "RegionKind",
     "Residency",
+    "Stage",
     "StageInfo",
     "VRAM_KV_HOLD",
     "VRAM_STAGE_KEEP_WINDOW",

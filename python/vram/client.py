@@ -678,6 +678,14 @@ class Client:
                 return list(ids[:n])
             size = n
 
+    def stage(self, stage: u32) -> "Stage":
+        """The stage as an object (:class:`vram.Stage`: ``c.stage(0).sleep()``,
+        ``.wake()``, ``.asleep``, ``.info()``).  ENOENT not registered by this
+        client."""
+        self.stage_info(stage)
+        from .stage import Stage
+        return Stage(self, stage)
+
     def stage_sleep(self, stage: u32, discard_kv: bool = False,
                     discard_experts: bool = False) -> None:
         """Gives all the stage's GPU memory back to vramd, its addresses

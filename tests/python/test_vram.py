@@ -733,6 +733,27 @@ class TestSleep(EngineTest):
         self.c.stage_wake(0)
         self.agree(self.c, 0)
 
+    def test_the_stage_object(self) -> None:
+        st = self.c.stage(0)
+        self.assertIsInstance(st, vram.Stage)
+        self.assertEqual((st.id, st.client), (0, self.c))
+        self.assertFalse(st.asleep)
+        self.assertEqual(st.info(), self.c.stage_info(0))
+        self.assertEqual(st.regions(), self.c.stage_regions(0))
+        st.sleep(discard_kv=True)
+        self.assertTrue(st.asleep)
+        self.assertTrue(self.stage()["asleep"])
+        st.wake()
+        self.assertFalse(st.asleep)
+        self.assertEqual(st.info().kv_mapped_bytes, 6 * MIB)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.stage(1)
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        st.release()
+        with self.assertRaises(vram.VramError) as cm:
+            st.info()
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+
     def test_an_unknown_stage(self) -> None:
         for call in (lambda: self.c.stage_sleep(1), lambda: self.c.stage_wake(1),
                      lambda: self.c.stage_asleep(1)):
@@ -1069,6 +1090,69 @@ class TestTorchAllocator(unittest.TestCase):
         self.assertFalse(lib.vram_torch_malloc(65 * MIB, 0, None))
         self.assertIn(b"VRAM_TORCH_REGION", lib.vram_torch_last_error())
 
+    def test_tags_sleep_and_wake(self) -> None:
+        """Tags, as torch_memory_saver's: each its own region and stage;
+        one with backup keeps its bytes across a sleep, one without has
+        them discarded; a sleeping tag allocates nothing."""
+        lib = self.lib
+        lib.vram_torch_set_tag.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        lib.vram_torch_get_tag.restype = ctypes.c_char_p
+        lib.vram_torch_sleep.argtypes = [ctypes.c_char_p]
+        lib.vram_torch_wake.argtypes = [ctypes.c_char_p]
+        assert daemon
+        host = host_backend()
+
+        def mine(st: Dict[str, Any]) -> List[Dict[str, Any]]:
+            cid = next(c["id"] for c in st["clients"] if c["name"] == "torch-allocator")
+            return [s for s in st["stages"] if s.get("owner") == cid]
+
+        self.assertEqual(lib.vram_torch_set_tag(b"weights", 1), 0)
+        self.assertEqual(lib.vram_torch_get_tag(), b"weights")
+        w = lib.vram_torch_malloc(MIB, 0, None)
+        self.assertTrue(w, lib.vram_torch_last_error())
+        self.assertEqual(lib.vram_torch_set_tag(b"kv", 0), 0)
+        k = lib.vram_torch_malloc(MIB, 0, None)
+        self.assertTrue(k, lib.vram_torch_last_error())
+        self.assertNotEqual(w // (64 * MIB), k // (64 * MIB))  # regions of their own
+        pattern = bytes(range(256)) * (MIB // 256)
+        if host:
+            ctypes.memmove(w, pattern, MIB)
+        with vram.Client(daemon.sock, name="py-alloc-tags", ctl=True) as ctl:
+            before = len(mine(ctl.status()))
+            self.assertEqual(lib.vram_torch_sleep(b"weights"), 0)
+            self.assertEqual(lib.vram_torch_sleep(b"weights"), -errno.EALREADY)
+            asleep = [s for s in mine(ctl.status()) if s.get("asleep")]
+            self.assertEqual(len(asleep), 1)
+            self.assertEqual(asleep[0]["host_bytes"], 2 * MIB)
+            # The sleeping tag allocates nothing; the others do.
+            self.assertEqual(lib.vram_torch_set_tag(b"weights", 1), 0)
+            self.assertFalse(lib.vram_torch_malloc(512, 0, None))
+            self.assertIn(b"sleeps", lib.vram_torch_last_error())
+            self.assertEqual(lib.vram_torch_wake(b"weights"), 0)
+            self.assertEqual(lib.vram_torch_wake(b"weights"), -errno.EALREADY)
+            if host:
+                self.assertEqual(ctypes.string_at(w, MIB), pattern)
+            # Without backup: nothing copied, the memory back at the wake.
+            self.assertEqual(lib.vram_torch_sleep(b"kv"), 0)
+            asleep = [s for s in mine(ctl.status()) if s.get("asleep")]
+            self.assertEqual(len(asleep), 1)
+            self.assertEqual(asleep[0]["host_bytes"], 0)
+            self.assertEqual(lib.vram_torch_wake(b"kv"), 0)
+            if host:
+                ctypes.memmove(k, pattern, MIB)
+                self.assertEqual(ctypes.string_at(k, MIB), pattern)
+            self.assertFalse(any(s.get("asleep") for s in mine(ctl.status())))
+            self.assertEqual(len(mine(ctl.status())), before)
+        # A tag keeps its kind; names and counts are bounded.
+        self.assertEqual(lib.vram_torch_set_tag(b"kv", 1), -errno.EINVAL)
+        self.assertEqual(lib.vram_torch_set_tag(b"x" * 40, 1), -errno.ENAMETOOLONG)
+        self.assertEqual(lib.vram_torch_sleep(b"nobody"), -errno.ENOENT)
+        lib.vram_torch_free(w, MIB, 0, None)
+        lib.vram_torch_free(k, MIB, 0, None)
+        self.assertEqual(lib.vram_torch_set_tag(None, 1), 0)
+        self.assertEqual(lib.vram_torch_get_tag(), b"")
+        self.assertGreaterEqual(lib.vram_torch_trim(), 4 * MIB)
+
     def test_torch_mem_pool_and_graph(self) -> None:
         """On CUDA: a torch.cuda.MemPool over the shim serves tensors from
         the region, and a CUDA graph over them replays."""
@@ -1099,6 +1183,28 @@ for _ in range(3):
     g.replay()
 torch.cuda.synchronize()
 assert float(y[0]) == 6.0 and bool((y == 6.0).all()), float(y[0])
+# A tag of its own, with backup, in a pool of its own: asleep, its memory
+# is vramd's; awake, the graph captured before the sleep replays on the
+# bytes that were copied out.
+lib.vram_torch_set_tag.argtypes = [ctypes.c_char_p, ctypes.c_int]
+lib.vram_torch_sleep.argtypes = [ctypes.c_char_p]
+lib.vram_torch_wake.argtypes = [ctypes.c_char_p]
+assert lib.vram_torch_set_tag(b"weights", 1) == 0
+wpool = torch.cuda.MemPool(alloc.allocator())
+with torch.cuda.use_mem_pool(wpool):
+    a = torch.full((1 << 20,), 3.0, device="cuda")
+    b = torch.zeros_like(a)
+assert lib.vram_torch_set_tag(None, 1) == 0
+g2 = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g2):
+    b.add_(a)
+g2.replay()
+torch.cuda.synchronize()
+assert lib.vram_torch_sleep(b"weights") == 0, lib.vram_torch_last_error()
+assert lib.vram_torch_wake(b"weights") == 0, lib.vram_torch_last_error()
+g2.replay()
+torch.cuda.synchronize()
+assert bool((b == 6.0).all()), float(b[0])
 print("ok", hex(x.data_ptr()), mapped.value)
 """
         env = dict(os.environ, VRAM_SOCKET=daemon.sock if daemon else "",
