@@ -274,12 +274,18 @@ static int print_json(const char *text, size_t len)
     return 0;
 }
 
-/* The JSON of one array of the status, re-encoded from its typed items. */
-static int print_json_array(const struct vram_tdesc *t, const void *items,
-                            size_t n)
+/* {"schema": N, "<key>": [...]}: one array of the status (or of
+ * weights_list), re-encoded from its typed items, beside the layout's
+ * schema (a field once documented keeps its name and type within it). */
+static int print_json_array(const char *key, const struct vram_tdesc *t,
+                            const void *items, size_t n)
 {
     struct vram_jw w = {0};
     struct vram_enc e = {.w = &w};
+    vram_jw_lit(&w, "{\"schema\":");
+    vram_jw_u64(&w, VRAM_STATUS_SCHEMA);
+    vram_jw_lit(&w, ",");
+    vram_jw_key(&w, key, true);
     vram_jw_lit(&w, "[");
     for (size_t i = 0; i < n; i++) {
         if (i)
@@ -287,7 +293,7 @@ static int print_json_array(const struct vram_tdesc *t, const void *items,
         if (vram_encode_object(&e, t, (const char *)items + i * t->size) < 0)
             w.oom = true;
     }
-    vram_jw_lit(&w, "]");
+    vram_jw_lit(&w, "]}");
     size_t len = 0;
     char *text = vram_jw_take(&w, &len);
     int rc = print_json(text, len);
@@ -309,9 +315,11 @@ static int show(vram_client *c, const char *what, const struct opts *o)
         if (strcmp(what, "status") == 0)
             rc = print_json(s.text, strlen(s.text));
         else if (strcmp(what, "clients") == 0)
-            rc = print_json_array(&vram_td_client, st->clients.v, st->clients.n);
+            rc = print_json_array("clients", &vram_td_client, st->clients.v,
+                                  st->clients.n);
         else /* stages, loans */
-            rc = print_json_array(&vram_td_stage, st->stages.v, st->stages.n);
+            rc = print_json_array("stages", &vram_td_stage, st->stages.v,
+                                  st->stages.n);
     } else if (strcmp(what, "status") == 0) {
         print_table(st, o->legend);
     } else if (strcmp(what, "clients") == 0) {
@@ -345,7 +353,7 @@ static int cmd_weights(vram_client *c, const struct opts *o)
         if (t && keys) {
             for (size_t i = 0; i < w.n; i++)
                 tool_weights_wire(&w.v[i], keys[i], &t[i]);
-            rc = print_json_array(&vram_td_weights_entry, t, w.n);
+            rc = print_json_array("sets", &vram_td_weights_entry, t, w.n);
         } else {
             fprintf(stderr, "vramctl: out of memory\n");
             rc = EXIT_FAILED;

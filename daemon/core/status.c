@@ -364,7 +364,7 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
     o->has_protocol_oldest = true;
     o->protocol_oldest = VRAM_PROTOCOL_OLDEST;
     o->has_schema = true;
-    o->schema = VD_STATUS_SCHEMA;
+    o->schema = VRAM_STATUS_SCHEMA;
     o->backend = core->backend->ops->name;
     o->daemon.pid = vp_self_pid();
     o->daemon.version = VRAM_VERSION;

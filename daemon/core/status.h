@@ -13,10 +13,6 @@
 #include "core.h"
 #include "vram_msg.h"
 
-/* The layout of the status object (schema): raised when a documented field
- * is renamed or retyped, never within one. */
-#define VD_STATUS_SCHEMA 1
-
 int vd_status_build(struct vd_core *core, struct vram_rep_status *out,
                     struct vram_arena *a);
 /* -ENOENT when there is no such stage or region. */

@@ -225,6 +225,10 @@ static void write_header(FILE *o, const cJSON *cat)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cat, "protocol_version");
     fprintf(o, "#define VRAM_CATALOGUE_VERSION %d\n#define VRAM_CATALOGUE_OLDEST %d\n\n",
             cJSON_IsNumber(v) ? v->valueint : 0, oldest_version);
+    const cJSON *sch = cJSON_GetObjectItemCaseSensitive(cat, "status_schema");
+    fprintf(o, "/* The layout of status and of vramctl's JSON: raised when a documented\n"
+               " * field is renamed or retyped, never within one. */\n"
+               "#define VRAM_STATUS_SCHEMA %d\n\n", cJSON_IsNumber(sch) ? sch->valueint : 1);
     char up[128];
     fprintf(o, "enum vram_req_id {\n");
     const cJSON *m;

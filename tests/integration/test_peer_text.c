@@ -254,14 +254,14 @@ int main(void)
                              "u\r\x7f", "w\x1b[31m\r", "fixed\x1b[8m",
                              "v\x1b]0;x\x07"};
     json_view(&f, bin, "status", st_paths, st_want);
-    const char *cl_paths[] = {"0.name", "0.state", NULL};
+    const char *cl_paths[] = {"clients.0.name", "clients.0.state", NULL};
     const char *cl_want[] = {NAME_JSON_OUT, "conn\x1b[5m\r"};
     json_view(&f, bin, "clients", cl_paths, cl_want);
-    const char *sg_paths[] = {"0.regions.0.name", "0.regions.0.kind", NULL};
+    const char *sg_paths[] = {"stages.0.regions.0.name", "stages.0.regions.0.kind", NULL};
     const char *sg_want[] = {"w\x1b[31m\r", "fixed\x1b[8m"};
     json_view(&f, bin, "stages", sg_paths, sg_want);
     json_view(&f, bin, "loans", sg_paths, sg_want);
-    const char *ws_paths[] = {"0.name", "0.state", "1.name", NULL};
+    const char *ws_paths[] = {"sets.0.name", "sets.0.state", "sets.1.name", NULL};
     const char *ws_want[] = {NAME_JSON_OUT, "cached", "plain/two"};
     json_view(&f, bin, "weights", ws_paths, ws_want);
     fake_vramd_stop(&f);

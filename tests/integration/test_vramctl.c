@@ -302,9 +302,10 @@ int main(void)
     snprintf(args, sizeof(args), "--socket %s clients --json", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "clients --json");
     j = cJSON_Parse(out);
+    CHECK(json_u64(j, "schema") == 1, "clients --json has no schema 1: %.100s", out);
     {
         const cJSON *cl, *mine = NULL;
-        cJSON_ArrayForEach(cl, j) {
+        cJSON_ArrayForEach(cl, cJSON_GetObjectItem(j, "clients")) {
             const char *n = cJSON_GetStringValue(cJSON_GetObjectItem(cl, "name"));
             if (n && strcmp(n, "ctl-test") == 0)
                 mine = cl;
@@ -321,7 +322,10 @@ int main(void)
     snprintf(args, sizeof(args), "--socket %s stages --json", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "stages --json");
     j = cJSON_Parse(out);
-    CHECK(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 1, "stages --json: %s", out);
+    CHECK(json_u64(j, "schema") == 1 &&
+              cJSON_IsArray(cJSON_GetObjectItem(j, "stages")) &&
+              cJSON_GetArraySize(cJSON_GetObjectItem(j, "stages")) == 1,
+          "stages --json: %s", out);
     cJSON_Delete(j);
     snprintf(args, sizeof(args), "--socket %s loans", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0 && strstr(out, "EXPERT-LOANS") &&
@@ -622,7 +626,7 @@ static void second_daemon(void)
     CHECK(run(args, out, sizeof(out)) == 0, "clients --json");
     cJSON *j = cJSON_Parse(out);
     const cJSON *cl, *gone = NULL;
-    cJSON_ArrayForEach(cl, j)
+    cJSON_ArrayForEach(cl, cJSON_GetObjectItem(j, "clients"))
         if (json_u64(cl, "pid") == (uint64_t)engine)
             gone = cl;
     CHECK(gone && cJSON_IsTrue(cJSON_GetObjectItem(gone, "resumable")) &&

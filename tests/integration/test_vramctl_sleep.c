@@ -151,7 +151,7 @@ static void check_json(const struct daemon *d, bool asleep)
     CHECK(run(d, "stages --json") == 0, "stages --json: %s", out);
     cJSON *j = cJSON_Parse(out);
     const cJSON *s, *got = NULL;
-    cJSON_ArrayForEach(s, j)
+    cJSON_ArrayForEach(s, cJSON_GetObjectItem(j, "stages"))
         if (json_u64(s, "id") == 0)
             got = s;
     REQUIRE(got, "stages --json has no stage 0: %.300s", out);

@@ -405,8 +405,10 @@ int main(void)
           "weights --no-legend: %s", out);
 
     CHECK(run(&d, "weights --json") == 0, "weights --json: %s", out);
-    cJSON *j = cJSON_Parse(out);
-    CHECK(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 3, "weights --json: %s", out);
+    cJSON *doc = cJSON_Parse(out);
+    const cJSON *j = cJSON_GetObjectItem(doc, "sets");
+    CHECK(json_u64(doc, "schema") == 1 && cJSON_IsArray(j) && cJSON_GetArraySize(j) == 3,
+          "weights --json: %s", out);
     const cJSON *sa = set_named(j, "model/a"), *sb = set_named(j, "model/b"),
                 *sw = set_named(j, "model/w");
     CHECK(sa && json_u64(sa, "bytes") == 20 * MIB && json_u64(sa, "alloc_bytes") == 8 * MIB &&
@@ -429,7 +431,7 @@ int main(void)
           "model/w in JSON: %s", out);
     /* The catalogue's keys, none of the table's. */
     CHECK(!strstr(out, "ALLOC-SIZE") && !strstr(out, "LAST-USE"), "table names in JSON");
-    cJSON_Delete(j);
+    cJSON_Delete(doc);
 
     /* ---- 2. status and metrics ---- */
     CHECK(run(&d, "status") == 0, "status: %s", out);
@@ -531,7 +533,7 @@ int main(void)
         if (!json && run(&d, "stages --json") == 0) {
             cJSON *sj = cJSON_Parse(out);
             const cJSON *s1;
-            cJSON_ArrayForEach(s1, sj)
+            cJSON_ArrayForEach(s1, cJSON_GetObjectItem(sj, "stages"))
                 if (json_u64(s1, "id") == 1 && cJSON_GetObjectItem(s1, "blocked_by"))
                     json = json_u64(s1, "blocked_by") == lender_id;
             cJSON_Delete(sj);

@@ -236,7 +236,9 @@ static void check_status(void)
     run_free(&r);
     r = vramctl(L"weights --json");
     j = cJSON_Parse(r.out);
-    CHECK(r.code == 0 && cJSON_IsArray(j) && cJSON_GetArraySize(j) == 0,
+    CHECK(r.code == 0 && num(j, "schema") == 1 &&
+              cJSON_IsArray(cJSON_GetObjectItem(j, "sets")) &&
+              cJSON_GetArraySize(cJSON_GetObjectItem(j, "sets")) == 0,
           "weights --json: %lu:\n%s%s", r.code, r.out, r.err);
     cJSON_Delete(j);
     run_free(&r);
@@ -283,8 +285,9 @@ static void check_clients(void)
     r = vramctl(L"clients --json");
     CHECK(r.code == 0, "clients --json exited %lu: %s", r.code, r.err);
     cJSON *j = cJSON_Parse(r.out);
-    const cJSON *c = client_named(j, "replay");
-    CHECK(cJSON_IsArray(j) && c && num(c, "pid") == (double)pid &&
+    const cJSON *list = cJSON_GetObjectItem(j, "clients");
+    const cJSON *c = client_named(list, "replay");
+    CHECK(cJSON_IsArray(list) && c && num(c, "pid") == (double)pid &&
               num(c, "held_bytes") > 0 &&
               cJSON_GetArraySize(cJSON_GetObjectItem(c, "stages")) == 2,
           "clients --json: vram-replay (pid %lu) holding memory on two stages "
