@@ -11,8 +11,9 @@ set -eu
 pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev"
 [ "${1:-}" = "--test" ] && pkgs="$pkgs systemd prometheus valgrind clang libclang-rt-14-dev python3 python3-numpy python3-venv python3-pip python3-setuptools python3-wheel python3-yaml python3-torch libopenblas0-pthread curl tmux"
 # The Debian package's test (tests/package/test_package.sh): debhelper for
-# dpkg-buildpackage, lintian, and debootstrap for a clean root.
-[ "${1:-}" = "--test" ] && pkgs="$pkgs debhelper lintian debootstrap"
+# dpkg-buildpackage (dh-python for python3-vram), lintian, and debootstrap
+# for a clean root.
+[ "${1:-}" = "--test" ] && pkgs="$pkgs debhelper dh-python lintian debootstrap"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
