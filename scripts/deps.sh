@@ -14,6 +14,9 @@ pkgs="build-essential cmake pkg-config libuv1-dev libcjson-dev"
 # dpkg-buildpackage (dh-python for python3-vram), lintian, and debootstrap
 # for a clean root.
 [ "${1:-}" = "--test" ] && pkgs="$pkgs debhelper dh-python lintian debootstrap"
+# The container image (scripts/image.sh): buildah, which runs the
+# Containerfile's RUN with chroot isolation (no OCI runtime needed).
+[ "${1:-}" = "--test" ] && pkgs="$pkgs buildah"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
