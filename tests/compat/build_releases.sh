@@ -1,11 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # Builds each release of releases.txt, once per build tree, for
-# test_compat: its commit's tree (git archive) into
+# test_compat and test_upgrade: its commit's tree (git archive) into
 # CACHE/VERSION/src, with that commit's own CMake into CACHE/VERSION/build,
 # only what the compatibility tests run (libvram, vramd, vramd-holder,
 # vramctl, vram-replay, the example engine, the seed replay and engine
-# contract tests), Debug without -Werror. A release already built from
+# contract tests), Debug without -Werror; then this tree's
+# tests/compat/compat_engine.c against that release's libvram
+# (CACHE/VERSION/build/vram-compat-engine). A release already built from
 # its commit for these targets is kept as it is. Quiet: the build's output
 # goes to CACHE/VERSION/build.log, shown when it fails.
 #
@@ -25,7 +27,7 @@ fail() {
 }
 
 mkdir -p "$cache" || fail "cannot make $cache"
-# Two tests that build them may start together (ctest -j): one builds,
+# test_compat and test_upgrade may start together (ctest -j): one builds,
 # the other waits for it and finds the release built.
 exec 9>"$cache/.lock"
 flock 9 || fail "cannot lock $cache/.lock"
@@ -58,5 +60,12 @@ grep -v '^[[:space:]]*\(#\|$\)' "$releases" | while read -r version commit; do
         fi
         echo "$stamp" >"$rel/built"
         echo "build_releases: $version built in $(($(date +%s) - start)) s"
+    fi
+    engine=$rel/build/vram-compat-engine
+    if [ ! -x "$engine" ] || [ -n "$(find "$here/compat_engine.c" -newer "$engine")" ]; then
+        "$cc" -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -I"$rel/src/client/include" \
+            -o "$engine" "$here/compat_engine.c" -L"$rel/build" -lvram \
+            -Wl,-rpath,"$rel/build" ||
+            fail "compat_engine.c does not build against release $version's libvram"
     fi
 done || exit 1
