@@ -22,7 +22,9 @@ versions=$(grep -v '^[[:space:]]*\(#\|$\)' "$src/tests/compat/releases.txt" |
            cut -d' ' -f1)
 rc=0
 for version in $versions; do
-    echo "test_upgrade: from release $version"
-    "$VRAM_COMPAT_UPGRADE" "$cache/$version/build" || rc=1
+    proto=$(sed -n 's/^ *"protocol_version": *\([0-9]*\),.*/\1/p' \
+                "$cache/$version/src/proto/messages.json" | head -n 1)
+    echo "test_upgrade: from release $version (protocol $proto)"
+    "$VRAM_COMPAT_UPGRADE" "$cache/$version/build" "$proto" || rc=1
 done
 exit $rc

@@ -12,16 +12,19 @@
  *     exits, so only the old vramd's holder keeps that set. Every chunk and
  *     set has known bytes (compat_engine.c).
  *  2. The current vramd starts over it: both engines' chunks quarantined,
- *     the three sets back from the old holder, speaking protocol 2.
+ *     the three sets back from the old holder, speaking the current
+ *     protocol.
  *  3. compat/cached is read, sealed, bytes intact, by an old and a current
  *     libvram; then a greedy newcomer takes all the memory it can, and gets
  *     no chunk either engine holds.
  *  4. Each engine's next call reconnects and resumes: the same stages,
  *     regions at their addresses, the same chunk in every slot, every byte
- *     (the greedy one's writes were elsewhere); A at protocol 1, B at 2.
+ *     (the greedy one's writes were elsewhere); A at the release's
+ *     protocol version, B at the current one.
  *  5. The engines get new memory; a newcomer too, none of theirs. Once
  *     they exit and the sets are dropped, the old holder exits.
- * Usage: vram-compat-upgrade OLD_BUILD_DIR (VRAMD_BIN: the current vramd;
+ * Usage: vram-compat-upgrade OLD_BUILD_DIR OLD_PROTOCOL_VERSION (the
+ * newest the release speaks; VRAMD_BIN: the current vramd;
  * VRAM_COMPAT_ENGINE: the current libvram's engine). */
 #include <dirent.h>
 #include <errno.h>
@@ -34,6 +37,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "frame.h"
 #include "harness.h"
 
 /* 256 chunks. Stage 0: two KV lanes of 256 bytes per token (32 chunks
@@ -54,6 +58,7 @@ static const char *config =
     "   \"kv_lanes\": [256], \"expert_slot\": \"2MiB\"}]}";
 
 static char old_vramd[PATH_MAX + 32], old_engine[PATH_MAX + 32];
+static unsigned old_proto; /* the newest protocol version of the release */
 static const char *new_vramd, *new_engine;
 
 struct engine {
@@ -288,11 +293,15 @@ static void upgrade(bool crash)
             "%s: engine B's setup", how);
     CHECK(a.nchunks > 0 && b.nchunks > 0, "engines hold %d and %d chunks",
           a.nchunks, b.nchunks);
-    CHECK(hello_version(&d, "old-engine-a") == 0 &&
-          hello_version(&d, "new-engine-b") == 0,
-          "%s: the old vramd's hello lines name a version", how);
+    /* Both at the release's version (0.1.0's vramd names none). */
+    int logged = old_proto == 1 ? 0 : (int)old_proto;
+    CHECK(hello_version(&d, "old-engine-a") == logged &&
+              hello_version(&d, "new-engine-b") == logged,
+          "%s: the old vramd's hellos: %d and %d, not %d", how,
+          hello_version(&d, "old-engine-a"), hello_version(&d, "new-engine-b"),
+          logged);
     cJSON *st = daemon_status(&d);
-    CHECK_EQ_U(json_u64(st, "protocol_version"), 1);
+    CHECK_EQ_U(json_u64(st, "protocol_version"), old_proto);
     uint64_t sets_bytes = status_dev(st, 0, "weights_bytes");
     CHECK_EQ_U(sets_bytes, 24 * MIB);
     cJSON_Delete(st);
@@ -314,7 +323,7 @@ static void upgrade(bool crash)
     CHECK(daemon_log_contains(&d, "restart: 3 of 3 weight sets came back"),
           "%s: the sets did not all come back", how);
     st = daemon_status(&d);
-    CHECK_EQ_U(json_u64(st, "protocol_version"), 2);
+    CHECK_EQ_U(json_u64(st, "protocol_version"), VRAM_PROTOCOL_VERSION);
     CHECK_EQ_U(status_dev(st, 0, "quarantined_bytes"),
                (uint64_t)(a.nchunks + b.nchunks) * 2 * MIB);
     CHECK_EQ_U(status_dev(st, 0, "weights_bytes"), sets_bytes);
@@ -363,8 +372,8 @@ static void upgrade(bool crash)
     CHECK(engine_say(&b, "check 1"), "%s: engine B did not resume intact", how);
     CHECK(wait_dev_value(&d, 0, "quarantined_bytes", 0, 3000),
           "%s: memory still quarantined after both resumed", how);
-    CHECK_EQ_U(hello_version(&d, "old-engine-a"), 1);
-    CHECK_EQ_U(hello_version(&d, "new-engine-b"), 2);
+    CHECK_EQ_U(hello_version(&d, "old-engine-a"), old_proto);
+    CHECK_EQ_U(hello_version(&d, "new-engine-b"), VRAM_PROTOCOL_VERSION);
     bool mine = true;
     for (int i = 0; i < nids; i++)
         mine = mine && check_pattern(vram_region_slot(greedy, gr, 0, (uint32_t)i),
@@ -415,7 +424,9 @@ static void upgrade(bool crash)
 
 int main(int argc, char **argv)
 {
-    REQUIRE(argc == 2, "usage: vram-compat-upgrade OLD_BUILD_DIR");
+    REQUIRE(argc == 3 && atoi(argv[2]) > 0,
+            "usage: vram-compat-upgrade OLD_BUILD_DIR OLD_PROTOCOL_VERSION");
+    old_proto = (unsigned)atoi(argv[2]);
     new_vramd = getenv("VRAMD_BIN");
     new_engine = getenv("VRAM_COMPAT_ENGINE");
     REQUIRE(new_vramd && new_engine, "VRAMD_BIN and VRAM_COMPAT_ENGINE are needed");
