@@ -63,9 +63,15 @@ run() {
     shift 2
     logs=$tmp/$label
     mkdir -p "$logs"
-    COMPAT_LOGS=$logs COMPAT_VRAMD=$daemon VRAMD_BIN=$tmp/vramd "$@" \
-        >"$tmp/$label.out" 2>&1 ||
-        fail "$label failed: $(tail -n 20 "$tmp/$label.out")"
+    if ! COMPAT_LOGS=$logs COMPAT_VRAMD=$daemon VRAMD_BIN=$tmp/vramd "$@" \
+            >"$tmp/$label.out" 2>&1; then
+        # What vramd said last, when it refused or failed.
+        said=$(cat "$logs"/*.log 2>/dev/null | grep -E ' refused: | (error|crit): ' | tail -n 3)
+        [ -z "$said" ] || said="
+the last refusals and errors in the vramd log:
+$said"
+        fail "$label failed: $(tail -n 20 "$tmp/$label.out")$said"
+    fi
     [ ! -s "$logs/errors" ] || fail "$label: $(cat "$logs/errors")"
     ls "$logs"/*.log >/dev/null 2>&1 || fail "$label: no vramd log was kept"
     checks=$((checks + 1))
