@@ -320,7 +320,8 @@ static int prev_open(const char *path, bool discard, struct prev *p)
         vp_mapfile_close(&p->file);
         return -ENOMEM;
     }
-    memcpy(p->copy, p->file.map, size);
+    if (size) /* an empty file is not mapped (map NULL) */
+        memcpy(p->copy, p->file.map, size);
     vp_mapfile_close(&p->file);
     struct vd_state_view v;
     e = vd_state_check(p->copy, size, &v, why, sizeof(why));
