@@ -290,6 +290,11 @@ int main(void)
     memcpy(old, good, good_len);
     struct vd_state_hdr *oh = HDR(old);
     oh->version = VD_STATE_VERSION_NO_NAMES;
+    /* Without format 5's header additions, as a real version 2 file: with
+     * them, and their checksum intact, it reads as a damaged format 5
+     * file (format.c), which vramd refuses. */
+    memset(old + sizeof(struct vd_state_hdr), 0,
+           VD_STATE_HDR_V5_BYTES - sizeof(struct vd_state_hdr));
     for (uint32_t i = 0; i < oh->nholders; i++)
         memmove(old + oh->off_holders + (size_t)i * VD_STATE_HOLDER_V2_BYTES,
                 old + oh->off_holders + (size_t)i * sizeof(struct vd_state_holder),

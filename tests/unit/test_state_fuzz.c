@@ -415,6 +415,24 @@ static void test_journal_states(const uint8_t *file, size_t len)
     free(fresh.b);
 }
 
+/* A format 5 file whose version field reads 2, 3 or 4 (5 to 4 is one bit)
+ * must not be read as an older, unchecked format: then one more flip in a
+ * chunk record would pass. */
+static void test_version_downgrade(const uint8_t *file, size_t len)
+{
+    uint8_t *b = malloc(len);
+    REQUIRE(b, "malloc");
+    struct meaning m = {0};
+    for (uint32_t v = VD_STATE_VERSION_NO_NAMES; v < VD_STATE_VERSION_CRC; v++) {
+        memcpy(b, file, len);
+        memcpy(b + offsetof(struct vd_state_hdr, version), &v, sizeof(v));
+        CHECK(meaning_of(b, len, &m) == -EBADMSG,
+              "a format 5 file with version %u was read as format %u", v, v);
+    }
+    free(b);
+    free(m.b);
+}
+
 /* ---- kills ------------------------------------------------------------- */
 
 /* Changes without end: grants and releases through the ledger, whose
@@ -571,6 +589,7 @@ int main(void)
     size_t len;
     make_file(&file, &len);
     test_journal_states(file, len);
+    test_version_downgrade(file, len);
     test_mutations(file, len);
     test_kills(60);
     test_cost();
