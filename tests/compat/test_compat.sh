@@ -118,17 +118,22 @@ agreed() {
 }
 
 # status_json LABEL VRAMD VRAMCTL: VRAMCTL's status --json of VRAMD, in
-# $tmp/LABEL.json.
+# $tmp/LABEL.json. Each VRAMD in a folder of its own: the state file one
+# leaves beside its socket is not another's (a release may not read the
+# current format).
 status_json() {
     logs=$tmp/$1
     mkdir -p "$logs"
-    rm -f "$sock"
+    mkdir -m 700 "$tmp/$1.run" || fail "cannot make $tmp/$1.run"
+    s=$tmp/$1.run/s
     COMPAT_LOGS=$logs COMPAT_VRAMD=$2 "$tmp/vramd" --backend host \
-        --socket "$sock" --log-level debug 2>"$logs/vramd.err" &
+        --socket "$s" --log-level debug 2>"$logs/vramd.err" &
     vramd=$!
     i=0
-    until "$3" --socket "$sock" status --json >"$tmp/$1.json" 2>"$tmp/$1.err"; do
+    until "$3" --socket "$s" status --json >"$tmp/$1.json" 2>"$tmp/$1.err"; do
         i=$((i + 1))
+        kill -0 "$vramd" 2>/dev/null ||
+            fail "$1: vramd exited: $(tail -n 3 "$logs/vramd.err")"
         [ $i -lt 200 ] || fail "$1: no status: $(cat "$tmp/$1.err")"
         sleep 0.05
     done

@@ -21,13 +21,18 @@
  *     regions at their addresses, the same chunk in every slot, every byte
  *     (the greedy one's writes were elsewhere); A at the release's
  *     protocol version, B at the current one.
- *  5. The engines get new memory; a newcomer too, none of theirs. Once
- *     they exit and the sets are dropped, the old holder exits.
+ *  5. The engines get new memory; a newcomer too, none of theirs.
+ *  6. After SIGTERM, a rollback: the current vramd stopped, the old one
+ *     started over its state file refuses it when its format is newer
+ *     than it reads (exit status 65, naming the format), else serves the
+ *     engines, which resume; then the current vramd takes them back.
+ *     Once they exit and the sets are dropped, the old holder exits.
  * Usage: vram-compat-upgrade OLD_BUILD_DIR OLD_PROTOCOL_VERSION (the
  * newest the release speaks; VRAMD_BIN: the current vramd;
  * VRAM_COMPAT_ENGINE: the current libvram's engine). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -59,6 +64,8 @@ static const char *config =
 
 static char old_vramd[PATH_MAX + 32], old_engine[PATH_MAX + 32];
 static unsigned old_proto; /* the newest protocol version of the release */
+static char old_src[PATH_MAX + 32];
+static const char *new_src;
 static const char *new_vramd, *new_engine;
 
 struct engine {
@@ -272,6 +279,79 @@ static int holders(const struct daemon *d, pid_t *pid, bool *old)
     return n;
 }
 
+/* The format of the state file the tree at src writes (the newest it
+ * reads), from its daemon/state/format.h; 0 when not found. */
+static unsigned state_format(const char *src)
+{
+    char path[PATH_MAX + 32], line[256];
+    snprintf(path, sizeof(path), "%s/daemon/state/format.h", src);
+    FILE *f = fopen(path, "r");
+    unsigned v = 0;
+    while (f && fgets(line, sizeof(line), f) && !v)
+        if (sscanf(line, "#define VD_STATE_VERSION %uu", &v) != 1)
+            v = 0;
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* The old vramd started over what the current one leaves (a rollback)
+ * while the engines run: it refuses a format newer than it reads, exit
+ * status 65 and its reason, or serves them, which resume; either way the
+ * current vramd then takes them back. The harness's start would print
+ * the whole log on the refusal: the old vramd runs here by hand. */
+static void roll_back(struct daemon *d, struct engine *a, struct engine *b)
+{
+    unsigned now = state_format(new_src), then = state_format(old_src);
+    CHECK(now && then, "no VD_STATE_VERSION in %s or %s", new_src, old_src);
+    CHECK(daemon_stop(d) == 0, "rollback: the current vramd did not stop");
+    int checks = 2;
+    if (now > then) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0, "fork");
+        if (pid == 0) {
+            int fd = open(d->log, O_WRONLY | O_APPEND);
+            dup2(fd, 1);
+            dup2(fd, 2);
+            execl(old_vramd, old_vramd, "--socket", d->sock, "--backend", "host",
+                  "--log-level", "debug", "--config", d->config, (char *)NULL);
+            _exit(127);
+        }
+        int ws = 0, i = 0;
+        while (waitpid(pid, &ws, WNOHANG) == 0 && i++ < 1000)
+            usleep(10000);
+        if (i > 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &ws, 0);
+        }
+        char why[160];
+        snprintf(why, sizeof(why), "format version %u, this vramd reads", now);
+        CHECK(i <= 1000 && WIFEXITED(ws) && WEXITSTATUS(ws) == 65 &&
+                  daemon_log_contains(d, why),
+              "rollback: the old vramd did not refuse the state file of format "
+              "%u (it reads up to %u) with exit status 65 and '%s'", now, then, why);
+        fprintf(stderr, "rollback: the old vramd refused the state file of "
+                "format %u (it reads up to %u), exit status 65\n", now, then);
+    } else {
+        setenv("VRAMD_BIN", old_vramd, 1);
+        REQUIRE(daemon_restart(d, config, NULL) == 0,
+                "rollback: the old vramd did not start over format %u", now);
+        CHECK(engine_say(a, "check 2") && engine_say(b, "check 2"),
+              "rollback: the engines did not resume with the old vramd");
+        CHECK(daemon_stop(d) == 0, "rollback: the old vramd did not stop");
+        checks = 3;
+        fprintf(stderr, "rollback: the old vramd served the engines over the "
+                "state file of format %u\n", now);
+    }
+    setenv("VRAMD_BIN", new_vramd, 1);
+    REQUIRE(daemon_restart(d, config, NULL) == 0,
+            "rollback: the current vramd did not start again");
+    char cmd[16];
+    snprintf(cmd, sizeof(cmd), "check %d", checks);
+    CHECK(engine_say(a, cmd) && engine_say(b, cmd),
+          "rollback: the engines did not resume with the current vramd again");
+}
+
 static void upgrade(bool crash)
 {
     const char *how = crash ? "SIGKILL" : "SIGTERM";
@@ -399,6 +479,10 @@ static void upgrade(bool crash)
     CHECK(nids == 8 && !shares(&a, ids, nids) && !shares(&b, ids, nids),
           "%s: the newcomer's chunks", how);
     vram_client_close(late);
+
+    /* 6. */
+    if (!crash)
+        roll_back(&d, &a, &b);
     CHECK(engine_end(&a, false) == 0, "%s: engine A", how);
     CHECK(engine_end(&b, false) == 0, "%s: engine B", how);
     vram_client *admin = connect_client(&d, "admin");
@@ -436,6 +520,9 @@ int main(int argc, char **argv)
     REQUIRE(realpath(argv[1], dir), "%s: %s", argv[1], strerror(errno));
     snprintf(old_vramd, sizeof(old_vramd), "%s/vramd", dir);
     snprintf(old_engine, sizeof(old_engine), "%s/vram-compat-engine", dir);
+    snprintf(old_src, sizeof(old_src), "%s/../src", dir);
+    new_src = getenv("VRAM_SOURCE_DIR");
+    REQUIRE(new_src, "VRAM_SOURCE_DIR is needed");
     REQUIRE(access(old_vramd, X_OK) == 0 && access(old_engine, X_OK) == 0,
             "no %s or %s: build_releases.sh builds them", old_vramd, old_engine);
     /* An engine that died is a failed check, not this program's death
