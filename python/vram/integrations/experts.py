@@ -73,13 +73,20 @@ class HostExperts:
                              f"{tuple(down.shape)} are not (E, 2I, H) and (E, H, I)")
         if gate_up.dtype != down.dtype:
             raise TypeError(f"gate_up is {gate_up.dtype}, down {down.dtype}")
-        gate_up = gate_up.detach().to("cpu").contiguous()
-        down = down.detach().to("cpu").contiguous()
-        if pin:
-            gate_up, down = gate_up.pin_memory(), down.pin_memory()
-        self.gate_up, self.down = gate_up, down
+        self.gate_up, self.down = (self._host(t, pin) for t in (gate_up, down))
         self.num_experts, self.hidden, self.intermediate = e, h, two_i // 2
         self.dtype = gate_up.dtype
+
+    @staticmethod
+    def _host(t: torch.Tensor, pin: bool) -> torch.Tensor:
+        t = t.detach()
+        if not pin:
+            return t.to("cpu").contiguous()
+        # Straight into pinned memory: no pageable copy on the way (a
+        # model's experts are most of its bytes).
+        out = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        out.copy_(t)
+        return out
 
     @property
     def expert_elements(self) -> int:
