@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """PyTorch's CUDA allocator over vramd: ``libvram_torch_alloc.so`` as a
 ``torch.cuda.memory.CUDAPluggableAllocator``, for a ``torch.cuda.MemPool``
-whose tensors live in a vramd region at a fixed address (README, "From
-Python"; the tags that sleep and wake: docs/python.md).
+whose tensors live in a vramd region at a fixed address (docs/python.md, "At a
+glance", and the tags that sleep and wake).
 
 Importing this module imports torch and checks its version: the pool needs
 ``torch.cuda.MemPool`` over a pluggable allocator, which PyTorch has from

@@ -479,7 +479,7 @@ done
 [ "$(grep -c '"step"' "$tmp/replay.out")" -eq 4 ] || bad "vram-replay: $(cat "$tmp/replay.out")"
 inroot vramctl status --json >"$tmp/held.json" 2>&1 || bad "vramctl status --json: $(cat "$tmp/held.json")"
 # After the seed's switch to 8,192 tokens: 160 MiB of KV on device 0 and
-# 1,952 MiB lent to experts (README.md).
+# 1,952 MiB lent to experts (README.md, docs/install.md).
 grep -Eq '"kv_bytes":[[:space:]]*167772160' "$tmp/held.json" &&
     grep -Eq '"loaned_bytes":[[:space:]]*2046820352' "$tmp/held.json" ||
     bad "vramctl status while vram-replay holds: $(cat "$tmp/held.json")"
