@@ -56,6 +56,27 @@ int vram_size_parse(const char *s, uint64_t *out)
     return -EINVAL;
 }
 
+int vram_size_binary(const char *s, char *buf, size_t len)
+{
+    uint64_t v;
+    if (!s || vram_size_parse(s, &v) != -EDOM)
+        return -EINVAL;
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t num = strspn(s, "0123456789.eE+-");
+    const char *unit = s + num;
+    while (isspace((unsigned char)*unit))
+        unit++;
+    /* EDOM means the unit is one of K, M, G, T with or without a B. */
+    char out[80];
+    int n = snprintf(out, sizeof(out), "%.*s%ciB", (int)num, s,
+                     toupper((unsigned char)*unit));
+    if (n <= 0 || (size_t)n >= sizeof(out) || (size_t)n >= len)
+        return -EINVAL;
+    memcpy(buf, out, (size_t)n + 1);
+    return 0;
+}
+
 const char *vram_size_why(int err)
 {
     switch (err) {

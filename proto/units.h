@@ -12,6 +12,10 @@
  * 16 GiB to others, so it is refused rather than guessed. *out is written
  * on success only. */
 int vram_size_parse(const char *s, uint64_t *out);
+/* The binary spelling of a size vram_size_parse refused with -EDOM, as a
+ * suggestion: "12G" and "12 GB" give "12GiB". 0, or -EINVAL for any other
+ * text; buf is written on success only. */
+int vram_size_binary(const char *s, char *buf, size_t len);
 /* What is wrong with a size vram_size_parse refused with err, in words. */
 const char *vram_size_why(int err);
 /* Formats bytes as "16 GiB", "1.5 MiB", "512 B"; returns buf. */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "connect_why.h"
+
 struct tool_fetcher {
     uv_loop_t *loop;
     uv_work_t work;
@@ -54,18 +56,6 @@ int tool_fetcher_new(uv_loop_t *loop, const struct tool_fetcher_options *o,
     return 0;
 }
 
-static void say_connect_failure(struct tool_fetcher *f, int e, const char *err)
-{
-    if (e == -ENOENT || e == -ECONNREFUSED)
-        snprintf(f->why, sizeof(f->why), "no vramd is listening on %s (%s)",
-                 f->socket, vram_strerror(e));
-    else if (err[0])
-        snprintf(f->why, sizeof(f->why), "%s", err); /* names the socket */
-    else
-        snprintf(f->why, sizeof(f->why), "cannot talk to vramd on %s: %s",
-                 f->socket, vram_strerror(e));
-}
-
 /* On a pool thread. */
 static void fetch_work(uv_work_t *w)
 {
@@ -83,7 +73,7 @@ static void fetch_work(uv_work_t *w)
             if (e < 0) {
                 f->client = NULL;
                 f->err = e;
-                say_connect_failure(f, e, err);
+                tool_connect_why(f->why, sizeof(f->why), e, f->socket, err);
                 break;
             }
         }

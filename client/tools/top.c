@@ -15,6 +15,7 @@
 
 #include <uv.h>
 
+#include "exits.h"
 #include "fetcher.h"
 #include "platform.h"
 #include "snapshot.h"
@@ -172,7 +173,7 @@ static int one_frame(vram_client *c, const char *socket, long interval_ms)
     vram_client_close(c);
     if (e < 0) {
         fprintf(stderr, "vramctl: %s\n", why);
-        return 1;
+        return tool_exit_request(e);
     }
     const char *env = getenv("COLUMNS");
     long cols = env ? strtol(env, NULL, 10) : 0;

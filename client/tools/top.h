@@ -10,8 +10,9 @@
 
 /* Runs the view over c (taken over: closed when the view ends) for the
  * daemon on socket, fetching every interval_ms. Returns the exit status:
- * 0 when the user quit (or the one frame was printed), 1 when the one
- * frame could not be fetched or the terminal could not be set up. */
+ * 0 when the user quit (or the one frame was printed), 1 when the
+ * terminal could not be set up, exits.h's for a frame that could not be
+ * fetched. */
 int tool_top_run(vram_client *c, const char *socket, long interval_ms);
 
 #endif

@@ -1,16 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* vramctl: inspect vramd's budgets.
- * Exit codes: 0 success, 1 the daemon refused or failed the request,
- * 2 usage error, 3 no daemon reachable on the socket, 4 not allowed (the
- * socket's permissions or the daemon refused the connection, or an admin
- * command from someone who is no admin).
+/* vramctl: inspect vramd's budgets. Exit statuses: exits.h (0 success, 1
+ * refused or failed, 2 usage, 3 no daemon, 4 not allowed, 5 protocol).
  *
  * The status reply is decoded into the catalogue's typed structs (checked
  * field by field against proto/messages.json), so every column below names
  * a struct member the compiler checks, never a string key. */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmdline.h"
+#include "connect_why.h"
+#include "exits.h"
 #include "json.h"
 #include "metrics_http.h"
 #include "metrics_text.h"
@@ -32,16 +31,6 @@
 #include "vram.h"
 #include "vram_msg.h"
 #include "weights_view.h"
-
-static void usage(FILE *f);
-
-/* Exit statuses (usage() and the man page say the same). */
-enum {
-    EXIT_FAILED = 1,
-    EXIT_USAGE = 2,
-    EXIT_NO_DAEMON = 3,
-    EXIT_NOT_ALLOWED = 4,
-};
 
 
 static const char *sz(uint64_t b, char *buf)
@@ -245,16 +234,17 @@ static void print_metrics_down(const char *why)
     tool_text_free(&t);
 }
 
-/* One status, or a line on stderr saying why not (and for metrics, the
- * exposition of a vramd that could not be read). */
+/* One status (0), or a line on stderr saying why not (and for metrics, the
+ * exposition of a vramd that could not be read) and the exit status. */
 static int fetch(vram_client *c, struct tool_snapshot *s, const char *what)
 {
     char why[512];
-    if (tool_snapshot_fetch(c, s, why, sizeof(why)) < 0) {
+    int e = tool_snapshot_fetch(c, s, why, sizeof(why));
+    if (e < 0) {
         fprintf(stderr, "vramctl: %s\n", why);
         if (strcmp(what, "metrics") == 0)
             print_metrics_down(why);
-        return 1;
+        return tool_exit_request(e);
     }
     return 0;
 }
@@ -342,9 +332,10 @@ static int cmd_weights(vram_client *c, const struct opts *o)
 {
     struct tool_weights w = {0};
     char why[600];
-    if (tool_weights_fetch(c, &w, why, sizeof(why)) < 0) {
+    int e = tool_weights_fetch(c, &w, why, sizeof(why));
+    if (e < 0) {
         fprintf(stderr, "vramctl: %s\n", why);
-        return EXIT_FAILED;
+        return tool_exit_request(e);
     }
     int rc = 0;
     if (o->json) {
@@ -356,7 +347,7 @@ static int cmd_weights(vram_client *c, const struct opts *o)
             rc = print_json_array("sets", &vram_td_weights_entry, t, w.n);
         } else {
             fprintf(stderr, "vramctl: out of memory\n");
-            rc = EXIT_FAILED;
+            rc = TOOL_EXIT_FAILED;
         }
         free(t);
         free(keys);
@@ -382,8 +373,9 @@ static int cmd_watch(vram_client *c, const struct opts *o)
         printf("vramd at %s, every %ld ms (^C to stop)\n\n", when, o->interval_ms);
         struct opts table = *o;
         table.json = false;
-        if (show(c, "status", &table))
-            return 1;
+        int rc = show(c, "status", &table);
+        if (rc)
+            return rc;
         fflush(stdout);
         if (o->count > 0 && n + 1 >= o->count)
             break;
@@ -477,11 +469,6 @@ static void command_options(FILE *f, const char *args)
     }
 }
 
-static const char exit_text[] =
-    "Exit status: 0 success, 1 request failed, 2 usage, 3 no daemon on the\n"
-    "socket, 4 not allowed (the socket's permissions or access.allow refused\n"
-    "the connection, or an admin command from someone not in access.admin).\n";
-
 /* -t, --timeout: how long a request may wait for vramd's reply. */
 static int timeout_ms = 10000;
 
@@ -504,74 +491,161 @@ static void usage(FILE *f)
             "tables\n"
             "                      without their header lines\n"
             "  --interval MS       (watch, top) milliseconds between refreshes\n"
+            "  --count N           (watch) stop after N refreshes\n"
             "  --listen ADDR:PORT  (metrics) serve the metrics over HTTP at /metrics\n"
-            "  -h, --help          this text; COMMAND --help for a command's\n"
+            "  -h, --help          this text; with a command, that command's\n"
             "  -V, --version       the version\n\n"
-            "--socket, --timeout, --json and --no-legend go before or after the "
-            "command.\n"
-            "Sizes are shown in binary units (MiB, GiB); other numbers name what "
-            "they count\n(BACKED-SLOTS, RECALLING-CHUNKS).\n%s", exit_text);
+            "Every option goes before or after the command (--opt=VALUE too).\n"
+            "Sizes are binary: 12GiB, 12 GiB, 512MiB, 1.5TiB or bytes (12G and "
+            "12GB are\nrefused: decimal to some, binary to others). Sizes are "
+            "shown in binary units;\nother numbers name what they count "
+            "(BACKED-SLOTS, RECALLING-CHUNKS).\n\n");
+    tool_exit_table(f);
 }
 
-/* An admin command's exit status: refused for want of rights is 4. */
-static int admin_status(int e)
+/* The options a command's arguments name, or that every command has. */
+static bool command_has(size_t ci, enum tool_opt o)
 {
-    if (e == 0)
-        return 0;
-    return e == -EPERM || e == -EACCES ? EXIT_NOT_ALLOWED : EXIT_FAILED;
+    if (o == TOOL_OPT_SOCKET || o == TOOL_OPT_TIMEOUT || o == TOOL_OPT_HELP ||
+        o == TOOL_OPT_VERSION)
+        return true;
+    return strstr(commands[ci].args, tool_opt_name(o)) != NULL;
 }
 
-/* --timeout's value: 0, or 2 (the usage exit status) said on stderr. */
-static int parse_timeout(const char *arg)
+static void command_usage(size_t ci)
+{
+    printf("Usage: vramctl [--socket PATH] %s%s%s\n%s.\n", commands[ci].name,
+           commands[ci].args[0] ? " " : "", commands[ci].args, commands[ci].help);
+    command_options(stdout, commands[ci].args);
+    printf("\n");
+    tool_exit_table(stdout);
+}
+
+/* A number option's value in [1, max], or -1 said on stderr. */
+static long number_opt(const char *cmd, enum tool_opt o, const char *v, long max,
+                       const char *what)
 {
     char *end = NULL;
-    long v = strtol(arg, &end, 10);
-    if (end == arg || *end || v < 1 || v > 3600000) {
-        fprintf(stderr, "vramctl: --timeout '%s': milliseconds, 1 to 3600000\n",
-                arg);
-        return 2;
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || n < 1 || n > max) {
+        fprintf(stderr, "vramctl%s%s: %s '%s': %s, 1 to %ld\n", cmd ? " " : "",
+                cmd ? cmd : "", tool_opt_name(o), v, what, max);
+        return -1;
     }
-    timeout_ms = (int)v;
+    return n;
+}
+
+/* What a command's words say: set-capacity's DEVICE and SIZE, evict's
+ * CLIENT, weights drop's NAME. */
+struct command_args {
+    long device;
+    uint64_t capacity;
+    long long evict; /* a client id is 32 bits unsigned, long is 32 bits signed
+                      * on Windows */
+    const char *set_name;
+};
+
+/* Reads words[first..n) for the command; 0, or 2 said on stderr. */
+static int command_words(const char *cmd, const char *const *words, int first,
+                         int n, struct command_args *a)
+{
+    int used = first;
+    if (strcmp(cmd, "set-capacity") == 0) {
+        if (n - first < 2) {
+            fprintf(stderr, "vramctl set-capacity: DEVICE and SIZE, e.g. "
+                    "vramctl set-capacity 0 12GiB\n");
+            return TOOL_EXIT_USAGE;
+        }
+        char *end;
+        a->device = strtol(words[first], &end, 10);
+        if (end == words[first] || *end || a->device < 0 || a->device > 1023) {
+            fprintf(stderr, "vramctl set-capacity: '%s' is not a device id\n",
+                    words[first]);
+            return TOOL_EXIT_USAGE;
+        }
+        /* "12 GiB": the number and its unit as two words. */
+        const char *size = words[first + 1], *unit = NULL;
+        if (n - first > 2 && isalpha((unsigned char)words[first + 2][0]))
+            unit = words[first + 2];
+        char joined[80];
+        if (snprintf(joined, sizeof(joined), "%s%s", size, unit ? unit : "") >=
+            (int)sizeof(joined)) {
+            fprintf(stderr, "vramctl set-capacity: '%.40s...': not a size\n", size);
+            return TOOL_EXIT_USAGE;
+        }
+        int e = vram_size_parse(joined, &a->capacity);
+        if (e < 0) {
+            char fix[96];
+            if (e == -EDOM && vram_size_binary(joined, fix, sizeof(fix)) == 0)
+                fprintf(stderr, "vramctl set-capacity: '%s%s%s': did you mean "
+                        "%s? (a bare or decimal unit is powers of 1000 to some, "
+                        "of 1024 to others: vramctl takes KiB, MiB, GiB, TiB)\n",
+                        size, unit ? " " : "", unit ? unit : "", fix);
+            else
+                fprintf(stderr, "vramctl set-capacity: '%s%s%s': %s\n", size,
+                        unit ? " " : "", unit ? unit : "", vram_size_why(e));
+            return TOOL_EXIT_USAGE;
+        }
+        used = first + (unit ? 3 : 2);
+    } else if (strcmp(cmd, "evict") == 0) {
+        if (n - first < 1) {
+            fprintf(stderr, "vramctl evict: which client? (vramctl clients)\n");
+            return TOOL_EXIT_USAGE;
+        }
+        char *end;
+        a->evict = strtoll(words[first], &end, 10);
+        if (end == words[first] || *end || a->evict <= 0 || a->evict > UINT32_MAX) {
+            fprintf(stderr, "vramctl evict: '%s' is not a client id\n", words[first]);
+            return TOOL_EXIT_USAGE;
+        }
+        used = first + 1;
+    } else if (strcmp(cmd, "weights drop") == 0) {
+        if (n - first < 1) {
+            fprintf(stderr, "vramctl weights drop: which set? (vramctl weights)\n");
+            return TOOL_EXIT_USAGE;
+        }
+        a->set_name = words[first];
+        used = first + 1;
+    }
+    if (used < n) {
+        fprintf(stderr, "vramctl %s: unexpected argument '%s' (vramctl %s --help)\n",
+                cmd, words[used], cmd);
+        return TOOL_EXIT_USAGE;
+    }
     return 0;
+}
+
+/* An admin command's outcome: what it did on stdout, or vramd's reason on
+ * stderr and the exit status (4 for want of rights). */
+static int admin_said(vram_client *cl, const char *cmd, int e)
+{
+    if (e < 0)
+        fprintf(stderr, "vramctl: %s: %s\n", cmd, vram_client_last_error(cl));
+    return tool_exit_request(e);
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option gopts[] = {
-        {"socket", required_argument, 0, 's'},
-        {"timeout", required_argument, 0, 't'},
-        {"json", no_argument, 0, 'j'},
-        {"no-legend", no_argument, 0, 'L'},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0},
-    };
-    const char *path = NULL;
-    /* --json and --no-legend before the command: checked against it below */
-    bool g_json = false, g_no_legend = false;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "+s:t:hV", gopts, NULL)) != -1) {
-        switch (ch) {
-        case 't':
-            if (parse_timeout(optarg))
-                return 2;
-            break;
-        case 'j': g_json = true; break;
-        case 'L': g_no_legend = true; break;
-        case 'V': printf("vramctl %s (protocol versions %d to %d)\n", VRAM_VERSION,
-                         VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION); return 0;
-        case 's': path = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+    struct tool_cmdline cl;
+    char why[600];
+    if (tool_cmdline_parse(argc, argv, &cl, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s\n", why);
+        return TOOL_EXIT_USAGE;
+    }
+    const char *const *v = cl.value;
+    if (cl.nwords == 0) {
+        if (v[TOOL_OPT_VERSION] && !v[TOOL_OPT_HELP]) {
+            printf("vramctl %s (protocol versions %d to %d)\n", VRAM_VERSION,
+                   VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
+            return 0;
         }
+        usage(v[TOOL_OPT_HELP] ? stdout : stderr);
+        return v[TOOL_OPT_HELP] ? 0 : TOOL_EXIT_USAGE;
     }
-    if (optind >= argc) {
-        usage(stderr);
-        return 2;
-    }
-    const char *cmd = argv[optind];
-    int first = optind + 1; /* the command's first argument */
-    if (strcmp(cmd, "weights") == 0 && first < argc && strcmp(argv[first], "drop") == 0) {
+    const char *cmd = cl.words[0];
+    int first = 1; /* the command's first argument */
+    if (strcmp(cmd, "weights") == 0 && cl.nwords > 1 &&
+        strcmp(cl.words[1], "drop") == 0) {
         cmd = "weights drop";
         first++;
     }
@@ -580,131 +654,56 @@ int main(int argc, char **argv)
         ci++;
     if (ci == nc) {
         fprintf(stderr, "vramctl: unknown command '%s' (try --help)\n", cmd);
-        return 2;
+        return TOOL_EXIT_USAGE;
     }
-    struct opts o = {.legend = true, .interval_ms = 1000};
-    if ((g_json && !strstr(commands[ci].args, "--json")) ||
-        (g_no_legend && !strstr(commands[ci].args, "--no-legend"))) {
-        fprintf(stderr, "vramctl %s: no %s option (vramctl %s --help)\n", cmd,
-                g_json ? "--json" : "--no-legend", cmd);
-        return 2;
+    if (v[TOOL_OPT_HELP]) {
+        command_usage(ci);
+        return 0;
     }
-    o.json = g_json;
-    o.legend = !g_no_legend;
-    /* long long: a client id is 32 bits unsigned, and long is 32 bits signed
-     * on Windows. */
-    long long evict = -1;
-    long device = -1;
-    int e;
-    uint64_t capacity = 0;
-    bool have_capacity = false;
-    const char *set_name = NULL; /* weights drop NAME */
-    for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(cmd, "weights drop") == 0 && !set_name &&
-            (a[0] != '-' || (strcmp(a, "--") == 0 && i + 1 < argc))) {
-            set_name = a[0] == '-' ? argv[++i] : a; /* "--": a name with a dash */
-            continue;
-        }
-        if (strcmp(cmd, "set-capacity") == 0 && a[0] != '-' && !have_capacity) {
-            char *end;
-            if (device < 0) {
-                device = strtol(a, &end, 10);
-                if (*end || device < 0 || device > 1023) {
-                    fprintf(stderr, "vramctl set-capacity: '%s' is not a device "
-                            "id\n", a);
-                    return 2;
-                }
-            } else {
-                /* "12 GiB": the number and its unit as two words */
-                char joined[64];
-                bool two = i + 1 < argc && isalpha((unsigned char)argv[i + 1][0]) &&
-                           snprintf(joined, sizeof(joined), "%s%s", a, argv[i + 1]) <
-                               (int)sizeof(joined);
-                if (two) {
-                    if ((e = vram_size_parse(joined, &capacity)) < 0) {
-                        fprintf(stderr, "vramctl set-capacity: '%s %s': %s\n", a,
-                                argv[i + 1], vram_size_why(e));
-                        return 2;
-                    }
-                    i++;
-                } else if ((e = vram_size_parse(a, &capacity)) < 0) {
-                    fprintf(stderr, "vramctl set-capacity: '%s': %s\n", a,
-                            vram_size_why(e));
-                    return 2;
-                }
-                have_capacity = true;
-            }
-            continue;
-        }
-        /* The global options after the command too. */
-        if ((strcmp(a, "--socket") == 0 || strcmp(a, "-s") == 0) && i + 1 < argc) {
-            path = argv[++i];
-            continue;
-        }
-        if (strncmp(a, "--socket=", 9) == 0) {
-            path = a + 9;
-            continue;
-        }
-        if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
-            if (parse_timeout(argv[++i]))
-                return 2;
-            continue;
-        }
-        if (strcmp(cmd, "evict") == 0 && evict < 0 && a[0] != '-') {
-            char *end;
-            evict = strtoll(a, &end, 10);
-            if (*end || evict <= 0 || evict > UINT32_MAX) {
-                fprintf(stderr, "vramctl evict: '%s' is not a client id\n", a);
-                return 2;
-            }
-            continue;
-        }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("Usage: vramctl [--socket PATH] %s%s%s\n%s.\n",
-                   commands[ci].name, commands[ci].args[0] ? " " : "",
-                   commands[ci].args, commands[ci].help);
-            command_options(stdout, commands[ci].args);
-            printf("\n%s", exit_text);
-            return 0;
-        } else if (strcmp(a, "--json") == 0 && strstr(commands[ci].args, "--json")) {
-            o.json = true;
-        } else if (strcmp(a, "--no-legend") == 0 &&
-                   strstr(commands[ci].args, "--no-legend")) {
-            o.legend = false;
-        } else if ((strcmp(a, "--interval") == 0 || strcmp(a, "--count") == 0) &&
-                   strstr(commands[ci].args, a) && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v <= 0 || v > 3600000) {
-                fprintf(stderr, "vramctl %s: %s must be a positive number\n", cmd, a);
-                return 2;
-            }
-            if (a[2] == 'i')
-                o.interval_ms = v;
-            else
-                o.count = (int)v;
-        } else if (strcmp(a, "--listen") == 0 && strcmp(cmd, "metrics") == 0 &&
-                   i + 1 < argc) {
-            o.listen = argv[++i];
-        } else {
-            fprintf(stderr, "vramctl %s: unknown option '%s'\n", cmd, a);
-            return 2;
-        }
+    if (v[TOOL_OPT_VERSION]) {
+        printf("vramctl %s (protocol versions %d to %d)\n", VRAM_VERSION,
+               VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
+        return 0;
     }
-    if (strcmp(cmd, "set-capacity") == 0 && !have_capacity) {
-        fprintf(stderr, "vramctl set-capacity: DEVICE and SIZE, e.g. "
-                "vramctl set-capacity 0 12GiB\n");
-        return 2;
+    for (int o = 0; o < TOOL_OPT_N; o++)
+        if (v[o] && !command_has(ci, (enum tool_opt)o)) {
+            fprintf(stderr, "vramctl %s: no %s option (vramctl %s --help)\n", cmd,
+                    tool_opt_name((enum tool_opt)o), cmd);
+            return TOOL_EXIT_USAGE;
+        }
+    struct opts o = {.json = v[TOOL_OPT_JSON] != NULL,
+                     .legend = !v[TOOL_OPT_NO_LEGEND], .interval_ms = 1000,
+                     .listen = v[TOOL_OPT_LISTEN]};
+    long n;
+    if (v[TOOL_OPT_TIMEOUT]) {
+        if ((n = number_opt(NULL, TOOL_OPT_TIMEOUT, v[TOOL_OPT_TIMEOUT], 3600000,
+                            "milliseconds")) < 0)
+            return TOOL_EXIT_USAGE;
+        timeout_ms = (int)n;
     }
-    if (strcmp(cmd, "evict") == 0 && evict < 0) {
-        fprintf(stderr, "vramctl evict: which client? (vramctl clients)\n");
-        return 2;
+    if (v[TOOL_OPT_INTERVAL]) {
+        if ((n = number_opt(cmd, TOOL_OPT_INTERVAL, v[TOOL_OPT_INTERVAL], 3600000,
+                            "milliseconds")) < 0)
+            return TOOL_EXIT_USAGE;
+        o.interval_ms = n;
     }
-    if (strcmp(cmd, "weights drop") == 0 && !set_name) {
-        fprintf(stderr, "vramctl weights drop: which set? (vramctl weights)\n");
-        return 2;
+    if (v[TOOL_OPT_COUNT]) {
+        if ((n = number_opt(cmd, TOOL_OPT_COUNT, v[TOOL_OPT_COUNT], 3600000,
+                            "a count")) < 0)
+            return TOOL_EXIT_USAGE;
+        o.count = (int)n;
     }
+    const char *path = v[TOOL_OPT_SOCKET];
+    if (path && !path[0]) {
+        /* libvram would take $VRAM_SOCKET for it, and the messages would
+         * name another socket than the one used. */
+        fprintf(stderr, "vramctl: --socket '': an empty path\n");
+        return TOOL_EXIT_USAGE;
+    }
+    struct command_args ca = {.device = -1, .evict = -1};
+    int rc = command_words(cmd, cl.words, first, cl.nwords, &ca);
+    if (rc)
+        return rc;
     const char *shown = path ? path : getenv("VRAM_SOCKET");
     if (!shown || !*shown)
         shown = VP_DEFAULT_ENDPOINT; /* libvram's default, named in messages */
@@ -714,76 +713,50 @@ int main(int argc, char **argv)
         if (tool_listen_parse(o.listen, &la) < 0) {
             fprintf(stderr, "vramctl metrics: --listen '%s': not ADDR:PORT (e.g. "
                     "127.0.0.1:9464, [::1]:9464, :9464)\n", o.listen);
-            return 2;
+            return TOOL_EXIT_USAGE;
         }
-        return tool_metrics_serve(&la, shown, stdout) < 0 ? EXIT_FAILED : 0;
+        return tool_metrics_serve(&la, shown, stdout) < 0 ? TOOL_EXIT_FAILED : 0;
     }
     char err[512] = "";
     struct vram_client_options co = {.name = "vramctl", .ctl = 1,
                                      .timeout_ms = timeout_ms, .error = err,
                                      .error_len = sizeof(err)};
-    vram_client *cl;
-    e = vram_client_connect(shown, &co, &cl);
+    vram_client *c;
+    int e = vram_client_connect(shown, &co, &c);
     if (e < 0) {
-        if (e == -ENOENT || e == -ECONNREFUSED)
-            fprintf(stderr, "vramctl: no vramd is listening on %s (is it running? "
-                    "%s)\n", shown,
-                    path ? "the socket given with --socket"
-                    : getenv("VRAM_SOCKET") && *getenv("VRAM_SOCKET")
-                        ? "the socket VRAM_SOCKET names"
-                        : "the default socket; --socket or VRAM_SOCKET name another");
-        else if (err[0])
-            fprintf(stderr, "vramctl: %s\n", err); /* names the socket */
-        else
-            fprintf(stderr, "vramctl: cannot talk to vramd on %s: %s\n", shown,
-                    vram_strerror(e));
+        tool_connect_why(why, sizeof(why), e, shown, err);
+        fprintf(stderr, "vramctl: %s\n", why);
         /* A textfile collector's file says so too (written then renamed by
          * the timer's script whatever the exit status). */
-        if (strcmp(cmd, "metrics") == 0) {
-            char why[600];
-            snprintf(why, sizeof(why), "vramd on %s could not be read: %s", shown,
-                     vram_strerror(e));
+        if (strcmp(cmd, "metrics") == 0)
             print_metrics_down(why);
-        }
-        /* Refused is not absent: the daemon runs, this user may not use it. */
-        if (e == -EACCES || e == -EPERM)
-            return EXIT_NOT_ALLOWED;
-        return e == -ENOENT || e == -ECONNREFUSED ? EXIT_NO_DAEMON : EXIT_FAILED;
+        return tool_exit_connect(e);
     }
-    int rc;
     if (strcmp(cmd, "set-capacity") == 0) {
         char b[32];
-        e = vram_admin_set_capacity(cl, (uint32_t)device, capacity);
-        rc = admin_status(e);
-        if (rc)
-            fprintf(stderr, "vramctl: set-capacity: %s\n", vram_client_last_error(cl));
-        else
-            printf("device %ld: capacity %s\n", device, sz(capacity, b));
+        rc = admin_said(c, cmd, vram_admin_set_capacity(c, (uint32_t)ca.device,
+                                                         ca.capacity));
+        if (!rc)
+            printf("device %ld: capacity %s\n", ca.device, sz(ca.capacity, b));
     } else if (strcmp(cmd, "evict") == 0) {
-        e = vram_admin_evict(cl, (uint32_t)evict);
-        rc = admin_status(e);
-        if (rc)
-            fprintf(stderr, "vramctl: evict: %s\n", vram_client_last_error(cl));
-        else
-            printf("client %lld evicted\n", evict);
+        rc = admin_said(c, cmd, vram_admin_evict(c, (uint32_t)ca.evict));
+        if (!rc)
+            printf("client %lld evicted\n", ca.evict);
     } else if (strcmp(cmd, "weights drop") == 0) {
-        e = vram_admin_weights_drop(cl, set_name);
-        rc = admin_status(e);
         struct cell name;
-        if (rc)
-            fprintf(stderr, "vramctl: weights drop: %s\n", vram_client_last_error(cl));
-        else
-            printf("weight set %s dropped\n", CELL(set_name, "-", 0, name));
+        rc = admin_said(c, cmd, vram_admin_weights_drop(c, ca.set_name));
+        if (!rc)
+            printf("weight set %s dropped\n", CELL(ca.set_name, "-", 0, name));
     } else if (strcmp(cmd, "weights") == 0) {
-        rc = cmd_weights(cl, &o);
+        rc = cmd_weights(c, &o);
     } else if (strcmp(cmd, "watch") == 0) {
-        rc = cmd_watch(cl, &o);
+        rc = cmd_watch(c, &o);
     } else if (strcmp(cmd, "top") == 0) {
-        rc = tool_top_run(cl, shown, o.interval_ms);
-        cl = NULL; /* the view closed it */
+        rc = tool_top_run(c, shown, o.interval_ms);
+        c = NULL; /* the view closed it */
     } else {
-        rc = show(cl, cmd, &o);
+        rc = show(c, cmd, &o);
     }
-    vram_client_close(cl);
+    vram_client_close(c);
     return rc;
 }

@@ -205,7 +205,8 @@ int main(void)
     CHECK(strstr(out, "/tmp/vramd-test-none/none.sock") != NULL,
           "error does not name the socket: %s", out);
     CHECK(strchr(out, '\n') == out + strlen(out) - 1, "more than one line: %s", out);
-    CHECK(strstr(out, "is it running? the socket given with --socket") != NULL,
+    CHECK(strstr(out, "vramctl: no vramd at /tmp/vramd-test-none/none.sock (is it "
+                      "running? VRAM_SOCKET") != NULL,
           "the error does not ask whether vramd runs: %s", out);
     rc = run("frobnicate", out, sizeof(out));
     CHECK(rc == 2, "unknown command exit %d", rc);
@@ -383,7 +384,7 @@ int main(void)
     CHECK(run(args, out, sizeof(out)) == 2, "bad size accepted");
     /* A decimal unit is refused, never read as GiB. */
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 8GB", d.sock);
-    CHECK(run(args, out, sizeof(out)) == 2 && strstr(out, "did you mean GiB"),
+    CHECK(run(args, out, sizeof(out)) == 2 && strstr(out, "did you mean 8GiB?"),
           "8GB: %s", out);
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 16GiB", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "back to 16 GiB: %s", out);
@@ -393,7 +394,7 @@ int main(void)
     CHECK(run(args, out, sizeof(out)) == 0, "'16 GiB' with the socket after: %s", out);
     snprintf(args, sizeof(args), "--socket %s set-capacity 1 16 GB", d.sock);
     CHECK(run(args, out, sizeof(out)) == 2 && strstr(out, "'16 GB'") &&
-              strstr(out, "did you mean GiB"), "'16 GB': %s", out);
+              strstr(out, "did you mean 16GiB?"), "'16 GB': %s", out);
     snprintf(args, sizeof(args), "--json --socket %s status", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0 && out[0] == '{', "--json before the "
           "command: %.200s", out);
@@ -416,8 +417,8 @@ int main(void)
         CHECK(tables == (opts && strstr(opts, "--no-legend") &&
                          strstr(opts, "header lines")),
               "%s --help and --no-legend: %s", cmds[i], out);
-        CHECK(strstr(out, "4 not allowed") != NULL, "%s --help: no exit status 4: %s",
-              cmds[i], out);
+        CHECK(strstr(out, "\n  4 not allowed: ") && strstr(out, "\n  5 protocol "),
+              "%s --help: no exit statuses 4 and 5: %s", cmds[i], out);
         CHECK_TRIMMED(out, cmds[i]);
     }
     CHECK(run("--help", out, sizeof(out)) == 0, "--help");
@@ -425,7 +426,8 @@ int main(void)
         const char *opts = strstr(out, "Options:");
         CHECK(opts && strstr(opts, "--no-legend") && strstr(opts, "--json"),
               "--help does not explain --no-legend and --json: %s", out);
-        CHECK(strstr(out, "3 no daemon") && strstr(out, "4 not allowed"),
+        CHECK(strstr(out, "\n  3 no daemon ") && strstr(out, "\n  4 not allowed: ") &&
+                  strstr(out, "\n  5 protocol "),
               "--help: exit statuses: %s", out);
         CHECK_TRIMMED(out, "--help");
     }
@@ -445,8 +447,9 @@ int main(void)
         CHECK(strstr(sec, "\\-\\-no\\-legend") && strstr(sec, "\\-\\-json"),
               "vramctl.1 OPTIONS without --no-legend and --json:\n%s", sec);
         man_section(page, "EXIT STATUS", sec, sizeof(sec));
-        CHECK(strstr(sec, ".B 3\nNo daemon") && strstr(sec, ".B 4\nNot allowed"),
-              "vramctl.1 EXIT STATUS without 3 and 4:\n%s", sec);
+        CHECK(strstr(sec, ".B 3\nNo daemon") && strstr(sec, ".B 4\nNot allowed") &&
+                  strstr(sec, ".B 5\nProtocol"),
+              "vramctl.1 EXIT STATUS without 3, 4 and 5:\n%s", sec);
         /* The weight sets' commands have their entries. */
         man_section(page, "COMMANDS", sec, sizeof(sec));
         CHECK(strstr(sec, "\n.B weights \\fR[\\fB\\-\\-json") &&

@@ -141,7 +141,7 @@ grep -q 'cannot listen on .*address already in use' "$tmp/second.err" ||
 kill_vramd
 code=$(scrape down "$url")
 [ "$code" = 200 ] || fail "a scrape while vramd is down: $code"
-grep -q "^# no vramd is listening on $sock" "$tmp/down.body" &&
+grep -q "^# no vramd at $sock (is it running? VRAM_SOCKET" "$tmp/down.body" &&
     grep -q '^vramd_up 0$' "$tmp/down.body" || fail "the down body: $(cat "$tmp/down.body")"
 promtool check metrics <"$tmp/down.body" >"$tmp/promtool.out" 2>&1 ||
     fail "promtool on the down body: $(cat "$tmp/promtool.out")"
@@ -164,7 +164,7 @@ kill_vramd
 start_vramd
 code=$(scrape again "$url")
 [ "$code" = 200 ] || fail "the first scrape after a restart between scrapes: $code"
-grep -q 'is not readable: no vramd is listening' "$tmp/exporter.err" &&
+grep -q 'is not readable: no vramd at ' "$tmp/exporter.err" &&
     grep -q 'reading vramd on' "$tmp/exporter.err" || fail "its log: $(cat "$tmp/exporter.err")"
 
 # 8. SIGTERM ends it cleanly.

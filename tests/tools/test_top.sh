@@ -172,7 +172,7 @@ $tm resize-window -t top -x 120 -y 40
 
 # 4. vramd goes away and comes back: said, then the figures again.
 kill -9 "$vramd"; wait "$vramd" 2>/dev/null; vramd=
-wait_screen gone "no vramd is listening on $sock .*trying again every 200 ms"
+wait_screen gone "no vramd at $sock \\(is it running\\? VRAM_SOCKET.*trying again every 200 ms"
 start_vramd
 wait_gone back 'trying again'
 grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB' "$tmp/screen.back" ||

@@ -663,6 +663,21 @@ static void test_size_parse(void)
         CHECK(vram_size_parse(decimal[i], &v) == -EDOM, "'%s' not EDOM", decimal[i]);
     CHECK(strstr(vram_size_why(-EDOM), "did you mean GiB") != NULL, "EDOM text");
     CHECK(v == 12345, "out written on failure");
+    /* The binary spelling suggested for each refused one. */
+    static const char *const spelled[][2] = {
+        {"16GB", "16GiB"}, {"16 gb", "16GiB"}, {"2M", "2MiB"}, {"1.5t", "1.5TiB"},
+        {"512 k", "512KiB"}};
+    for (size_t i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++) {
+        char b[32] = "";
+        CHECK(vram_size_binary(spelled[i][0], b, sizeof(b)) == 0 &&
+                  strcmp(b, spelled[i][1]) == 0,
+              "'%s' spelled '%s'", spelled[i][0], b);
+    }
+    char b[8] = "kept";
+    CHECK(vram_size_binary("16GiB", b, sizeof(b)) == -EINVAL &&
+              vram_size_binary("lots", b, sizeof(b)) == -EINVAL &&
+              vram_size_binary("1234567GB", b, 8) == -EINVAL && strcmp(b, "kept") == 0,
+          "vram_size_binary of a size it should not spell: '%s'", b);
 }
 
 static void test_size_format(void)

@@ -21,7 +21,8 @@
  *     wine: a GET /metrics over Windows sockets);
  *   - errors: an unknown command and an unknown option (exit 2, what was
  *     wrong named), a pipe nobody serves (exit 3, the pipe named), a
- *     socket path that is not a pipe name (exit 1, the path named).
+ *     socket path that is not a pipe name (exit 3, the path named), an
+ *     option before the command (--json status) and one vramctl lacks.
  * vramd and the background tools are ended with TerminateProcess (no
  * console control event reaches a process under wine's ctest). vramd's log
  * is printed when a check fails. */
@@ -538,16 +539,29 @@ static void check_errors(void)
           "a bad option: exit %lu, '%s'", r.code, r.err);
     run_free(&r);
 
+    /* Options before the command as after it; one the command lacks. */
+    wchar_t line[2048];
+    _snwprintf(line, 2048, L"--json --socket=%ls status", pipe_name);
+    r = tool(L"vramctl.exe", line);
+    CHECK(r.code == 0 && r.out[0] == '{' && r.err[0] == 0,
+          "--json before the command: exit %lu, '%.100s' '%s'", r.code, r.out, r.err);
+    run_free(&r);
+    r = vramctl(L"--json evict 3");
+    CHECK(r.code == 2 && strstr(r.err, "vramctl evict: no --json option"),
+          "--json before a command without it: exit %lu, '%s'", r.code, r.err);
+    run_free(&r);
+
     r = tool(L"vramctl.exe", L"--socket \\\\.\\pipe\\vramd-test-nobody status");
     CHECK(r.code == 3 &&
-              strstr(r.err, "vramctl: no vramd is listening on \\\\.\\pipe\\vramd-test-nobody"),
+              strstr(r.err, "vramctl: no vramd at \\\\.\\pipe\\vramd-test-nobody "
+                            "(is it running? VRAM_SOCKET"),
           "no daemon: exit %lu, '%s'", r.code, r.err);
     run_free(&r);
 
     /* A POSIX socket path means nothing here: libvram refuses it (-EINVAL)
-     * and the message names it. */
+     * and the message names it; no daemon can be there (3). */
     r = tool(L"vramctl.exe", L"--socket /run/vramd/vramd.sock status");
-    CHECK(r.code == 1 &&
+    CHECK(r.code == 3 &&
               strstr(r.err, "vramctl: cannot connect to vramd at /run/vramd/vramd.sock: "
                             "invalid argument"),
           "a path that is not a pipe: exit %lu, '%s'", r.code, r.err);
