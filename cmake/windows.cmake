@@ -330,7 +330,8 @@ add_executable(vramd
   daemon/io/session_rules.c daemon/io/peer_map.c
   ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
   daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c daemon/backends/standby.c
-  daemon/state/format.c daemon/state/state.c)
+  daemon/state/format.c daemon/state/state.c
+  daemon/state/crc32c.c daemon/state/journal.c)
 # daemon/io by -iquote only: its io.h would otherwise be taken for the C
 # runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).
 target_include_directories(vramd PRIVATE daemon daemon/core daemon/backends

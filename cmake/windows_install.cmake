@@ -6,7 +6,7 @@
 #                 vramctl.exe, vram-replay.exe, libvram.dll
 #   DIR/lib/      libvram.dll.a, the import library engines link
 #   DIR/include/  vram.h
-#   DIR/share/doc/vramd/  README.md, docs/windows.md, the example
+#   DIR/share/doc/vramd/  README.md, docs/windows.md, docs/operators.md, the example
 #                 configuration (vramd.json.example)
 # The programs are linked with -static-libgcc and import only system DLLs
 # and libvram.dll, so bin/ is complete as it is. test_win_install checks
@@ -23,7 +23,7 @@ foreach(t vramctl vram-replay)
     install(TARGETS ${t} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
-install(FILES README.md docs/windows.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+install(FILES README.md docs/windows.md docs/operators.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES windows-service/vramd.json.example DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 if(VRAM_BUILD_TESTS)

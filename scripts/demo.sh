@@ -43,4 +43,4 @@ kill $replay
 wait $replay || true
 echo
 echo "== done. Without --table, vram-replay prints one JSON object per step;"
-echo "   vramctl has clients, stages, loans, watch and metrics too (README.md)."
+echo "   vramctl has clients, stages, loans, watch and metrics too (docs/operators.md)."

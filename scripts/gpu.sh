@@ -16,7 +16,8 @@
 #
 # A machine without libuv and cJSON development packages can run a build
 # made on Debian 12 with `sh scripts/gpu.sh --prepare` there: it builds
-# build-gpu and copies the two shared libraries into build-gpu/lib.
+# build-gpu and copies the shared libraries into build-gpu/lib (libuv,
+# cJSON, and libseccomp for vram-seccomp: scripts/gpu-seccomp.sh).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 b=${VRAM_GPU_BUILD:-$root/build-gpu}
@@ -24,7 +25,7 @@ if [ "${1:-}" = "--prepare" ] || [ ! -x "$b/tests/test_gpu" ]; then
     cmake -S "$root" -B "$b" -DVRAM_GPU_TESTS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
         cmake --build "$b" -j"$(nproc)" >/dev/null || exit 1
     mkdir -p "$b/lib"
-    for l in libuv.so.1 libcjson.so.1; do
+    for l in libuv.so.1 libcjson.so.1 libseccomp.so.2; do
         p=$(ldconfig -p | awk -v l="$l" '$1 == l { print $NF; exit }')
         [ -n "$p" ] && cp -L "$p" "$b/lib/$l"
     done

@@ -6,8 +6,8 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer; the fuzzer for a bounded
 # time; the Windows build under wine (with the cuda backend and libvram's
 # CUDA mapper where the CUDA headers are: cmake/windows.cmake finds cuda.h
-# as the Linux build does, and its ctest checks them); and the Debian
-# package.
+# as the Linux build does, and its ctest checks them); the Debian
+# packages; and the container image built from them.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/deps.sh --test
@@ -33,3 +33,6 @@ sh scripts/windows-test.sh
 
 echo "== the Debian package: dpkg-buildpackage, lintian, install and remove in a debootstrap root"
 sh tests/package/test_package.sh build-deb
+
+echo "== the container image: buildah, from that root and those packages; vramd in it answers vramctl status"
+sh scripts/image.sh build-deb

@@ -6,7 +6,24 @@
  * Layout, all little-endian host order: a header (and from version 4 its
  * extension), then the holder table, the ad-hoc stage table (by stage id:
  * who holds it), the range table, one 64-bit record per chunk of each
- * device, and from version 4 the weight sets and their users. */
+ * device, and from version 4 the weight sets and their users.
+ *
+ * Version 5 adds checksums (CRC-32C, crc32c.h) so that a file damaged in
+ * any way is refused whole rather than trusted in part: a bit flipped in a
+ * chunk record could otherwise hand a newcomer memory a live engine maps.
+ * The header is written once, at creation, and carries its own checksum.
+ * Each table is cut into blocks of whole records (VD_STATE_BLOCK bytes or
+ * less; one record when a record is bigger), numbered across the tables in
+ * the order of enum vd_state_table_id; the check table holds one checksum
+ * per block, seeded with the block's number so that swapped blocks fail.
+ * A change is a transaction on one block, made crash-safe by a one-entry
+ * journal (journal.c): the block's old bytes and old checksum are copied
+ * into the journal, sealed, and marked pending before the records change;
+ * the new checksum is stored and the journal marked idle after. A reader
+ * that finds it pending puts the old block back in its private copy, so a
+ * kill at any instruction leaves a file whose records are each old or new
+ * and whose checksums all hold. What changes after creation and was in the
+ * header (the next client id) is a table of its own, the counters. */
 #ifndef VRAMD_STATE_FORMAT_H
 #define VRAMD_STATE_FORMAT_H
 
@@ -21,7 +38,9 @@
  * extension (struct vd_state_hdr_wsets, right after it) points to.
  * 3: holders carry the client's name. Files of versions 2 and 3 are read
  * too, so an upgrade over live engines keeps their memory theirs. */
-#define VD_STATE_VERSION 4u
+#define VD_STATE_VERSION 5u
+#define VD_STATE_VERSION_CRC 5u
+#define VD_STATE_VERSION_WSETS 4u
 #define VD_STATE_VERSION_NAMES 3u
 #define VD_STATE_VERSION_NO_NAMES 2u
 #define VD_STATE_NAME 48
@@ -49,6 +68,59 @@ struct vd_state_hdr {
 struct vd_state_hdr_wsets {
     uint32_t nwsets, nwusers;
     uint64_t off_wsets, off_wusers;
+};
+
+/* Version 5: where the checks are, right after the weight sets' extension.
+ * crc covers the header from its first byte to crc. */
+struct vd_state_hdr_check {
+    uint32_t block_bytes; /* VD_STATE_BLOCK: how tables are cut */
+    uint32_t nblocks;     /* entries of the check table */
+    uint64_t off_check, off_journal, off_counters;
+    uint32_t journal_bytes; /* room for one block's bytes in the journal */
+    uint32_t crc;
+};
+#define VD_STATE_BLOCK 512u
+
+/* The journal's states: 32-bit words far apart (all 32 bits differ), so that
+ * no flip of a few bits turns one into the other. */
+#define VD_JOURNAL_IDLE 0x1D1E1D1Eu
+#define VD_JOURNAL_PENDING 0xE2E1E2E1u
+struct vd_state_journal {
+    uint32_t state;
+    uint32_t seal; /* CRC-32C of block, old_crc and bytes: its data is
+                      checked by old_crc itself once put back */
+    uint32_t block, old_crc;
+    uint32_t bytes, pad;
+    /* then journal_bytes of data: the block as it was */
+};
+
+/* What changes in place and used to live in the header. */
+struct vd_state_counters {
+    uint32_t next_client, pad;
+};
+
+/* The tables, in the order their blocks are numbered. */
+enum vd_state_table_id {
+    VD_T_HOLDERS,
+    VD_T_STAGES,
+    VD_T_RANGES,
+    VD_T_WSETS,
+    VD_T_WUSERS,
+    VD_T_COUNTERS,
+    VD_T_CHUNKS, /* + the device's index */
+    VD_T_MAX = VD_T_CHUNKS + VL_MAX_DEVICES
+};
+
+struct vd_state_table {
+    uint64_t off;
+    uint32_t rec, count; /* record bytes, records */
+    uint32_t per_block;  /* records in a block */
+    uint32_t first;      /* its first block's number */
+};
+struct vd_state_blocks {
+    struct vd_state_table t[VD_T_MAX];
+    uint32_t ntables, nblocks;
+    uint32_t max_len; /* the longest block's bytes: the journal's room */
 };
 
 /* A sealed weight set (R17); its allocations' handles are the keeper's
@@ -105,14 +177,37 @@ struct vd_state_view {
     uint32_t nwsets;
     const struct vd_state_wuser *wusers;
     uint32_t nwusers;
+    uint32_t next_client; /* the header's, or version 5's counters' */
 };
 
-/* Checks that map (size bytes, 8-byte aligned) is a whole state file of
- * this version: every table inside the file, aligned and not overlapping
- * the header, counts within bounds, computed without overflow. 0 with *v
- * filled, or -EBADMSG with why naming what is wrong. */
-int vd_state_check(const void *map, size_t size, struct vd_state_view *v,
+/* Checks that buf (size bytes, 8-byte aligned: the caller's private copy
+ * of the file, never the shared mapping, so nothing can change between the
+ * check and the reading) is a whole state file of a version this vramd
+ * reads: every table inside the file, aligned and not overlapping the
+ * header, counts within bounds, computed without overflow; from version 5
+ * every checksum holds, once a pending journal has put its block back in
+ * buf (the only change made to it). 0 with *v filled; -EBADMSG with why
+ * naming what is wrong (for a checksum: the table and the offset); or
+ * -EPROTONOSUPPORT for a newer format, why naming both versions. */
+int vd_state_check(void *buf, size_t size, struct vd_state_view *v,
                    char *why, size_t whylen);
+
+/* The blocks of a version 5 file whose header h passed the structural
+ * check (or that state.c is laying out): its tables and how they are cut. */
+void vd_state_blocks(const struct vd_state_hdr *h, struct vd_state_blocks *b);
+/* Block n's checksum over its bytes. */
+uint32_t vd_state_block_crc(uint32_t n, const void *p, size_t len);
+/* The header's checksum (of a file at least a version 5 header long). */
+uint32_t vd_state_hdr_crc(const void *file);
+/* Where block n (< b->nblocks) is: its table, offset and length. */
+void vd_state_block_at(const struct vd_state_blocks *b, uint32_t n,
+                       uint32_t *table, uint64_t *off, uint32_t *len);
+/* "the holder table", "device 2's chunk table", ... */
+void vd_state_table_name(uint32_t table, char *buf, size_t n);
+/* The extensions of a file's header (versions 4 and 5). */
+#define VD_STATE_WSETS_AT(h) ((struct vd_state_hdr_wsets *)(uintptr_t)((const uint8_t *)(h) + sizeof(struct vd_state_hdr)))
+#define VD_STATE_CHECK_AT(h) ((struct vd_state_hdr_check *)(uintptr_t)((const uint8_t *)(h) + sizeof(struct vd_state_hdr) + sizeof(struct vd_state_hdr_wsets)))
+#define VD_STATE_HDR_V5_BYTES (sizeof(struct vd_state_hdr) + sizeof(struct vd_state_hdr_wsets) + sizeof(struct vd_state_hdr_check))
 /* Holder i (< nholders) of a checked file as a version 3 record: a version
  * 2 file's has an empty name. */
 void vd_state_holder_at(const struct vd_state_view *v, uint32_t i,

@@ -2,7 +2,11 @@
 /* The state file (see state.h; its layout in format.h). Records are
  * written so a crash at any instruction leaves each either old or new: a
  * chunk record is one aligned 64-bit store; holders and ranges are written
- * body first and marked valid (client id) last, and cleared valid first. */
+ * body first and marked valid (client id) last, and cleared valid first.
+ * From version 5 each change is also a journaled transaction on the block
+ * that holds its record (journal.h), so that the checksums hold after a
+ * kill too; the record-level ordering stays, for a reader of a file made
+ * before. */
 #include "state.h"
 
 #include <errno.h>
@@ -11,6 +15,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "journal.h"
 #include "ledger.h"
 #include "log.h"
 #include "mapfile.h"
@@ -41,7 +46,13 @@ struct vd_state {
     /* The sets the previous vramd recorded, for the caller to restore. */
     struct vd_state_found_wset *found;
     size_t nfound;
+    struct vd_journal jl;
+    struct vd_state_counters *counters;
 };
+
+/* A change to record i of table t: between the two, stores only. */
+#define CHANGE(st, t, i) vd_journal_begin(&(st)->jl, (t), (uint32_t)(i))
+#define DONE(st) vd_journal_end(&(st)->jl)
 
 /* ---- records ------------------------------------------------------------ */
 
@@ -54,9 +65,11 @@ static void obs_chunk(void *ctx, uint32_t dev, uint32_t idx, uint32_t holder,
                       uint16_t stage, uint8_t cat)
 {
     struct vd_state *st = ctx;
+    CHANGE(st, VD_T_CHUNKS + dev, idx);
     __atomic_store_n(&st->chunks[dev][idx],
                      holder ? chunk_pack(holder, stage, cat) : 0,
                      __ATOMIC_RELEASE);
+    DONE(st);
 }
 
 static uint32_t obs_va_take(void *ctx, uint32_t region, uint32_t client,
@@ -73,10 +86,12 @@ static uint32_t obs_va_take(void *ctx, uint32_t region, uint32_t client,
     }
     uint32_t i = st->free_ranges[--st->nfree_ranges];
     struct range *r = &st->ranges[i];
+    CHANGE(st, VD_T_RANGES, i);
     r->region = region;
     r->base = base;
     r->size = size;
     __atomic_store_n(&r->client, client, __ATOMIC_RELEASE);
+    DONE(st);
     return i + 1;
 }
 
@@ -85,7 +100,9 @@ static void obs_va_give(void *ctx, uint32_t tag)
     struct vd_state *st = ctx;
     if (!tag || tag > st->h->nranges)
         return;
+    CHANGE(st, VD_T_RANGES, tag - 1);
     __atomic_store_n(&st->ranges[tag - 1].client, 0, __ATOMIC_RELEASE);
+    DONE(st);
     st->free_ranges[st->nfree_ranges++] = tag - 1;
 }
 
@@ -98,15 +115,20 @@ static void obs_va_move(void *ctx, uint32_t tag, uint32_t region,
     if (!tag || tag > st->h->nranges)
         return;
     struct range *r = &st->ranges[tag - 1];
+    CHANGE(st, VD_T_RANGES, tag - 1);
     r->region = region;
     __atomic_store_n(&r->client, client, __ATOMIC_RELEASE);
+    DONE(st);
 }
 
 static void obs_stage(void *ctx, uint32_t stage, uint32_t client)
 {
     struct vd_state *st = ctx;
-    if (stage < VL_MAX_STAGES)
-        __atomic_store_n(&st->stages[stage], client, __ATOMIC_RELEASE);
+    if (stage >= VL_MAX_STAGES)
+        return;
+    CHANGE(st, VD_T_STAGES, stage);
+    __atomic_store_n(&st->stages[stage], client, __ATOMIC_RELEASE);
+    DONE(st);
 }
 
 /* R17: a sealed set's record, and its users; an unsealed set is not kept
@@ -123,17 +145,24 @@ static void obs_wset(void *ctx, uint32_t set, const struct vl_wset_view *v)
             free_rec = &st->wsets[i];
     }
     for (uint32_t i = 0; i < st->nwusers; i++)
-        if (st->wusers[i].set == set)
+        if (st->wusers[i].set == set) {
+            CHANGE(st, VD_T_WUSERS, i);
             __atomic_store_n(&st->wusers[i].set, 0, __ATOMIC_RELEASE);
+            DONE(st);
+        }
     if (!v || !v->sealed) {
-        if (rec)
+        if (rec) {
+            CHANGE(st, VD_T_WSETS, rec - st->wsets);
             __atomic_store_n(&rec->id, 0, __ATOMIC_RELEASE);
+            DONE(st);
+        }
         return;
     }
     if (!rec) {
         if (!free_rec)
             return; /* VL_MAX_WSETS entries: never full */
         rec = free_rec;
+        CHANGE(st, VD_T_WSETS, rec - st->wsets);
         *rec = (struct vd_state_wset){
             .device = v->device, .bytes = v->bytes,
             .alloc_bytes = v->alloc_bytes, .nalloc = v->nalloc,
@@ -144,13 +173,16 @@ static void obs_wset(void *ctx, uint32_t set, const struct vl_wset_view *v)
         memcpy(rec->key, v->key, VL_WSET_KEY);
         snprintf(rec->name, sizeof(rec->name), "%s", v->name);
         __atomic_store_n(&rec->id, set, __ATOMIC_RELEASE);
+        DONE(st);
     }
     uint32_t k = 0;
     for (uint32_t i = 0; i < st->nwusers && k < v->users; i++) {
         if (st->wusers[i].set)
             continue;
+        CHANGE(st, VD_T_WUSERS, i);
         st->wusers[i].client = v->user[k++];
         __atomic_store_n(&st->wusers[i].set, set, __ATOMIC_RELEASE);
+        DONE(st);
     }
     if (k < v->users && !st->wusers_full_logged) {
         vlog(VLOG_ERR, "state file: the weight set users' table (%u entries) "
@@ -169,12 +201,14 @@ int vd_state_holder_add(struct vd_state *st, uint32_t client, int64_t pid,
         struct holder *h = &st->holders[i];
         if (h->client)
             continue;
+        CHANGE(st, VD_T_HOLDERS, i);
         h->pid = (int32_t)pid;
         h->starttime = starttime;
         h->flags = 0;
         h->uid = uid;
         snprintf(h->name, sizeof(h->name), "%s", name ? name : "");
         __atomic_store_n(&h->client, client, __ATOMIC_RELEASE);
+        DONE(st);
         return 0;
     }
     return -ENOSPC;
@@ -190,42 +224,56 @@ static struct holder *holder_find(struct vd_state *st, uint32_t client)
 
 void vd_state_holder_name(struct vd_state *st, uint32_t client, const char *name)
 {
-    /* Not a crash-safe store, and needs none: a torn name is only cosmetic
-     * (the reader cuts it at the record's end). */
+    /* The journal makes even this store crash-safe (a torn name would only
+     * be cosmetic, but a block is old or new as a whole). */
     struct holder *h = holder_find(st, client);
-    if (h)
-        snprintf(h->name, sizeof(h->name), "%s", name ? name : "");
+    if (!h)
+        return;
+    CHANGE(st, VD_T_HOLDERS, h - st->holders);
+    snprintf(h->name, sizeof(h->name), "%s", name ? name : "");
+    DONE(st);
 }
 
 void vd_state_holder_drop(struct vd_state *st, uint32_t client)
 {
     struct holder *h = holder_find(st, client);
-    if (h)
-        __atomic_store_n(&h->client, 0, __ATOMIC_RELEASE);
+    if (!h)
+        return;
+    CHANGE(st, VD_T_HOLDERS, h - st->holders);
+    __atomic_store_n(&h->client, 0, __ATOMIC_RELEASE);
+    DONE(st);
 }
 
 void vd_state_holder_evicted(struct vd_state *st, uint32_t client)
 {
     struct holder *h = holder_find(st, client);
-    if (h)
-        h->flags |= VD_HOLDER_EVICTED;
+    if (!h)
+        return;
+    CHANGE(st, VD_T_HOLDERS, h - st->holders);
+    h->flags |= VD_HOLDER_EVICTED;
+    DONE(st);
 }
 
 void vd_state_next_client(struct vd_state *st, uint32_t next)
 {
-    if (st)
-        st->h->next_client = next;
+    if (!st)
+        return;
+    CHANGE(st, VD_T_COUNTERS, 0);
+    st->counters->next_client = next;
+    DONE(st);
 }
 
 uint32_t vd_state_first_client(const struct vd_state *st)
 {
-    return st ? st->h->next_client : 0;
+    return st ? st->counters->next_client : 0;
 }
 
 /* ---- the previous daemon's file ----------------------------------------- */
 
 struct prev {
     struct vp_mapfile file;
+    uint8_t *copy; /* the file's bytes, read once: what is checked is what
+                      is used */
     const uint8_t *map;
     size_t size;
     const struct hdr *h;
@@ -264,25 +312,50 @@ static int prev_open(const char *path, bool discard, struct prev *p)
         vlog(VLOG_ERR, "state file %s: %s", path, why);
         return e;
     }
-    struct vd_state_view v;
-    if (vd_state_check(p->file.map, p->file.size, &v, why, sizeof(why)) < 0) {
+    /* A private copy: the check may put a journaled block back, and the
+     * bytes checked are then the bytes read, whatever happens to the file. */
+    size_t size = p->file.size;
+    p->copy = malloc(size ? size : 1);
+    if (!p->copy) {
         vp_mapfile_close(&p->file);
+        return -ENOMEM;
+    }
+    if (size) /* an empty file is not mapped (map NULL) */
+        memcpy(p->copy, p->file.map, size);
+    vp_mapfile_close(&p->file);
+    struct vd_state_view v;
+    e = vd_state_check(p->copy, size, &v, why, sizeof(why));
+    if (e == -EPROTONOSUPPORT) {
+        /* Left as it is, for the vramd that wrote it. */
+        free(p->copy);
+        p->copy = NULL;
+        vlog(VLOG_ERR, "state file %s: %s; run the newer vramd again, or "
+             "--discard-state", path, why);
+        return -EBADMSG;
+    }
+    if (e < 0) {
+        free(p->copy);
+        p->copy = NULL;
         vlog(VLOG_ERR, "state file %s: %s. vramd will not start over it: it "
              "may record memory that live engines map. Once no engine of the "
              "previous vramd runs, start with --discard-state (or remove the "
              "file)", path, why);
         return -EBADMSG;
     }
+    if (v.h->version < VD_STATE_VERSION_CRC)
+        vlog(VLOG_INFO, "state file %s: format version %u, which has no "
+             "checksum: read as it is", path, v.h->version);
     char boot[40];
     vp_boot_id(boot);
     if (strncmp(boot, v.h->boot_id, 40) != 0) {
         vlog(VLOG_INFO, "state file %s is from an earlier boot; no process it "
              "knew runs", path);
-        vp_mapfile_close(&p->file);
+        free(p->copy);
+        p->copy = NULL;
         return 0;
     }
-    p->map = p->file.map;
-    p->size = p->file.size;
+    p->map = p->copy;
+    p->size = size;
     p->h = v.h;
     p->v = v;
     return 0;
@@ -310,8 +383,7 @@ static int state_create(const struct vd_state_params *prm, const char *path,
         nranges = 1024;
     if (nranges > (1u << 20))
         nranges = 1u << 20;
-    size_t off = (sizeof(struct hdr) + sizeof(struct vd_state_hdr_wsets) + 63) &
-                 ~(size_t)63;
+    size_t off = (VD_STATE_HDR_V5_BYTES + 63) & ~(size_t)63;
     size_t off_holders = off;
     off += (size_t)nholders * sizeof(struct holder);
     size_t off_stages = off;
@@ -330,6 +402,28 @@ static int state_create(const struct vd_state_params *prm, const char *path,
     off += (size_t)VL_MAX_WSETS * sizeof(struct vd_state_wset);
     size_t off_wusers = off;
     off += (size_t)nwusers * sizeof(struct vd_state_wuser);
+    size_t off_counters = off;
+    off += sizeof(struct vd_state_counters);
+    /* How many blocks: a header of these counts says (format.c). */
+    uint64_t lay[(VD_STATE_HDR_V5_BYTES + 7) / 8];
+    memset(lay, 0, sizeof(lay));
+    struct hdr *lh = (struct hdr *)lay;
+    lh->ndev = ndev;
+    lh->nholders = nholders;
+    lh->nstages = VL_MAX_STAGES;
+    lh->nranges = (uint32_t)nranges;
+    for (uint32_t i = 0; i < ndev; i++)
+        lh->dev[i].nchunks = dv[i].chunks;
+    VD_STATE_WSETS_AT(lh)->nwsets = VL_MAX_WSETS;
+    VD_STATE_WSETS_AT(lh)->nwusers = nwusers;
+    struct vd_state_blocks blocks;
+    vd_state_blocks(lh, &blocks);
+    off = (off + 7) & ~(size_t)7;
+    size_t off_check = off;
+    off += (size_t)blocks.nblocks * sizeof(uint32_t);
+    off = (off + 7) & ~(size_t)7;
+    size_t off_journal = off;
+    off += sizeof(struct vd_state_journal) + blocks.max_len;
     st->size = off;
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.new", path);
@@ -382,6 +476,16 @@ static int state_create(const struct vd_state_params *prm, const char *path,
     st->holders = (struct holder *)(st->map + off_holders);
     st->stages = (uint32_t *)(st->map + off_stages);
     st->ranges = (struct range *)(st->map + off_ranges);
+    struct vd_state_hdr_check *c = VD_STATE_CHECK_AT(h);
+    c->block_bytes = VD_STATE_BLOCK;
+    c->nblocks = blocks.nblocks;
+    c->off_check = off_check;
+    c->off_journal = off_journal;
+    c->off_counters = off_counters;
+    c->journal_bytes = blocks.max_len;
+    st->counters = (struct vd_state_counters *)(st->map + off_counters);
+    /* The header is complete: it is summed once, and never changes again. */
+    vd_journal_init(&st->jl, st->map);
     *out = st;
     return 0;
 fail:
@@ -454,7 +558,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     uint32_t *stage_holder = calloc(VL_MAX_STAGES, sizeof(*stage_holder));
     struct vd_state *st = NULL;
     if (!stage_holder) {
-        vp_mapfile_close(&p.file);
+        free(p.copy);
         return -ENOMEM;
     }
     uint32_t next_client = 0;
@@ -464,7 +568,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
         const struct range *rs = (const void *)(p.map + h->off_ranges);
         const uint32_t *ss = (const void *)(p.map + h->off_stages);
         uint32_t nss = h->nstages ? h->nstages : VD_STATE_OLD_STAGES;
-        next_client = h->next_client;
+        next_client = p.v.next_client;
         orph = calloc(h->nholders + 1, sizeof(*orph));
         ids = calloc(h->nholders + 1, sizeof(*ids));
         if (!orph || !ids) {
@@ -580,7 +684,7 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
     e = state_create(prm, path, norph, &st);
     if (e < 0)
         goto out;
-    st->h->next_client = next_client;
+    vd_state_next_client(st, next_client);
     /* R17: the sealed sets, whatever processes run (a set outlives every
      * engine): their users cut to the gone clients that come back. The
      * caller restores those whose handles the keeper kept. */
@@ -640,9 +744,8 @@ int vd_state_open(const struct vd_state_params *prm, const char *path,
         vlog(VLOG_NOTICE, "restart: %zu processes still hold %zu chunks; they "
              "stay theirs until each comes back or exits", norph, nrc);
     }
-    /* Everything of the old file was copied out: let it go before the new
-     * one replaces it (Windows refuses to replace a file that is mapped). */
-    vp_mapfile_close(&p.file);
+    /* The old file is no longer mapped (prev_open let it go once copied),
+     * so it can be replaced: Windows refuses to replace a mapped file. */
     char tmp[4200];
     snprintf(tmp, sizeof(tmp), "%s.new", path);
     if ((e = vp_file_rename(tmp, path)) < 0) {
@@ -670,6 +773,6 @@ out:
     free(rc);
     free(va);
     free(stage_holder);
-    vp_mapfile_close(&p.file);
+    free(p.copy);
     return e;
 }

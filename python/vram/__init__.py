@@ -95,4 +95,4 @@ __all__ = [
 ]
 
 #: This package's version (the slice of vram.h it binds: all of it).
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -337,23 +337,49 @@ _lib: Optional[ctypes.CDLL] = None
 _path: Optional[str] = None
 
 
+# The library's soname: what the loader and the Debian package know it by.
+SONAME = "libvram.so.0"
+
+
+def _recorded() -> Optional[str]:
+    """The libvram that ``cmake --install`` (or the Debian package) put
+    beside this package, as the install recorded it in ``vram/_install.py``;
+    None for a package that was not installed that way (``pip install``)."""
+    try:
+        from . import _install  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(_install, "LIBVRAM", None)
+
+
 def _candidates() -> Sequence[str]:
-    """Where libvram is looked for, in order."""
-    env = os.environ.get("VRAM_LIB")
+    """Where libvram is looked for, in order: ``$VRAM_LIBRARY`` (or its
+    older name ``$VRAM_LIB``), a copy beside this package (a wheel that
+    carries it), the path recorded at install (so that an install to
+    /usr/local works before ``ldconfig`` has run), then the loader's own
+    search (``ldconfig``'s cache, ``LD_LIBRARY_PATH``)."""
+    env = os.environ.get("VRAM_LIBRARY") or os.environ.get("VRAM_LIB")
     if env:
-        return [env]
+        return [env]  # asked for by name: nothing else may stand in
+    out = []
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), SONAME)
+    if os.path.exists(beside):
+        out.append(beside)
+    rec = _recorded()
+    if rec:
+        out.append(rec)
     found = ctypes.util.find_library("vram")
-    out = [found] if found else []
-    out.append("libvram.so.0")
+    if found:
+        out.append(found)
+    out.append(SONAME)
     return out
 
 
 def load() -> ctypes.CDLL:
     """libvram, loaded once and with every prototype declared.
 
-    Looked for as ``$VRAM_LIB`` (a path) when set, else
-    ``ctypes.util.find_library("vram")``, else ``libvram.so.0``.  Raises
-    ``OSError`` naming what was tried.
+    Looked for where :func:`_candidates` says.  Raises ``OSError`` naming
+    every place tried and why each failed.
     """
     global _lib, _path
     if _lib is not None:
@@ -373,7 +399,7 @@ def load() -> ctypes.CDLL:
         if lib is None:
             raise OSError(
                 "cannot load libvram: tried " + "; ".join(tried)
-                + " (set VRAM_LIB to the path of libvram.so)")
+                + " (set VRAM_LIBRARY to the path of libvram.so.0)")
         for fname, (restype, argtypes) in PROTOTYPES.items():
             try:
                 f = getattr(lib, fname)

@@ -3,7 +3,11 @@
  * file never crashes vramd and is never silently dropped (a newcomer could
  * be granted what a live engine maps): vramd refuses to start, names the
  * file and what is wrong, and exits with status 65, which the systemd unit
- * does not restart on. --discard-state is the operator's way past it. */
+ * does not restart on. --discard-state is the operator's way past it.
+ * Version 5's checksums refuse a damaged file naming the table and the
+ * offset; a crafted one (its header resealed, as an attacker can) still
+ * meets every structural check. A newer format is refused and left as it
+ * is; a version 4 file (no checksums) is read as before. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include "attack.h"
+#include "crc32c.h"
 #include "format.h"
 
 static char good[1 << 22];
@@ -43,6 +48,22 @@ static void write_file(const char *data, size_t len)
     close(fd);
 }
 
+#define HDR(buf) ((struct vd_state_hdr *)(buf))
+
+/* A bit flipped in the record of a held chunk: damage, not resealed. */
+static size_t flipped_at;
+static void flip_chunk(char *b, size_t *n)
+{
+    (void)n;
+    uint64_t *cs = (uint64_t *)(b + HDR(b)->off_chunks[0]);
+    for (uint32_t k = 0; k < HDR(b)->dev[0].nchunks; k++)
+        if ((uint32_t)cs[k]) {
+            cs[k] ^= 1ull << 33;
+            flipped_at = (size_t)HDR(b)->off_chunks[0] + 8u * k;
+            return;
+        }
+}
+
 /* The good file with one change, and vramd's answer to it. */
 static void refused(struct daemon *d, const char *what, const char *needle,
                     void (*spoil)(char *buf, size_t *len))
@@ -51,6 +72,10 @@ static void refused(struct daemon *d, const char *what, const char *needle,
     memcpy(buf, good, good_len);
     size_t len = good_len;
     spoil(buf, &len);
+    /* What an attacker would do: the header summed again, so that the
+     * checks behind the checksum are what meets the spoiled field. */
+    if (len >= VD_STATE_HDR_V5_BYTES && spoil != flip_chunk)
+        VD_STATE_CHECK_AT(buf)->crc = vd_state_hdr_crc(buf);
     write_file(buf, len);
     d->exit_status = 0;
     int e = daemon_restart(d, cfg_text, NULL);
@@ -64,8 +89,6 @@ static void refused(struct daemon *d, const char *what, const char *needle,
     CHECK(daemon_log_contains(d, needle), "%s: no '%s' in the log", what, needle);
     CHECK(daemon_log_contains(d, state_path), "%s: the file is not named", what);
 }
-
-#define HDR(buf) ((struct vd_state_hdr *)(buf))
 
 /* The name of the status's quarantined client, "?" when there is none. */
 static const char *gone_name(const cJSON *st)
@@ -109,6 +132,16 @@ static void bad_record(char *b, size_t *n)
     for (uint32_t k = 0; k < HDR(b)->dev[0].nchunks; k++)
         if ((uint32_t)cs[k]) {
             cs[k] |= 0xEEull << 48;
+            /* Its block summed again: only the ledger's check is left. */
+            struct vd_state_blocks bl;
+            vd_state_blocks(HDR(b), &bl);
+            const struct vd_state_table *t = &bl.t[VD_T_CHUNKS];
+            uint32_t blk = k / t->per_block, table, len;
+            uint64_t off;
+            vd_state_block_at(&bl, t->first + blk, &table, &off, &len);
+            uint32_t *check = (uint32_t *)(b + VD_STATE_CHECK_AT(b)->off_check);
+            check[t->first + blk] =
+                vd_state_block_crc(t->first + blk, b + off, len);
             return;
         }
 }
@@ -144,6 +177,80 @@ int main(void)
     refused(&d, "1000 devices", "1000 devices", many_devices);
     refused(&d, "a misaligned table", "holder table", misaligned);
     refused(&d, "a record of no kind", "inconsistent", bad_record);
+
+    /* Damage: refused, naming the table and the offset of its block. */
+    refused(&d, "a bit flipped in a chunk record",
+            "device 0's chunk table fails its checksum at offset", flip_chunk);
+    {
+        struct vd_state_blocks bl;
+        vd_state_blocks(HDR(good), &bl);
+        const struct vd_state_table *t = &bl.t[VD_T_CHUNKS];
+        size_t rec = (flipped_at - t->off) / 8;
+        char needle[96];
+        snprintf(needle, sizeof(needle), "at offset %llu (",
+                 (unsigned long long)(t->off + rec / t->per_block * t->per_block * 8));
+        CHECK(daemon_log_contains(&d, needle), "the offset of the block is not "
+              "named ('%s')", needle);
+        /* --discard-state starts over it, the file kept aside. */
+        const char *discard1[] = {"--discard-state", NULL};
+        REQUIRE(daemon_restart(&d, cfg_text, discard1) == 0,
+                "restart discarding a damaged file");
+        daemon_kill(&d);
+    }
+    /* A newer format: refused, and the file left exactly as it was, for
+     * the vramd that wrote it. */
+    {
+        static char newer[sizeof(good)];
+        memcpy(newer, good, good_len);
+        HDR(newer)->version = VD_STATE_VERSION + 1;
+        VD_STATE_CHECK_AT(newer)->crc = vd_state_hdr_crc(newer);
+        write_file(newer, good_len);
+        struct stat before, after;
+        REQUIRE(stat(state_path, &before) == 0, "stat");
+        usleep(20000); /* an mtime set now would differ */
+        d.exit_status = 0;
+        CHECK(daemon_restart(&d, cfg_text, NULL) == -ECHILD && d.exit_status == 65,
+              "a newer format was accepted (%d)", d.exit_status);
+        char needle[128];
+        snprintf(needle, sizeof(needle), "format version %u, this vramd reads "
+                 "2 to %u; run the newer vramd again, or --discard-state",
+                 VD_STATE_VERSION + 1, VD_STATE_VERSION);
+        CHECK(daemon_log_contains(&d, needle), "a newer format: not said");
+        REQUIRE(stat(state_path, &after) == 0, "the newer file is gone");
+        CHECK(before.st_mtim.tv_sec == after.st_mtim.tv_sec &&
+                  before.st_mtim.tv_nsec == after.st_mtim.tv_nsec &&
+                  before.st_ino == after.st_ino && after.st_size == (off_t)good_len,
+              "the newer file was changed (mtime, inode or size)");
+        static char back[sizeof(good)];
+        FILE *nf = fopen(state_path, "rb");
+        REQUIRE(nf, "open the newer file");
+        size_t got = fread(back, 1, sizeof(back), nf);
+        fclose(nf);
+        CHECK(got == good_len && memcmp(back, newer, good_len) == 0,
+              "the newer file's bytes changed");
+    }
+    /* A version 4 file, laid out as version 4 wrote it (no checksums, the
+     * header's extension of version 5 not there): read, with a word. */
+    {
+        static char v4[sizeof(good)];
+        memcpy(v4, good, good_len);
+        HDR(v4)->version = 4;
+        const struct vd_state_hdr_check *c = VD_STATE_CHECK_AT(good);
+        HDR(v4)->next_client = ((const struct vd_state_counters *)(const void *)(
+                                    good + c->off_counters))->next_client;
+        memset(v4 + c->off_check, 0, good_len - c->off_check); /* checks, journal */
+        memset(VD_STATE_CHECK_AT(v4), 0, sizeof(struct vd_state_hdr_check));
+        write_file(v4, good_len);
+        REQUIRE(daemon_restart(&d, cfg_text, NULL) == 0, "restart over a version 4 file");
+        CHECK(daemon_log_contains(&d, "format version 4, which has no checksum"),
+              "a version 4 file: not said");
+        cJSON *st4 = daemon_status(&d);
+        CHECK_EQ_U(status_dev(st4, 0, "quarantined_bytes"), 4 * 2 * MIB);
+        CHECK(strcmp(gone_name(st4), "holder") == 0, "a version 4 holder named '%s'",
+              gone_name(st4));
+        cJSON_Delete(st4);
+        daemon_kill(&d);
+    }
 
     /* Another user's file, and a link. */
     write_file(good, good_len);
@@ -183,6 +290,11 @@ int main(void)
     memcpy(old, good, good_len);
     struct vd_state_hdr *oh = HDR(old);
     oh->version = VD_STATE_VERSION_NO_NAMES;
+    /* Without format 5's header additions, as a real version 2 file: with
+     * them, and their checksum intact, it reads as a damaged format 5
+     * file (format.c), which vramd refuses. */
+    memset(old + sizeof(struct vd_state_hdr), 0,
+           VD_STATE_HDR_V5_BYTES - sizeof(struct vd_state_hdr));
     for (uint32_t i = 0; i < oh->nholders; i++)
         memmove(old + oh->off_holders + (size_t)i * VD_STATE_HOLDER_V2_BYTES,
                 old + oh->off_holders + (size_t)i * sizeof(struct vd_state_holder),

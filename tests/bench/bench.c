@@ -1953,7 +1953,7 @@ static void run_backend(enum be b)
     setenv("VRAM_TEST_BACKEND", be_name(b), 1); /* read by daemon_start */
     /* Neither the tests' decode of every frame the daemon sends nor the
      * ledger's invariant check after every change is what users run: both
-     * are off in the benchmark's daemon (README). */
+     * are off in the benchmark's daemon (tests/bench/README.md). */
     setenv("VRAMD_CHECK_REPLIES", "0", 1);
     setenv("VRAMD_CHECK_INVARIANTS", "0", 1);
     char cfg[1024];

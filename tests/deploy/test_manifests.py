@@ -27,16 +27,19 @@ import copy
 import json
 import os
 import posixpath
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 try:
     import yaml
 except ImportError:
     sys.exit("test_manifests: needs python3-yaml (sh scripts/deps.sh --test installs it)")
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository: its version
 DEFAULT_SOCKET = "/run/vramd/vramd.sock"
 DEFAULT_CONFIG = "/etc/vramd/vramd.json"
 SOCKET_DIR = "/run/vramd"
@@ -228,6 +231,18 @@ def kustomized(files):
     this cannot apply raises (so would kustomize)."""
     kust = objects(files, "Kustomization")[0]
     out = {r: copy.deepcopy(files[r]) for r in kust.get("resources") or [] if r in files}
+    # images: what "kustomize edit set image" writes, applied as kustomize
+    # does: to every container whose image has that name, tag or not.
+    for im in kust.get("images") or []:
+        for docs in out.values():
+            for d in docs:
+                for k in all_containers(pod_spec(d) or {}) if isinstance(d, dict) else []:
+                    name = k.get("image", "").split("@")[0].rsplit(":", 1)[0] \
+                        if ":" in k.get("image", "").split("/")[-1] else k.get("image", "")
+                    if name != im.get("name"):
+                        continue
+                    k["image"] = (im.get("newName") or name) + \
+                        (":" + str(im["newTag"]) if im.get("newTag") else "")
     for pt in kust.get("patches") or []:
         t = pt.get("target") or {}
         if "patch" not in pt or not t.get("kind"):
@@ -358,6 +373,19 @@ def check(files, vramd, c):
                  f"{d['kind']} {d['metadata']['name']}/{k.get('name')}: image {img!r} "
                  "names no registry host")
     c.ok(len(images) == 1, f"one image for every container ({sorted(images)})")
+    # ... this release's: what scripts/image.sh tags, named by the
+    # kustomization's images entry too (the operator's knob).
+    version = re.search(r"project\(vramd VERSION ([0-9.]+)",
+                        (ROOT / "CMakeLists.txt").read_text()).group(1)
+    c.ok(images == {f"vramd:{version}"},
+         f"the manifests run vramd:{version}, the image scripts/image.sh builds ({sorted(images)})")
+    kimgs = [i for i in (objects(files, "Kustomization") or [{}])[0].get("images") or []
+             if i.get("name") == "vramd"]
+    c.ok(len(kimgs) == 1 and str(kimgs[0].get("newTag")) == version,
+         f"the kustomization's images entry for vramd sets tag {version} ({kimgs})")
+    kimages = {k.get("image") for docs in kustomized(files).values() for d in docs
+               if isinstance(d, dict) for k in all_containers(pod_spec(d) or {})}
+    c.ok(kimages == {f"vramd:{version}"}, f"kustomized, every container runs vramd:{version} ({sorted(kimages)})")
 
     dss = objects(files, "DaemonSet")
     if not c.ok(len(dss) == 1 and dss[0].get("apiVersion") == "apps/v1", "one apps/v1 DaemonSet"):

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # vramd is Apache-2.0: LICENSE holds the licence's text, every source file
-# (C, headers, shell, Python, CMake) says so in an SPDX line within its
+# (C, headers, shell, Python, CMake, the Containerfile) says so in an SPDX line within its
 # first three lines, debian/copyright says the same in Debian's machine-
 # readable format, and the Python package's metadata names it. Lists every
 # file that does not.

@@ -4,7 +4,11 @@
  * reading the tables, rebuilding live holders into a real ledger). Holders
  * of a file that passes the check are made to name this process, so that
  * the records behind them are read and restored too. It must never crash
- * nor read outside the file; every refusal is fine.
+ * nor read outside the file; every refusal is fine. And the invariant of
+ * tests/unit/test_state_fuzz.c: a version 5 file that passes, with one bit
+ * flipped anywhere (where, the input's own checksum says), is refused or
+ * means exactly what it meant (what the reader reads of it, compared in
+ * whole): else it aborts, as a crash would.
  *
  * VRAM_FUZZ_STATE_SEED=DIR: LLVMFuzzerInitialize writes a real state file
  * (a client holding chunks, an ad-hoc stage, regions) into DIR as the
@@ -21,6 +25,8 @@
 #include "ledger.h"
 #include "log.h"
 #include "state.h"
+#include "crc32c.h"
+#include "../unit/state_meaning.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -126,6 +132,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
     struct vd_state_view v;
     char why[256];
+    static struct meaning was, now;
+    if (size && meaning_of((const uint8_t *)buf, size, &was) == 0 &&
+        ((const struct vd_state_hdr *)buf)->version >= VD_STATE_VERSION_CRC) {
+        static uint64_t flipped[(1u << 20) / 8 + 1];
+        memcpy(flipped, buf, size);
+        uint32_t bit = vd_crc32c(0, data, size) % (uint32_t)(size * 8);
+        ((uint8_t *)flipped)[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        if (meaning_of((const uint8_t *)flipped, size, &now) == 0 &&
+            (now.n != was.n || memcmp(now.b, was.b, was.n) != 0))
+            abort(); /* a flip the checksums let through changed a meaning */
+    }
     if (vd_state_check(buf, size, &v, why, sizeof(why)) == 0)
         for (uint32_t i = 0; i < v.h->nholders; i++) {
             /* Both versions' records begin alike (format.h). */

@@ -34,7 +34,9 @@ run fuzz_wire "$wire_secs" "$corpus" 70000
 rm -rf "$corpus"
 corpus=$(mktemp -d /tmp/vram-fuzz-XXXXXX)
 VRAM_FUZZ_STATE_SEED="$corpus" ./build-fuzz/fuzz_state
-run fuzz_state "$state_secs" "$corpus" 300000
+# The seed is a whole file (about 0.9 MB): a shorter max_len would cut
+# the seed short of the size its header records, and no input would pass.
+run fuzz_state "$state_secs" "$corpus" 1048576
 rm -rf "$corpus" /tmp/vram-fuzz-state-*
 echo "fuzz: $passed passed, $failed failed"
 [ $failed -eq 0 ]

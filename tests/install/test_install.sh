@@ -97,6 +97,36 @@ if "$p/bin/vramctl" --socket "$sock" status --json >"$tmp/status.json" 2>&1; the
 else
     echo "installed vramctl status --json failed: $(cat "$tmp/status.json")"; fail=1
 fi
+# The installed Python package imports from the prefix and finds the
+# installed libvram by the path its install recorded: no ldconfig, no
+# LD_LIBRARY_PATH, no VRAM_LIBRARY; and talks to the installed vramd.
+py=${PYTHON:-/usr/bin/python3}
+command -v "$py" >/dev/null || py=python3
+pkgdir=$(dirname "$(find "$p" -path '*/vram/__init__.py' | head -n 1)")
+if [ "$pkgdir" = . ] || [ ! -e "$pkgdir/_install.py" ]; then
+    echo "the Python package, or its vram/_install.py, is not installed"; fail=1
+elif [ ! -e "$lib/vramd/libvram_torch_alloc.so" ]; then
+    echo "the torch allocator is not installed in $lib/vramd"; fail=1
+elif ! out=$(env -u VRAM_LIB -u VRAM_LIBRARY -u VRAM_TORCH_ALLOC \
+        PYTHONPATH="$(dirname "$pkgdir")" "$py" - "$p" "$sock" 2>&1 <<'PY'
+import sys
+import vram
+from vram import _lib
+prefix, sock = sys.argv[1], sys.argv[2]
+assert vram.__file__.startswith(prefix + "/"), vram.__file__
+_lib.load()
+assert _lib.library_path().startswith(prefix + "/"), _lib.library_path()
+with vram.Client(sock, name="installed-python", ctl=True) as c:
+    devs = c.status()["devices"]
+    assert devs[0]["capacity_bytes"] == 64 << 20, devs
+import vram._install as rec
+assert rec.TORCH_ALLOC.startswith(prefix + "/"), rec.TORCH_ALLOC
+print("python ok:", _lib.library_path())
+PY
+); then
+    echo "the installed Python package: $out"; fail=1
+fi
+
 kill "$vramd_pid" 2>/dev/null || true
 rc=0
 wait "$vramd_pid" || rc=$?

@@ -2,9 +2,11 @@
 /* Chaos: client processes doing random grows, shrinks, KV reserves (some
  * held), trims, expert loans and recall answers on configured and ad-hoc
  * stages of two devices, while the parent kills some with SIGKILL at random
- * moments and starts new ones, and three times kills vramd itself (SIGKILL,
- * SIGTERM, SIGKILL; once also a client while vramd is down) and starts it
- * again: the clients reconnect and resume, losing nothing. The daemon checks the ledger's invariants
+ * moments and starts new ones, and eight times kills vramd itself (SIGKILL,
+ * then SIGTERM, then SIGKILL six times, once also a client while vramd is
+ * down) and starts it again over the state file it left, which it must
+ * always accept (format 5's checksums and journal, a kill at any moment of
+ * a change): the clients reconnect and resume, losing nothing. The daemon checks the ledger's invariants
  * after every operation (and aborts on a violation). Each client stamps the
  * chunks of its ad-hoc region with its own pattern: a newly granted chunk
  * must be fresh (zero), and a chunk must still carry its holder's stamp when
@@ -25,6 +27,7 @@
 
 #define WORKERS 6
 #define SLOTS 24
+#define RESTARTS 8
 
 static const char *config =
     "{\"devices\": [{\"id\": 0, \"capacity\": \"256MiB\", \"lend_unreserved\": true},"
@@ -211,11 +214,11 @@ int main(void)
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (now.tv_sec - t0.tv_sec >= secs)
             break;
-        /* vramd itself goes down at a quarter, half and three quarters of
-         * the run, and comes back on the same socket. */
+        /* vramd itself goes down RESTARTS times, evenly over the run, and
+         * comes back on the same socket. */
         double t = (double)(now.tv_sec - t0.tv_sec) +
                    (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
-        if (restarts < 3 && t >= secs * (restarts + 1) / 4.0) {
+        if (restarts < RESTARTS && t >= secs * (restarts + 1) / (RESTARTS + 1.0)) {
             if (restarts == 1) {
                 CHECK(daemon_stop(&d) == 0, "vramd did not stop cleanly");
             } else {
@@ -229,7 +232,8 @@ int main(void)
                 pids[v] = 0;
             }
             usleep(50000);
-            REQUIRE(daemon_restart(&d, config, NULL) == 0, "restart vramd");
+            REQUIRE(daemon_restart(&d, config, NULL) == 0,
+                    "restart %u of vramd (over the file it left)", restarts + 1);
             restarts++;
             for (int i = 0; i < WORKERS; i++)
                 if (!pids[i])
@@ -263,7 +267,8 @@ int main(void)
     CHECK(failed == 0, "%u workers failed", failed);
     CHECK(fig->ops > 100, "only %lu operations", fig->ops);
     CHECK(kills > 0, "nobody was killed");
-    CHECK(restarts == 3, "vramd restarted %u times, not 3", restarts);
+    CHECK(restarts == RESTARTS, "vramd restarted %u times, not %d", restarts,
+          RESTARTS);
     CHECK(fig->reconnects > 0, "no client reconnected");
     CHECK(!daemon_log_contains(&d, "invariant broken"), "ledger invariant broken");
     daemon_check_no_leaks(&d);

@@ -11,6 +11,12 @@
 # test's own ($user is --user). The service manager's fd store is the same
 # code in both.
 #
+# The own manager's runtime directory ($XDG_RUNTIME_DIR, where its units'
+# RuntimeDirectory= go) is $sd_runtime where the test sets it (/run, as a
+# system manager's, for units whose sockets are in /run), else DIR/xdg. A
+# test that sets sd_own_only=1 runs only under a manager of its own (its
+# units would otherwise go into the system's): 77 where PID 1 is systemd.
+#
 # sd_manager_run returns BODY's status, or 77 (skip) where no manager can
 # run: no root, no systemd, no mount namespace. $sd_mgr is then the own
 # manager's pid (kill it at cleanup), or empty.
@@ -22,6 +28,10 @@ sd_manager_run() { # DIR BODY
         command -v "$t" >/dev/null || { echo "skipped: no $t"; return 77; }
     done
     if [ -d /run/systemd/system ] && [ "$(cat /proc/1/comm)" = systemd ]; then
+        if [ "${sd_own_only:-0}" = 1 ]; then
+            echo "skipped: PID 1 is systemd, and this test's units would be the system's"
+            return 77
+        fi
         echo "PID 1 is systemd $(systemctl --version | head -1 | cut -d' ' -f2): transient system services"
         user= sh "$sd_body"
         return
@@ -44,8 +54,8 @@ sd_manager_run() { # DIR BODY
 set -eu
 mount -t tmpfs tmpfs /run
 mkdir -p /run/systemd/system
-export XDG_RUNTIME_DIR=$sd_dir/xdg SYSTEMD_UNIT_PATH=$sd_dir/units
-mkdir -m 700 \$XDG_RUNTIME_DIR
+export XDG_RUNTIME_DIR=${sd_runtime:-$sd_dir/xdg} SYSTEMD_UNIT_PATH=$sd_dir/units
+mkdir -p -m 700 \$XDG_RUNTIME_DIR
 $sd_manager --user --unit=sd-test.target >$sd_dir/manager.log 2>&1 &
 echo \$! >$sd_dir/manager.pid
 i=0

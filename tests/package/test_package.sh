@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # The Debian packages (packaging/debian; docs/packaging.md):
-#  1. builds vramd, libvram0 and libvram-dev with dpkg-buildpackage from a
+#  1. builds vramd, libvram0, libvram-dev and python3-vram with
+#     dpkg-buildpackage from a
 #     copy of the source tree in WORK_DIR;
 #  2. runs lintian on them: any error (E:) fails;
 #  3. checks what each package holds (files, owners, modes, nothing in
@@ -138,7 +139,7 @@ if ! (cd "$tree" && DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}"
     die "dpkg-buildpackage failed; the whole log: $pkg/build.log"
 fi
 debs=
-for p in vramd libvram0 libvram-dev; do
+for p in vramd libvram0 libvram-dev python3-vram; do
     d=$pkg/${p}_${debver}_$arch.deb
     [ -f "$d" ] || die "not built: $d"
     debs="$debs $d"
@@ -175,6 +176,10 @@ expect libvram0 "/usr/lib/$multiarch/libvram.so.0" "/usr/lib/$multiarch/libvram.
 expect libvram-dev /usr/include/vram.h "/usr/lib/$multiarch/libvram.so" \
     "/usr/lib/$multiarch/libvram.a" "/usr/lib/$multiarch/pkgconfig/vram.pc" \
     "/usr/lib/$multiarch/cmake/vram/vramConfig.cmake" /usr/share/doc/libvram-dev/copyright
+expect python3-vram /usr/lib/python3/dist-packages/vram/__init__.py \
+    /usr/lib/python3/dist-packages/vram/_install.py \
+    /usr/lib/python3/dist-packages/vram/torch_allocator.py \
+    "/usr/lib/$multiarch/vramd/libvram_torch_alloc.so" /usr/share/doc/python3-vram/copyright
 for d in $debs; do
     n=$(basename "$d")
     dpkg-deb -c "$d" >"$tmp/contents"
@@ -193,6 +198,9 @@ done
 dep libvram0 | grep -q libcjson1 || bad "libvram0 does not depend on libcjson1: $(dep libvram0)"
 for want in "libvram0 (= $debver)" libcjson-dev; do
     dep libvram-dev | grep -qF "$want" || bad "libvram-dev does not depend on $want: $(dep libvram-dev)"
+done
+for want in "libvram0 (= $debver)" python3; do
+    dep python3-vram | grep -qF "$want" || bad "python3-vram does not depend on $want: $(dep python3-vram)"
 done
 dpkg-deb -e "$pkg/vramd_${debver}_$arch.deb" "$tmp/vramd.control"
 grep -qx /etc/vramd/vramd.json "$tmp/vramd.control/conffiles" ||
@@ -373,7 +381,7 @@ if ! inroot apt-get update -qq >"$tmp/apt.log" 2>&1 ||
     die "apt-get in the root failed; the log: $tmp/apt.log"
 fi
 mark install
-for p in vramd libvram0 libvram-dev; do
+for p in vramd libvram0 libvram-dev python3-vram; do
     s=$(inroot dpkg-query -W -f='${Status} ${Version}' "$p" 2>&1) || true
     [ "$s" = "install ok installed $debver" ] || bad "$p in the root: $s"
 done
@@ -471,11 +479,26 @@ done
 [ "$(grep -c '"step"' "$tmp/replay.out")" -eq 4 ] || bad "vram-replay: $(cat "$tmp/replay.out")"
 inroot vramctl status --json >"$tmp/held.json" 2>&1 || bad "vramctl status --json: $(cat "$tmp/held.json")"
 # After the seed's switch to 8,192 tokens: 160 MiB of KV on device 0 and
-# 1,952 MiB lent to experts (README.md).
+# 1,952 MiB lent to experts (README.md, docs/install.md).
 grep -Eq '"kv_bytes":[[:space:]]*167772160' "$tmp/held.json" &&
     grep -Eq '"loaned_bytes":[[:space:]]*2046820352' "$tmp/held.json" ||
     bad "vramctl status while vram-replay holds: $(cat "$tmp/held.json")"
 inroot vramctl status | sed 's/^/  /'
+# python3-vram imports on the clean root, finds libvram where libvram0 put
+# it, and sees the replay's memory, as an engine user of the group vramd.
+if ! out=$(inroot_as "$auid:$agid" "$vgid" python3 -c '
+import sys, vram
+from vram import _lib
+with vram.Client("/run/vramd/vramd.sock", name="python3-vram") as c:
+    st = c.status()
+print(vram.__version__, _lib.library_path(), st["devices"][0]["kv_bytes"])
+' 2>&1); then
+    bad "python3-vram in the root: $out"
+else
+    echo "  python3-vram: $out"
+    [ "$out" = "$version /usr/lib/$multiarch/libvram.so.0 167772160" ] ||
+        bad "python3-vram in the root: $out, not '$version /usr/lib/$multiarch/libvram.so.0 167772160'"
+fi
 kill "$replay_pid"
 rc=0
 wait "$replay_pid" || rc=$?
@@ -503,23 +526,24 @@ leftovers() { # what is left of vramd in the root, but the documented remains
         -not -path "$root/proc/*" 2>/dev/null | sed "s|^$root||"
 }
 echo "== apt-get remove, then purge"
-inroot apt-get remove -y -q vramd libvram-dev libvram0 >"$tmp/remove.log" 2>&1 ||
+inroot apt-get remove -y -q vramd python3-vram libvram-dev libvram0 >"$tmp/remove.log" 2>&1 ||
     { cat "$tmp/remove.log"; bad "apt-get remove in the root"; }
 s=$(inroot dpkg-query -W -f='${Status}' vramd 2>&1) || true
 [ "$s" = "deinstall ok config-files" ] || bad "vramd after remove: $s"
 for f in /usr/bin/vramd /usr/bin/vramctl /lib/systemd/system/vramd.service \
-         /lib/systemd/system/vramd.socket "/usr/lib/$multiarch/libvram.so.0" /usr/include/vram.h; do
+         /lib/systemd/system/vramd.socket "/usr/lib/$multiarch/libvram.so.0" /usr/include/vram.h \
+         /usr/lib/python3/dist-packages/vram "/usr/lib/$multiarch/vramd"; do
     [ ! -e "$root$f" ] || bad "$f is left after remove"
 done
 [ -f "$root/etc/vramd/vramd.json" ] || bad "remove (not purge) removed the conffile"
-for p in libvram0 libvram-dev; do
+for p in libvram0 libvram-dev python3-vram; do
     s=$(inroot dpkg-query -W -f='${Status}' "$p" 2>/dev/null) || true
     [ -z "$s" ] || [ "$s" = "unknown ok not-installed" ] || bad "$p after remove: $s"
 done
 # (libvram0 and libvram-dev have no conffiles: removed is gone for dpkg.)
 inroot apt-get purge -y -q vramd >"$tmp/purge.log" 2>&1 ||
     { cat "$tmp/purge.log"; bad "apt-get purge in the root"; }
-for p in vramd libvram0 libvram-dev; do
+for p in vramd libvram0 libvram-dev python3-vram; do
     s=$(inroot dpkg-query -W -f='${Status}' "$p" 2>/dev/null) || true
     [ -z "$s" ] || [ "$s" = "unknown ok not-installed" ] || bad "$p after purge: $s"
 done
@@ -579,7 +603,7 @@ run_recorded "upgrading while vramd runs" "restart vramd.service,start vramd.soc
 rm -f "$root/tmp/active"
 # Removing stops vramd, its socket and the metrics endpoint.
 run_recorded removing "stop vramd-metrics.service,stop vramd.service,stop vramd.socket" \
-    purge vramd libvram-dev libvram0
+    purge vramd python3-vram libvram-dev libvram0
 rm -rf "$root/usr/local/sbin/systemctl" "$root/run/systemd"
 left=$(leftovers)
 [ -z "$left" ] || bad "left after the second purge: $left"

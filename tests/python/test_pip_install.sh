@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The README's `pip install ./python` works: into a fresh virtual
+# docs/python.md's `pip install ./python` works: into a fresh virtual
 # environment, offline (Debian's setuptools, no build isolation), and the
 # installed package is the one imported and calls into libvram.
 # Usage: test_pip_install.sh BUILD_DIR SOURCE_DIR

@@ -23,6 +23,8 @@
 set -u
 build=$1
 src=$2
+# The header names the running vramd's version: this tree's.
+version=$(sed -n 's/^project(vramd VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
 command -v tmux >/dev/null ||
     { echo "vramctl_top: tmux is needed (sh scripts/deps.sh --test)"; exit 1; }
 name=vramctl_top pids="replay vramd" keep_note="screen.*: the captures, vramd.log"
@@ -120,7 +122,7 @@ $(cat "$tmp/screen.live")"
 done
 [ "$(flags)" = "1 0" ] || fail "while running: alternate screen and cursor flags $(flags)"
 s=$tmp/screen.live
-grep -q '^vramctl top  vramd 0.1.0 (host) on .*, every 200 ms; h help, q quits$' "$s" ||
+grep -q "^vramctl top  vramd $version (host) on .*, every 200 ms; h help, q quits\$" "$s" ||
     fail "no header: $(head -1 "$s")"
 grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB in 2 MiB chunks$' "$s" ||
     fail "no device 0 line"

@@ -14,7 +14,8 @@ endif()
 set(failures 0)
 foreach(f bin/vramd.exe bin/vramd-holder.exe bin/vramctl.exe bin/vram-replay.exe bin/libvram.dll
           lib/libvram.dll.a include/vram.h share/doc/vramd/README.md
-          share/doc/vramd/windows.md share/doc/vramd/vramd.json.example)
+          share/doc/vramd/windows.md share/doc/vramd/operators.md
+          share/doc/vramd/vramd.json.example)
   if(EXISTS ${dest}/${f})
     message(STATUS "PASS: ${f} installed")
   else()
