@@ -20,7 +20,8 @@ add_executable(vramctl client/tools/vramctl.c client/tools/table.c
   client/tools/metrics_text.c client/tools/http_request.c
   client/tools/metrics_http.c client/tools/metrics_slots.c
   client/tools/top_frame.c client/tools/top.c client/tools/weights_view.c
-  client/tools/cmdline.c client/tools/connect_why.c client/tools/exits.c)
+  client/tools/cmdline.c client/tools/connect_why.c client/tools/exits.c
+  client/tools/top_keys.c client/tools/top_control.c)
 target_link_libraries(vramctl PRIVATE vram vram_proto vram_platform vram_cjson uv_a)
 add_dependencies(vramctl vram_generated)
 

@@ -2,10 +2,22 @@
 /* vramctl top on libuv: the terminal through uv_tty_t (raw mode for keys,
  * the window's size), a timer for the refresh, signals for ^C from
  * elsewhere, SIGTERM, SIGHUP and resizes, and status fetches off the loop
- * (fetcher.c), so q is answered at once even while vramd is slow.
+ * (fetcher.c), so a key is answered at once even while vramd is slow.
  * Frames are drawn over the previous one (cursor home, each line erased
  * to its end, the rest of the screen erased), which does not flicker the
- * way clearing the screen first does. */
+ * way clearing the screen first does.
+ *
+ * Escape codes, not ncurses (6.4 on Debian 12) or PDCurses (the Windows
+ * build): the view needs a handful of sequences (home, erase, SGR, the
+ * alternate screen) that every terminal since the VT100 and the Windows
+ * 10 console obey, and libuv already gives it raw mode, the window's size
+ * and the keys on both systems (on Windows it turns console key events
+ * into the same sequences, top_keys.c reads them). curses would be a
+ * second owner of the terminal and its input beside libuv's loop (its
+ * getch blocks, or wants its own polling, and it installs signal
+ * handlers), a new dependency for the package and a third-party build in
+ * the Windows dependencies, for redrawing that the frame does in place
+ * already; the frame stays plain text (top_frame.c) that the tests read. */
 #include "top.h"
 
 #include <stdbool.h>
@@ -20,7 +32,9 @@
 #include "platform.h"
 #include "snapshot.h"
 #include "textbuf.h"
+#include "top_control.h"
 #include "top_frame.h"
+#include "top_keys.h"
 
 /* Alternate screen and hidden cursor on; and off, colours reset. */
 #define SCREEN_ENTER "\033[?1049h\033[?25l\033[H\033[2J"
@@ -31,16 +45,24 @@ struct top {
     uv_tty_t out, in;
     bool have_in, raw, entered, quitting;
     uv_timer_t tick;
+    uv_timer_t esc; /* a lone ESC: Escape, once no sequence follows it */
     uv_signal_t sig[4];
     struct tool_fetcher *fetcher;
     bool have_snap;
     struct tool_snapshot snap;
     char error[700];
     char clock[16];
+    char down_since[16]; /* HH:MM:SS of the first failed fetch since a good one */
     const char *socket;
-    long interval_ms;
     bool color;
+    struct tool_top_control ctl;
+    char keys[32]; /* bytes of a key sequence not yet whole */
+    size_t nkeys;
 };
+
+/* Milliseconds a key sequence may take to arrive whole (as curses's
+ * ESCDELAY, shorter: the bytes of one key come in one write). */
+#define ESC_WAIT_MS 50
 
 static void out_str(const char *s, size_t n)
 {
@@ -57,13 +79,20 @@ static void draw(struct top *t)
         cols = cols < 20 ? 20 : cols;
         rows = rows < 3 ? 3 : rows;
     }
+    struct tool_top_shown shown = {0};
     struct tool_top_view v = {.cols = cols, .rows = rows, .ansi = true,
                               .color = t->color, .socket = t->socket,
-                              .interval_ms = t->interval_ms, .clock = t->clock,
-                              .error = t->error[0] ? t->error : NULL};
+                              .interval_ms = t->ctl.interval_ms, .clock = t->clock,
+                              .error = t->error[0] ? t->error : NULL,
+                              .down_since = t->down_since[0] ? t->down_since : NULL,
+                              .ctl = &t->ctl, .shown = &shown};
     struct tool_text x = {0};
     tool_text_str(&x, "\033[H");
     tool_top_frame(&x, t->have_snap ? &t->snap.st : NULL, &v);
+    /* Scrolled no further than there is to show. */
+    t->ctl.scroll = shown.scroll;
+    t->ctl.hscroll = shown.hscroll;
+    t->ctl.page = shown.page;
     tool_text_str(&x, "\033[J");
     size_t len = 0;
     char *s = tool_text_take(&x, &len);
@@ -89,6 +118,7 @@ static void quit(struct top *t)
     t->quitting = true;
     restore(t);
     uv_close((uv_handle_t *)&t->tick, NULL);
+    uv_close((uv_handle_t *)&t->esc, NULL);
     for (int i = 0; i < 4; i++)
         uv_close((uv_handle_t *)&t->sig[i], NULL);
     if (t->have_in)
@@ -113,12 +143,18 @@ static void on_fetched(struct tool_fetcher *f, void *ud)
         tool_snapshot_free(&t->snap);
         t->have_snap = tool_fetcher_take(f, &t->snap) == 0;
         t->error[0] = '\0';
+        t->down_since[0] = '\0';
         char when[32];
         vp_wall_time(when, sizeof(when));
         snprintf(t->clock, sizeof(t->clock), "%.8s", when); /* HH:MM:SS */
     } else {
         snprintf(t->error, sizeof(t->error), "%s; trying again every %ld ms",
-                 why ? why : "status failed", t->interval_ms);
+                 why ? why : "status failed", t->ctl.interval_ms);
+        if (!t->down_since[0]) {
+            char when[32];
+            vp_wall_time(when, sizeof(when));
+            snprintf(t->down_since, sizeof(t->down_since), "%.8s", when);
+        }
     }
     draw(t);
 }
@@ -126,8 +162,52 @@ static void on_fetched(struct tool_fetcher *f, void *ud)
 static void on_tick(uv_timer_t *h)
 {
     struct top *t = h->data;
-    if (!tool_fetcher_busy(t->fetcher))
+    if (!t->ctl.paused && !tool_fetcher_busy(t->fetcher))
         tool_fetcher_start(t->fetcher);
+}
+
+/* Does what key k asks; false once it quit. */
+static bool on_key(struct top *t, const struct tool_key *k)
+{
+    int does = tool_top_control_key(&t->ctl, k);
+    if (does & TOOL_TOP_QUIT) {
+        quit(t);
+        return false;
+    }
+    if (does & TOOL_TOP_RETIME)
+        uv_timer_start(&t->tick, on_tick, (uint64_t)t->ctl.interval_ms,
+                       (uint64_t)t->ctl.interval_ms);
+    if ((does & TOOL_TOP_FETCH) && !tool_fetcher_busy(t->fetcher))
+        tool_fetcher_start(t->fetcher);
+    if (does & TOOL_TOP_REDRAW)
+        draw(t);
+    return true;
+}
+
+static void on_esc(uv_timer_t *h);
+
+/* The keys in t->keys; with final, a sequence cut short is a key too. */
+static void take_keys(struct top *t, bool final)
+{
+    size_t at = 0;
+    while (at < t->nkeys) {
+        struct tool_key k;
+        size_t n = tool_key_decode(t->keys + at, t->nkeys - at, final, &k);
+        if (n == 0) { /* the start of a sequence: wait a moment for the rest */
+            uv_timer_start(&t->esc, on_esc, ESC_WAIT_MS, 0);
+            break;
+        }
+        at += n;
+        if (!on_key(t, &k))
+            return;
+    }
+    memmove(t->keys, t->keys + at, t->nkeys - at);
+    t->nkeys -= at;
+}
+
+static void on_esc(uv_timer_t *h)
+{
+    take_keys(h->data, true);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -145,14 +225,16 @@ static void on_keys(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         quit(t);
         return;
     }
+    /* In raw mode ^C is a byte, not a signal: top_control.c quits on it. */
+    uv_timer_stop(&t->esc);
     for (ssize_t i = 0; i < n; i++) {
-        char c = buf->base[i];
-        /* In raw mode ^C is a byte, not a signal. */
-        if (c == 'q' || c == 'Q' || c == 3) {
-            quit(t);
+        if (t->nkeys == sizeof(t->keys))
+            take_keys(t, true); /* no sequence is this long */
+        if (t->quitting)
             return;
-        }
+        t->keys[t->nkeys++] = buf->base[i];
     }
+    take_keys(t, false);
 }
 
 static void on_signal(uv_signal_t *h, int sig)
@@ -208,7 +290,7 @@ int tool_top_run(vram_client *c, const char *socket, long interval_ms)
         return 1;
     }
     t->socket = socket;
-    t->interval_ms = interval_ms;
+    tool_top_control_init(&t->ctl, interval_ms);
     const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
     t->color = !(nc && nc[0]) && !(term && strcmp(term, "dumb") == 0);
     int rc = 1, e = uv_loop_init(&t->loop);
@@ -242,6 +324,8 @@ int tool_top_run(vram_client *c, const char *socket, long interval_ms)
     }
     uv_timer_init(&t->loop, &t->tick);
     t->tick.data = t;
+    uv_timer_init(&t->loop, &t->esc);
+    t->esc.data = t;
     static const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
     for (int i = 0; i < 4; i++) {
         uv_signal_init(&t->loop, &t->sig[i]);

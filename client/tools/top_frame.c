@@ -28,11 +28,13 @@ static const char *const seg_color[7] = {"34;1", "32;1", "35", "36;1", "33;1",
 /* Where the weights segment is: a device without weight sets has none. */
 enum { SEG_WEIGHTS = 2, SEGS = 7 };
 
-/* One line being written: its visible width is counted, escapes not. */
+/* One line being written: its visible width is counted, escapes not. pos
+ * is the column the text has reached, used the cells shown: the figures
+ * scrolled sideways skip their first skip columns. */
 struct line {
     struct tool_text *t;
     const struct tool_top_view *v;
-    int used, max;
+    int used, max, pos, skip;
 };
 
 static void line_begin(struct line *l, struct tool_text *t,
@@ -41,6 +43,8 @@ static void line_begin(struct line *l, struct tool_text *t,
     l->t = t;
     l->v = v;
     l->used = 0;
+    l->pos = 0;
+    l->skip = v->shown ? v->shown->hscroll : 0;
     l->max = v->cols > 1 ? v->cols - 1 : 1;
 }
 
@@ -50,10 +54,13 @@ static void put(struct line *l, const char *s)
     char buf[VRAM_TEXT_ESCAPED(512)];
     size_t n = vram_text_escape(buf, sizeof(buf), s);
     const unsigned char *p = (const unsigned char *)buf;
-    for (size_t i = 0; i < n && l->used < l->max; l->used++) {
+    for (size_t i = 0; i < n; l->pos++) {
         size_t k = vram_utf8_len(p + i, n - i);
         char ch = k == 1 ? (char)p[i] : '?';
-        tool_text_raw(l->t, &ch, 1);
+        if (l->pos >= l->skip && l->used < l->max) {
+            tool_text_raw(l->t, &ch, 1);
+            l->used++;
+        }
         i += k ? k : 1;
     }
 }
@@ -79,6 +86,8 @@ static void color(struct line *l, const char *sgr)
 
 static void line_end(struct line *l)
 {
+    if (l->v->shown && l->pos > l->v->shown->widest)
+        l->v->shown->widest = l->pos;
     color(l, NULL);
     tool_text_str(l->t, l->v->ansi ? "\033[K\r\n" : "\n");
 }
@@ -169,7 +178,7 @@ static void flow(struct tool_text *t, const struct tool_top_view *v,
     bool first = true;
     for (int i = 0; i < n; i++) {
         int need = (int)strlen(items[i]) + (first ? 0 : 2);
-        if (!first && l.used + need > l.max) {
+        if (!first && l.pos + need > l.max) {
             line_end(&l);
             line_begin(&l, t, v);
             put(&l, indent);
@@ -206,6 +215,7 @@ static void uptime(char *buf, size_t len, uint64_t ms)
 static void header(struct tool_text *t, const struct vram_rep_status *st,
                    const struct tool_top_view *v)
 {
+    const struct tool_top_control *c = v->ctl;
     struct line l;
     line_begin(&l, t, v);
     color(&l, "1");
@@ -220,14 +230,39 @@ static void header(struct tool_text *t, const struct vram_rep_status *st,
         putf(&l, "  vramd on %s", v->socket);
     }
     putf(&l, "  %s", v->clock ? v->clock : "");
-    if (v->ansi)
-        putf(&l, ", every %ld ms; q or ^C quits", v->interval_ms);
+    if (v->ansi && c && c->paused)
+        put(&l, ", paused (p resumes); h help, q quits");
+    else if (v->ansi)
+        putf(&l, ", every %ld ms; h help, q quits", v->interval_ms);
     line_end(&l);
+    /* vramd stopped answering: said above the last figures, which stay. */
+    if (v->down_since) {
+        line_begin(&l, t, v);
+        color(&l, "41;97;1");
+        putf(&l, " vramd not answering since %s ", v->down_since);
+        color(&l, NULL);
+        if (st && v->clock)
+            putf(&l, "  the figures below are from %s", v->clock);
+        line_end(&l);
+    }
     if (v->error) {
         line_begin(&l, t, v);
         color(&l, "31;1");
-        putf(&l, "%s%s", v->error, st ? " (the figures below are older)" : "");
+        putf(&l, "%s%s", v->error,
+             st && !v->down_since ? " (the figures below are older)" : "");
         color(&l, NULL);
+        line_end(&l);
+    }
+    if (c && c->prompting) {
+        line_begin(&l, t, v);
+        color(&l, "7");
+        putf(&l, "delay in ms (now %ld; Enter sets it, Esc cancels): %s_",
+             c->interval_ms, c->typed);
+        color(&l, NULL);
+        line_end(&l);
+    } else if (c && c->note[0]) {
+        line_begin(&l, t, v);
+        put(&l, c->note);
         line_end(&l);
     }
     blank(t, v);
@@ -360,8 +395,14 @@ static void stages(struct tool_text *t, const struct vram_rep_status *st,
     }
 }
 
-/* Clients by what they hold, most first; control clients that hold
- * nothing (vramctl itself) are left out. */
+/* Clients by what they hold, most first (or by the column s chose);
+ * control clients that hold nothing (vramctl itself) are left out. Ties
+ * go by id, so rows do not swap between frames. */
+static int by_id(const struct vram_t_client *a, const struct vram_t_client *b)
+{
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
 static int by_held(const void *x, const void *y)
 {
     const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
@@ -370,8 +411,59 @@ static int by_held(const void *x, const void *y)
     uint64_t hb = b->held_bytes + b->quarantined_bytes;
     if (ha != hb)
         return ha < hb ? 1 : -1;
-    return a->id < b->id ? -1 : a->id > b->id;
+    return by_id(a, b);
 }
+
+static int by_quarantined(const void *x, const void *y)
+{
+    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
+    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    if (a->quarantined_bytes != b->quarantined_bytes)
+        return a->quarantined_bytes < b->quarantined_bytes ? 1 : -1;
+    return by_held(x, y);
+}
+
+static int by_text(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "");
+}
+
+static int by_name(const void *x, const void *y)
+{
+    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
+    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    int r = by_text(a->name, b->name);
+    return r ? r : by_id(a, b);
+}
+
+static int by_pid(const void *x, const void *y)
+{
+    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
+    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    if (a->pid != b->pid)
+        return a->pid < b->pid ? -1 : 1;
+    return by_id(a, b);
+}
+
+static int by_client(const void *x, const void *y)
+{
+    return by_id(*(const struct vram_t_client *const *)x,
+                 *(const struct vram_t_client *const *)y);
+}
+
+static int by_state(const void *x, const void *y)
+{
+    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
+    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    int r = by_text(a->state, b->state);
+    return r ? r : by_id(a, b);
+}
+
+static int (*const sorts[TOOL_TOP_SORT_N])(const void *, const void *) = {
+    [TOOL_TOP_SORT_HELD] = by_held,     [TOOL_TOP_SORT_QUARANTINED] = by_quarantined,
+    [TOOL_TOP_SORT_NAME] = by_name,     [TOOL_TOP_SORT_PID] = by_pid,
+    [TOOL_TOP_SORT_CLIENT] = by_client, [TOOL_TOP_SORT_STATE] = by_state,
+};
 
 static void clients(struct tool_text *t, const struct vram_rep_status *st,
                     const struct tool_top_view *v)
@@ -391,14 +483,32 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
         if (!ctl || c->held_bytes || c->quarantined_bytes)
             list[n++] = c;
     }
-    qsort(list, n, sizeof(*list), by_held);
+    enum tool_top_sort sort = v->ctl && v->ctl->sort < TOOL_TOP_SORT_N
+                                  ? v->ctl->sort : TOOL_TOP_SORT_HELD;
+    bool reverse = v->ctl && v->ctl->reverse;
+    qsort(list, n, sizeof(*list), sorts[sort]);
+    if (reverse)
+        for (size_t i = 0; i < n / 2; i++) {
+            const struct vram_t_client *x = list[i];
+            list[i] = list[n - 1 - i];
+            list[n - 1 - i] = x;
+        }
     struct line l;
     blank(t, v);
+    if (v->ctl) { /* a live view: the order, which s changes */
+        bool most = sort == TOOL_TOP_SORT_HELD || sort == TOOL_TOP_SORT_QUARANTINED;
+        line_begin(&l, t, v);
+        putf(&l, "clients by %s%s (s: another column, S: reverse)",
+             tool_top_sort_name(sort),
+             most ? (reverse ? ", least first" : ", most first")
+                  : (reverse ? ", reversed" : ""));
+        line_end(&l);
+    }
     line_begin(&l, t, v);
     color(&l, "1");
     put(&l, "CLIENT NAME                 PID      STATE        HELD       QUARANTINED STAGES");
     if (l.max - 86 >= 14 && capacity) {
-        while (l.used < 86)
+        while (l.pos < 86)
             put(&l, " ");
         put(&l, "SHARE OF ALL CAPACITY");
     }
@@ -420,11 +530,11 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
              sz(c->quarantined_bytes, b), stg[0] ? stg : "-");
         /* Its share of every device's capacity, where there is room. */
         if (l.max - 86 >= 14 && capacity) {
-            while (l.used < 86)
+            while (l.pos < 86)
                 put(&l, " ");
             uint64_t h[2] = {c->held_bytes + c->quarantined_bytes, 0};
             h[1] = capacity > h[0] ? capacity - h[0] : 0;
-            bar(&l, h, 2, "|.", held_color, bar_width(v, l.used + 2, 10, 30));
+            bar(&l, h, 2, "|.", held_color, bar_width(v, l.pos + 2, 10, 30));
         }
         line_end(&l);
     }
@@ -436,26 +546,96 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
     free(list);
 }
 
-/* The first rows lines; when there are more, the last one shown says how
- * many are hidden. */
-static void fit(struct tool_text *t, size_t start, const struct tool_top_view *v)
+/* How many lines t holds from offset from on. */
+static int count_lines(const struct tool_text *t, size_t from)
 {
-    int lines = 0;
-    size_t cut = 0;
-    for (size_t i = start; i < t->len && !t->oom; i++)
-        if (t->p[i] == '\n') {
-            lines++;
-            if (v->rows > 0 && lines == v->rows - 1)
-                cut = i + 1;
-        }
-    if (v->rows > 0 && lines > v->rows && cut) {
-        int hidden = lines - (v->rows - 1);
-        t->len = cut;
-        t->p[cut] = '\0';
+    int n = 0;
+    for (size_t i = from; i < t->len; i++)
+        n += t->p[i] == '\n';
+    return n;
+}
+
+/* Where line k of t begins (t->len past the last). */
+static size_t line_at(const struct tool_text *t, int k)
+{
+    size_t i = 0;
+    for (; i < t->len && k > 0; i++)
+        if (t->p[i] == '\n')
+            k--;
+    return i;
+}
+
+static void help(struct tool_text *t, const struct tool_top_view *v)
+{
+    for (int i = 0; tool_top_help[i]; i++) {
         struct line l;
         line_begin(&l, t, v);
+        if (i == 0)
+            color(&l, "1");
+        put(&l, tool_top_help[i]);
+        line_end(&l);
+    }
+}
+
+/* The figures (or the help), as lines, scrolled sideways by hscroll. */
+static void body(struct tool_text *t, const struct vram_rep_status *st,
+                 const struct tool_top_view *v)
+{
+    if (v->ctl && v->ctl->help)
+        help(t, v);
+    else if (st) {
+        devices(t, st, v);
+        stages(t, st, v);
+        clients(t, st, v);
+    }
+}
+
+void tool_top_frame(struct tool_text *t, const struct vram_rep_status *st,
+                    const struct tool_top_view *v)
+{
+    size_t start = t->len;
+    /* The header stays in place; the figures scroll under it. */
+    struct tool_top_view hv = *v;
+    hv.shown = NULL;
+    header(t, st, &hv);
+    int head = count_lines(t, start);
+    struct tool_top_shown shown = {.hscroll = v->ctl ? v->ctl->hscroll : 0};
+    struct tool_top_view bv = *v;
+    bv.shown = &shown;
+    struct tool_text b = {0};
+    body(&b, st, &bv);
+    /* Sideways no further than the widest line shows its end. */
+    int most = shown.widest - (v->cols > 1 ? v->cols - 1 : 1);
+    if (shown.hscroll > (most > 0 ? most : 0)) {
+        shown.hscroll = most > 0 ? most : 0;
+        shown.widest = 0;
+        tool_text_free(&b);
+        b = (struct tool_text){0};
+        body(&b, st, &bv);
+    }
+    if (b.oom)
+        t->oom = true;
+    shown.lines = count_lines(&b, 0);
+    int room = v->rows > 0 ? v->rows - head : shown.lines;
+    bool cut = shown.lines > room;
+    shown.page = cut ? (room > 2 ? room - 1 : 1) : shown.lines;
+    int top = v->ctl ? v->ctl->scroll : 0;
+    int last = shown.lines - shown.page;
+    shown.scroll = !cut ? 0 : top < 0 ? 0 : top > last ? last : top;
+    size_t from = line_at(&b, shown.scroll), to = line_at(&b, shown.scroll + shown.page);
+    if (b.p && to > from)
+        tool_text_raw(t, b.p + from, to - from);
+    tool_text_free(&b);
+    if (cut) {
+        struct line l;
+        line_begin(&l, t, &hv);
         color(&l, "7");
-        putf(&l, "(%d more lines: a taller window shows them)", hidden);
+        if (v->ctl)
+            putf(&l, "(lines %d-%d of %d: Up, Down, PgUp, PgDn scroll; h help)",
+                 shown.scroll + 1, shown.scroll + shown.page, shown.lines);
+        else
+            putf(&l, "(%d more lines: a taller window shows them)",
+                 shown.lines - shown.page);
         line_end(&l);
     }
     /* The last line of a live frame ends without a line feed, so a frame
@@ -464,17 +644,6 @@ static void fit(struct tool_text *t, size_t start, const struct tool_top_view *v
         t->len -= 2;
         t->p[t->len] = '\0';
     }
-}
-
-void tool_top_frame(struct tool_text *t, const struct vram_rep_status *st,
-                    const struct tool_top_view *v)
-{
-    size_t start = t->len;
-    header(t, st, v);
-    if (st) {
-        devices(t, st, v);
-        stages(t, st, v);
-        clients(t, st, v);
-    }
-    fit(t, start, v);
+    if (v->shown)
+        *v->shown = shown;
 }

@@ -11,7 +11,17 @@
 #include <stdbool.h>
 
 #include "textbuf.h"
+#include "top_control.h"
 #include "vram_msg.h"
+
+/* What a frame showed, for the keys that move it (top_control.h). */
+struct tool_top_shown {
+    int scroll;  /* the first line of the figures shown (clamped) */
+    int page;    /* how many lines of figures fitted */
+    int lines;   /* how many there are */
+    int hscroll; /* the first column of the figures shown (clamped) */
+    int widest;  /* the widest line of figures, in columns */
+};
 
 struct tool_top_view {
     int cols;          /* the terminal's width */
@@ -23,6 +33,14 @@ struct tool_top_view {
     long interval_ms;
     const char *clock; /* "HH:MM:SS" of the status */
     const char *error; /* the last fetch failed: why (st may be older) */
+    /* "HH:MM:SS": since when vramd has not answered (NULL while it does):
+     * a banner over the last frame says so. */
+    const char *down_since;
+    /* The keys' state: scrolling, sort, pause, help, the delay's prompt
+     * (NULL: none, as for the one frame printed where there is no
+     * terminal). */
+    const struct tool_top_control *ctl;
+    struct tool_top_shown *shown; /* filled when not NULL */
 };
 
 /* Appends the frame of st (NULL when none was read yet) to t. */

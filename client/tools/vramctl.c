@@ -414,9 +414,12 @@ static const struct {
      "a live full-screen view: per device a bar of fixed, KV, loaned,\n"
      "recalling, quarantined and free memory; per stage KV against its window\n"
      "and expert residency (a sleeping one: asleep, with the bytes its owner\n"
-     "keeps in host memory); per client the memory held. q or ^C quits, the\n"
-     "terminal restored. Where standard output is not a terminal it prints one\n"
-     "frame, without escapes, and exits 0"},
+     "keeps in host memory); per client the memory held. Keys: h or ? help,\n"
+     "s sorts the clients by the next column (S reverses), d sets the delay,\n"
+     "p pauses, the arrows, PgUp/PgDn and Home/End scroll, q or ^C quits, the\n"
+     "terminal restored. While vramd does not answer, a banner says since when\n"
+     "over the last figures. Where standard output is not a terminal it prints\n"
+     "one frame, without escapes, and exits 0"},
     {"metrics", "[--listen ADDR:PORT]",
      "Prometheus text exposition (0.0.4) of the devices, stages, clients and\n"
      "counters, with vramd_up (0, and exit status 3, when no vramd answers).\n"

@@ -7,8 +7,14 @@
 # cells its figures give (fixed, KV, loaned, free) and its legend the
 # figures; each stage its KV against its window and its expert residency;
 # each engine client what it holds; a change (set-capacity) shows at the
-# next refresh; a resize redraws to the new width; a short window says how
-# many lines it hides; vramd going away is said and recovered from. Then q,
+# next refresh; a resize redraws to the new width. The keys: h and ? show
+# the help (a key, Escape too, closes it), s and S sort the clients, d sets
+# the delay at a prompt (a bad one refused, Escape cancels), p pauses (a
+# change does not show until p again), the arrows, j/k, PgUp/PgDn and
+# Home/End scroll a short window (which says which lines it shows), Left
+# and Right scroll a narrow one sideways, no further than its widest line.
+# vramd going away puts "vramd not answering since HH:MM:SS" over the last
+# figures, which stay, and coming back takes it away. Then q,
 # ^C (a byte in raw mode) and SIGTERM each end it with status 0, the
 # primary screen and the cursor back and the terminal's modes (stty -g) as
 # before, the shell's prompt showing. Without a terminal it prints one
@@ -116,7 +122,7 @@ $(cat "$tmp/screen.live")"
 done
 [ "$(flags)" = "1 0" ] || fail "while running: alternate screen and cursor flags $(flags)"
 s=$tmp/screen.live
-grep -q "^vramctl top  vramd $version (host) on .*, every 200 ms; q or ^C quits" "$s" ||
+grep -q "^vramctl top  vramd $version (host) on .*, every 200 ms; h help, q quits\$" "$s" ||
     fail "no header: $(head -1 "$s")"
 grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB in 2 MiB chunks$' "$s" ||
     fail "no device 0 line"
@@ -153,54 +159,177 @@ grep -Eq '^[0-9]+ +replay-stage-1 +[0-9]+ +connected +1.29 GiB +0 B +1 +\[\|+\.+
 grep -v '^vramctl top' "$s" | grep -q 'vramctl' && fail "a control client is listed"
 awk 'length > 119 { bad = 1 } END { exit bad }' "$s" || fail "a line wider than 119 columns"
 
-# 2. Refreshed in place: a new capacity shows at the next refresh.
+# key KEY...: sends them to the pane.
+key() {
+    $tm send-keys -t top "$@"
+}
+# line_of PATTERN NAME: the number of the first line of screen NAME that
+# matches PATTERN (grep -E), or nothing.
+line_of() {
+    grep -En -- "$1" "$tmp/screen.$2" | head -1 | cut -d: -f1
+}
+
+# 2. Refreshed in place: a new capacity shows at the next refresh; not
+# while paused (p), at once when resumed.
 "$build/vramctl" --socket "$sock" set-capacity 0 12GiB >/dev/null || fail "set-capacity"
 wait_screen refresh '^DEVICE 0  host memory pool 0  capacity 12 GiB in 2 MiB chunks$'
+key p
+wait_screen paused ', paused \(p resumes\); h help, q quits$'
 "$build/vramctl" --socket "$sock" set-capacity 0 16GiB >/dev/null || fail "set-capacity back"
+sleep 1 # five refreshes
+capture paused2
+grep -q '^DEVICE 0  host memory pool 0  capacity 12 GiB' "$tmp/screen.paused2" ||
+    fail "the view refreshed while paused"
+key p
+wait_screen resumed '^DEVICE 0  host memory pool 0  capacity 16 GiB in 2 MiB chunks$'
+grep -q ', every 200 ms; h help, q quits$' "$tmp/screen.resumed" || fail "still paused"
 
-# 3. A resize redraws to the new width; a short window says what it hides.
+# 3. The help: h or ?; any key closes it, Escape too (alone, no sequence).
+key '?'
+wait_screen help '^Keys$'
+for k in '  h or \?  ' '  s  ' '  S  ' '  d  ' '  p  ' '  Up Down, j k  ' '  PgUp PgDn  ' \
+    '  Home End  ' '  Left Right  ' '  q or \^C  '; do
+    grep -Eq -- "^$k" "$tmp/screen.help" || fail "the help lacks '$k'"
+done
+grep -q 'STAGE 1 ' "$tmp/screen.help" && fail "the figures under the help"
+key x
+wait_gone help.closed '^Keys$'
+grep -q 'STAGE 1 ' "$tmp/screen.help.closed" || fail "no figures after the help"
+key h
+wait_screen help2 '^Keys$'
+key Escape
+wait_gone help2.closed '^Keys$'
+
+# 4. Sorting the clients: by held (most first), s to the next column (held,
+# quarantined, name, ...), S reverses.
+capture sort.held
+grep -q '^clients by held, most first (s: another column, S: reverse)$' "$tmp/screen.sort.held" ||
+    fail "the clients' order is not said"
+key s
+wait_screen sort.q '^clients by quarantined, most first'
+key s
+wait_screen sort.name '^clients by name \('
+a=$(line_of ' replay-stage-0 ' sort.name) b=$(line_of ' replay-stage-1 ' sort.name)
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" -lt "$b" ] || fail "by name: stage-0 at $a, stage-1 at $b"
+key S
+wait_screen sort.rev '^clients by name, reversed'
+a=$(line_of ' replay-stage-0 ' sort.rev) b=$(line_of ' replay-stage-1 ' sort.rev)
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" -gt "$b" ] || fail "reversed: stage-0 at $a, stage-1 at $b"
+key s s s s
+wait_screen sort.back '^clients by held, most first'
+
+# 5. The delay: d, digits, Enter; a bad one refused; Escape cancels.
+key d
+wait_screen delay '^delay in ms \(now 200; Enter sets it, Esc cancels\): _$'
+key 5 0 0
+wait_screen delay.typed '\): 500_$'
+key Enter
+wait_screen delay.set ', every 500 ms; h help, q quits$'
+grep -q '^refreshing every 500 ms$' "$tmp/screen.delay.set" || fail "the new delay is not said"
+key d 0 Enter
+wait_screen delay.bad "^delay '0': milliseconds, 1 to 3600000; unchanged$"
+grep -q ', every 500 ms;' "$tmp/screen.delay.bad" || fail "a bad delay changed it"
+key d 9 Escape
+wait_gone delay.esc '^delay in ms'
+grep -q ', every 500 ms;' "$tmp/screen.delay.esc" || fail "Escape changed the delay"
+key d 2 0 0 Enter
+wait_screen delay.back ', every 200 ms; h help, q quits$'
+"$build/vramctl" --socket "$sock" set-capacity 0 12GiB >/dev/null || fail "set-capacity"
+wait_screen delay.live '^DEVICE 0  host memory pool 0  capacity 12 GiB'
+"$build/vramctl" --socket "$sock" set-capacity 0 16GiB >/dev/null || fail "set-capacity back"
+wait_screen delay.live2 '^DEVICE 0  host memory pool 0  capacity 16 GiB'
+
+# 6. A resize redraws to the new width; a short window says which lines it
+# shows, and scrolls.
 $tm resize-window -t top -x 80 -y 40
 wait_screen narrow '^  \[=\+{1,20}\.{50,}\]$'
 awk 'length > 79 { bad = 1 } END { exit bad }' "$tmp/screen.narrow" ||
     fail "a line wider than 79 columns at 80"
 bar=$(grep -A1 '^DEVICE 0 ' "$tmp/screen.narrow" | sed -n 2p)
 [ ${#bar} = 79 ] || fail "at 80 columns device 0's bar is ${#bar} columns: '$bar'"
+# Sideways at 60 columns: Right by 8, no further than the widest line
+# (the clients' header) shows its end; the header stays; Left comes back.
+$tm resize-window -t top -x 60 -y 40
+wait_screen side '^  ! recalling 0 B  x quarantined 0 B  \. free 13\.94 GiB$' # redrawn at 60
+key Right
+wait_screen side.r '^  host memory pool 0  capacity 16 GiB'
+grep -q '^vramctl top  vramd' "$tmp/screen.side.r" || fail "the header scrolled sideways"
+key Right Right Right Right Right
+wait_screen side.end '^ +PID +STATE +HELD +QUARANTINED STAGES$'
+key Right
+sleep 0.3
+capture side.end2
+grep -Eq '^ +PID +STATE +HELD +QUARANTINED STAGES$' "$tmp/screen.side.end2" ||
+    fail "scrolled past the widest line"
+key Left Left Left Left Left Left Left
+wait_screen side.back '^CLIENT NAME'
 $tm resize-window -t top -x 120 -y 12
-wait_screen short '^\([0-9]+ more lines: a taller window shows them\)'
+wait_screen short '^\(lines 1-9 of [0-9]+: Up, Down, PgUp, PgDn scroll; h help\)$'
 [ "$(grep -c . "$tmp/screen.short")" -le 12 ] || fail "more lines than the window has"
+n=$(sed -n 's/^(lines 1-9 of \([0-9]*\):.*/\1/p' "$tmp/screen.short")
+sed -n 3p "$tmp/screen.short" | grep -q '^DEVICE 0 ' || fail "the figures do not begin at line 3"
+key Down
+wait_screen down '^\(lines 2-10 of '
+sed -n 3p "$tmp/screen.down" | grep -q '^  \[' || fail "Down: line 3 is not device 0's bar"
+key j j k
+wait_screen jk '^\(lines 3-11 of '
+key PageDown
+wait_screen pgdn '^\(lines 11-19 of '
+key End
+wait_screen end "^\\(lines $((n - 8))-$n of $n:"
+grep -Eq '^[0-9]+ +replay-stage-1 ' "$tmp/screen.end" || fail "End: the last client is not shown"
+key Down
+sleep 0.3
+capture end2
+grep -q "^(lines $((n - 8))-$n of $n:" "$tmp/screen.end2" || fail "Down scrolled past the end"
+key PageUp
+wait_screen pgup "^\\(lines $((n - 16))-$((n - 8)) of "
+key Home
+wait_screen home '^\(lines 1-9 of '
 $tm resize-window -t top -x 120 -y 40
+wait_gone tall '^\(lines '
 
-# 4. vramd goes away and comes back: said, then the figures again.
+# 7. vramd goes away and comes back: a banner over the last figures, which
+# stay; the time it names stays that of the first failure; gone once vramd
+# answers.
 kill -9 "$vramd"; wait "$vramd" 2>/dev/null; vramd=
 wait_screen gone "no vramd at $sock \\(is it running\\? VRAM_SOCKET.*trying again every 200 ms"
+banner=$(grep -E '^ vramd not answering since [0-9]{2}:[0-9]{2}:[0-9]{2}   the figures below are from [0-9]{2}:[0-9]{2}:[0-9]{2}$' "$tmp/screen.gone")
+[ -n "$banner" ] || fail "no banner: $(sed -n 2p "$tmp/screen.gone")"
+[ "$(line_of '^ vramd not answering' gone)" = 2 ] || fail "the banner is not under the header"
+grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB' "$tmp/screen.gone" &&
+    grep -Eq '^[0-9]+ +replay-stage-1 ' "$tmp/screen.gone" || fail "the last figures went"
+sleep 1.2
+capture gone2
+grep -qF -- "$banner" "$tmp/screen.gone2" || fail "the banner's time moved: $(sed -n 2p "$tmp/screen.gone2")"
 start_vramd
-wait_gone back 'trying again'
+wait_gone back 'not answering|trying again'
 grep -q '^DEVICE 0  host memory pool 0  capacity 16 GiB' "$tmp/screen.back" ||
     fail "no figures after vramd came back"
 
-# 5. q ends it, the terminal restored.
+# 8. q ends it, the terminal restored.
 $tm send-keys -t top q
 ended q
 
-# 6. ^C (a byte in raw mode, not a signal).
+# 9. ^C (a byte in raw mode, not a signal).
 run_top ctrlc
 $tm send-keys -t top C-c
 ended ctrlc
 
-# 7. SIGTERM from elsewhere.
+# 10. SIGTERM from elsewhere.
 run_top term
 pid=$(pgrep -f "vramctl --socket $sock top" | head -1)
 [ -n "$pid" ] || fail "no vramctl top process"
 kill -TERM "$pid"
 ended sigterm
 
-# 8. Not a terminal: one plain frame, at 80 columns.
+# 11. Not a terminal: one plain frame, at 80 columns.
 "$build/vramctl" --socket "$sock" top >"$tmp/frame.txt" 2>"$tmp/frame.err" </dev/null
 [ $? = 0 ] || fail "vramctl top to a file: $(cat "$tmp/frame.err")"
 grep -q '^DEVICE 1  host memory pool 1' "$tmp/frame.txt" || fail "the plain frame: $(cat "$tmp/frame.txt")"
 if LC_ALL=C grep -q "$(printf '\033')" "$tmp/frame.txt"; then fail "escapes in the plain frame"; fi
 awk 'length > 79 { bad = 1 } END { exit bad }' "$tmp/frame.txt" || fail "the plain frame is wider than 79"
-grep -q 'q or ^C' "$tmp/frame.txt" && fail "the plain frame tells how to quit"
+grep -Eq 'q quits|clients by' "$tmp/frame.txt" && fail "the plain frame tells of keys"
 "$build/vramctl" --socket "$sock" top --count 2 >/dev/null 2>&1
 [ $? = 2 ] || fail "top --count is not an option of top"
 
