@@ -32,6 +32,7 @@
 #include "keeper_names.h"
 #include "keeper_wire.h"
 #include "listener.h"
+#include "sockcred.h"
 
 #define HELLO_MS 5000
 #define GRACE_MS 10000
@@ -156,7 +157,7 @@ static int listen_at(const char *path, char *why, size_t whylen)
     int r = bind(l, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     /* listen() comes after the fork, in the process that stays: a client
-     * is told the pid of the process that listened (SO_PEERCRED). */
+     * is told the pid of the process that listened (vpx_sockcred). */
     if (r < 0 || lstat(path, &st) < 0) {
         e = -errno;
         snprintf(why, whylen, "cannot listen at %s: %s", path, strerror(errno));
@@ -310,12 +311,11 @@ static void on_accept(void)
                 h.accept_after = now_ms() + 100;
             return;
         }
-        struct ucred cred;
-        socklen_t len = sizeof(cred);
+        int64_t pid;
+        uint32_t uid;
         struct timeval tv = {.tv_sec = SEND_MS / 1000};
         setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-            cred.uid != geteuid()) {
+        if (vpx_sockcred(c, &pid, &uid) < 0 || uid != (uint32_t)geteuid()) {
             /* Another user: the socket's mode keeps them out, and should
              * that fail, this does. */
             refuse(c, -EPERM, 0);
@@ -330,7 +330,7 @@ static void on_accept(void)
         /* Blocking from here: replies wait (up to SEND_MS) for room. */
         fcntl(c, F_SETFL, fcntl(c, F_GETFL) & ~O_NONBLOCK);
         h.client = c;
-        h.client_pid = cred.pid;
+        h.client_pid = (pid_t)pid;
         h.hello = false;
         h.due = now_ms() + HELLO_MS;
     }

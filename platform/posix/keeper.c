@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The keeper on POSIX: the fd store (keeper_fdstore.c) or the holder
- * (keeper_link.c), with the kept names here (keeper_names.c). */
+/* The keeper on POSIX: the service manager's fd store (keeper_fdstore.h,
+ * each OS's own) or the holder (keeper_link.c), with the kept names here
+ * (keeper_names.c). */
 #include "keeper.h"
 
 #include <errno.h>

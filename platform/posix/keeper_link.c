@@ -23,6 +23,7 @@
 #include "keeper_names.h"
 #include "keeper_wire.h"
 #include "proc.h"
+#include "sockcred.h"
 
 /* Where the holder is installed, from vramd's directory (CMake says). */
 #ifndef VRAM_BIN_TO_HOLDER
@@ -88,17 +89,16 @@ int vpx_link_connect(struct vpx_link *l, const char *path, char *why,
                  strerror(-e));
         return e;
     }
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-        e = -errno;
-        snprintf(why, whylen, "the holder at %s: %s", path, strerror(errno));
+    int64_t pid;
+    uint32_t uid;
+    if ((e = vpx_sockcred(s, &pid, &uid)) < 0) {
+        snprintf(why, whylen, "the holder at %s: %s", path, strerror(-e));
         goto fail;
     }
-    if (cred.uid != me) {
+    if (uid != (uint32_t)me) {
         snprintf(why, whylen, "the process serving the keeper's socket %s "
                  "(pid %d) runs as uid %u, not as vramd's user (uid %u); "
-                 "refusing it", path, (int)cred.pid, (unsigned)cred.uid,
+                 "refusing it", path, (int)pid, (unsigned)uid,
                  (unsigned)me);
         e = -EPERM;
         goto fail;
@@ -124,12 +124,12 @@ int vpx_link_connect(struct vpx_link *l, const char *path, char *why,
     }
     if (e < 0) {
         snprintf(why, whylen, "the holder at %s (pid %d) did not say hello: "
-                 "%s", path, (int)cred.pid, e == -ETIMEDOUT ? "no answer" : w);
+                 "%s", path, (int)pid, e == -ETIMEDOUT ? "no answer" : w);
         goto fail;
     }
     if (r.op == VPX_K_ERR && r.arg == -EBUSY) {
         snprintf(why, whylen, "the holder at %s (pid %d) serves another vramd "
-                 "(pid %u)", path, (int)cred.pid, (unsigned)r.arg2);
+                 "(pid %u)", path, (int)pid, (unsigned)r.arg2);
         e = -EBUSY;
         goto fail;
     }
@@ -137,18 +137,18 @@ int vpx_link_connect(struct vpx_link *l, const char *path, char *why,
         (r.op == VPX_K_ERR && r.arg == -EPROTO)) {
         snprintf(why, whylen, "the holder at %s (pid %d) speaks the keeper's "
                  "protocol version %u, this vramd version %u", path,
-                 (int)cred.pid, (unsigned)r.version, VPX_KEEPER_VERSION);
+                 (int)pid, (unsigned)r.version, VPX_KEEPER_VERSION);
         e = -EPROTO;
         goto fail;
     }
     if (r.op != VPX_K_OK) {
         e = r.op == VPX_K_ERR && r.arg < 0 ? r.arg : -EPROTO;
         snprintf(why, whylen, "the holder at %s (pid %d) refused vramd: %s",
-                 path, (int)cred.pid, strerror(-e));
+                 path, (int)pid, strerror(-e));
         goto fail;
     }
     l->fd = s;
-    l->pid = cred.pid;
+    l->pid = pid;
     l->held = r.arg > 0 ? (unsigned)r.arg : 0;
     l->max = r.arg2;
     return 0;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The state file on POSIX: a shared mapping of a file only this user owns. */
+/* The state file on POSIX: a shared mapping of a file only this user owns.
+ * The boot's identifier is each OS's own (platform/linux/mapfile_linux.c). */
 #include "mapfile.h"
 
 #include <errno.h>
@@ -88,17 +89,4 @@ int vp_file_rename(const char *from, const char *to)
 int vp_file_remove(const char *path)
 {
     return unlink(path) < 0 ? -errno : 0;
-}
-
-void vp_boot_id(char out[40])
-{
-    memset(out, 0, 40);
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, out, 39);
-    close(fd);
-    for (ssize_t i = 0; i < n; i++)
-        if (out[i] == '\n')
-            out[i] = 0;
 }

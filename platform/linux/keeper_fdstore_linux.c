@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The fd store: FDSTORE=1 and FDSTOREREMOVE=1 messages to the manager.
+/* The fd store on Linux: systemd's sd_notify protocol, spoken directly
+ * (a datagram to $NOTIFY_SOCKET): FDSTORE=1 and FDSTOREREMOVE=1 messages to
+ * the manager, $FDSTORE saying how many it keeps.
  *
  * FDPOLL=0 goes with every fd (systemd 246 and later; 252 has it): by
  * default the manager drops a stored fd as soon as poll() reports POLLHUP
  * or POLLERR on it, which suits sockets, not memory. What a driver's
  * exported allocation reports to poll() is the driver's business; vramd
  * removes its handles itself and wants no other reason to lose them. */
-#include "keeper_fdstore.h"
+#include "posix/keeper_fdstore.h"
 
 #include <errno.h>
 #include <stddef.h>
