@@ -46,6 +46,7 @@ int vpx_fdstore_usable(unsigned *max, char *note, size_t len)
         return 0;
     }
     *max = v > (1l << 20) ? 1u << 20 : (unsigned)v;
+    snprintf(note, len, "$FDSTORE=%u", *max);
     return 1;
 }
 

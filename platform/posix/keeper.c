@@ -188,7 +188,7 @@ int vp_keeper_open(const struct vp_keeper_cfg *cfg, struct vp_keeper **out,
     k->link.fd = -1;
     k->max = cfg->max ? cfg->max : VP_KEEPER_DEFAULT_MAX;
     unsigned store_max = 0;
-    char not_store[240];
+    char not_store[240]; /* why not, or where store_max comes from */
     bool store = vpx_fdstore_usable(&store_max, not_store, sizeof(not_store));
     int e = 0;
     struct left l = {0};
@@ -203,7 +203,7 @@ int vp_keeper_open(const struct vp_keeper_cfg *cfg, struct vp_keeper **out,
         if (store_max < k->max)
             k->max = store_max;
         snprintf(k->note, sizeof(k->note), "the service manager's fd store "
-                 "($FDSTORE=%u)", store_max);
+                 "(%s)", not_store);
         if ((k->notify = vpx_fdstore_socket(why, whylen)) < 0) {
             e = -EMFILE;
             goto fail;

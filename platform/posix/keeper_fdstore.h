@@ -10,7 +10,8 @@
 #include <stddef.h>
 
 /* Whether the store may be used: 1 with *max (how many fds the manager
- * keeps for this service), or 0 with a note saying why not. */
+ * keeps for this service) and a note saying where that comes from, or 0
+ * with a note saying why not. */
 int vpx_fdstore_usable(unsigned *max, char *note, size_t len);
 /* A datagram socket to send from (-1 on failure, with why). */
 int vpx_fdstore_socket(char *why, size_t whylen);

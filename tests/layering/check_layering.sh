@@ -5,6 +5,8 @@
 #  - code outside platform/ includes a system header other than the C
 #    library's and the project's fixed points (libuv, cJSON, cuda.h), calls
 #    an operating-system function, or names /proc;
+#  - platform/posix/ uses what only Linux has (memfd seals, pidfds, /proc,
+#    sd_notify, peer groups: platform/linux/'s);
 #  - a layer includes a header of a layer above it (the ledger is pure; the
 #    protocol knows nothing of the daemon or the library; the library
 #    nothing of the daemon).
@@ -46,6 +48,32 @@ done | grep . && fail=1
 grep -n '/proc' $files | grep . >/dev/null &&
     say "/proc is named outside platform/: $(grep -ln '/proc' $files | tr '\n' ' ')"
 
+# platform/posix/ is what every POSIX system shares; what only Linux has
+# is in platform/linux/ (docs/architecture.md: where another system's
+# goes). In the code: comments stripped, strings kept ("/proc/...",
+# getenv("NOTIFY_SOCKET")).
+linux_only='memfd_create|MFD_[A-Z_]+|F_ADD_SEALS|F_GET_SEALS|F_SEAL_[A-Z]+|pidfd|SO_PEERGROUPS|SO_PEERCRED|SO_PEERPIDFD|struct ucred|"/proc[/"]|NOTIFY_SOCKET|[<"]linux/|prctl|PR_SET_|MAP_FIXED_NOREPLACE|MADV_DONTFORK'
+# Known to remain until they move to platform/linux/ too (issue 28): peer
+# identity (SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD) and service
+# readiness (sd_notify). Take each off this list once it is clean.
+linux_left='platform/posix/peer.c platform/posix/service.c'
+for f in $(find platform/posix -name '*.[ch]' | sort); do
+    case " $linux_left " in *" $f "*) continue ;; esac
+    "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
+        grep -E "$linux_only" |
+        while IFS= read -r line; do
+            echo "layering: $f: Linux only, in platform/posix/ (its place is platform/linux/): $line"
+        done
+done | grep . && fail=1
+for f in $linux_left; do
+    if [ ! -f "$f" ]; then
+        say "$f is gone: take it off linux_left"
+    elif ! "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
+        grep -qE "$linux_only"; then
+        say "$f uses nothing of Linux's any more: take it off linux_left"
+    fi
+done
+
 # Dependencies run one way. Each rule: a folder, and the project headers it
 # may include (by the folders they live in).
 check_includes() { # folder, allowed folders of included headers
@@ -77,6 +105,7 @@ check_includes common platform
 check_includes client/lib proto platform common client/include
 check_includes client/tools proto platform client/include
 check_includes platform/posix platform
+check_includes platform/linux platform
 
 # No file calls into a file that calls it back: for each part, an edge from
 # a .c file to every other .c file whose header it includes; the edges must
