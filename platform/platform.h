@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The platform layer: the only code of vramd that talks to the operating
- * system. platform/posix/ implements it for Linux; platform/win32/ for
- * Windows. Each topic has its own small header; this one includes them all. */
+ * system. platform/posix/ with platform/linux/ implements it for Linux;
+ * platform/win32/ for Windows. Each topic has its own small header; this
+ * one includes them all. */
 #ifndef VRAM_PLATFORM_H
 #define VRAM_PLATFORM_H
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The keeper under a service manager (platform/keeper.h,
- * platform/posix/keeper_fdstore.c, passed.c), against a NOTIFY_SOCKET
- * listener of the test's own: each put is one datagram that carries
- * exactly "FDSTORE=1\nFDNAME=<name>\nFDPOLL=0" and the handle as
+ * platform/linux/keeper_fdstore_linux.c, platform/posix/passed.c), against
+ * a NOTIFY_SOCKET listener of the test's own: each put is one datagram that
+ * carries exactly "FDSTORE=1\nFDNAME=<name>\nFDPOLL=0" and the handle as
  * SCM_RIGHTS; a removal is "FDSTOREREMOVE=1\nFDNAME=<name>" alone; a
  * refused put or remove sends nothing. The start-up side: this program
  * again, exec'd with LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES and fds at
