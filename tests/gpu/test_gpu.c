@@ -1070,8 +1070,33 @@ struct sctl {
     struct rendezvous rv;
     int mode; /* 0 serial, 1 KV on a second thread, 2 vramd blocking,
                  3 vramd with background mapping, 4 a 1 GiB grant
-                 (blocking), 5 its in-process floor */
+                 (blocking), 5 its in-process floor, 7 mode 4 after one
+                 chunk was imported before the clock (what a process's
+                 first import costs), 8 mode 5 with chunks made shareable
+                 (as vramd's are) */
 };
+
+/* Where a start's time goes, sent after its total: for the vramd modes
+ * the stage and region set-up, the grow (until it returned), the weights'
+ * upload and the final wait; for the in-process ones only the total. */
+#define S_PHASES 6
+
+/* On-CPU time of a process so far, in ms (schedstat's first field), to say
+ * whether a grow's time is spent running in the engine, in vramd, or
+ * waiting on neither. */
+static double oncpu_ms(pid_t pid)
+{
+    char path[64];
+    unsigned long long ns = 0;
+    snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%llu", &ns) != 1)
+            ns = 0;
+        fclose(f);
+    }
+    return (double)ns / 1e6;
+}
 
 #define START_WEIGHTS (8 * GIB)
 #define START_KV (4 * GIB)
@@ -1080,6 +1105,7 @@ struct kv_job {
     CUcontext ctx;
     uint64_t bytes;
     CUdeviceptr base;
+    int shareable;
 };
 
 /* In-process KV: a reserved range, 2 MiB chunks created, mapped and made
@@ -1099,6 +1125,8 @@ static void *kv_in_process(void *arg)
     a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     a.location.id = 0;
     a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (j->shareable)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     for (uint64_t off = 0; off < j->bytes; off += CHUNK) {
         CUmemGenericAllocationHandle h;
         CK(cuMemCreate(&h, CHUNK, &p, 0));
@@ -1121,9 +1149,18 @@ static int s_engine(const struct daemon *d, void *arg)
     CUdeviceptr w = 0;
     /* Connected (the library loads the driver's entry points) before the
      * clock starts: an engine does it once, with its own CUDA start. */
-    vram_client *c = x->mode >= 2 && x->mode <= 4 ? connect_cuda(d, "gpu-start")
-                                                  : NULL;
-    double t0 = now_ms(), t1 = 0;
+    int brokered = (x->mode >= 2 && x->mode <= 4) || x->mode == 7;
+    vram_client *c = brokered ? connect_cuda(d, "gpu-start") : NULL;
+    if (x->mode == 7) {
+        uint32_t wst, wrg;
+        REQUIRE(vram_stage_register_adhoc(c, 0, 0, 1, &wst) == 0, "stage");
+        REQUIRE(vram_region_create(c, wst, VRAM_REGION_KV, CHUNK, 1, &wrg) == 0,
+                "warm region: %s", vram_client_last_error(c));
+        REQUIRE(vram_region_grow(c, wrg, 1) == 0, "warm grow: %s",
+                vram_client_last_error(c));
+    }
+    double ph[S_PHASES] = {0};
+    double t0 = now_ms(), t1 = 0, tp;
     if (x->mode == 0 || x->mode == 1) {
         struct kv_job j = {.ctx = ctx, .bytes = START_KV};
         pthread_t th;
@@ -1137,32 +1174,43 @@ static int s_engine(const struct daemon *d, void *arg)
             kv_in_process(&j);
         CK(cuCtxSynchronize());
         t1 = now_ms();
-    } else if (x->mode == 2 || x->mode == 3 || x->mode == 4) {
-        uint64_t kv = x->mode == 4 ? GIB : START_KV;
+    } else if (brokered) {
+        uint64_t kv = x->mode >= 4 ? GIB : START_KV;
         if (x->mode == 3)
             REQUIRE(vram_client_set_background_map(c, 1) == 0, "background map");
         uint32_t st, rg;
         REQUIRE(vram_stage_register_adhoc(c, 0, 0, 1, &st) == 0, "stage");
         REQUIRE(vram_region_create(c, st, VRAM_REGION_KV, kv, 1, &rg) == 0,
                 "region: %s", vram_client_last_error(c));
+        ph[0] = (tp = now_ms()) - t0;
+        double me0 = oncpu_ms(getpid()), vd0 = oncpu_ms(d->pid);
         REQUIRE(vram_region_grow(c, rg, (uint32_t)(kv / CHUNK)) == 0, "grow: %s",
                 vram_client_last_error(c));
-        if (x->mode != 4) {
+        ph[1] = now_ms() - tp;
+        ph[4] = oncpu_ms(getpid()) - me0;
+        ph[5] = oncpu_ms(d->pid) - vd0;
+        tp = now_ms();
+        if (x->mode < 4) {
             CK(cuMemAlloc(&w, START_WEIGHTS));
             CK(cuMemcpyHtoD(w, host, START_WEIGHTS));
         }
+        ph[2] = now_ms() - tp;
+        tp = now_ms();
         if (x->mode == 3)
             REQUIRE(vram_client_wait(c) >= 0, "wait: %s", vram_client_last_error(c));
         CK(cuCtxSynchronize());
         t1 = now_ms();
+        ph[3] = t1 - tp;
         vram_client_close(c);
     } else {
-        struct kv_job j = {.ctx = ctx, .bytes = GIB};
+        struct kv_job j = {.ctx = ctx, .bytes = GIB, .shareable = x->mode == 8};
         kv_in_process(&j);
         CK(cuCtxSynchronize());
         t1 = now_ms();
     }
     rv_send(x->rv.to_parent[1], (uint64_t)((t1 - t0) * 1000));
+    for (int i = 0; i < S_PHASES; i++)
+        rv_send(x->rv.to_parent[1], (uint64_t)(ph[i] * 1000));
     return 0;
 }
 
@@ -1172,14 +1220,17 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The phases' medians of the last s_median, in microseconds. */
+static uint64_t s_phase[S_PHASES];
+
 static uint64_t s_median(const struct daemon *d, int mode)
 {
-    uint64_t v[5];
+    uint64_t v[5], pv[S_PHASES][5];
     if (mode == 6) /* with background mapping, as 3 */
         mode = 3;
     for (int i = 0; i < 5; i++) {
         /* The standby refilled before each start, as an engine finds it. */
-        if (mode >= 2 && mode <= 4) {
+        if ((mode >= 2 && mode <= 4) || mode == 7) {
             cJSON *st = daemon_status(d);
             uint64_t want = status_dev(st, 0, "standby_max_bytes") / CHUNK;
             cJSON_Delete(st);
@@ -1189,10 +1240,27 @@ static uint64_t s_median(const struct daemon *d, int mode)
         rv_init(&x.rv);
         pid_t p = spawn(s_engine, d, &x);
         v[i] = rv_recv(x.rv.to_parent[0]);
+        for (int k = 0; k < S_PHASES; k++)
+            pv[k][i] = rv_recv(x.rv.to_parent[0]);
         wait_child(p);
+    }
+    for (int k = 0; k < S_PHASES; k++) {
+        qsort(pv[k], 5, sizeof(pv[k][0]), cmp_u64);
+        s_phase[k] = pv[k][2];
     }
     qsort(v, 5, sizeof(v[0]), cmp_u64);
     return v[2];
+}
+
+/* A bench line's phases: "setup_ms":..,"grow_ms":..,"upload_ms":..,"wait_ms":.. */
+static void print_phases(const char *bench, const char *what, uint64_t total)
+{
+    printf("{\"bench\":\"%s\",\"what\":\"%s\",\"total_ms\":%.2f,"
+           "\"setup_ms\":%.2f,\"grow_ms\":%.2f,\"upload_ms\":%.2f,"
+           "\"wait_ms\":%.2f,\"grow_on_cpu_engine_ms\":%.2f,"
+           "\"grow_on_cpu_vramd_ms\":%.2f}\n", bench, what, total / 1e3,
+           s_phase[0] / 1e3, s_phase[1] / 1e3, s_phase[2] / 1e3,
+           s_phase[3] / 1e3, s_phase[4] / 1e3, s_phase[5] / 1e3);
 }
 
 /* VRAM_GPU_START_BENCH=1: an engine's start (8 GiB of weights uploaded from
@@ -1212,9 +1280,35 @@ static int t_start_bench(void)
     setenv("VRAMD_CHECK_REPLIES", "0", 1);
     struct daemon d;
     REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd (default configuration)");
+    /* VRAM_GPU_START_BENCH=grant: only the first grant's lines. */
+    if (strcmp(getenv("VRAM_GPU_START_BENCH"), "grant") == 0) {
+        uint64_t g = s_median(&d, 4);
+        print_phases("first_grant_phases", "1 GiB within the standby", g);
+        uint64_t g7 = s_median(&d, 7);
+        print_phases("first_grant_phases", "1 GiB within the standby, after one "
+                     "chunk imported before the clock", g7);
+        uint64_t f = s_median(&d, 5);
+        printf("{\"bench\":\"first_grant_floor\",\"in_process_ms\":%.2f,"
+               "\"ratio\":%.3f,\"ratio_warm\":%.3f}\n", f / 1e3,
+               (double)g / (double)f, (double)g7 / (double)f);
+        daemon_stop(&d);
+        return check_report("gpu start_bench");
+    }
     uint64_t serial = s_median(&d, 0), threaded = s_median(&d, 1);
-    uint64_t blocking = s_median(&d, 2), background = s_median(&d, 3);
-    uint64_t grant1 = s_median(&d, 4), floor1 = s_median(&d, 5);
+    uint64_t blocking = s_median(&d, 2);
+    print_phases("engine_start_phases", "vramd blocking", blocking);
+    uint64_t background = s_median(&d, 3);
+    print_phases("engine_start_phases", "vramd background mapping", background);
+    uint64_t grant1 = s_median(&d, 4);
+    print_phases("first_grant_phases", "1 GiB within the standby", grant1);
+    uint64_t warm1 = s_median(&d, 7);
+    print_phases("first_grant_phases", "1 GiB within the standby, after one "
+                 "chunk imported before the clock", warm1);
+    uint64_t floor1 = s_median(&d, 5), floor1s = s_median(&d, 8);
+    printf("{\"bench\":\"first_grant_floor_shareable\",\"what\":\"the "
+           "in-process floor of 1 GiB with chunks made shareable (an fd "
+           "handle type), against without\",\"shareable_ms\":%.2f,"
+           "\"plain_ms\":%.2f}\n", floor1s / 1e3, floor1 / 1e3);
     uint64_t best = serial < threaded ? serial : threaded;
     printf("{\"bench\":\"engine_start\",\"what\":\"8 GiB of weights uploaded "
            "from pinned memory and 4 GiB of KV mapped, default configuration, "
