@@ -1220,6 +1220,46 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* utime + stime of every thread of pid, in clock ticks. */
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                     "%llu %llu", &ut, &st) != 2)
+        return -1;
+    return (long long)(ut + st);
+}
+
+/* vramd idle, as an engine that starts finds it: no CPU used for 150 ms
+ * (the refill after the last engine's exit has stopped; vram-bench waits
+ * the same way), at most 20 s. Without it a start is timed while vramd
+ * still releases and makes the previous one's chunks, whose driver calls
+ * the engine's imports queue behind. */
+static void wait_idle(pid_t pid)
+{
+    long long last = cpu_ticks(pid);
+    int still = 0;
+    for (int t = 0; t < 20000 && still < 150; t += 20) {
+        usleep(20000);
+        long long now = cpu_ticks(pid);
+        if (now != last) {
+            still = 0;
+            last = now;
+        } else {
+            still += 20;
+        }
+    }
+}
+
 /* The phases' medians of the last s_median, in microseconds. */
 static uint64_t s_phase[S_PHASES];
 
@@ -1235,6 +1275,7 @@ static uint64_t s_median(const struct daemon *d, int mode)
             uint64_t want = status_dev(st, 0, "standby_max_bytes") / CHUNK;
             cJSON_Delete(st);
             wait_dev_value(d, 0, "pool_ready_chunks", want, 10000);
+            wait_idle(d->pid);
         }
         struct sctl x = {.mode = mode};
         rv_init(&x.rv);
