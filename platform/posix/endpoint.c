@@ -222,14 +222,16 @@ void vp_endpoint_close(struct vp_endpoint **epp)
         return;
     *epp = NULL;
     vp_endpoint_stop(ep);
+    bool watched = ep->open_handles > 0;
+    /* The watch goes before the fd, whose number another fd may take. */
+    if (watched) {
+        vp_watch_close(&ep->watch, watch_closed);
+        uv_close((uv_handle_t *)&ep->retry, retry_closed);
+    }
     /* An activated socket's path is the service manager's. */
     vp_listen_close(&ep->h, ep->path, !ep->passed);
-    if (!ep->open_handles) {
+    if (!watched)
         free(ep);
-        return;
-    }
-    vp_watch_close(&ep->watch, watch_closed);
-    uv_close((uv_handle_t *)&ep->retry, retry_closed);
 }
 
 /* ---- links ---- */
