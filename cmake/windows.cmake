@@ -34,11 +34,12 @@
 #     test_win_service (with win_test_service.exe, a small service built on
 #     windows-service/, under wine's SCM).
 #   - vramd.exe: the daemon with the host backend (and the cuda backend
-#     where cuda.h is found, below), its io layer on Windows
-#     (daemon/io/io_pipe.c, session_pipe.c, peer_map.c) and the rest of
-#     platform/win32/ it needs (watch: process handles; lock; mapfile: the
-#     state file; service; peer: SIDs numbered for the core's access
-#     lists); test_win_vramd, which runs it against win_vramd_client.exe
+#     where cuda.h is found, below), its io layer (daemon/io/, the same as
+#     Linux's) over platform/win32/endpoint.c (vramd's pipe, its
+#     connections as libuv streams, handles pushed; peer_map.c: SIDs
+#     numbered for the core's access lists) and the rest of platform/win32/
+#     it needs (watch: process handles; lock; mapfile: the state file;
+#     service; peer); test_win_vramd, which runs it against win_vramd_client.exe
 #     (libvram.dll.a only); test_win_access (the access lists of names and
 #     SIDs, with the daemon's own sources); test_win_backend ("backend":
 #     "cuda" refused at start and "auto" falling back to host where
@@ -213,7 +214,7 @@ add_library(vram_platform STATIC
   platform/win32/stream.c platform/win32/push.c platform/win32/mem.c
   platform/win32/thread.c platform/win32/dl.c platform/win32/watch.c
   platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
-  platform/win32/peer.c
+  platform/win32/peer.c platform/win32/peer_map.c platform/win32/endpoint.c
   platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c)
 target_include_directories(vram_platform PUBLIC platform)
 target_link_libraries(vram_platform PUBLIC ntdll uv_a)
@@ -306,10 +307,10 @@ target_include_directories(vram_winsvc PUBLIC windows-service)
 # (uuid).
 target_link_libraries(vram_winsvc PUBLIC shell32 ole32 uuid advapi32)
 
-# vramd.exe: the Linux build's daemon sources, with the io layer's Windows
-# side (io_pipe.c, session_pipe.c, peer_map.c: the pipe acceptor's
-# connections as libuv streams, SIDs as the core's peers) instead of io.c
-# and session.c, and both backends: with cuda.h, cuda.c is the cuda backend
+# vramd.exe: the Linux build's daemon sources (io/ over platform/endpoint.h,
+# which platform/win32/endpoint.c implements with the pipe acceptor's
+# connections as libuv streams, SIDs as the core's peers), and both
+# backends: with cuda.h, cuda.c is the cuda backend
 # (CU_MEM_HANDLE_TYPE_WIN32 chunks, the WDDM bound; "auto" tries it first
 # and falls back to host, saying why, where the driver cannot be loaded);
 # without it, cuda.c compiles to the refusal of "cuda" with the reason.
@@ -326,8 +327,8 @@ set(VRAMD_WIN_CORE_SOURCES
   daemon/core/weights.c daemon/core/wsets.c daemon/core/handlers/weights.c)
 add_executable(vramd
   daemon/main.c daemon/config.c daemon/log.c
-  daemon/io/io_pipe.c daemon/io/io_port.c daemon/io/session_pipe.c
-  daemon/io/session_rules.c daemon/io/peer_map.c
+  daemon/io/io.c daemon/io/io_port.c daemon/io/session.c
+  daemon/io/session_rules.c
   ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
   daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c daemon/backends/standby.c
   daemon/state/format.c daemon/state/state.c
@@ -413,11 +414,13 @@ if(VRAM_BUILD_TESTS)
   vram_win_test(test_win_libvram SOURCES tests/win/test_win_libvram.c LIBS vram)
   # vramd's access lists of account names, SIDs and groups: the
   # configuration, the numbering of SIDs and the judging of tokens, with
-  # the daemon's own sources (config, core/access, io/peer_map).
+  # the daemon's own sources (config, core/access) and platform/win32/
+  # peer_map.c.
   vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
-    daemon/config.c daemon/log.c daemon/core/access.c daemon/io/peer_map.c
+    daemon/config.c daemon/log.c daemon/core/access.c
     LIBS vram_ledger vram_proto vram_platform vram_cjson)
-  target_include_directories(test_win_access PRIVATE daemon daemon/core)
+  target_include_directories(test_win_access PRIVATE daemon daemon/core
+    platform/win32)
   target_compile_options(test_win_access PRIVATE
     -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
   # The first integration test: the real vramd.exe serving

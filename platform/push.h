@@ -3,22 +3,15 @@
  * the bytes (Windows), the daemon duplicates each into its client's process
  * and sends the value the handle has there (vp_handles_inline, the
  * catalogue's handle type). proc is a handle to that process with
- * PROCESS_DUP_HANDLE (vp_identity_of_pipe's pin, or vp_proc_pin). */
+ * PROCESS_DUP_HANDLE (vp_identity_of_pipe's pin, or vp_proc_pin). The
+ * daemon's connections send handles so (endpoint.c's vp_link_give). */
 #ifndef VRAM_PLATFORM_PUSH_H
 #define VRAM_PLATFORM_PUSH_H
 
 #include <stdint.h>
 
+#include "endpoint.h" /* what the copy may do: VP_PUSH_* */
 #include "handle.h"
-
-/* What the copy may do, least first: a section mapped for reading, or for
- * reading and writing; or, for objects that are no sections (a CUDA
- * allocation's handle), what the original may. */
-enum {
-    VP_PUSH_MAP_READ = 1,
-    VP_PUSH_MAP_WRITE = 2, /* with VP_PUSH_MAP_READ: a read-write view */
-    VP_PUSH_SAME = 4,      /* the original's access (alone) */
-};
 
 /* Duplicates h into the process proc with the access asked for (nothing
  * more: no SECTION_QUERY, no WRITE_DAC), not inheritable. *value is what

@@ -5,51 +5,33 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "listener.h"
 #include "log.h"
-
-static void on_accept(struct vp_watch *w, int status, int events);
-
-/* Out of fds, a listener stays readable: watching it would spin. Accepting
- * pauses instead, and tries again after a while; the connections wait in
- * the backlog meanwhile. */
-#define ACCEPT_RETRY_MS 250
 
 static struct vlog_limit accept_limit = {.interval_ms = 10000};
 
-static void on_accept_retry(uv_timer_t *t)
+static void on_accept(void *data, struct vp_link *link)
 {
-    struct vd_io *io = t->data;
-    if (io->listening)
-        vp_watch_set(&io->lwatch, VP_READABLE, on_accept);
+    struct vd_io *io = data;
+    if (!io->listening) {
+        vp_link_close(link, NULL);
+        return;
+    }
+    vd_session_accept(&io->sessions, link);
 }
 
-static void on_accept(struct vp_watch *w, int status, int events)
+/* The endpoint goes on by itself: logged, rate-limited. */
+static void on_accept_error(void *data, int err, int paused_ms)
 {
-    (void)events;
-    struct vd_io *io = w->data;
-    if (status < 0)
-        return;
-    /* One connection a turn: the watch is level-triggered, so the next
-     * turn takes the next one (serving the others in between), and a lone
-     * connection costs no accept that finds nothing. */
-    for (int once = 1; once--;) {
-        vp_handle h;
-        int e = vp_accept(io->listener, &h);
-        if (e == -EMFILE || e == -ENFILE || e == -ENOBUFS || e == -ENOMEM) {
-            io->accept_pauses++;
-            vlog_limited(&accept_limit, VLOG_ERR, "cannot accept connections: "
-                         "%s; accepting again in %d ms (paused %llu times)",
-                         strerror(-e), ACCEPT_RETRY_MS,
-                         (unsigned long long)io->accept_pauses);
-            vp_watch_set(&io->lwatch, 0, on_accept);
-            uv_timer_start(&io->accept_retry, on_accept_retry, ACCEPT_RETRY_MS, 0);
-            return;
-        }
-        if (e < 0)
-            return;
-        vd_session_accept(&io->sessions, h);
-    }
+    struct vd_io *io = data;
+    io->accept_pauses++;
+    if (paused_ms > 0)
+        vlog_limited(&accept_limit, VLOG_ERR, "cannot accept connections: "
+                     "%s; accepting again in %d ms (paused %llu times)",
+                     strerror(-err), paused_ms,
+                     (unsigned long long)io->accept_pauses);
+    else
+        vlog_limited(&accept_limit, VLOG_ERR, "cannot accept a connection on "
+                     "%s: %s", io->path, strerror(-err));
 }
 
 int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
@@ -57,86 +39,101 @@ int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
 {
     io->loop = loop;
     io->core = core;
-    io->listener = VP_NONE;
-    vd_sessions_init(&io->sessions, loop, core);
-    if (strlen(path) >= sizeof(io->path)) {
-        vlog(VLOG_ERR, "socket path %s is longer than %zu bytes", path,
-             sizeof(io->path) - 1);
-        return -ENAMETOOLONG;
-    }
-    snprintf(io->path, sizeof(io->path), "%s", path);
+    io->ep = NULL;
+    vd_sessions_init(&io->sessions, loop, core, &vd_session_calls);
     char why[256] = "";
-    char passed[sizeof(io->path)] = "";
-    int r = vp_listen_activated(&io->listener, passed, sizeof(passed), why,
-                                sizeof(why));
+    unsigned how = 0;
+    int r = vp_endpoint_prepare(loop, path, &io->ep, &how, why, sizeof(why));
     if (r < 0) {
         vlog(VLOG_ERR, "%s", why);
         return r;
     }
-    if (r > 0) {
+    snprintf(io->path, sizeof(io->path), "%s", vp_endpoint_path(io->ep));
+    if (how & VP_ENDPOINT_PASSED) {
         /* The service manager owns the path, its mode and its group. */
         io->activated = true;
-        if (passed[0])
-            snprintf(io->path, sizeof(io->path), "%s", passed);
         vlog(VLOG_INFO, "using the socket passed by the service manager (%s)",
              io->path);
-        return 0;
     }
-    r = vp_listen_check_dir(io->path, why, sizeof(why));
-    if (r < 0) {
-        vlog(VLOG_ERR, "%s", why);
-        return r;
-    }
-    if (r > 0)
+    if (how & VP_ENDPOINT_DIR_MADE)
         vlog(VLOG_INFO, "created the socket's directory for %s", io->path);
     return 0;
 }
 
+/* Who the endpoint itself lets in besides the system's administrators and
+ * vramd's user (where it can say: Windows' pipe): access.allow's users and
+ * groups, or by default the group vramd where there is one (the core's
+ * default); and the socket file's group and mode. The core still judges
+ * every client (core/access.c): that is what refuses a user taken off the
+ * list, even if the endpoint could not follow. */
+static void endpoint_access(const struct vd_config *cfg,
+                            struct vp_endpoint_access *acc)
+{
+    memset(acc, 0, sizeof(*acc));
+    acc->group = cfg->socket_group;
+    acc->mode = cfg->socket_mode;
+    uint32_t gid;
+    if (!cfg->allow_given) {
+        if (vp_group_id("vramd", &gid) == 0)
+            acc->gids[acc->ngids++] = gid;
+        return;
+    }
+    for (uint32_t i = 0; i < cfg->allow.nuids && i < VP_ENDPOINT_ALLOW_MAX; i++)
+        acc->uids[acc->nuids++] = cfg->allow.uids[i];
+    for (uint32_t i = 0; i < cfg->allow.ngids && i < VP_ENDPOINT_ALLOW_MAX; i++)
+        acc->gids[acc->ngids++] = cfg->allow.gids[i];
+}
+
 int vd_io_listen(struct vd_io *io)
 {
-    if (!io->activated) {
-        char why[256];
-        struct vp_listen_cfg lc = {.path = io->path,
-                                   .group = io->core->cfg.socket_group,
-                                   .mode = io->core->cfg.socket_mode};
-        int e = vp_listen(&lc, &io->listener, why, sizeof(why));
-        if (e < 0) {
-            vlog(VLOG_ERR, "%s", why);
-            return e;
-        }
-    }
-    int e = vp_watch_init(io->loop, &io->lwatch, io->listener);
-    if (e < 0)
-        return -EIO;
-    io->lwatch.data = io;
-    uv_timer_init(io->loop, &io->accept_retry);
-    io->accept_retry.data = io;
-    vp_watch_set(&io->lwatch, VP_READABLE, on_accept);
+    char why[256] = "";
+    struct vp_endpoint_access acc;
+    endpoint_access(&io->core->cfg, &acc);
     io->listening = true;
+    int e = vp_endpoint_listen(io->ep, &acc, on_accept, on_accept_error, io,
+                               why, sizeof(why));
+    if (e < 0) {
+        io->listening = false;
+        if (e == -EADDRINUSE)
+            vlog(VLOG_ERR, "%s is served already (another vramd, or someone "
+                 "else's endpoint of that name): %s", io->path, why);
+        else
+            vlog(VLOG_ERR, "%s", why);
+        return e;
+    }
+    const char *text = vp_endpoint_access_text(io->ep);
+    if (text)
+        vlog(VLOG_INFO, "%s: %s", io->path, text);
     return 0;
 }
 
-/* The socket's group and mode are set when it is made, and a reload that
- * changes them is refused (core/startup.c); the access lists are the
- * core's to judge. */
 void vd_io_reload(struct vd_io *io)
 {
-    (void)io;
+    if (!io->ep || !io->listening)
+        return; /* stopping: no new client is taken anyway */
+    char why[512] = "";
+    struct vp_endpoint_access acc;
+    endpoint_access(&io->core->cfg, &acc);
+    int e = vp_endpoint_set_access(io->ep, &acc, why, sizeof(why));
+    const char *text = vp_endpoint_access_text(io->ep);
+    if (e < 0)
+        vlog(VLOG_ERR, "SIGHUP: %s: %s; its %s stays", io->path, why,
+             text ? text : "access");
+    else if (e > 0 && text)
+        vlog(VLOG_INFO, "SIGHUP: %s: %s", io->path, text);
+    else if (text)
+        vlog(VLOG_DEBUG, "SIGHUP: %s: unchanged", io->path);
 }
 
 void vd_io_stop(struct vd_io *io)
 {
-    if (io->listening) {
-        io->listening = false;
-        vp_watch_set(&io->lwatch, 0, on_accept);
-        uv_timer_stop(&io->accept_retry);
-        uv_close((uv_handle_t *)&io->accept_retry, NULL);
-    }
+    io->listening = false;
+    vp_endpoint_stop(io->ep);
     vd_sessions_stop(&io->sessions);
 }
 
 void vd_io_fini(struct vd_io *io)
 {
-    /* An activated socket's path is the service manager's. */
-    vp_listen_close(&io->listener, io->path, !io->activated);
+    io->listening = false;
+    vp_endpoint_close(&io->ep);
 }

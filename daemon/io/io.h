@@ -1,54 +1,47 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The daemon's connections: the listening endpoint (made here, or passed
- * by the service manager), accepting, and the sessions (session.c). This is
- * the layer above the core: it calls the core for each connection and
- * frame, and the core answers through the port io registers. */
+/* The daemon's connections: the listening endpoint (platform/endpoint.h:
+ * made here, or passed by the service manager), accepting, and the
+ * sessions (session.c). This is the layer above the core: it calls the
+ * core for each connection and frame, and the core answers through the
+ * port io registers. */
 #ifndef VRAMD_IO_H
 #define VRAMD_IO_H
 
 #include <stdbool.h>
 
 #include "core.h"
+#include "endpoint.h"
 #include "io_port.h"
 #include "session.h"
-#include "watch.h"
 
 struct vd_io {
     uv_loop_t *loop;
     struct vd_core *core;
     struct vd_sessions sessions;
-#ifdef _WIN32
-    /* io_pipe.c: vramd's own pipe, and the thread that accepts on it. */
-    struct vp_pipe_listener *pipe;
-    struct vp_acceptor *acceptor;
-#else
-    vp_handle listener;
-    struct vp_watch lwatch;
-    uv_timer_t accept_retry; /* accepting again after running out of fds */
-#endif
+    struct vp_endpoint *ep;
     uint64_t accept_pauses;
     bool activated; /* the listener came from the service manager */
     bool listening;
     char path[108];
 };
 
-/* Takes a listener passed by the service manager, or checks the
- * directory of path; afterwards io->path is the socket's path. Logs why it
+/* Takes a listener passed by the service manager, or checks where path is
+ * to be made; afterwards io->path is the endpoint's path. Logs why it
  * fails. */
 int vd_io_prepare(struct vd_io *io, uv_loop_t *loop, struct vd_core *core,
                   const char *path);
 /* Listens (under the core's lock) and accepts from now on. */
 int vd_io_listen(struct vd_io *io);
 /* After the core reloaded its configuration (vd_core_reload): what the
- * endpoint itself enforces follows it. Windows: the pipe's security
- * descriptor gets access.allow's users and groups (logged; on failure the
- * old one stays, and says so). POSIX: nothing, the socket's group and mode
- * take a restart (the core refuses a reload that changes them). */
+ * endpoint itself enforces follows it (vp_endpoint_set_access: on Windows
+ * the pipe's security descriptor gets access.allow's users and groups,
+ * logged; on failure the old one stays, and says so). The socket's group
+ * and mode take a restart (the core refuses a reload that changes them). */
 void vd_io_reload(struct vd_io *io);
 /* Stops accepting, closes every connection, then stops the loop. */
 void vd_io_stop(struct vd_io *io);
 /* After the loop's last turn: the listener's path goes (unless it is the
- * service manager's). */
+ * service manager's). The loop runs once more after it. */
 void vd_io_fini(struct vd_io *io);
 
 #endif

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* A session: the codec over a link of the platform's endpoint. The link
+ * moves bytes and handles (platform/endpoint.h: beside the bytes on POSIX,
+ * pushed into the peer's process and written inline on Windows); the codec
+ * turns them into frames and back; the core gets the frames. The rules it
+ * obeys are session_rules.c's. */
 #include "session.h"
 
 #include <errno.h>
@@ -6,34 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "dispatch.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "send.h"
-#include "peer.h"
 
-/* The POSIX side of a session: a socket watched on the loop (vp_watch),
- * bytes and handles through the wire (handles as the connection's
- * ancillary data, which platform/ sends and receives). The rules it obeys are
- * session_rules.c's. */
 struct vd_session {
-    struct vd_session_state st;
-    vp_handle h;
-    struct vp_watch watch;
-    struct vram_wire wire;
+    struct vd_session_state st; /* st.inflight: what the link holds */
+    struct vp_link *link;
+    struct vram_codec codec;
 };
 
-static void on_ready(struct vp_watch *w, int status, int events);
+/* Asked of the codec's receive buffer, at least. */
+#define RECV_BYTES 4096
 
 void vd_session_close(void *session, const char *why, bool after_flush)
 {
     struct vd_session *s = session;
-    /* Not draining, the watch stays as it is until the end of the turn
-     * closes it, before the loop polls again (on_ready ignores a closing
-     * session meanwhile): one change of the loop's watch less per
-     * connection. */
-    if (vd_rules_close(&s->st, why, after_flush) && s->st.drain)
-        vp_watch_set(&s->watch, VP_WRITABLE, on_ready);
+    /* Draining, the link goes on writing what is queued. */
+    if (vd_rules_close(&s->st, why, after_flush))
+        vp_link_read(s->link, false);
 }
 
 /* What a failed connection's error means, in words for the log. */
@@ -47,51 +45,106 @@ static const char *conn_error(int err)
     }
 }
 
+/* Hands the link what the codec queued, as far as it takes it: 0 (the
+ * link calls back when it has room again), or a negative errno. */
 static int flush(struct vd_session *s)
 {
-    int r = vram_wire_flush(&s->wire);
-    if (!s->st.closing || s->st.drain)
-        vd_rules_account(&s->st);
-    if (r < 0 && r != -EAGAIN) {
-        s->st.drain = false;
-        vd_session_close(s, conn_error(r), false);
-        return r;
+    const uint8_t *p;
+    size_t len;
+    const vp_handle *hs;
+    int nh, r = 0;
+    while (vram_codec_tx_peek(&s->codec, &p, &len, &hs, &nh)) {
+        long n = vp_link_write(s->link, p, len, hs, nh);
+        if (n < 0) {
+            r = n == -EAGAIN ? 0 : (int)n;
+            break;
+        }
+        vram_codec_tx_sent(&s->codec, (size_t)n);
     }
-    if (r == 0 && s->st.drain) {
+    s->st.inflight = vp_link_pending(s->link);
+    return r;
+}
+
+/* A session that waited to flush before it closes, flushed. */
+static void drained(struct vd_session *s)
+{
+    if (s->st.drain && !vd_rules_pending(&s->st)) {
         s->st.drain = false;
-        vp_watch_set(&s->watch, 0, on_ready);
         vd_rules_schedule(&s->st);
-        return r;
     }
-    vp_watch_set(&s->watch,
-                 (s->st.closing ? 0 : VP_READABLE) | (r == -EAGAIN ? VP_WRITABLE : 0),
-                 on_ready);
-    return 0;
+}
+
+static void on_written(void *ud, int status)
+{
+    struct vd_session *s = ud;
+    s->st.inflight = vp_link_pending(s->link);
+    if (s->st.listed && !s->st.drain)
+        return; /* closed at the end of this turn */
+    if (status == 0)
+        status = flush(s);
+    vd_rules_account(&s->st);
+    if (status < 0) {
+        s->st.drain = false;
+        vd_session_close(s, conn_error(status), false);
+        return;
+    }
+    drained(s);
+    /* Room again: what waits in the core goes on (it may close us). */
+    if (!s->st.closing && !s->st.inflight)
+        vd_core_client_writable(s->st.ss->core, s->st.client);
 }
 
 int vd_session_send(void *session, const char *payload, size_t len,
                     vp_handle *hs, int n, unsigned flags)
 {
-    /* flags: an fd carries no access of its own to lower; a sealed set's
-     * memfd refuses a writable shared mapping already (F_SEAL_WRITE). */
-    (void)flags;
     struct vd_session *s = session;
     int r = vd_rules_send_refused(&s->st, hs, n);
     if (r < 0)
         return r;
-    r = vram_wire_queue(&s->wire, payload, len, hs, n);
-    if (r < 0) {
-        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->wire.codec));
+    if (n > VRAM_MAX_FDS_PER_FRAME) {
+        for (int i = 0; i < n; i++)
+            vp_close(&hs[i]);
+        vd_session_close(s, "a frame with too many handles", false);
+        return -E2BIG;
+    }
+    /* Every handle the core sends is of the one backend: the backend says
+     * what they are (host: memory the client maps read-write, or read-only
+     * for a reader of a weight set; cuda: the driver's objects, imported
+     * as they are), which is the access a copy given to the peer gets. */
+    vp_handle vals[VRAM_MAX_FDS_PER_FRAME];
+    unsigned access = vd_handle_push_access(s->st.ss->core->backend->handles,
+                                            flags & VD_SEND_READ_ONLY);
+    r = n ? vp_link_give(s->link, hs, n, access, vals) : 0;
+    if (r == -EBADF) {
+        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->codec) + s->st.inflight);
         return r;
     }
-    flush(s); /* counts what it leaves queued */
+    if (r < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "cannot give a handle to its process: %s",
+                 strerror(-r));
+        vd_session_close(s, why, false);
+        return r;
+    }
+    r = vram_codec_tx(&s->codec, payload, len, vals, n);
+    if (r < 0) {
+        vp_link_take_back(s->link, vals, n);
+        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->codec) + s->st.inflight);
+        return r;
+    }
+    if ((r = flush(s)) < 0) {
+        s->st.drain = false;
+        vd_session_close(s, conn_error(r), false);
+    } else {
+        drained(s);
+    }
     return vd_rules_sent(&s->st);
 }
 
 void vd_session_speak(void *session, uint16_t version)
 {
     struct vd_session *s = session;
-    s->wire.codec.version = version;
+    s->codec.version = version;
 }
 
 int vd_session_room(void *session)
@@ -104,113 +157,142 @@ int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,
                    uint64_t *start_time)
 {
     struct vd_session *s = session;
-    return vp_peer_pin(s->h, peer, pin, start_time);
+    return vp_link_pin(s->link, peer, pin, start_time);
 }
 
-static int on_frame(void *ud, struct vram_codec_frame *f)
+static uint8_t *on_alloc(void *ud, size_t want, size_t *room)
 {
     struct vd_session *s = ud;
-    if (s->st.closing)
-        return 1;
-    vd_core_client_frame(s->st.ss->core, s->st.client, f);
-    return s->st.closing ? 1 : 0;
+    return vram_codec_rx_space(&s->codec, want < RECV_BYTES ? RECV_BYTES : want,
+                               room);
 }
 
-static void on_ready(struct vp_watch *w, int status, int events)
+/* A broken rule of the protocol or of the transport: counted, and the
+ * connection closed saying why. */
+static void broken(struct vd_session *s, const char *why)
 {
-    struct vd_session *s = w->data;
-    if (status < 0) {
-        vd_session_close(s, conn_error(status), false);
+    s->st.ss->core->counters.protocol_errors++;
+    vd_session_close(s, why, false);
+}
+
+static void on_read(void *ud, long n, vp_handle *hs, int nh, const char *why)
+{
+    struct vd_session *s = ud;
+    if (s->st.closing || n <= 0) {
+        bool mid = !vram_codec_rx_idle(&s->codec) || nh;
+        for (int i = 0; i < nh; i++)
+            vp_close(&hs[i]);
+        if (s->st.closing)
+            return;
+        vram_codec_rx_drop(&s->codec);
+        if (n == 0 && !mid)
+            vd_session_close(s, "disconnected", false);
+        else if (n == 0)
+            broken(s, "peer closed the connection mid-frame");
+        else if (why && why[0])
+            broken(s, why);
+        else
+            vd_session_close(s, conn_error((int)n), false);
         return;
     }
-    if ((events & VP_WRITABLE) && flush(s) < 0)
+    vram_codec_rx_wrote(&s->codec, (size_t)n);
+    char w[256] = "";
+    if (nh && vram_codec_rx_handles(&s->codec, hs, nh, w, sizeof(w)) < 0) {
+        broken(s, w);
         return;
-    /* Room again: what waits in the core goes on (it may close us). */
-    if ((events & VP_WRITABLE) && !s->st.closing)
-        vd_core_client_writable(s->st.ss->core, s->st.client);
-    if (!(events & VP_READABLE) || s->st.closing)
-        return;
-    char why[256];
-    int r = vram_wire_read(&s->wire, on_frame, s, why, sizeof(why));
-    if (s->st.closing)
-        return;
+    }
+    for (;;) {
+        struct vram_codec_frame *f;
+        int r = vram_codec_next(&s->codec, &f, w, sizeof(w));
+        if (r < 0) {
+            broken(s, w);
+            return;
+        }
+        if (r == 0)
+            break;
+        if (f->nhandles > 0 && s->codec.inline_handles) {
+            /* A client's inline values name handles in its own process:
+             * the codec must never close them here as ours. No request
+             * carries handles. */
+            for (int i = 0; i < f->nhandles; i++)
+                f->handles[i] = VP_NONE;
+            f->nhandles = 0;
+            broken(s, "sent handles (no request carries any)");
+            return;
+        }
+        vd_core_client_frame(s->st.ss->core, s->st.client, f);
+        if (s->st.closing)
+            return;
+    }
     vd_rules_received(&s->st);
-    if (r == -ENOTCONN) {
-        vd_session_close(s, "disconnected", false);
-    } else if (r < 0 && !why[0]) {
-        vd_session_close(s, conn_error(r), false);
-    } else if (r < 0) {
-        s->st.ss->core->counters.protocol_errors++;
-        vd_session_close(s, why, false);
-    }
 }
 
-static void session_freed(uv_handle_t *h)
+static const struct vp_link_cbs link_cbs = {
+    .alloc = on_alloc, .read = on_read, .written = on_written};
+
+static void session_freed(void *ud)
 {
-    struct vd_session *s = ((struct vp_watch *)h->data)->data;
-    vram_wire_fini(&s->wire);
+    struct vd_session *s = ud;
+    vram_codec_fini(&s->codec);
     vd_rules_free(&s->st, s);
 }
 
-void vd_session_release(struct vd_session *s)
+/* At the end of the loop turn that closes it: the link closes (what it
+ * had not written is dropped), and the session is freed once the loop lets
+ * go of the link. */
+static void session_release(void *owner)
 {
-    /* The watch goes before the fd (its memory lives until session_freed). */
-    vp_watch_close(&s->watch, session_freed);
-    vp_close(&s->h);
+    struct vd_session *s = owner;
+    vp_link_close(s->link, session_freed);
 }
 
-/* Turns a connection away with one error frame (the peer's library reports
- * it as the connect's error), then closes it. */
-static void refuse(vp_handle h, int err, const char *message)
-{
-    struct vram_wire w;
-    vram_wire_init(&w, h);
-    vd_rules_queue_refusal(&w.codec, err, message);
-    vram_wire_flush(&w);
-    vram_wire_fini(&w);
-    vp_close(&h);
-}
+const struct vd_session_calls vd_session_calls = {
+    .close = vd_session_close, .release = session_release};
 
-void vd_session_accept(struct vd_sessions *ss, vp_handle h)
+/* Turned away: one error frame (the peer's library reports it as the
+ * connect's error), then closed once it is written (the session is not
+ * the core's). */
+static void refuse(struct vd_session *s, int err, const char *message)
 {
-    struct vp_peer peer;
-    int e = vp_peer_of(h, &peer);
-    if (e < 0) {
-        vlog(VLOG_WARNING, "refusing a connection: its peer's credentials "
-             "cannot be read: %s", strerror(-e));
-        vp_close(&h);
+    if (vd_rules_queue_refusal(&s->codec, err, message) == 0 && flush(s) == 0 &&
+        vd_rules_pending(&s->st)) {
+        snprintf(s->st.why, sizeof(s->st.why), "refused");
+        s->st.closing = s->st.drain = true;
         return;
     }
+    vd_session_close(s, "refused", false);
+}
+
+void vd_session_accept(struct vd_sessions *ss, struct vp_link *link)
+{
     struct vd_session *s = calloc(1, sizeof(*s));
     if (!s) {
-        vp_close(&h);
+        vp_link_close(link, NULL);
         return;
     }
-    vd_rules_start(&s->st, ss, s, &s->wire.codec);
-    s->h = h;
+    s->link = link;
+    vd_rules_start(&s->st, ss, s, &s->codec);
+    vram_codec_init(&s->codec, vp_handles_inline());
+    vp_link_start(link, &link_cbs, s);
+    /* Listed from here on: every way out goes through the end of a turn. */
+    vd_rules_list(&s->st);
+    struct vp_peer peer;
+    char why[256] = "";
+    int e = vp_link_peer(link, &peer, why, sizeof(why));
+    if (e < 0) {
+        vlog(VLOG_WARNING, "refusing a connection: %s", why);
+        refuse(s, e, why);
+        return;
+    }
     struct vd_refusal ref;
     if (vd_core_client_open(ss->core, s, &peer, &s->st.client, &ref) < 0) {
-        free(s);
-        refuse(h, ref.err, ref.message);
+        refuse(s, ref.err, ref.message);
         return;
     }
-    vram_wire_init(&s->wire, h);
-    /* Requests are small and carry no handles: one receive takes a whole
-     * request (or several), and the level-triggered watch brings us back
-     * for whatever is left. */
-    s->wire.max_recvs = 1;
-    int we = vp_watch_init(ss->loop, &s->watch, h);
-    if (we < 0) {
-        snprintf(s->st.why, sizeof(s->st.why), "cannot watch its "
-                 "connection: %s", strerror(-we));
-        vd_core_client_closed(ss->core, s->st.client, s->st.why);
-        vram_wire_fini(&s->wire);
-        vp_close(&s->h);
-        free(s);
-        return;
-    }
-    s->watch.data = s;
-    vp_watch_set(&s->watch, VP_READABLE, on_ready);
     s->st.admitted = true;
-    vd_rules_list(&s->st);
+    /* Requests are small and carry no handles: one receive takes a whole
+     * request (or several), and the link comes back for what is left. */
+    e = vp_link_read(link, true);
+    if (e < 0)
+        vd_session_close(s, conn_error(e), false);
 }

@@ -10,7 +10,6 @@
 #include "lifecycle.h"
 #include "mem.h"
 #include "msg.h"
-#include "session.h"
 
 /* What the core may queue before it waits for the peer to read: a reply's
  * handles are made only as they fit here (the connection holds more in
@@ -22,7 +21,7 @@
 static void on_closer(uv_idle_t *idle);
 
 void vd_rules_start(struct vd_session_state *st, struct vd_sessions *ss,
-                    struct vd_session *owner, struct vram_codec *codec)
+                    void *owner, struct vram_codec *codec)
 {
     st->ss = ss;
     st->owner = owner;
@@ -104,7 +103,7 @@ void vd_rules_enforce_queue_cap(struct vd_sessions *ss)
                  "limits.queued_bytes (%zu MiB); this one did not read %zu "
                  "KiB", cap >> 20, big->queued >> 10);
         big->drain = false;
-        vd_session_close(big->owner, why, false);
+        ss->calls->close(big->owner, why, false);
         /* Its queue will never go out: freed now, not at the end of the
          * loop turn (one turn may drop many such peers). What a stream
          * holds in flight goes when the stream is closed. */
@@ -179,7 +178,7 @@ static void on_closer(uv_idle_t *idle)
         uint32_t client = st->client;
         char why[sizeof(st->why)];
         snprintf(why, sizeof(why), "%s", st->why);
-        vd_session_release(st->owner);
+        ss->calls->release(st->owner);
         /* Closes, even of sessions the core's reaction asks for, wait for
          * the next turn. */
         if (admitted)
@@ -205,22 +204,23 @@ static void on_deadlines(uv_timer_t *t)
             !vd_core_client_greeted(ss->core, st->client)) {
             snprintf(why, sizeof(why), "said no hello within %u ms "
                      "(limits.hello_timeout_ms)", cfg->hello_timeout_ms);
-            vd_session_close(st->owner, why, false);
+            ss->calls->close(st->owner, why, false);
         } else if (st->partial_since_ms &&
                    now - st->partial_since_ms > (int64_t)cfg->frame_timeout_ms) {
             snprintf(why, sizeof(why), "left a frame half-sent for %u ms "
                      "(limits.frame_timeout_ms)", cfg->frame_timeout_ms);
-            vd_session_close(st->owner, why, false);
+            ss->calls->close(st->owner, why, false);
         }
     }
 }
 
 void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
-                      struct vd_core *core)
+                      struct vd_core *core, const struct vd_session_calls *calls)
 {
     memset(ss, 0, sizeof(*ss));
     ss->loop = loop;
     ss->core = core;
+    ss->calls = calls;
     uv_idle_init(loop, &ss->closer);
     ss->closer.data = ss;
     uv_timer_init(loop, &ss->deadlines);
@@ -238,7 +238,7 @@ void vd_sessions_stop(struct vd_sessions *ss)
     ss->stopping = true;
     uv_timer_stop(&ss->deadlines);
     for (struct vd_session_state *st = ss->list; st; st = st->next)
-        vd_session_close(st->owner, "daemon shutting down", false);
+        ss->calls->close(st->owner, "daemon shutting down", false);
     if (!ss->list)
         uv_stop(ss->loop);
     else if (!uv_is_active((uv_handle_t *)&ss->closer))
@@ -254,5 +254,5 @@ void vd_rules_queue_failed(struct vd_session_state *st, int r, size_t queued)
                  VRAM_CODEC_MAX_TX_BYTES >> 20, VRAM_CODEC_MAX_TX_HANDLES);
     else
         snprintf(why, sizeof(why), "cannot queue a message: %s", strerror(-r));
-    vd_session_close(st->owner, why, false);
+    st->ss->calls->close(st->owner, why, false);
 }

@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What every session obeys, whatever moves its bytes and handles (session.c:
- * a socket watched on the loop; session_pipe.c: a named pipe as a libuv
- * stream): the set of sessions, a connection's end deferred to the end of
- * the loop turn (never inside a send), deadlines for hello and for
- * half-sent frames, the cap on all peers' queued output, the room the core
- * may fill, and the one error frame that turns a connection away.
+/* What every session obeys: the set of sessions, a connection's end
+ * deferred to the end of the loop turn (never inside a send), deadlines for
+ * hello and for half-sent frames, the cap on all peers' queued output, the
+ * room the core may fill, and the one error frame that turns a connection
+ * away.
  *
- * Each platform's struct vd_session holds a struct vd_session_state; the
- * rules keep the list of those and call the platform back through
- * session.h (vd_session_close, vd_session_release). */
+ * Each session (session.c) holds a struct vd_session_state; the rules keep
+ * the list of those and call the session back through the calls it gave
+ * (struct vd_session_calls), so the rules never call up into session.c. */
 #ifndef VRAMD_SESSION_RULES_H
 #define VRAMD_SESSION_RULES_H
 
@@ -19,13 +18,21 @@
 #include "codec.h"
 #include "core.h"
 #include "handle.h"
-#include "watch.h"
+#include <uv.h>
 
-struct vd_session;
+/* What the rules ask of a session (its owner): session.c's. */
+struct vd_session_calls {
+    /* vd_session_close: closed at the end of this turn, or once flushed. */
+    void (*close)(void *owner, const char *why, bool after_flush);
+    /* At the end of the turn that closes it: the connection goes, and the
+     * session is freed once the loop lets go of it. */
+    void (*release)(void *owner);
+};
 
 struct vd_sessions {
     uv_loop_t *loop;
     struct vd_core *core;
+    const struct vd_session_calls *calls;
     struct vd_session_state *list;
     struct vd_session_state *closing; /* to be closed at the end of this turn */
     uv_idle_t closer;
@@ -37,7 +44,7 @@ struct vd_sessions {
 /* One session as the rules see it. */
 struct vd_session_state {
     struct vd_session_state *next, *next_closing;
-    struct vd_session *owner; /* the platform's session this is part of */
+    void *owner; /* the session this is part of */
     struct vd_sessions *ss;
     struct vram_codec *codec; /* the connection's codec (the owner's) */
     uint32_t client;
@@ -47,20 +54,21 @@ struct vd_session_state {
     bool admitted; /* the core knows it (it hears of its end) */
     int64_t accepted_ms;      /* hello is due within limits.hello_timeout_ms */
     int64_t partial_since_ms; /* a frame begun and not finished, or 0 */
-    size_t inflight;          /* bytes out of the codec, not yet written */
+    size_t inflight;          /* bytes out of the codec, not yet written
+                               * (the link's, vp_link_pending) */
     size_t queued;            /* its bytes counted in ss->queued */
     size_t queued_peak;
     char why[160];
 };
 
 void vd_sessions_init(struct vd_sessions *ss, uv_loop_t *loop,
-                      struct vd_core *core);
+                      struct vd_core *core, const struct vd_session_calls *calls);
 /* Closes every session, then stops the loop. */
 void vd_sessions_stop(struct vd_sessions *ss);
 
 /* A new session's state, accepted now; not listed yet. */
 void vd_rules_start(struct vd_session_state *st, struct vd_sessions *ss,
-                    struct vd_session *owner, struct vram_codec *codec);
+                    void *owner, struct vram_codec *codec);
 /* On the list: from here on its end goes through the end of a loop turn. */
 void vd_rules_list(struct vd_session_state *st);
 /* To be closed at the end of this loop turn. */

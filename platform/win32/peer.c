@@ -3,9 +3,9 @@
  * users and groups by SIDs (identity.h). Each SID gets a number of vramd's
  * own here (vp_sid_id), so the core's access lists and per-user limits
  * work on SIDs unchanged: the configuration's account names and SID
- * strings resolve to those numbers (vp_user_id, vp_group_id), and the io
- * layer gives a connecting client's user and listed groups theirs
- * (daemon/io/peer_map.c). Connections are identified with
+ * strings resolve to those numbers (vp_user_id, vp_group_id), and a
+ * connecting client's user and listed groups get theirs (peer_map.c, for
+ * endpoint.c's vp_link_peer). Connections are identified with
  * vp_identity_of_pipe, not with vp_peer_of. */
 #include "peer.h"
 

@@ -56,7 +56,7 @@ linux_only='memfd_create|MFD_[A-Z_]+|F_ADD_SEALS|F_GET_SEALS|F_SEAL_[A-Z]+|pidfd
 # Known to remain until they move to platform/linux/ too (issue 28): peer
 # identity (SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD) and service
 # readiness (sd_notify). Take each off this list once it is clean.
-linux_left='platform/posix/peer.c platform/posix/service.c'
+linux_left='platform/posix/service.c'
 for f in $(find platform/posix -name '*.[ch]' | sort); do
     case " $linux_left " in *" $f "*) continue ;; esac
     "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
@@ -106,6 +106,36 @@ check_includes client/lib proto platform common client/include
 check_includes client/tools proto platform client/include
 check_includes platform/posix platform
 check_includes platform/linux platform
+
+# daemon/io is one session and one listener for every system: no _WIN32
+# there, and of platform/ only the headers both systems implement. A header
+# of platform/ is one system's when only that system's folder includes it
+# (identity.h, pipe_listener.h, push.h and stream.h are Windows'; listener.h
+# is POSIX's); the folders' own headers are theirs.
+one_os_header() { # header name: prints the system it belongs to, if one
+    [ -f "platform/win32/$1" ] && { echo win32; return; }
+    [ -f "platform/posix/$1" ] && { echo posix; return; }
+    [ -f "platform/$1" ] || return
+    inc='^[[:space:]]*#[[:space:]]*include[[:space:]]*"'"$1"'"'
+    p=0
+    w=0
+    grep -qE "$inc" platform/posix/*.[ch] 2>/dev/null && p=1
+    grep -qE "$inc" platform/win32/*.[ch] 2>/dev/null && w=1
+    [ $p = 0 ] && [ $w = 1 ] && echo win32
+    [ $p = 1 ] && [ $w = 0 ] && echo posix
+}
+for f in daemon/io/*.[ch]; do
+    grep -n '_WIN32' "$f" | while IFS= read -r line; do
+        echo "layering: $f:$line: _WIN32 in daemon/io (its system is platform/endpoint.h's)"
+    done
+    grep -oE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]+"' "$f" |
+        sed -e 's/.*"\(.*\)"/\1/' |
+        while IFS= read -r h; do
+            [ -f "daemon/io/$h" ] && continue
+            os=$(one_os_header "$h")
+            [ -n "$os" ] && echo "layering: $f includes \"$h\", a header of $os's only"
+        done
+done | grep . && fail=1
 
 # No file calls into a file that calls it back: for each part, an edge from
 # a .c file to every other .c file whose header it includes; the edges must

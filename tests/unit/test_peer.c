@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Pinning a connection's peer (platform/posix/peer.c): vp_peer_pin pins the
+/* Pinning a connection's peer (platform/linux/peer_linux.c): vp_peer_pin pins the
  * process that connected, by the connection, and reads its start time only
  * then (vp_peer_of no longer does where the kernel has SO_PEERPIDFD, so an
  * empty client costs no read of /proc). The pin and start time are that

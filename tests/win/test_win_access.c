@@ -2,7 +2,7 @@
 /* vramd's access lists on Windows, under wine: the configuration's
  * access.allow and access.admin name users and groups by account name or
  * SID, and the daemon judges a pipe client's token by them
- * (daemon/config.c, daemon/io/peer_map.c, daemon/core/access.c, the
+ * (daemon/config.c, platform/win32/peer_map.c, daemon/core/access.c, the
  * numbering in platform/win32/peer.c), with per-user counting by SID and
  * the pipe's security descriptor made from the same lists.
  *
@@ -57,7 +57,7 @@ static bool admitted(const struct vd_config *c, const struct vp_identity *id,
                      struct vp_peer *p)
 {
     char why[256];
-    return vd_peer_map(id, p, why, sizeof(why)) == 0 && vd_access_connect(c, p);
+    return vpw_peer_map(id, p, why, sizeof(why)) == 0 && vd_access_connect(c, p);
 }
 
 /* Two users that exist nowhere, and well-known groups. */
@@ -186,7 +186,7 @@ static void test_judging(const char *me_sid)
     CHECK(admitted(&c, a, &pa), "a listed user is admitted");
     CHECK(pa.uid >= VP_SID_ID_BASE && !vd_access_admin(&c, &pa), "... as no admin");
     CHECK(!admitted(&c, b, &pb), "an unlisted user in no listed group is refused");
-    CHECK(vd_peer_map(b, &pb, (char[256]){0}, 256) == 0 && vd_access_admin(&c, &pb),
+    CHECK(vpw_peer_map(b, &pb, (char[256]){0}, 256) == 0 && vd_access_admin(&c, &pb),
           "the admin list names NOBODY_B, but admins must be allowed to connect "
           "first, as on Linux");
     CHECK(admitted(&c, bu, &pc) && vd_access_admin(&c, &pc) && pc.uid == pb.uid,

@@ -667,7 +667,7 @@ static void bad_requests(void)
 
 /* A frame that announces handles: on Windows their values would name
  * handles in the client's process, which vramd must never take for its
- * own (session_pipe.c): refused and closed, nothing sent first. The
+ * own (daemon/io/session.c): refused and closed, nothing sent first. The
  * values sent are the lowest handle values, which in vramd name its own
  * handles: were they closed as its own, its handle count would drop and
  * it would likely stop serving. */

@@ -15,8 +15,8 @@ static bool has_sid(const struct vp_identity *id, const struct vp_sid *sid)
     return false;
 }
 
-int vd_peer_map(const struct vp_identity *id, struct vp_peer *out, char *why,
-                size_t whylen)
+int vpw_peer_map(const struct vp_identity *id, struct vp_peer *out, char *why,
+                 size_t whylen)
 {
     struct vp_sid system, admins;
     if (vp_sid_parse("S-1-5-18", &system) < 0 ||
