@@ -419,7 +419,8 @@ static int run(struct vp_entry *e, void *data)
 
     struct vd_backend *backend = NULL;
     char why[256] = "";
-    if (vd_backend_open(backend_name, &cfg, &backend, why, sizeof(why)) < 0) {
+    if (vd_backend_open(backend_name, &cfg, cfg.backend_conf, &backend, why,
+                        sizeof(why)) < 0) {
         vlog(VLOG_ERR, "%s backend unavailable: %s", backend_name, why);
         vd_config_free(&cfg);
         return 1;

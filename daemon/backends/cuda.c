@@ -34,11 +34,55 @@
 #include "backend.h"
 #include "standby.h"
 #include "config.h"
+#include "section.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The "cuda" section: cuda's own settings, parsed here (section.h). */
+struct cuda_conf {
+    bool zero;      /* scrub "zero": the daemon clears; "fresh": new memory */
+    bool peers_off; /* peer_access "off": no GPU maps another's chunks, as
+                       on GPUs without P2P */
+};
+_Static_assert(sizeof(struct cuda_conf) <= VD_BACKEND_CONF_BYTES, "slot");
+
+static void cuda_conf_defaults(void *conf)
+{
+    struct cuda_conf *c = conf;
+    c->zero = false; /* "fresh" */
+    c->peers_off = false;
+}
+
+static void cuda_conf_parse(const cJSON *v, void *conf,
+                            const struct vd_section_errs *e)
+{
+    struct cuda_conf *c = conf;
+    static const char *const ck[] = {"scrub", "peer_access", NULL};
+    vd_section_known_keys(e, v, "cuda", ck);
+    const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "scrub"));
+    if (cJSON_GetObjectItemCaseSensitive(v, "scrub") &&
+        (!sc || (strcmp(sc, "zero") && strcmp(sc, "fresh"))))
+        vd_section_error(e, "cuda.scrub: expected \"zero\" or \"fresh\"");
+    else if (sc)
+        c->zero = strcmp(sc, "zero") == 0;
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "peer_access");
+    const char *ps = cJSON_GetStringValue(pa);
+    if (pa && (!ps || (strcmp(ps, "auto") && strcmp(ps, "off"))))
+        vd_section_error(e, "cuda.peer_access: expected \"auto\" (where the "
+                         "GPUs allow it) or \"off\"");
+    else if (ps)
+        c->peers_off = strcmp(ps, "off") == 0;
+}
+
+const struct vd_backend_section vd_backend_cuda_section = {
+    .key = "cuda",
+    .size = sizeof(struct cuda_conf),
+    .defaults = cuda_conf_defaults,
+    .parse = cuda_conf_parse,
+};
 
 #ifdef VRAM_HAVE_CUDA_H
 #include "clock.h"
@@ -575,9 +619,11 @@ static const struct vd_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
 };
 
-int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen)
+int vd_backend_cuda_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen)
 {
+    const struct cuda_conf *cc = (const struct cuda_conf *)conf->bytes;
     struct cuda_backend *b = calloc(1, sizeof(*b));
     if (!b)
         return -ENOMEM;
@@ -591,7 +637,7 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
     /* The driver's NT handles on Windows, whose access is no section's: a
      * copy with map rights would not import (backend.h). */
     b->base.handles = VD_HANDLES_OPAQUE;
-    b->zero = strcmp(cfg->cuda_scrub, "fresh") != 0;
+    b->zero = cc->zero;
     b->idle_release_ms = cfg->pool_idle_release_ms;
     int n = 0;
     b->cu.cuDeviceGetCount(&n);
@@ -718,7 +764,7 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         /* With peer access off (cuda.peer_access), a host whose GPUs have
          * P2P behaves as a consumer pair without it: every chunk is mapped
          * for its own GPU only, and engines copy through the host. */
-        for (uint32_t k = 0; k < (uint32_t)n && k < 64 && !cfg->cuda_peers_off;
+        for (uint32_t k = 0; k < (uint32_t)n && k < 64 && !cc->peers_off;
              k++) {
             int can = 0;
             if ((int)k != d->ordinal) {
@@ -739,10 +785,12 @@ fail:
 }
 
 #else
-int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen)
+int vd_backend_cuda_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen)
 {
     (void)cfg;
+    (void)conf;
     (void)out;
     snprintf(why, whylen, "vramd was built without the CUDA headers (cuda.h)");
     return -ENOSYS;
