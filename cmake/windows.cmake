@@ -214,7 +214,8 @@ add_library(vram_platform STATIC
   platform/win32/thread.c platform/win32/dl.c platform/win32/watch.c
   platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
   platform/win32/peer.c
-  platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c)
+  platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c
+  platform/win32/gpu_share_win32.c platform/win32/cuda_share.c)
 target_include_directories(vram_platform PUBLIC platform)
 target_link_libraries(vram_platform PUBLIC ntdll uv_a)
 # The keeper's holder (platform/keeper.h, platform/win32/holder.c): beside
@@ -222,12 +223,6 @@ target_link_libraries(vram_platform PUBLIC ntdll uv_a)
 add_executable(vramd-holder platform/win32/holder.c)
 target_link_libraries(vramd-holder PRIVATE vram_platform)
 target_link_options(vramd-holder PRIVATE -static-libgcc)
-if(VRAM_CUDA_INCLUDE_DIR)
-  # The CUDA chunks' security descriptor (only the cuda backend calls it;
-  # advapi32, which mingw links by default). It needs no cuda.h, but has no
-  # caller without it.
-  target_sources(vram_platform PRIVATE platform/win32/cuda_share.c)
-endif()
 
 # The protocol: the Linux build's list (CMakeLists.txt sets it after the
 # Windows branch has returned, so it is repeated here).
@@ -416,8 +411,14 @@ if(VRAM_BUILD_TESTS)
   # the daemon's own sources (config, core/access, io/peer_map).
   vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
     daemon/config.c daemon/log.c daemon/core/access.c daemon/io/peer_map.c
+    daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c
+    daemon/backends/standby.c
     LIBS vram_ledger vram_proto vram_platform vram_cjson)
-  target_include_directories(test_win_access PRIVATE daemon daemon/core)
+  if(VRAM_CUDA_INCLUDE_DIR)
+    target_link_libraries(test_win_access PRIVATE vram_cuda)
+  endif()
+  target_include_directories(test_win_access PRIVATE daemon daemon/core
+    daemon/backends)
   target_compile_options(test_win_access PRIVATE
     -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
   # The first integration test: the real vramd.exe serving
