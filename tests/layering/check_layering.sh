@@ -7,7 +7,12 @@
 #    an operating-system function, or names /proc;
 #  - a layer includes a header of a layer above it (the ledger is pure; the
 #    protocol knows nothing of the daemon or the library; the library
-#    nothing of the daemon).
+#    nothing of the daemon);
+#  - daemon/main.c, daemon/backends/ or common/ names _WIN32 (what differs
+#    by system is below platform/: entry.h, gpu_share.h);
+#  - windows-service/, the Windows service's own program, defines a
+#    function a platform/ header declares (the entry below the line is
+#    platform/win32/'s; the program above it only installs).
 set -u
 src=${1:?usage: check_layering.sh SOURCE_DIR}
 cd "$src" || exit 2
@@ -45,6 +50,35 @@ done | grep . && fail=1
 
 grep -n '/proc' $files | grep . >/dev/null &&
     say "/proc is named outside platform/: $(grep -ln '/proc' $files | tr '\n' ' ')"
+
+# No system's name above the line where the entry and the backends are.
+for f in daemon/main.c $(find daemon/backends common -name '*.[ch]' | sort); do
+    grep -nE '(^|[^A-Za-z0-9_])_WIN32([^A-Za-z0-9_]|$)' "$f" |
+        while IFS= read -r line; do
+            echo "layering: $f:$line: _WIN32 above platform/"
+        done
+done | grep . && fail=1
+
+# windows-service/ implements no platform/ header: none of its functions
+# has a name that a header of platform/ (or of platform/<os>/) declares.
+if [ -d windows-service ]; then
+    declared=$(cat platform/*.h platform/*/*.h 2>/dev/null |
+        "$cc" -fpreprocessed -dD -E -P - 2>/dev/null |
+        grep -oE '(^|[^A-Za-z0-9_])vpw?_[a-z0-9_]+[[:space:]]*\(' |
+        sed -E 's/^[^v]*//; s/[[:space:]]*\($//' | sort -u)
+    for f in $(find windows-service -name '*.c' | sort); do
+        # Definitions: a name and its parameters at the start of a line,
+        # the body's brace after them (not a declaration's semicolon).
+        "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
+            tr '\n' ' ' | sed -e 's/"\([^"\\]\|\\.\)*"/""/g' |
+            grep -oE '[A-Za-z_][A-Za-z0-9_]*[[:space:]]*\([^;{}()]*\)[[:space:]]*\{' |
+            sed -E 's/[[:space:]]*\(.*//' | sort -u |
+            while IFS= read -r fn; do
+                printf '%s\n' "$declared" | grep -qx "$fn" &&
+                    echo "layering: $f defines $fn, which a platform/ header declares"
+            done
+    done | grep . && fail=1
+fi
 
 # Dependencies run one way. Each rule: a folder, and the project headers it
 # may include (by the folders they live in).
