@@ -204,15 +204,14 @@ static int run(struct vp_entry *e, void *data);
 
 int main(int argc, char **argv)
 {
-    /* The entry's own options (Windows: --service, --console,
-     * --install-service, --uninstall-service, --run-dir, --service-name;
-     * none on POSIX) are taken out before getopt. The service's log goes
-     * beside its state (the run directory). */
+    /* The entry's own options (the service's modes, its name and run
+     * directory where the system has them: platform/entry.h) are taken out
+     * before getopt. */
     struct vp_entry_cfg ecfg = {.start_wait_hint_ms = 30000,
                                 .stop_wait_hint_ms = 30000};
     char why[512];
     enum vp_entry_mode mode = vp_entry_mode(&argc, argv, &ecfg, why, sizeof(why));
-    if (mode == VP_ENTRY_BAD) {
+    if (mode == VP_ENTRY_BAD || mode == VP_ENTRY_CONFLICT) {
         fprintf(stderr, "vramd: %s\n", why);
         return 2;
     }
@@ -261,11 +260,6 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "vramd: unexpected argument '%s'\n", argv[optind]);
-        return 2;
-    }
-    if (mode == VP_ENTRY_CONFLICT) {
-        fprintf(stderr, "vramd: --service, --console, --install-service and "
-                "--uninstall-service exclude each other\n");
         return 2;
     }
     static struct opts o;

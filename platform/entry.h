@@ -80,8 +80,9 @@ struct vp_entry_cfg {
 
 /* Finds the entry's options in argv[1..] and takes them out (argv shifted,
  * *argc lowered), so the program's own option parser never sees them;
- * their values go into cfg (which points into argv). VP_ENTRY_BAD with why
- * for an option without its value. */
+ * their values go into cfg (which points into argv). VP_ENTRY_BAD (an
+ * option without its value) and VP_ENTRY_CONFLICT come with why: a usage
+ * error. */
 enum vp_entry_mode vp_entry_mode(int *argc, char **argv,
                                  struct vp_entry_cfg *cfg, char *why,
                                  size_t whylen);

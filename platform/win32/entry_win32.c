@@ -321,6 +321,9 @@ enum vp_entry_mode vp_entry_mode(int *argc, char **argv,
     }
     argv[out] = NULL;
     *argc = out;
+    if (found == VP_ENTRY_CONFLICT)
+        snprintf(why, whylen, "--service, --console, --install-service and "
+                 "--uninstall-service exclude each other");
     return found;
 }
 
