@@ -111,6 +111,7 @@ check_includes common platform
 check_includes client/lib proto platform common client/include
 check_includes client/tools proto platform client/include
 check_includes platform/posix platform
+[ -d platform/linux ] && check_includes platform/linux platform platform/posix
 
 # No file calls into a file that calls it back: for each part, an edge from
 # a .c file to every other .c file whose header it includes; the edges must
