@@ -18,8 +18,13 @@
 #     pushed into a client's process), mem.h (page-file-backed sections,
 #     fixed-address views over placeholders) and part of proc.h (pins,
 #     start times, children);
-#   - vram_winsvc from windows-service/: the SCM's side (run, console,
-#     install, uninstall, query), %ProgramData%\vramd and the log file;
+#   - platform/win32/gpu_share_win32.c with cuda_share.c (the CUDA chunks'
+#     security descriptor), in vram_platform with or without cuda.h;
+#   - the daemon's entry (platform/win32/entry_win32.c: the SCM's run, the
+#     console, the entry's options; service_dirs.c: %ProgramData%\vramd,
+#     the run directory and the log file) in vram_platform, and vram_winsvc
+#     from windows-service/, the service program: install, uninstall,
+#     query;
 #   - vram_proto (proto/ and the catalogue's generated C, made by a
 #     vram_msggen built for the build machine) and its unit tests
 #     test_frame, test_json, test_codec and test_catalogue;
@@ -32,7 +37,8 @@
 #     test_win_identity, test_win_stream, test_win_push and test_win_mem
 #     (with win_child.exe, a helper process they start), and
 #     test_win_service (with win_test_service.exe, a small service built on
-#     windows-service/, under wine's SCM).
+#     the platform entry and installed by windows-service/, under wine's
+#     SCM).
 #   - vramd.exe: the daemon with the host backend (and the cuda backend
 #     where cuda.h is found, below), its io layer (daemon/io/, the same as
 #     Linux's) over platform/win32/endpoint.c (vramd's pipe, its
@@ -50,9 +56,7 @@
 #     as on Linux; the configure step says which, or that there is none,
 #     and then all of this is left out and the rest is built host only):
 #     vram_cuda (common/cuda_driver.c, common/nvml.c: nvcuda.dll and
-#     nvml.dll loaded at run time, never imported), platform/win32/
-#     cuda_share.c in vram_platform (the chunks' security descriptor),
-#     daemon/backends/cuda.c in vramd.exe and client/lib/map_cuda.c with
+#     nvml.dll loaded at run time, never imported), daemon/backends/cuda.c in vramd.exe and client/lib/map_cuda.c with
 #     common/cuda_driver.c in libvram.dll; test_win_cuda (the descriptor,
 #     the loaders without the DLLs, the WDDM bound; no GPU) and
 #     test_win_cuda_objects (scripts/windows-cuda-check.sh: nm and objdump
@@ -215,20 +219,19 @@ add_library(vram_platform STATIC
   platform/win32/thread.c platform/win32/dl.c platform/win32/watch.c
   platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
   platform/win32/peer.c platform/win32/peer_map.c platform/win32/endpoint.c
-  platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c)
+  platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c
+  platform/win32/gpu_share_win32.c platform/win32/cuda_share.c
+  platform/win32/entry_win32.c platform/win32/service_dirs.c
+  platform/win32/scm_errno.c)
 target_include_directories(vram_platform PUBLIC platform)
-target_link_libraries(vram_platform PUBLIC ntdll uv_a)
+# The entry's run directory: SHGetKnownFolderPath (shell32), CoTaskMemFree
+# (ole32), FOLDERID_ProgramData (uuid), its security (advapi32).
+target_link_libraries(vram_platform PUBLIC ntdll uv_a shell32 ole32 uuid advapi32)
 # The keeper's holder (platform/keeper.h, platform/win32/holder.c): beside
 # vramd.exe, where the keeper looks for it.
 add_executable(vramd-holder platform/win32/holder.c)
 target_link_libraries(vramd-holder PRIVATE vram_platform)
 target_link_options(vramd-holder PRIVATE -static-libgcc)
-if(VRAM_CUDA_INCLUDE_DIR)
-  # The CUDA chunks' security descriptor (only the cuda backend calls it;
-  # advapi32, which mingw links by default). It needs no cuda.h, but has no
-  # caller without it.
-  target_sources(vram_platform PRIVATE platform/win32/cuda_share.c)
-endif()
 
 # The protocol: the Linux build's list (CMakeLists.txt sets it after the
 # Windows branch has returned, so it is repeated here).
@@ -297,15 +300,14 @@ set_target_properties(vram PROPERTIES PREFIX lib IMPORT_PREFIX lib
   IMPORT_SUFFIX .dll.a)
 target_link_options(vram PRIVATE -static-libgcc)
 
-# The service's side of the SCM (windows-service/): a library vramd's main
-# calls (run, console, install, uninstall, the data directory and the log).
-add_library(vram_winsvc STATIC
-  windows-service/wutil.c windows-service/service.c windows-service/paths.c
-  windows-service/install.c windows-service/cli.c)
+# The Windows service's own program (windows-service/), the counterpart of
+# systemd/: installing, removing and asking the SCM about the service. Its
+# run under the SCM is the platform entry's (platform/win32/entry_win32.c);
+# vramd.exe reaches this through its installer (installer_winsvc.c, one of
+# vramd's sources, as systemd/installer_systemd.c is on Linux).
+add_library(vram_winsvc STATIC windows-service/install.c)
 target_include_directories(vram_winsvc PUBLIC windows-service)
-# SHGetKnownFolderPath (shell32), CoTaskMemFree (ole32), FOLDERID_ProgramData
-# (uuid).
-target_link_libraries(vram_winsvc PUBLIC shell32 ole32 uuid advapi32)
+target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
 
 # vramd.exe: the Linux build's daemon sources (io/ over platform/endpoint.h,
 # which platform/win32/endpoint.c implements with the pipe acceptor's
@@ -326,7 +328,7 @@ set(VRAMD_WIN_CORE_SOURCES
   daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c
   daemon/core/weights.c daemon/core/wsets.c daemon/core/handlers/weights.c)
 add_executable(vramd
-  daemon/main.c daemon/config.c daemon/log.c
+  daemon/main.c daemon/config.c daemon/log.c windows-service/installer_winsvc.c
   daemon/io/io.c daemon/io/io_port.c daemon/io/session.c
   daemon/io/session_rules.c
   ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
@@ -418,9 +420,14 @@ if(VRAM_BUILD_TESTS)
   # peer_map.c.
   vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
     daemon/config.c daemon/log.c daemon/core/access.c
+    daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c
+    daemon/backends/standby.c
     LIBS vram_ledger vram_proto vram_platform vram_cjson)
+  if(VRAM_CUDA_INCLUDE_DIR)
+    target_link_libraries(test_win_access PRIVATE vram_cuda)
+  endif()
   target_include_directories(test_win_access PRIVATE daemon daemon/core
-    platform/win32)
+    daemon/backends platform/win32)
   target_compile_options(test_win_access PRIVATE
     -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
   # The first integration test: the real vramd.exe serving

@@ -7,7 +7,7 @@
 # netapi32), installs vramd.exe as a service (LocalSystem) allowing one of
 # them, runs win_vramd_client.exe and a probe as each user
 # (CreateProcessWithLogonW, advapi32), and checks that a directory another
-# user made first in %ProgramData% is refused (vram_service_prepare_dir).
+# user made first in %ProgramData% is refused (vpw_svc_prepare_dir).
 # Passwords come from BCryptGenRandom (bcrypt); a profile a logon made is
 # removed with DeleteProfileW and CreateEnvironmentBlock gives a client's
 # environment (userenv). Under wine (one user, no pipe DACL checked) every

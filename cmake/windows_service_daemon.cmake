@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# vramd.exe as a Windows service (windows-service/ wired into daemon/main.c
-# through platform/entry.h), tested under wine's SCM: included from
+# vramd.exe as a Windows service (daemon/main.c run by the platform entry,
+# platform/win32/entry_win32.c, and installed by windows-service/), tested
+# under wine's SCM: included from
 # cmake/windows.cmake inside its VRAM_BUILD_TESTS block, with its
 # vram_win_test().
 #

@@ -15,9 +15,10 @@ int vcu_load(struct vcu *out, char *why, size_t whylen)
     struct vcu t;
     struct vcu *d = &t;
     memset(d, 0, sizeof(*d));
-    d->lib = vp_dl_open(VCU_LIBRARY);
+    d->lib = vp_dl_open(vp_gpu_system()->driver);
     if (!d->lib) {
-        snprintf(why, whylen, "no NVIDIA driver (" VCU_LIBRARY_WHERE ")");
+        snprintf(why, whylen, "no NVIDIA driver (%s)",
+                 vp_gpu_system()->driver_where);
         return -ENODEV;
     }
     get_proc_fn gpa;

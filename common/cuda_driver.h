@@ -11,28 +11,30 @@
 
 #include <cuda.h>
 
-/* How a chunk is shared between processes: a POSIX fd on Linux, an NT
- * HANDLE on Windows. Not the KMT kind (CU_MEM_HANDLE_TYPE_WIN32_KMT): that
- * is a global value with no security descriptor, usable by any process
- * that learns it; an NT handle reaches a client only by being duplicated
- * into its process.
+#include "gpu_share.h"
+
+/* How a chunk is shared between processes, as this system has it
+ * (platform/gpu_share.h: a POSIX fd on Linux, an NT HANDLE on Windows).
  * The driver takes the fd as an integer in the pointer argument, the
  * HANDLE as itself. VCU_SHAREABLE_ATTR is the device attribute that says a
  * GPU can export that kind. */
-#ifdef _WIN32
-#define VCU_SHAREABLE_TYPE CU_MEM_HANDLE_TYPE_WIN32
-#define VCU_SHAREABLE_ATTR CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
-#define VCU_SHAREABLE_NAME "Win32 NT handles"
-#define VCU_LIBRARY "nvcuda.dll"
-/* vp_dl_open looks for a bare name in System32 only (platform/win32/dl.c). */
-#define VCU_LIBRARY_WHERE "nvcuda.dll cannot be loaded from System32"
-#else
-#define VCU_SHAREABLE_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-#define VCU_SHAREABLE_ATTR CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-#define VCU_SHAREABLE_NAME "POSIX fd handles"
-#define VCU_LIBRARY "libcuda.so.1"
-#define VCU_LIBRARY_WHERE "libcuda.so.1 cannot be loaded"
-#endif
+static inline CUmemAllocationHandleType vcu_shareable_type(void)
+{
+    return vp_gpu_system()->handle == VP_GPU_HANDLE_NT
+               ? CU_MEM_HANDLE_TYPE_WIN32
+               : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+}
+
+static inline CUdevice_attribute vcu_shareable_attr(void)
+{
+    return vp_gpu_system()->handle == VP_GPU_HANDLE_NT
+               ? CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED
+               : CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED;
+}
+
+#define VCU_SHAREABLE_TYPE vcu_shareable_type()
+#define VCU_SHAREABLE_ATTR vcu_shareable_attr()
+#define VCU_SHAREABLE_NAME (vp_gpu_system()->handle_name)
 static inline void *vcu_shareable_arg(intptr_t h)
 {
     return (void *)h;

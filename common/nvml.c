@@ -6,16 +6,7 @@
 #include <string.h>
 
 #include "dl.h"
-
-#ifdef _WIN32
-/* The driver installs it in System32, the only place vp_dl_open looks for
- * a bare name (platform/win32/dl.c). */
-#define VNVML_LIBRARY "nvml.dll"
-#define VNVML_WHERE "nvml.dll cannot be loaded from System32"
-#else
-#define VNVML_LIBRARY "libnvidia-ml.so.1"
-#define VNVML_WHERE "libnvidia-ml.so.1 cannot be loaded"
-#endif
+#include "gpu_share.h"
 
 /* nvmlMemory_t, whose layout NVML keeps stable (the v1 structure). */
 struct vnvml_memory {
@@ -26,9 +17,10 @@ int vnvml_load(struct vnvml *n, char *why, size_t whylen)
 {
     struct vnvml t;
     memset(&t, 0, sizeof(t));
-    if (!(t.lib = vp_dl_open(VNVML_LIBRARY))) {
+    const struct vp_gpu_system *sys = vp_gpu_system();
+    if (!(t.lib = vp_dl_open(sys->nvml))) {
         if (why && whylen)
-            snprintf(why, whylen, "no NVML (" VNVML_WHERE ")");
+            snprintf(why, whylen, "no NVML (%s)", sys->nvml_where);
         return -ENOENT;
     }
     /* The _v2 entry points are the ones nvml.h maps the plain names to. */
@@ -38,16 +30,17 @@ int vnvml_load(struct vnvml *n, char *why, size_t whylen)
     *(void **)&t.memory = vp_dl_sym(t.lib, "nvmlDeviceGetMemoryInfo");
     if (!t.init || !t.shutdown || !t.by_uuid || !t.memory) {
         if (why && whylen)
-            snprintf(why, whylen, VNVML_LIBRARY " lacks nvmlInit_v2, "
-                     "nvmlDeviceGetHandleByUUID or nvmlDeviceGetMemoryInfo");
+            snprintf(why, whylen, "%s lacks nvmlInit_v2, "
+                     "nvmlDeviceGetHandleByUUID or nvmlDeviceGetMemoryInfo",
+                     sys->nvml);
         vp_dl_close(t.lib);
         return -ENOENT;
     }
     int r = t.init();
     if (r != 0) {
         if (why && whylen)
-            snprintf(why, whylen, VNVML_LIBRARY ": nvmlInit_v2 failed (NVML "
-                     "error %d)", r);
+            snprintf(why, whylen, "%s: nvmlInit_v2 failed (NVML "
+                     "error %d)", sys->nvml, r);
         vp_dl_close(t.lib);
         return -ENOENT;
     }

@@ -11,6 +11,7 @@
 #include "hexkey.h"
 #include "message.h"
 #include "peer.h"
+#include "registry.h"
 #include "units.h"
 
 struct ctx {
@@ -40,7 +41,7 @@ void vd_config_default(struct vd_config *c)
     }
     c->pool_prefill = VD_POOL_AUTO;
     c->pool_idle_release_ms = 10000;
-    snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "fresh");
+    vd_backend_conf_defaults(c->backend_conf);
     c->max_clients = 256;
     c->max_chunks_per_client = 1u << 20;
     c->max_regions_per_client = 256;
@@ -68,18 +69,31 @@ void vd_config_free(struct vd_config *c)
     c->nstages = 0;
 }
 
-/* Checks that obj has only the listed keys: a typo must not pass silently. */
-static void known_keys(struct ctx *x, const cJSON *obj, const char *path,
-                       const char *const *keys)
+/* A backend's section's errors, as the file's own (section.h). */
+static void report_line(void *ctx, const char *line)
+{
+    err(ctx, "%s", line);
+}
+
+/* Checks that obj has only the listed keys, or keys also_ok accepts (NULL:
+ * none): a typo must not pass silently. */
+static void known_keys_or(struct ctx *x, const cJSON *obj, const char *path,
+                          const char *const *keys, bool (*also_ok)(const char *))
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj) {
-        bool ok = false;
+        bool ok = also_ok && also_ok(it->string);
         for (const char *const *k = keys; *k; k++)
             ok |= strcmp(*k, it->string) == 0;
         if (!ok)
             err(x, "%s%s%s: unknown key", path, *path ? "." : "", it->string);
     }
+}
+
+static void known_keys(struct ctx *x, const cJSON *obj, const char *path,
+                       const char *const *keys)
+{
+    known_keys_or(x, obj, path, keys, NULL);
 }
 
 static bool get_size(struct ctx *x, const cJSON *obj, const char *key,
@@ -182,8 +196,8 @@ static void parse_devices(struct ctx *x, const cJSON *arr, struct vd_config *c)
         const char *be = cJSON_GetStringValue(
             cJSON_GetObjectItemCaseSensitive(d, "backend"));
         if (cJSON_GetObjectItemCaseSensitive(d, "backend") &&
-            (!be || (strcmp(be, "host") && strcmp(be, "cuda"))))
-            err(x, "%s.backend: expected \"host\" or \"cuda\"", p);
+            (!be || !vd_backend_exists(be)))
+            err(x, "%s.backend: expected %s", p, vd_backend_names_quoted(false));
         else if (be && c->backend[0] && strcmp(be, c->backend) &&
                  strcmp(c->backend, "auto"))
             err(x, "%s.backend: \"%s\" differs from the daemon's backend "
@@ -673,14 +687,14 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
     }
     static const char *const keys[] = {"backend", "devices", "stages",
                                        "address_window", "pool", "limits",
-                                       "scenario", "doc", "cuda", "access",
+                                       "scenario", "doc", "access",
                                        "weights", NULL};
-    known_keys(&x, root, "", keys);
+    known_keys_or(&x, root, "", keys, vd_backend_conf_key);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "backend");
     if (v) {
         const char *be = cJSON_GetStringValue(v);
-        if (!be || (strcmp(be, "host") && strcmp(be, "cuda") && strcmp(be, "auto")))
-            err(&x, "backend: expected \"host\", \"cuda\" or \"auto\"");
+        if (!be || !vd_backend_known(be))
+            err(&x, "backend: expected %s", vd_backend_names_quoted(true));
         else
             snprintf(c->backend, sizeof(c->backend), "%s", be);
     }
@@ -713,23 +727,9 @@ int vd_config_load(const char *path, struct vd_config *c, char errs[][256],
             err(&x, "pool: prefill_chunks and standby say the same thing; "
                 "give one (standby, in bytes)");
     }
-    if ((v = cJSON_GetObjectItemCaseSensitive(root, "cuda"))) {
-        static const char *const ck[] = {"scrub", "peer_access", NULL};
-        known_keys(&x, v, "cuda", ck);
-        const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "scrub"));
-        if (cJSON_GetObjectItemCaseSensitive(v, "scrub") &&
-            (!sc || (strcmp(sc, "zero") && strcmp(sc, "fresh"))))
-            err(&x, "cuda.scrub: expected \"zero\" or \"fresh\"");
-        else if (sc)
-            snprintf(c->cuda_scrub, sizeof(c->cuda_scrub), "%s", sc);
-        const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "peer_access");
-        const char *ps = cJSON_GetStringValue(pa);
-        if (pa && (!ps || (strcmp(ps, "auto") && strcmp(ps, "off"))))
-            err(&x, "cuda.peer_access: expected \"auto\" (where the GPUs allow "
-                "it) or \"off\"");
-        else if (ps)
-            c->cuda_peers_off = strcmp(ps, "off") == 0;
-    }
+    /* The backends' own sections, each parsed by its backend. */
+    struct vd_section_errs se = {.report = report_line, .ctx = &x};
+    vd_backend_conf_parse(root, c->backend_conf, &se);
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "weights"))) {
         static const char *const wk[] = {"alloc", NULL};
         known_keys(&x, v, "weights", wk);

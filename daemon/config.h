@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ledger.h"
+#include "section.h"
 
 #define VD_MAX_CONFIG_ERRORS 32
 /* pool.prefill_chunks when the file does not say: cuda fills the pool up to
@@ -26,7 +27,7 @@ struct vd_device_conf {
 };
 
 struct vd_config {
-    char backend[8]; /* host, cuda, auto; "" = not set by the file */
+    char backend[8]; /* a backend's name or auto; "" = not set by the file */
     struct vd_device_conf dev[VL_MAX_DEVICES];
     uint32_t ndev;
     bool devices_given;
@@ -41,9 +42,9 @@ struct vd_config {
     uint32_t pool_idle_release_ms; /* returned chunks kept beyond the
                                       standby this long after the last
                                       release (pool.idle_release_ms) */
-    char cuda_scrub[8];        /* zero (daemon clears) or fresh (new memory) */
-    bool cuda_peers_off;       /* cuda.peer_access "off": no GPU maps another's
-                                  chunks, as on GPUs without P2P */
+    /* Each backend's own section, parsed by the backend into its slot (in
+     * the registry's order: backends/section.h, registry.h). */
+    struct vd_backend_conf backend_conf[VD_MAX_BACKENDS];
     uint32_t max_clients;
     uint32_t max_chunks_per_client;
     uint32_t max_regions_per_client;

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <signal.h>
 #include <uv.h>
 
 #include "backend.h"
 #include "config.h"
 #include "entry.h"
+#include "installer.h"
 #include "io.h"
 #include "log.h"
 #include "platform.h"
@@ -20,19 +20,9 @@
 #include "startup.h"
 #include "units.h"
 #include "vram_msg.h"
-#ifdef _WIN32
-#include "paths.h"
-#endif
 
 /* Linux: /run/vramd/vramd.sock; Windows: \\.\pipe\vramd (conn.h). */
 #define DEFAULT_SOCKET VP_DEFAULT_ENDPOINT
-#ifdef _WIN32
-/* %ProgramData%\vramd\vramd.json, looked up at start (windows-service/);
- * this is its name in usage()'s format. */
-#define DEFAULT_CONFIG "%%ProgramData%%\\vramd\\vramd.json"
-#else
-#define DEFAULT_CONFIG "/etc/vramd/vramd.json"
-#endif
 /* The state file beside the socket cannot be trusted: restarting would
  * fail the same way (the systemd unit does not restart on it). */
 #define EXIT_STATE 65
@@ -45,13 +35,9 @@ static void usage(FILE *f)
             "pipeline stage's budget, and hands chunks to engines.\n\n"
             "  -s, --socket PATH      listen on PATH (default $VRAM_SOCKET, else "
             DEFAULT_SOCKET ")\n"
-#ifdef _WIN32
-            "  -r, --run-dir DIR      where the state file and the lock go\n"
-            "                         (default %%ProgramData%%\\vramd)\n"
-#endif
             "  -b, --backend NAME     host, cuda or auto (default: the config's, "
             "else auto)\n"
-            "  -c, --config FILE      configuration (JSON; default " DEFAULT_CONFIG "\n"
+            "  -c, --config FILE      configuration (JSON; default %s\n"
             "                         when it exists); without one: two host\n"
             "                         devices of 16 GiB with 2 MiB chunks\n"
             "      --check-config FILE  validate FILE, print each error, exit\n"
@@ -63,21 +49,10 @@ static void usage(FILE *f)
             "debug\n"
             "  -V, --version          print the version\n"
             "  -h, --help             this text\n"
-#ifdef _WIN32
-            "\nAs a Windows service (one of these; the other options go into\n"
-            "the service's command line on install):\n"
-            "      --install-service  install (LocalSystem, automatic start,\n"
-            "                         restarted on failure); needs an\n"
-            "                         administrator\n"
-            "      --uninstall-service  stop and remove\n"
-            "      --service          what the service manager runs (the log\n"
-            "                         goes to RUN-DIR\\vramd.log)\n"
-            "      --console          run in the foreground (the default):\n"
-            "                         Ctrl-C stops, Ctrl-Break reloads\n"
-            "      --service-name NAME  the service's name (default vramd)\n"
-#endif
+            "%s"
             "\nExit status: 0 stopped by a signal, 1 failed, 2 usage, 65 the state\n"
-            "file cannot be trusted (see --discard-state).\n");
+            "file cannot be trusted (see --discard-state).\n",
+            vp_entry_default_config(), vp_entry_usage());
 }
 
 static int check_config(const char *path)
@@ -126,13 +101,13 @@ struct opts {
     const char *socket_path, *backend_name, *config_path;
     int level;
     bool discard_state;
-    const char *run_dir;      /* Windows: the state file, the lock, the log */
-    const char *service_name; /* Windows: the service's name */
 };
 
 struct daemon {
     const struct opts *o;
-    struct vp_entry *entry; /* the service's run (NULL on POSIX) */
+    struct vp_entry *entry; /* the run main is in (platform/entry.h) */
+    const struct vp_entry_cfg *ecfg; /* its options */
+    struct vp_entry_signals sigs;
     uv_loop_t loop;
     struct vd_core core;
     struct vd_io io;
@@ -150,21 +125,10 @@ struct daemon {
 /* One daemon a process; the service's callbacks reach it here. */
 static struct daemon the_daemon;
 
-#ifdef _WIN32
-/* A console has no SIGHUP to reload with: Ctrl-Break reloads (as
- * windows-service's --console does), and libuv's SIGHUP is the console
- * closing, which stops. */
-#define SIG_RELOAD SIGBREAK
-#define SIG_STOP2 SIGHUP
-#else
-#define SIG_RELOAD SIGHUP
-#define SIG_STOP2 SIGTERM
-#endif
-
 static void shut_down(struct daemon *d, const char *reason)
 {
     vlog(VLOG_NOTICE, "%s: shutting down", reason);
-    vp_service_notify("STOPPING=1\nSTATUS=shutting down");
+    vp_entry_stopping(d->entry, "shutting down");
     vd_core_stopping(&d->core);
     vd_io_stop(&d->io);
 }
@@ -182,17 +146,11 @@ static void reload(struct daemon *d)
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
-    if (signum == SIG_RELOAD) {
+    if (signum == d->sigs.reload) {
         reload(d);
         return;
     }
-    shut_down(d, signum == SIG_STOP2 ?
-#ifdef _WIN32
-              "console closed"
-#else
-              "SIGTERM"
-#endif
-              : "SIGINT");
+    shut_down(d, signum == d->sigs.stop ? d->sigs.stop_name : "SIGINT");
 }
 
 /* On the loop's thread: what the service manager asked for meanwhile. */
@@ -246,15 +204,19 @@ static int run(struct vp_entry *e, void *data);
 
 int main(int argc, char **argv)
 {
-    /* Windows' --service, --console, --install-service and
-     * --uninstall-service are taken out before getopt (nothing on POSIX). */
-    enum vp_entry_mode mode = vp_entry_mode(&argc, argv);
+    /* The entry's own options (the service's modes, its name and run
+     * directory where the system has them: platform/entry.h) are taken out
+     * before getopt. */
+    struct vp_entry_cfg ecfg = {.start_wait_hint_ms = 30000,
+                                .stop_wait_hint_ms = 30000};
+    char why[512];
+    enum vp_entry_mode mode = vp_entry_mode(&argc, argv, &ecfg, why, sizeof(why));
+    if (mode == VP_ENTRY_BAD || mode == VP_ENTRY_CONFLICT) {
+        fprintf(stderr, "vramd: %s\n", why);
+        return 2;
+    }
     static const struct option opts[] = {
         {"socket", required_argument, 0, 's'},
-#ifdef _WIN32
-        {"run-dir", required_argument, 0, 'r'},
-        {"service-name", required_argument, 0, 'N'},
-#endif
         {"backend", required_argument, 0, 'b'},
         {"config", required_argument, 0, 'c'},
         {"check-config", required_argument, 0, 'C'},
@@ -268,19 +230,9 @@ int main(int argc, char **argv)
     const char *backend_name = NULL, *config_path = NULL;
     int level = VLOG_INFO, c;
     bool discard_state = false;
-#ifdef _WIN32
-    const char *run_dir = NULL, *service_name = NULL;
-#define OPTSTRING "s:r:b:c:l:Vh"
-#else
-#define OPTSTRING "s:b:c:l:Vh"
-#endif
-    while ((c = getopt_long(argc, argv, OPTSTRING, opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:b:c:l:Vh", opts, NULL)) != -1) {
         switch (c) {
         case 's': socket_path = optarg; break;
-#ifdef _WIN32
-        case 'r': run_dir = optarg; break;
-        case 'N': service_name = optarg; break;
-#endif
         case 'b':
             if (!vd_backend_known(optarg)) {
                 fprintf(stderr, "vramd: --backend must be %s, not '%s'\n",
@@ -310,28 +262,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "vramd: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (mode == VP_ENTRY_CONFLICT) {
-        fprintf(stderr, "vramd: --service, --console, --install-service and "
-                "--uninstall-service exclude each other\n");
-        return 2;
-    }
     static struct opts o;
     o = (struct opts){.socket_path = socket_path, .backend_name = backend_name,
                       .config_path = config_path, .level = level,
                       .discard_state = discard_state};
-#ifdef _WIN32
-    o.run_dir = run_dir;
-    o.service_name = service_name;
-#endif
     the_daemon.o = &o;
-    /* The log of the service goes beside its state (the run directory,
-     * %ProgramData%\vramd by default). */
-    struct vp_entry_cfg ecfg = {.name = o.service_name, .data_dir = o.run_dir,
-                                .start_wait_hint_ms = 30000,
-                                .stop_wait_hint_ms = 30000};
     struct vp_entry_ops ops = {.main = run, .stop = ask_stop,
-                               .reload = ask_reload, .data = &the_daemon};
-    char why[512];
+                               .reload = ask_reload, .data = &the_daemon,
+                               .installer = vd_service_installer()};
+    the_daemon.ecfg = &ecfg;
     int rc = vp_entry_exec(mode, argc, argv, &ecfg, &ops, why, sizeof(why));
     if (why[0])
         fprintf(stderr, "vramd: %s\n", why);
@@ -350,9 +289,6 @@ static int run(struct vp_entry *e, void *data)
     const char *backend_name = o->backend_name, *config_path = o->config_path;
     int level = o->level;
     bool discard_state = o->discard_state;
-#ifdef _WIN32
-    const char *run_dir = o->run_dir;
-#endif
     if (!socket_path || !*socket_path)
         socket_path = DEFAULT_SOCKET;
     vlog_init(level);
@@ -362,47 +298,19 @@ static int run(struct vp_entry *e, void *data)
     /* Reading the configuration and opening the backend. */
     vp_entry_starting(e, 30000);
 
+    /* Where the configuration and the state file are, as the system has
+     * them (Windows: the run directory, made sure of here). */
+    struct vp_entry_files files;
+    char files_why[512];
+    int fe = vp_entry_files(d->ecfg, socket_path, &files, files_why,
+                            sizeof(files_why));
+    if (fe < 0) {
+        vlog(VLOG_ERR, "%s", files_why);
+        return fe == -EINVAL ? 2 : 1;
+    }
+    if (!config_path && files.config[0])
+        config_path = files.config;
     struct vd_config cfg;
-#ifdef _WIN32
-    char default_config[1024];
-    if (!config_path && vram_service_config_path(NULL, default_config,
-                                                 sizeof(default_config)) == 0 &&
-        vp_path_exists(default_config))
-        config_path = default_config;
-    /* The state file and the lock: in the run directory, named after the
-     * pipe (\\.\pipe\NAME: DIR\NAME.state, DIR\NAME.lock). */
-    char data_dir[1024], run_base[1200];
-    if (!run_dir) {
-        if (vram_service_data_dir(data_dir, sizeof(data_dir)) < 0) {
-            fprintf(stderr, "vramd: no %%ProgramData%%: give --run-dir\n");
-            return 2;
-        }
-        run_dir = data_dir;
-    }
-    /* The run directory holds the state file, whose word decides what
-     * engines get back after a restart, so it must be vramd's: a real
-     * directory owned by SYSTEM, Administrators or vramd's user
-     * (windows-service/paths.h). As a service it was made so before main.
-     * In a console it is checked here, and made only when --run-dir named
-     * it: the default one is the service's to make (if another user made
-     * it first, the service would refuse it). */
-    if (!o->run_dir && !vp_path_exists(run_dir)) {
-        vlog(VLOG_ERR, "%s does not exist: installing the service makes it, "
-             "or give --run-dir", run_dir);
-        return 1;
-    }
-    char dir_why[512];
-    if (vram_service_prepare_dir(run_dir, dir_why, sizeof(dir_why)) < 0) {
-        vlog(VLOG_ERR, "run directory: %s", dir_why);
-        return 1;
-    }
-    const char *leaf = strrchr(socket_path, '\\');
-    snprintf(run_base, sizeof(run_base), "%s\\%s", run_dir,
-             leaf && leaf[1] ? leaf + 1 : "vramd");
-#else
-    if (!config_path && vp_path_exists(DEFAULT_CONFIG))
-        config_path = DEFAULT_CONFIG;
-#endif
     if (config_path) {
         char errs[VD_MAX_CONFIG_ERRORS][256];
         int n = 0;
@@ -419,7 +327,8 @@ static int run(struct vp_entry *e, void *data)
 
     struct vd_backend *backend = NULL;
     char why[256] = "";
-    if (vd_backend_open(backend_name, &cfg, &backend, why, sizeof(why)) < 0) {
+    if (vd_backend_open(backend_name, &cfg, cfg.backend_conf, &backend, why,
+                        sizeof(why)) < 0) {
         vlog(VLOG_ERR, "%s backend unavailable: %s", backend_name, why);
         vd_config_free(&cfg);
         return 1;
@@ -442,11 +351,9 @@ static int run(struct vp_entry *e, void *data)
         vd_io_prepare(&d->io, &d->loop, &d->core, socket_path) < 0)
         goto out;
     d->core.discard_state = discard_state;
-#ifdef _WIN32
-    err = vd_core_start(&d->core, run_base, socket_path);
-#else
-    err = vd_core_start(&d->core, d->io.path, d->io.path);
-#endif
+    err = vd_core_start(&d->core,
+                        files.state_base[0] ? files.state_base : d->io.path,
+                        d->io.path);
     if (err < 0) {
         rc = err == -EBADMSG ? EXIT_STATE : 1;
         goto out;
@@ -454,7 +361,8 @@ static int run(struct vp_entry *e, void *data)
     vp_entry_starting(e, 10000);
     if (vd_io_listen(&d->io) < 0)
         goto out;
-    int sigs[3] = {SIG_STOP2, SIGINT, SIG_RELOAD};
+    vp_entry_signals(&d->sigs);
+    int sigs[3] = {d->sigs.stop, d->sigs.interrupt, d->sigs.reload};
     for (int i = 0; i < 3; i++) {
         uv_signal_init(&d->loop, &d->sig[i]);
         d->sig[i].data = d;
@@ -474,11 +382,9 @@ static int run(struct vp_entry *e, void *data)
          "stages configured)", VRAM_VERSION, d->io.path, backend->ops->name,
          vl_device_count(d->core.ledger), cfg.nstages);
     char state[256];
-    snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %u devices on %s "
-             "(%s backend)", vl_device_count(d->core.ledger), d->io.path,
-             backend->ops->name);
-    vp_service_notify(state);
-    vp_entry_running(e);
+    snprintf(state, sizeof(state), "serving %u devices on %s (%s backend)",
+             vl_device_count(d->core.ledger), d->io.path, backend->ops->name);
+    vp_entry_running(e, state);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     rc = 0;
 out:

@@ -39,7 +39,7 @@ done
 has() { # object, symbol, what
     "$nm" "$1" | grep -qw "$2" || die "$(basename "$1") lacks $2: $3"
 }
-has "$backend" vpw_cuda_share_create "the Win32 handles' security descriptor"
+has "$backend" vp_gpu_share_create "the Win32 handles' security descriptor"
 has "$backend" vnvml_fits "the WDDM check"
 has "$backend" vcu_load "the driver loader (not the no-cuda.h stub)"
 has "$mapper" vcu_load "the driver loader (not the no-cuda.h stub)"

@@ -12,7 +12,8 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "wutil.h"
+#include "win32/scm_errno.h"
+#include "win32/wstr.h"
 
 #define DEFAULT_NAME "vramd"
 #define DEFAULT_DISPLAY "vramd GPU memory broker"
@@ -72,7 +73,7 @@ static int append_arg(wchar_t *line, size_t room, size_t *n, const wchar_t *arg)
 static int append_utf8(wchar_t *line, size_t room, size_t *n, const char *arg)
 {
     wchar_t w[WPATH_MAX];
-    int e = svc_wide(arg, w, WPATH_MAX);
+    int e = vpw_wide(arg, w, WPATH_MAX);
     return e < 0 ? e : append_arg(line, room, n, w);
 }
 
@@ -94,15 +95,15 @@ int vram_service_install(const struct vram_service_install_cfg *cfg, char *why,
                  cfg->name);
         shown = own_display;
     }
-    if (svc_wide(or(cfg->name, DEFAULT_NAME), name, 257) < 0 ||
-        svc_wide(or(shown, DEFAULT_DISPLAY), display, 257) < 0 ||
-        svc_wide(or(cfg->description, DEFAULT_DESCRIPTION), desc, 1024) < 0) {
+    if (vpw_wide(or(cfg->name, DEFAULT_NAME), name, 257) < 0 ||
+        vpw_wide(or(shown, DEFAULT_DISPLAY), display, 257) < 0 ||
+        vpw_wide(or(cfg->description, DEFAULT_DESCRIPTION), desc, 1024) < 0) {
         snprintf(why, whylen, "service name, display name or description: too "
                  "long or not UTF-8");
         return -EINVAL;
     }
     if (cfg->exe) {
-        if (svc_wide(cfg->exe, exe, WPATH_MAX) < 0) {
+        if (vpw_wide(cfg->exe, exe, WPATH_MAX) < 0) {
             snprintf(why, whylen, "program path %s: too long or not UTF-8", cfg->exe);
             return -EINVAL;
         }
@@ -160,7 +161,7 @@ static int install(const struct vram_service_install_cfg *cfg, const wchar_t *na
         DWORD err = GetLastError();
         snprintf(why, whylen, "cannot open the service manager: error %lu%s", err,
                  err == ERROR_ACCESS_DENIED ? " (run it as Administrator)" : "");
-        return svc_errno(err);
+        return vpw_scm_errno(err);
     }
     /* LocalSystem: lpServiceStartName NULL. SERVICE_START: setting a
      * restart action takes it. */
@@ -172,7 +173,7 @@ static int install(const struct vram_service_install_cfg *cfg, const wchar_t *na
                                  NULL);
     if (!s) {
         DWORD err = GetLastError();
-        e = svc_errno(err);
+        e = vpw_scm_errno(err);
         snprintf(why, whylen, "cannot create service %s: %s", or(cfg->name, DEFAULT_NAME),
                  err == ERROR_DUPLICATE_SERVICE_NAME
                      ? "another service has its display name (give another "
@@ -199,7 +200,7 @@ static int install(const struct vram_service_install_cfg *cfg, const wchar_t *na
         CloseServiceHandle(m);
         snprintf(why, whylen, "cannot set the service's failure actions: error %lu; "
                  "not installed", err);
-        return svc_errno(err);
+        return vpw_scm_errno(err);
     }
     int rc = 0;
     why[0] = 0;
@@ -220,7 +221,7 @@ static int install(const struct vram_service_install_cfg *cfg, const wchar_t *na
     CloseServiceHandle(m);
     if (rc == 0) {
         char c[WPATH_MAX];
-        if (svc_utf8(line, c, sizeof(c)) < 0)
+        if (vpw_utf8(line, c, sizeof(c)) < 0)
             snprintf(c, sizeof(c), "?");
         snprintf(why, whylen, "installed service %s: %s", or(cfg->name, DEFAULT_NAME), c);
     }
@@ -230,14 +231,14 @@ static int install(const struct vram_service_install_cfg *cfg, const wchar_t *na
 static int open_service(const char *name, DWORD access, SC_HANDLE *m, SC_HANDLE *s)
 {
     wchar_t w[257];
-    if (svc_wide(or(name, DEFAULT_NAME), w, 257) < 0)
+    if (vpw_wide(or(name, DEFAULT_NAME), w, 257) < 0)
         return -EINVAL;
     *m = OpenSCManagerW(NULL, NULL, SC_MANAGER_CONNECT);
     if (!*m)
-        return svc_errno(GetLastError());
+        return vpw_scm_errno(GetLastError());
     *s = OpenServiceW(*m, w, access);
     if (!*s) {
-        int e = svc_errno(GetLastError());
+        int e = vpw_scm_errno(GetLastError());
         CloseServiceHandle(*m);
         return e;
     }
@@ -249,7 +250,7 @@ static int query(SC_HANDLE s, struct vram_service_state *out)
     SERVICE_STATUS_PROCESS p;
     DWORD n;
     if (!QueryServiceStatusEx(s, SC_STATUS_PROCESS_INFO, (BYTE *)&p, sizeof(p), &n))
-        return svc_errno(GetLastError());
+        return vpw_scm_errno(GetLastError());
     *out = (struct vram_service_state){
         .state = p.dwCurrentState,
         .pid = p.dwProcessId,
@@ -292,7 +293,7 @@ int vram_service_uninstall(const char *name, uint32_t timeout_ms, char *why,
         CloseServiceHandle(m);
         snprintf(why, whylen, "cannot delete service %s: error %lu", or(name, DEFAULT_NAME),
                  err);
-        return svc_errno(err);
+        return vpw_scm_errno(err);
     }
     /* Deleting marks it: the SCM drops the entry once no handle to it is
      * open and its process is gone, which may come after STOPPED, and
@@ -300,7 +301,7 @@ int vram_service_uninstall(const char *name, uint32_t timeout_ms, char *why,
      * as the stop may take. */
     wchar_t w[257];
     bool gone = false;
-    for (uint32_t waited = 0; svc_wide(or(name, DEFAULT_NAME), w, 257) == 0; waited += POLL_MS) {
+    for (uint32_t waited = 0; vpw_wide(or(name, DEFAULT_NAME), w, 257) == 0; waited += POLL_MS) {
         SC_HANDLE x = OpenServiceW(m, w, SERVICE_QUERY_STATUS);
         if (!x && GetLastError() == ERROR_SERVICE_DOES_NOT_EXIST) {
             gone = true;
@@ -345,7 +346,7 @@ int vram_service_start(const char *name)
     if (e < 0)
         return e;
     if (!StartServiceW(s, 0, NULL))
-        e = svc_errno(GetLastError());
+        e = vpw_scm_errno(GetLastError());
     CloseServiceHandle(s);
     CloseServiceHandle(m);
     return e;
@@ -364,7 +365,7 @@ int vram_service_control(const char *name, uint32_t control)
         return e;
     SERVICE_STATUS ss;
     if (!ControlService(s, control, &ss))
-        e = svc_errno(GetLastError());
+        e = vpw_scm_errno(GetLastError());
     CloseServiceHandle(s);
     CloseServiceHandle(m);
     return e;

@@ -100,20 +100,28 @@ struct vd_backend {
 };
 
 struct vd_config;
+struct vd_backend_conf;
+struct vd_backend_section;
 
 /* How a backend is made: from the configuration's devices (which a backend
- * may fill in, as cuda does with every GPU when none is configured). Fails
- * with a one-line reason in why. */
+ * may fill in, as cuda does with every GPU when none is configured) and its
+ * own section, parsed into conf (section.h; zeros for a backend without
+ * one). Fails with a one-line reason in why. */
 typedef int (*vd_backend_create_fn)(struct vd_config *cfg,
+                                    const struct vd_backend_conf *conf,
                                     struct vd_backend **out, char *why,
                                     size_t whylen);
 
 /* host: sealed memory objects of host memory (host.c). */
-int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen);
-/* cuda: CUDA VMM allocations, the driver loaded at run time (cuda.c). */
-int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen);
+int vd_backend_host_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen);
+/* cuda: CUDA VMM allocations, the driver loaded at run time (cuda.c); its
+ * section is "cuda" (scrub, peer_access). */
+int vd_backend_cuda_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen);
+extern const struct vd_backend_section vd_backend_cuda_section;
 
 static inline void vd_backend_destroy(struct vd_backend *b)
 {

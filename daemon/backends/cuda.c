@@ -26,7 +26,7 @@
  * (or when exported ones have gone out).
  *
  * On Windows the chunks are NT handles (CU_MEM_HANDLE_TYPE_WIN32) whose
- * security descriptor comes from platform/win32/cuda_share.h, and a GPU
+ * security descriptor comes from platform/gpu_share.h, and a GPU
  * under WDDM gets one more bound: every chunk, granted or made ahead, must
  * fit in NVML's dedicated free memory, because WDDM pages an oversubscribed
  * allocation to system memory instead of failing it. That path is compiled
@@ -34,21 +34,63 @@
 #include "backend.h"
 #include "standby.h"
 #include "config.h"
+#include "section.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The "cuda" section: cuda's own settings, parsed here (section.h). */
+struct cuda_conf {
+    bool zero;      /* scrub "zero": the daemon clears; "fresh": new memory */
+    bool peers_off; /* peer_access "off": no GPU maps another's chunks, as
+                       on GPUs without P2P */
+};
+_Static_assert(sizeof(struct cuda_conf) <= VD_BACKEND_CONF_BYTES, "slot");
+
+static void cuda_conf_defaults(void *conf)
+{
+    struct cuda_conf *c = conf;
+    c->zero = false; /* "fresh" */
+    c->peers_off = false;
+}
+
+static void cuda_conf_parse(const cJSON *v, void *conf,
+                            const struct vd_section_errs *e)
+{
+    struct cuda_conf *c = conf;
+    static const char *const ck[] = {"scrub", "peer_access", NULL};
+    vd_section_known_keys(e, v, "cuda", ck);
+    const char *sc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "scrub"));
+    if (cJSON_GetObjectItemCaseSensitive(v, "scrub") &&
+        (!sc || (strcmp(sc, "zero") && strcmp(sc, "fresh"))))
+        vd_section_error(e, "cuda.scrub: expected \"zero\" or \"fresh\"");
+    else if (sc)
+        c->zero = strcmp(sc, "zero") == 0;
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "peer_access");
+    const char *ps = cJSON_GetStringValue(pa);
+    if (pa && (!ps || (strcmp(ps, "auto") && strcmp(ps, "off"))))
+        vd_section_error(e, "cuda.peer_access: expected \"auto\" (where the "
+                         "GPUs allow it) or \"off\"");
+    else if (ps)
+        c->peers_off = strcmp(ps, "off") == 0;
+}
+
+const struct vd_backend_section vd_backend_cuda_section = {
+    .key = "cuda",
+    .size = sizeof(struct cuda_conf),
+    .defaults = cuda_conf_defaults,
+    .parse = cuda_conf_parse,
+};
+
 #ifdef VRAM_HAVE_CUDA_H
 #include "clock.h"
 #include "cuda_driver.h"
 #include "handle.h"
 #include "log.h"
+#include "gpu_share.h"
 #include "nvml.h"
-#ifdef _WIN32
-#include "win32/cuda_share.h"
-#endif
 
 #define NONE ((CUmemGenericAllocationHandle)0)
 
@@ -84,9 +126,7 @@ struct cuda_backend {
     bool need_ctx;      /* cuMemCreate refused to run without a context */
     uint32_t idle_release_ms; /* pool.idle_release_ms */
     uint64_t created, scrubbed, released;
-#ifdef _WIN32
-    struct vpw_cuda_share *share; /* the chunks' OBJECT_ATTRIBUTES */
-#endif
+    struct vp_gpu_share *share; /* the chunks' handles' security */
 };
 
 static const char *err(struct cuda_backend *b, CUresult r)
@@ -104,12 +144,8 @@ static CUmemAllocationProp chunk_prop(const struct cuda_backend *b,
     p.requestedHandleTypes = VCU_SHAREABLE_TYPE;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = d->ordinal;
-#ifdef _WIN32
-    /* Required with CU_MEM_HANDLE_TYPE_WIN32, and zero otherwise. */
-    p.win32HandleMetaData = vpw_cuda_share_meta(b->share);
-#else
-    (void)b;
-#endif
+    /* Required with CU_MEM_HANDLE_TYPE_WIN32, and NULL otherwise. */
+    p.win32HandleMetaData = vp_gpu_share_meta(b->share);
     return p;
 }
 
@@ -271,20 +307,18 @@ static int scrub(struct cuda_backend *b, struct cuda_dev *d,
 static vp_handle export_handle(struct cuda_backend *b, CUmemGenericAllocationHandle h)
 {
     vp_handle out = VP_NONE;
-#ifdef _WIN32
-    /* A HANDLE of this process, pushed into the client at send time and
-     * closed here; NULL is no handle (VP_NONE's -1 is INVALID_HANDLE_VALUE,
-     * which no export returns). */
-    void *sh = NULL;
+    /* The driver writes an int (an fd) or a HANDLE of this process, pushed
+     * into the client at send time and closed here; a NULL HANDLE is no
+     * handle (VP_NONE's -1 is INVALID_HANDLE_VALUE, which no export
+     * returns). */
+    union {
+        int fd;
+        void *h;
+    } sh = {0};
+    bool nt = vp_gpu_system()->handle == VP_GPU_HANDLE_NT;
     if (b->cu.cuMemExportToShareableHandle(&sh, h, VCU_SHAREABLE_TYPE, 0) ==
-            CUDA_SUCCESS && sh)
-        out.v = (intptr_t)sh;
-#else
-    int fd = -1;
-    if (b->cu.cuMemExportToShareableHandle(&fd, h, VCU_SHAREABLE_TYPE, 0) ==
-        CUDA_SUCCESS)
-        out.v = fd;
-#endif
+        CUDA_SUCCESS && (!nt || sh.h))
+        out.v = nt ? (intptr_t)sh.h : sh.fd;
     return out;
 }
 
@@ -504,9 +538,7 @@ static void cuda_destroy(struct vd_backend *vb)
     }
     vnvml_unload(&b->nvml);
     vcu_unload(&b->cu);
-#ifdef _WIN32
-    vpw_cuda_share_free(b->share);
-#endif
+    vp_gpu_share_free(b->share);
     free(b);
 }
 
@@ -575,9 +607,11 @@ static const struct vd_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
 };
 
-int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen)
+int vd_backend_cuda_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen)
 {
+    const struct cuda_conf *cc = (const struct cuda_conf *)conf->bytes;
     struct cuda_backend *b = calloc(1, sizeof(*b));
     if (!b)
         return -ENOMEM;
@@ -591,7 +625,7 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
     /* The driver's NT handles on Windows, whose access is no section's: a
      * copy with map rights would not import (backend.h). */
     b->base.handles = VD_HANDLES_OPAQUE;
-    b->zero = strcmp(cfg->cuda_scrub, "fresh") != 0;
+    b->zero = cc->zero;
     b->idle_release_ms = cfg->pool_idle_release_ms;
     int n = 0;
     b->cu.cuDeviceGetCount(&n);
@@ -613,13 +647,11 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
     if (vnvml_load(&b->nvml, nvml_why, sizeof(nvml_why)) < 0)
         vlog(VLOG_NOTICE, "NVML is not available: the pool fills up to the "
              "devices' capacity without looking at what else uses the GPUs");
-#ifdef _WIN32
-    e = vpw_cuda_share_create(NULL, &b->share, why, whylen);
+    e = vp_gpu_share_create(&b->share, why, whylen);
     if (e < 0)
         goto fail;
-    vlog(VLOG_INFO, "cuda chunks' Win32 handles get the security descriptor "
-         "%s", vpw_cuda_share_sddl(b->share));
-#endif
+    if (vp_gpu_share_describe(b->share))
+        vlog(VLOG_INFO, "%s", vp_gpu_share_describe(b->share));
     /* Exported chunks ahead are fds. Half of what the fd limit leaves beside
      * the clients' sockets (and what they keep while quarantined) goes to
      * them, shared by the devices; a grant beyond them exports as it goes. */
@@ -657,24 +689,20 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         info->vmm = vmm;
         /* The status's posix_fd is the POSIX kind only: on Windows the
          * shareable kind is the NT handle, checked here all the same. */
-#ifdef _WIN32
-        info->posix_fd = false;
-#else
-        info->posix_fd = fdok;
-#endif
+        info->posix_fd = vp_gpu_system()->handle == VP_GPU_HANDLE_FD && fdok;
         if (!vmm || !fdok) {
             snprintf(why, whylen, "GPU %d (%s) lacks %s", d->ordinal, info->name,
                      !vmm ? "virtual memory management" : VCU_SHAREABLE_NAME);
             goto fail;
         }
-#ifdef _WIN32
         /* TCC fails an allocation the GPU cannot hold, as Linux does; WDDM
          * does not (wddm_room). Unknown counts as WDDM. */
         int tcc = 0;
-        if (b->cu.cuDeviceGetAttribute(&tcc, CU_DEVICE_ATTRIBUTE_TCC_DRIVER,
+        if (vp_gpu_system()->paging_model &&
+            b->cu.cuDeviceGetAttribute(&tcc, CU_DEVICE_ATTRIBUTE_TCC_DRIVER,
                                        d->dev) != CUDA_SUCCESS)
             tcc = 0;
-        d->wddm = !tcc;
+        d->wddm = vp_gpu_system()->paging_model && !tcc;
         if (d->wddm && !b->nvml.lib) {
             snprintf(why, whylen, "GPU %d (%s) runs under WDDM, where an "
                      "oversubscribed allocation pages to system memory "
@@ -683,7 +711,6 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
                      nvml_why);
             goto fail;
         }
-#endif
         CUmemAllocationProp p = chunk_prop(b, d);
         size_t gran = 0;
         b->cu.cuMemGetAllocationGranularity(&gran, &p,
@@ -718,7 +745,7 @@ int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
         /* With peer access off (cuda.peer_access), a host whose GPUs have
          * P2P behaves as a consumer pair without it: every chunk is mapped
          * for its own GPU only, and engines copy through the host. */
-        for (uint32_t k = 0; k < (uint32_t)n && k < 64 && !cfg->cuda_peers_off;
+        for (uint32_t k = 0; k < (uint32_t)n && k < 64 && !cc->peers_off;
              k++) {
             int can = 0;
             if ((int)k != d->ordinal) {
@@ -739,10 +766,12 @@ fail:
 }
 
 #else
-int vd_backend_cuda_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen)
+int vd_backend_cuda_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen)
 {
     (void)cfg;
+    (void)conf;
     (void)out;
     snprintf(why, whylen, "vramd was built without the CUDA headers (cuda.h)");
     return -ENOSYS;

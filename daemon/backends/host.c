@@ -167,9 +167,11 @@ static const struct vd_backend_ops host_ops = {
 
 /* Each configured device is a pool of its capacity (16 GiB when none is
  * given), in its chunk size. */
-int vd_backend_host_create(struct vd_config *cfg, struct vd_backend **out,
-                           char *why, size_t whylen)
+int vd_backend_host_create(struct vd_config *cfg,
+                           const struct vd_backend_conf *conf,
+                           struct vd_backend **out, char *why, size_t whylen)
 {
+    (void)conf; /* host has no section of its own */
     if (cfg->ndev == 0 || cfg->ndev > 64) {
         snprintf(why, whylen, "between 1 and 64 devices");
         return -EINVAL;

@@ -390,8 +390,8 @@ void vd_core_reload(struct vd_core *core)
     }
     if (next.va_base != cur->va_base || next.va_size != cur->va_size ||
         next.pool_prefill != cur->pool_prefill ||
-        strcmp(next.cuda_scrub, cur->cuda_scrub) != 0 ||
-        next.cuda_peers_off != cur->cuda_peers_off) {
+        memcmp(next.backend_conf, cur->backend_conf,
+               sizeof(next.backend_conf)) != 0) {
         vlog(VLOG_ERR, "SIGHUP: address_window, pool or cuda changed: needs a "
              "restart");
         refused++;

@@ -2,7 +2,7 @@
 /* The daemon's exclusive lock on Windows: a file opened with no sharing.
  * A second vramd for the same run directory gets ERROR_SHARING_VIOLATION.
  * The lock goes with the process, however it ends (the system closes its
- * handles). The directory is vramd's (vram_service_prepare_dir, or the
+ * handles). The directory is vramd's (vpw_svc_prepare_dir, or the
  * operator's for --run-dir), so nobody else can make the file first.
  * One vramd per pipe name is the pipe's own rule (pipe_listener.h): this
  * lock guards the state file beside it. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Living as a service on Windows, the parts platform/service.h names: the
- * SCM's side (readiness, stop, reload) is windows-service/'s, so there is
- * no readiness message to send here, and no journal. */
+ * SCM's side (readiness, stop, reload) is the entry's (entry_win32.c),
+ * so there is no readiness message to send here, and no journal. */
 #include "service.h"
 
 #define WIN32_LEAN_AND_MEAN
@@ -15,7 +15,7 @@
 
 int vp_service_notify(const char *state)
 {
-    (void)state; /* the SCM hears through vram_service_running */
+    (void)state; /* the SCM hears through vp_entry_running (entry_win32.c) */
     return 0;
 }
 

@@ -9,7 +9,12 @@
 #    sd_notify, peer groups: platform/linux/'s);
 #  - a layer includes a header of a layer above it (the ledger is pure; the
 #    protocol knows nothing of the daemon or the library; the library
-#    nothing of the daemon).
+#    nothing of the daemon);
+#  - daemon/main.c, daemon/backends/ or common/ names _WIN32 (what differs
+#    by system is below platform/: entry.h, gpu_share.h);
+#  - windows-service/, the Windows service's own program, defines a
+#    function a platform/ header declares (the entry below the line is
+#    platform/win32/'s; the program above it only installs).
 set -u
 src=${1:?usage: check_layering.sh SOURCE_DIR}
 cd "$src" || exit 2
@@ -53,10 +58,8 @@ grep -n '/proc' $files | grep . >/dev/null &&
 # goes). In the code: comments stripped, strings kept ("/proc/...",
 # getenv("NOTIFY_SOCKET")).
 linux_only='memfd_create|MFD_[A-Z_]+|F_ADD_SEALS|F_GET_SEALS|F_SEAL_[A-Z]+|pidfd|SO_PEERGROUPS|SO_PEERCRED|SO_PEERPIDFD|struct ucred|"/proc[/"]|NOTIFY_SOCKET|[<"]linux/|prctl|PR_SET_|MAP_FIXED_NOREPLACE|MADV_DONTFORK'
-# Known to remain until they move to platform/linux/ too (issue 28): peer
-# identity (SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD) and service
-# readiness (sd_notify). Take each off this list once it is clean.
-linux_left='platform/posix/service.c'
+# Files known to use Linux's still, each taken off once clean (none now).
+linux_left=''
 for f in $(find platform/posix -name '*.[ch]' | sort); do
     case " $linux_left " in *" $f "*) continue ;; esac
     "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
@@ -73,6 +76,35 @@ for f in $linux_left; do
         say "$f uses nothing of Linux's any more: take it off linux_left"
     fi
 done
+
+# No system's name above the line where the entry and the backends are.
+for f in daemon/main.c $(find daemon/backends common -name '*.[ch]' | sort); do
+    grep -nE '(^|[^A-Za-z0-9_])_WIN32([^A-Za-z0-9_]|$)' "$f" |
+        while IFS= read -r line; do
+            echo "layering: $f:$line: _WIN32 above platform/"
+        done
+done | grep . && fail=1
+
+# windows-service/ implements no platform/ header: none of its functions
+# has a name that a header of platform/ (or of platform/<os>/) declares.
+if [ -d windows-service ]; then
+    declared=$(cat platform/*.h platform/*/*.h 2>/dev/null |
+        "$cc" -fpreprocessed -dD -E -P - 2>/dev/null |
+        grep -oE '(^|[^A-Za-z0-9_])vpw?_[a-z0-9_]+[[:space:]]*\(' |
+        sed -E 's/^[^v]*//; s/[[:space:]]*\($//' | sort -u)
+    for f in $(find windows-service -name '*.c' | sort); do
+        # Definitions: a name and its parameters at the start of a line,
+        # the body's brace after them (not a declaration's semicolon).
+        "$cc" -fpreprocessed -dD -E -P "$f" 2>/dev/null |
+            tr '\n' ' ' | sed -e 's/"\([^"\\]\|\\.\)*"/""/g' |
+            grep -oE '[A-Za-z_][A-Za-z0-9_]*[[:space:]]*\([^;{}()]*\)[[:space:]]*\{' |
+            sed -E 's/[[:space:]]*\(.*//' | sort -u |
+            while IFS= read -r fn; do
+                printf '%s\n' "$declared" | grep -qx "$fn" &&
+                    echo "layering: $f defines $fn, which a platform/ header declares"
+            done
+    done | grep . && fail=1
+fi
 
 # Dependencies run one way. Each rule: a folder, and the project headers it
 # may include (by the folders they live in).
@@ -105,7 +137,7 @@ check_includes common platform
 check_includes client/lib proto platform common client/include
 check_includes client/tools proto platform client/include
 check_includes platform/posix platform
-check_includes platform/linux platform
+check_includes platform/linux platform platform/posix
 
 # daemon/io is one session and one listener for every system: no _WIN32
 # there, and of platform/ only the headers both systems implement. A header

@@ -41,7 +41,7 @@
  *     userA with VRAM_SERVICE naming the service: libvram asks the service
  *     manager for the service's pid as a standard user, and is served.
  *  5. A %ProgramData% directory made first by userB (cmd /c mkdir, run as
- *     userB) is owned by userB and refused by vram_service_prepare_dir
+ *     userB) is owned by userB and refused by vpw_svc_prepare_dir
  *     (-EPERM, naming userB's SID); one this process made is accepted.
  *
  * Where the files are: the other users must be able to run the client
@@ -55,7 +55,7 @@
  * explicitly too.
  * vramd.exe is copied there as well: a service's program must not be
  * writable by users. The run directory (configuration, log, state, lock)
- * is a subdirectory made by vram_service_prepare_dir; clients need nothing
+ * is a subdirectory made by vpw_svc_prepare_dir; clients need nothing
  * of it, they talk to the pipe only. The build tree's ACLs are left alone,
  * and the whole directory is removed at exit.
  *
@@ -75,7 +75,7 @@
 
 #include "identity.h" /* VP_SID_ID_BASE */
 #include "install.h"
-#include "paths.h"
+#include "win32/service_dirs.h"
 #include "winproc.h"
 
 #define WPATH (MAX_PATH * 2)
@@ -120,7 +120,7 @@ static const char *const CHECKS[][2] = {
      "(VRAM_SERVICE) is served",
      "wine has no standard user: every process is an administrator"},
     {"a %ProgramData% directory made first by another user is refused by "
-     "vram_service_prepare_dir (-EPERM)",
+     "vpw_svc_prepare_dir (-EPERM)",
      "wine has one user, and every file's owner is that user (wine makes owners and "
      "DACLs up from the Unix file)"},
 };
@@ -868,20 +868,20 @@ static void test_data_dir(void)
     if (!made)
         show("cmd /c mkdir as userB", &r);
     char why[512] = "";
-    int e = made ? vram_service_prepare_dir(by_b, why, sizeof(why)) : 0;
+    int e = made ? vpw_svc_prepare_dir(by_b, why, sizeof(why)) : 0;
     STEP(made && strcmp(owner, ub.sid) == 0 && e == -EPERM && strstr(why, ub.sid),
          "%s, made first by %s (cmd exit %lu; owner %s, want %s), refused by "
-         "vram_service_prepare_dir: %d (want %d): %s",
+         "vpw_svc_prepare_dir: %d (want %d): %s",
          by_b, ub.name8, r.code, owner, ub.sid, e, -EPERM, why);
 
     /* And the same call takes a directory this process made, then finds
      * it its own: the refusal is about the owner, not about the call. */
     snprintf(by_me, sizeof(by_me), "%s\\made-here", xdir);
-    int e1 = vram_service_prepare_dir(by_me, why, sizeof(why));
-    int e2 = e1 == 1 ? vram_service_prepare_dir(by_me, why, sizeof(why)) : e1;
+    int e1 = vpw_svc_prepare_dir(by_me, why, sizeof(why));
+    int e2 = e1 == 1 ? vpw_svc_prepare_dir(by_me, why, sizeof(why)) : e1;
     STEP(e1 == 1 && e2 == 0,
          "a directory this process made is made (%d, want 1) and then accepted (%d, "
-         "want 0) by vram_service_prepare_dir",
+         "want 0) by vpw_svc_prepare_dir",
          e1, e2);
 }
 
@@ -932,7 +932,7 @@ int main(int argc, char **argv)
             "copying the programs into %s", xdir);
     snprintf(run_dir, sizeof(run_dir), "%s\\run", xdir);
     char why[512];
-    REQUIRE(vram_service_prepare_dir(run_dir, why, sizeof(why)) == 1, "run dir: %s", why);
+    REQUIRE(vpw_svc_prepare_dir(run_dir, why, sizeof(why)) == 1, "run dir: %s", why);
     snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", run_dir);
     snprintf(log_path, sizeof(log_path), "%s\\vramd.log", run_dir);
     write_config();

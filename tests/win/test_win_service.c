@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* windows-service/ under wine's Service Control Manager, with a small
- * service built on it (win_test_service.exe): the command line, the data
- * directory, the dispatcher outside the SCM (1063), install (LocalSystem,
+/* The platform entry (platform/win32/entry_win32.c) and windows-service/
+ * under wine's Service Control Manager, with a small service built on the
+ * entry and installed by windows-service/ (win_test_service.exe): the
+ * entry's command line, the data directory, the dispatcher outside the SCM (1063), install (LocalSystem,
  * automatic start, failure actions), start (START_PENDING with wait hints
  * and checkpoints, then RUNNING), the client's check of the service's pid,
  * PARAMCHANGE reaching the reload callback, the log file, STOP, a stop with
@@ -17,63 +18,85 @@
 
 #include <errno.h>
 
-#include "cli.h"
 #include "conn.h"
+#include "entry.h"
 #include "identity.h"
 #include "install.h"
-#include "paths.h"
 #include "proc.h"
-#include "service.h"
+#include "win32/service_dirs.h"
 
 static char name[64], pipe_name[128], data_dir[MAX_PATH * 3], exe[MAX_PATH * 3];
 
 static void test_mode(void)
 {
+    char why[256];
+    struct vp_entry_cfg cfg = {0};
     char *a1[] = {"vramd", "--config", "x.json", "--console", "-v", NULL};
     int n = 5;
-    CHECK(vram_service_mode(&n, a1) == VRAM_SERVICE_CONSOLE && n == 4 &&
+    CHECK(vp_entry_mode(&n, a1, &cfg, why, sizeof(why)) == VP_ENTRY_CONSOLE && n == 4 &&
               strcmp(a1[1], "--config") == 0 && strcmp(a1[3], "-v") == 0 && !a1[4],
           "--console found and taken out");
     char *a2[] = {"vramd", "--install-service", NULL};
     n = 2;
-    CHECK(vram_service_mode(&n, a2) == VRAM_SERVICE_INSTALL && n == 1, "install");
+    CHECK(vp_entry_mode(&n, a2, &cfg, why, sizeof(why)) == VP_ENTRY_INSTALL && n == 1,
+          "install");
     char *a3[] = {"vramd", "--service", "--console", NULL};
     n = 3;
-    CHECK(vram_service_mode(&n, a3) == VRAM_SERVICE_CONFLICT, "two modes conflict");
+    CHECK(vp_entry_mode(&n, a3, &cfg, why, sizeof(why)) == VP_ENTRY_CONFLICT,
+          "two modes conflict");
     char *a4[] = {"vramd", "--config", "y", NULL};
     n = 3;
-    CHECK(vram_service_mode(&n, a4) == VRAM_SERVICE_NONE && n == 3, "none");
-    char why[256];
-    struct vram_service_cli cli = {0};
-    CHECK(vram_service_exec(VRAM_SERVICE_CONFLICT, 1, a4, &cli, why, sizeof(why)) == -EINVAL,
+    CHECK(vp_entry_mode(&n, a4, &cfg, why, sizeof(why)) == VP_ENTRY_FOREGROUND && n == 3,
+          "none");
+    /* The entry's own options: taken out, their values in cfg. */
+    char *a5[] = {"vramd", "-s", "p", "--run-dir", "D1", "--service-name=N", "-l",
+                  "debug", NULL};
+    n = 8;
+    CHECK(vp_entry_mode(&n, a5, &cfg, why, sizeof(why)) == VP_ENTRY_FOREGROUND && n == 5 &&
+              strcmp(a5[3], "-l") == 0 && cfg.data_dir && strcmp(cfg.data_dir, "D1") == 0 &&
+              cfg.name && strcmp(cfg.name, "N") == 0,
+          "--run-dir and --service-name taken out");
+    char *a6[] = {"vramd", "-rD2", NULL};
+    n = 2;
+    CHECK(vp_entry_mode(&n, a6, &cfg, why, sizeof(why)) == VP_ENTRY_FOREGROUND && n == 1 &&
+              strcmp(cfg.data_dir, "D2") == 0,
+          "-rDIR");
+    char *a7[] = {"vramd", "--run-dir", NULL};
+    n = 2;
+    CHECK(vp_entry_mode(&n, a7, &cfg, why, sizeof(why)) == VP_ENTRY_BAD && strstr(why, "--run-dir"),
+          "--run-dir without a value: %s", why);
+    struct vp_entry_ops ops = {0};
+    CHECK(vp_entry_exec(VP_ENTRY_CONFLICT, 1, a4, &cfg, &ops, why, sizeof(why)) == -EINVAL,
           "a conflict is refused: %s", why);
+    CHECK(vp_entry_exec(VP_ENTRY_INSTALL, 1, a4, &cfg, &ops, why, sizeof(why)) == -ENOSYS,
+          "install without an installer is refused: %s", why);
 }
 
 static void test_paths(void)
 {
     char d[MAX_PATH * 3], cfg[MAX_PATH * 3], why[512];
-    CHECK(vram_service_data_dir(d, sizeof(d)) == 0, "data dir");
+    CHECK(vpw_svc_data_dir(d, sizeof(d)) == 0, "data dir");
     char pd[MAX_PATH * 3];
     DWORD n = GetEnvironmentVariableA("ProgramData", pd, sizeof(pd));
     char want[MAX_PATH * 3];
     snprintf(want, sizeof(want), "%s\\vramd", pd);
     CHECK(n > 0 && _stricmp(d, want) == 0, "data dir %s, want %s", d, want);
-    CHECK(vram_service_config_path(NULL, cfg, sizeof(cfg)) == 0, "config path");
+    CHECK(vpw_svc_config_path(NULL, cfg, sizeof(cfg)) == 0, "config path");
     snprintf(want, sizeof(want), "%s\\vramd.json", d);
     CHECK(strcmp(cfg, want) == 0, "config %s", cfg);
-    CHECK(vram_service_data_dir(d, 8) == -ENAMETOOLONG, "too small");
+    CHECK(vpw_svc_data_dir(d, 8) == -ENAMETOOLONG, "too small");
 
     char dir[MAX_PATH * 3];
     snprintf(dir, sizeof(dir), "%s-prep", data_dir);
     RemoveDirectoryA(dir);
-    CHECK(vram_service_prepare_dir(dir, why, sizeof(why)) == 1, "made: %s", why);
-    CHECK(vram_service_prepare_dir(dir, why, sizeof(why)) == 0, "there, ours: %s", why);
+    CHECK(vpw_svc_prepare_dir(dir, why, sizeof(why)) == 1, "made: %s", why);
+    CHECK(vpw_svc_prepare_dir(dir, why, sizeof(why)) == 0, "there, ours: %s", why);
     char file[MAX_PATH * 3];
     snprintf(file, sizeof(file), "%s\\f", dir);
     FILE *f = fopen(file, "w");
     MUST(f, "a file");
     fclose(f);
-    CHECK(vram_service_prepare_dir(file, why, sizeof(why)) == -ENOTDIR, "a file: %s", why);
+    CHECK(vpw_svc_prepare_dir(file, why, sizeof(why)) == -ENOTDIR, "a file: %s", why);
     DeleteFileA(file);
     RemoveDirectoryA(dir);
     if (WINDOWS_ONLY("a new data directory gets the protected DACL "
@@ -97,7 +120,7 @@ static void test_paths(void)
 }
 
 /* The dispatcher refuses a process the SCM did not start. */
-static int never(struct vram_service *s, void *d)
+static int never(struct vp_entry *s, void *d)
 {
     return 99;
 }
@@ -134,10 +157,12 @@ static void test_not_under_scm(void)
      * start services take turns, RESOURCE_LOCK service_manager). */
     for (int t = 0; t < 60000 && a_service_starting(); t += 100)
         Sleep(100);
-    struct vram_service_cfg cfg = {.name = name};
-    struct vram_service_ops ops = {.main = never, .stop = nothing};
+    struct vp_entry_cfg cfg = {.name = name};
+    struct vp_entry_ops ops = {.main = never, .stop = nothing};
     ULONGLONG t0 = GetTickCount64();
-    CHECK(vram_service_run(&cfg, &ops) == -ESRCH, "not started by the SCM: ESRCH (1063)");
+    char why[256];
+    CHECK(vp_entry_exec(VP_ENTRY_SERVICE, 0, NULL, &cfg, &ops, why, sizeof(why)) == -ESRCH,
+          "not started by the SCM: ESRCH (1063): %s", why);
     CHECK(GetTickCount64() - t0 < 60000, "and at once");
 }
 
@@ -198,7 +223,7 @@ static bool log_has(const char *what)
 
 static void install(void)
 {
-    char *args[] = {"--service", "--name", name, "--data-dir", data_dir, "--pipe",
+    char *args[] = {"--service", "--service-name", name, "--run-dir", data_dir, "--pipe",
                     pipe_name, NULL};
     struct vram_service_install_cfg ic = {.name = name, .exe = exe, .argv = args,
                                           .restart_delay_ms = 1000};
@@ -237,7 +262,7 @@ static void test_lifecycle(void)
     MultiByteToWideChar(CP_UTF8, 0, exe, -1, wexe, MAX_PATH * 3);
     CHECK(qc->lpBinaryPathName[0] == L'"' &&
               wcsncmp(qc->lpBinaryPathName + 1, wexe, wcslen(wexe)) == 0 &&
-              wcsstr(qc->lpBinaryPathName, L" --service --name "),
+              wcsstr(qc->lpBinaryPathName, L" --service --service-name "),
           "the command line: %ls", qc->lpBinaryPathName);
     if (WINDOWS_ONLY("the failure actions read back (3 restarts, reset after a day, "
                      "the flag set)",
@@ -264,7 +289,7 @@ static void test_lifecycle(void)
     st = wait_state(SERVICE_RUNNING, 20000, &pending, &cp, &hint);
     /* The pending state lasts moments, which a query under load may miss
      * (it saw them or not: said, not checked); what the SCM was told is in
-     * the log (windows-service/service.c), every report: the three steps
+     * the log (platform/win32/entry_win32.c), every report: the three steps
      * of win_test_service's start after the first (reported before the log
      * is open). */
     printf("test_win_service: START_PENDING %s by a query (checkpoint up to %u, "
@@ -350,7 +375,7 @@ static void test_console(void)
 {
     char console_pipe[128], reply[256];
     unique_pipe(console_pipe, sizeof(console_pipe), "console");
-    char *argv[] = {exe, "--console", "--name", name, "--data-dir", data_dir, "--pipe",
+    char *argv[] = {exe, "--console", "--service-name", name, "--run-dir", data_dir, "--pipe",
                     console_pipe, NULL};
     int64_t pid;
     MUST(vp_spawn(exe, argv, &pid) == 0, "spawn --console");
@@ -386,7 +411,7 @@ int main(void)
     size_t n = strlen(data_dir);
     wt_unique(data_dir + n, sizeof(data_dir) - n, "svc");
     char why[512];
-    MUST(vram_service_prepare_dir(data_dir, why, sizeof(why)) >= 0, "data dir: %s", why);
+    MUST(vpw_svc_prepare_dir(data_dir, why, sizeof(why)) >= 0, "data dir: %s", why);
     test_mode();
     test_paths();
     test_not_under_scm();

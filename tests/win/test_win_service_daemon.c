@@ -25,7 +25,7 @@
 #include <errno.h>
 
 #include "install.h"
-#include "paths.h"
+#include "win32/service_dirs.h"
 #include "proc.h"
 #include "winproc.h"
 
@@ -186,7 +186,7 @@ static bool start_by_hand(void)
     unique_pipe(hand_pipe, sizeof(hand_pipe), "byhand");
     snprintf(hand_dir, sizeof(hand_dir), "%s-byhand", dir);
     char why[512];
-    MUST(vram_service_prepare_dir(hand_dir, why, sizeof(why)) >= 0, "run dir: %s", why);
+    MUST(vpw_svc_prepare_dir(hand_dir, why, sizeof(why)) >= 0, "run dir: %s", why);
     char *argv[] = {exe, "--console", "-s", hand_pipe, "-r", hand_dir, "-c", cfg_path,
                     "-l", "warning", NULL};
     MUST(vp_spawn(exe, argv, &hand_pid) == 0, "spawn vramd by hand");
@@ -277,7 +277,7 @@ static void test_service(void)
     REQUIRE(st.state == SERVICE_RUNNING, "vramd's service did not run");
     /* The pending states last moments, which a query under load may miss
      * (it saw them or not: said, not checked); what the SCM was told is in
-     * the log (windows-service/service.c), every report. */
+     * the log (platform/win32/entry_win32.c), every report. */
     printf("test_win_service_daemon: START_PENDING %s by a query (checkpoint up to %u, "
            "wait hint %u ms)\n", pending ? "seen" : "not seen", cp, hint);
     unsigned told_cp = 0, told_hint = 0;
@@ -474,7 +474,7 @@ int main(void)
     size_t n = strlen(dir);
     wt_unique(dir + n, sizeof(dir) - n, "svcd");
     char why[512];
-    MUST(vram_service_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
+    MUST(vpw_svc_prepare_dir(dir, why, sizeof(why)) >= 0, "run dir: %s", why);
     snprintf(cfg_path, sizeof(cfg_path), "%s\\vramd.json", dir);
     snprintf(log_path, sizeof(log_path), "%s\\vramd.log", dir);
     MultiByteToWideChar(CP_ACP, 0, log_path, -1, wlog_path, MAX_PATH * 3);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A small service built on windows-service/, for test_win_service: what
- * vramd's main will do, with a named pipe (platform/pipe_listener.h) to
- * ask it how it is.
+/* A small service built on the platform entry (platform/entry.h), for
+ * test_win_service: what vramd's main does, with a named pipe
+ * (platform/pipe_listener.h) to ask it how it is.
  *
- *   win_test_service.exe MODE --name NAME --data-dir DIR --pipe PIPE
- *   MODE: --service | --console | --install-service | --uninstall-service
+ *   win_test_service.exe MODE --service-name NAME --run-dir DIR --pipe PIPE
+ *   MODE: --service | --console
  *
  * On the pipe, one line a connection:
  *   status  -> "reloads=N scm=0|1 pid=P log=PATH"
@@ -21,10 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "conn.h"
+#include "entry.h"
 #include "pipe_listener.h"
-#include "service.h"
 #include "wintest.h"
 
 static const char *pipe_name;
@@ -45,12 +44,12 @@ static void on_reload(void *data)
         vp_pipe_listen_wake(listener);
 }
 
-static int svc_main(struct vram_service *svc, void *data)
+static int svc_main(struct vp_entry *svc, void *data)
 {
-    fprintf(stderr, "win_test_service: starting (scm %d)\n", vram_service_under_scm(svc));
+    fprintf(stderr, "win_test_service: starting (scm %d)\n", vp_entry_under_manager(svc));
     /* A start-up in steps, each reported with the time the next takes. */
     for (int i = 0; i < 3; i++) {
-        vram_service_starting(svc, 3000);
+        vp_entry_starting(svc, 3000);
         Sleep(150);
     }
     struct vp_pipe_listen_cfg cfg = {.name = pipe_name};
@@ -60,7 +59,7 @@ static int svc_main(struct vram_service *svc, void *data)
         fprintf(stderr, "win_test_service: %s\n", why);
         return 3;
     }
-    vram_service_running(svc);
+    vp_entry_running(svc, "running");
     fprintf(stderr, "win_test_service: running\n");
     int rc = 0, seen = 0;
     while (!atomic_load(&stop_asked)) {
@@ -78,13 +77,13 @@ static int svc_main(struct vram_service *svc, void *data)
             int n;
             if (strcmp(line, "status") == 0) {
                 snprintf(out, sizeof(out), "reloads=%d scm=%d pid=%lu log=%s\n",
-                         atomic_load(&reloads), vram_service_under_scm(svc),
-                         GetCurrentProcessId(), vram_service_log_path(svc));
+                         atomic_load(&reloads), vp_entry_under_manager(svc),
+                         GetCurrentProcessId(), vp_entry_log_path(svc));
                 send_all(c.h, out);
             } else if (sscanf(line, "fail %d", &n) == 1 || strcmp(line, "quit") == 0) {
                 rc = strcmp(line, "quit") == 0 ? 0 : n;
                 send_all(c.h, "ok\n");
-                vram_service_stopping(svc, 3000);
+                vp_entry_stopping(svc, "asked to");
                 atomic_store(&stop_asked, 1);
             }
         }
@@ -102,28 +101,20 @@ static int svc_main(struct vram_service *svc, void *data)
 
 int main(int argc, char **argv)
 {
-    enum vram_service_mode mode = vram_service_mode(&argc, argv);
-    const char *name = "vramd-test", *dir = NULL;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--name") == 0)
-            name = argv[i + 1];
-        else if (strcmp(argv[i], "--data-dir") == 0)
-            dir = argv[i + 1];
-        else if (strcmp(argv[i], "--pipe") == 0)
+    struct vp_entry_cfg cfg = {.name = "vramd-test", .start_wait_hint_ms = 5000,
+                               .stop_wait_hint_ms = 5000};
+    char why[512];
+    enum vp_entry_mode mode = vp_entry_mode(&argc, argv, &cfg, why, sizeof(why));
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (strcmp(argv[i], "--pipe") == 0)
             pipe_name = argv[i + 1];
-    }
-    if (!pipe_name && (mode == VRAM_SERVICE_SCM || mode == VRAM_SERVICE_CONSOLE)) {
+    if (!pipe_name && (mode == VP_ENTRY_SERVICE || mode == VP_ENTRY_CONSOLE)) {
         fprintf(stderr, "win_test_service: --pipe is needed\n");
         return 2;
     }
-    struct vram_service_cli cli = {
-        .cfg = {.name = name, .data_dir = dir, .log_to_file = true,
-                .start_wait_hint_ms = 5000, .stop_wait_hint_ms = 5000},
-        .ops = {.main = svc_main, .stop = on_stop, .reload = on_reload},
-        .install = {.restart_delay_ms = 1000},
-    };
-    char why[512];
-    int rc = vram_service_exec(mode, argc, argv, &cli, why, sizeof(why));
+    struct vp_entry_ops ops = {.main = svc_main, .stop = on_stop,
+                               .reload = on_reload};
+    int rc = vp_entry_exec(mode, argc, argv, &cfg, &ops, why, sizeof(why));
     if (why[0])
         fprintf(stderr, "win_test_service: %s\n", why);
     return rc < 0 ? 1 : rc;

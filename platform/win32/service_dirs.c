@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* %ProgramData%\vramd, its configuration path and the log file. */
-#include "paths.h"
+#include "service_dirs.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -18,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wutil.h"
+#include "scm_errno.h"
+#include "wstr.h"
 
 #define DIR_NAME "vramd"
 #define CONFIG_NAME "vramd.json"
@@ -31,20 +32,20 @@
  * from %ProgramData%, which lets every user create and write. */
 #define DIR_SDDL L"D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1200a9;;;BU)"
 
-int vram_service_data_dir(char *buf, size_t len)
+int vpw_svc_data_dir(char *buf, size_t len)
 {
     char base[WPATH_MAX];
     PWSTR w = NULL;
     int e;
     if (SUCCEEDED(SHGetKnownFolderPath(&FOLDERID_ProgramData, 0, NULL, &w))) {
-        e = svc_utf8(w, base, sizeof(base));
+        e = vpw_utf8(w, base, sizeof(base));
         CoTaskMemFree(w);
     } else {
         wchar_t env[WPATH_MAX];
         DWORD n = GetEnvironmentVariableW(L"ProgramData", env, WPATH_MAX);
         if (n == 0 || n >= WPATH_MAX)
             return -ENOENT;
-        e = svc_utf8(env, base, sizeof(base));
+        e = vpw_utf8(env, base, sizeof(base));
     }
     if (e < 0)
         return e;
@@ -52,11 +53,11 @@ int vram_service_data_dir(char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int vram_service_config_path(const char *dir, char *buf, size_t len)
+int vpw_svc_config_path(const char *dir, char *buf, size_t len)
 {
     char d[WPATH_MAX];
     if (!dir) {
-        int e = vram_service_data_dir(d, sizeof(d));
+        int e = vpw_svc_data_dir(d, sizeof(d));
         if (e < 0)
             return e;
         dir = d;
@@ -86,10 +87,10 @@ static bool trusted_owner(PSID owner)
     return mine;
 }
 
-int vram_service_prepare_dir(const char *dir, char *why, size_t whylen)
+int vpw_svc_prepare_dir(const char *dir, char *why, size_t whylen)
 {
     wchar_t w[WPATH_MAX];
-    if (svc_wide(dir, w, WPATH_MAX) < 0) {
+    if (vpw_wide(dir, w, WPATH_MAX) < 0) {
         snprintf(why, whylen, "data directory %s: not a valid path", dir ? dir : "(null)");
         return -EINVAL;
     }
@@ -108,7 +109,7 @@ int vram_service_prepare_dir(const char *dir, char *why, size_t whylen)
         return 1;
     if (err != ERROR_ALREADY_EXISTS) {
         snprintf(why, whylen, "cannot create data directory %s: error %lu", dir, err);
-        return svc_errno(err);
+        return vpw_scm_errno(err);
     }
     DWORD attrs = GetFileAttributesW(w);
     if (attrs == INVALID_FILE_ATTRIBUTES || !(attrs & FILE_ATTRIBUTE_DIRECTORY)) {
@@ -126,13 +127,13 @@ int vram_service_prepare_dir(const char *dir, char *why, size_t whylen)
                                 NULL, NULL, NULL, &got);
     if (err != ERROR_SUCCESS) {
         snprintf(why, whylen, "cannot read the owner of %s: error %lu", dir, err);
-        return svc_errno(err);
+        return vpw_scm_errno(err);
     }
     bool ok = owner && trusted_owner(owner);
     wchar_t *ws = NULL;
     char s[256] = "?";
     if (!ok && owner && ConvertSidToStringSidW(owner, &ws)) {
-        svc_utf8(ws, s, sizeof(s));
+        vpw_utf8(ws, s, sizeof(s));
         LocalFree(ws);
     }
     LocalFree(got);
@@ -145,7 +146,7 @@ int vram_service_prepare_dir(const char *dir, char *why, size_t whylen)
     return 0;
 }
 
-int vram_service_log_open(const char *dir, unsigned long max_bytes,
+int vpw_svc_log_open(const char *dir, unsigned long max_bytes,
                           char *path_out, size_t pathlen, char *why,
                           size_t whylen)
 {
@@ -157,7 +158,7 @@ int vram_service_log_open(const char *dir, unsigned long max_bytes,
         return -ENAMETOOLONG;
     }
     wchar_t w[WPATH_MAX], wold[WPATH_MAX];
-    if (svc_wide(path, w, WPATH_MAX) < 0 || svc_wide(old, wold, WPATH_MAX) < 0) {
+    if (vpw_wide(path, w, WPATH_MAX) < 0 || vpw_wide(old, wold, WPATH_MAX) < 0) {
         snprintf(why, whylen, "log path %s: not valid", path);
         return -EINVAL;
     }
@@ -175,7 +176,7 @@ int vram_service_log_open(const char *dir, unsigned long max_bytes,
     if (h == INVALID_HANDLE_VALUE) {
         DWORD err = GetLastError();
         snprintf(why, whylen, "cannot open log %s: error %lu", path, err);
-        return svc_errno(err);
+        return vpw_scm_errno(err);
     }
     int fd = _open_osfhandle((intptr_t)h, _O_APPEND | _O_TEXT | _O_WRONLY);
     if (fd < 0) {

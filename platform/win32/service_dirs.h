@@ -11,16 +11,16 @@
  * report, and is tested under wine (whose Event Log stores nothing). A
  * service that fails to start or dies is still in the System log: the SCM
  * writes those events itself (7000, 7024, 7031, 7034). */
-#ifndef VRAM_WINSVC_PATHS_H
-#define VRAM_WINSVC_PATHS_H
+#ifndef VRAM_WIN32_SERVICE_DIRS_H
+#define VRAM_WIN32_SERVICE_DIRS_H
 
 #include <stddef.h>
 
 /* %ProgramData%\vramd (SHGetKnownFolderPath(FOLDERID_ProgramData), else
  * the ProgramData environment variable): 0, -ENOENT, -ENAMETOOLONG. */
-int vram_service_data_dir(char *buf, size_t len);
+int vpw_svc_data_dir(char *buf, size_t len);
 /* dir\vramd.json (dir NULL: the data directory). */
-int vram_service_config_path(const char *dir, char *buf, size_t len);
+int vpw_svc_config_path(const char *dir, char *buf, size_t len);
 
 /* Makes sure dir exists and is vramd's: created with a protected DACL
  * (SYSTEM and Administrators full control, Users read), or, when it exists,
@@ -29,14 +29,14 @@ int vram_service_config_path(const char *dir, char *buf, size_t len);
  * user may create folders in %ProgramData%: one made in advance by another
  * user is refused, -EPERM). 0, 1 when it was created, or a negative errno
  * with why. */
-int vram_service_prepare_dir(const char *dir, char *why, size_t whylen);
+int vpw_svc_prepare_dir(const char *dir, char *why, size_t whylen);
 
 /* Redirects this process's stderr (the C runtime's stream, descriptor 2
  * and the Win32 standard error handle) to dir\vramd.log, appended to, in
  * text mode (CRLF line ends, as Windows' tools expect); a log over
  * max_bytes (0: 16 MiB) becomes vramd.log.1 first. path_out (pathlen
  * bytes) names the file. 0 or a negative errno with why. */
-int vram_service_log_open(const char *dir, unsigned long max_bytes,
+int vpw_svc_log_open(const char *dir, unsigned long max_bytes,
                           char *path_out, size_t pathlen, char *why,
                           size_t whylen);
 
