@@ -12,6 +12,7 @@
 # Usage: check_lib_calls.sh NM OBJECT... (the objects of the vram target;
 # those not compiled from client/lib/ are left out).
 set -u
+export LC_ALL=C # sort and join agree on the order
 nm=${1:?usage: check_lib_calls.sh NM OBJECT...}
 shift
 fail=0
