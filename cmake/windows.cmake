@@ -255,7 +255,8 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # engines link (with mingw, or MSVC: link.exe takes the import library as it
 # is), and vram.h unchanged. The Linux build's list of sources: with cuda.h,
 # client/lib/map_cuda.c is the CUDA mapper (it imports the NT handles vramd
-# pushes) and common/cuda_driver.c is compiled in, nvcuda.dll loaded by it
+# pushes; platform/win32/cuda_import.c closes them after the import) and
+# common/cuda_driver.c is compiled in, nvcuda.dll loaded by it
 # at run time (never imported: an engine without NVIDIA's driver loads the
 # DLL all the same); without cuda.h, map_cuda.c compiles to the refusal of
 # a cuda daemon, as on Linux.
@@ -265,15 +266,16 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # export every global of the library and of the static libraries linked in
 # (vp_*, vram_codec_*, cJSON). So cmake/vram_def.cmake writes libvram.def
 # from vram.h at build time, which keeps the two from drifting apart.
-set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/session.c client/lib/weights.c
-    client/lib/weights_list.c
-    client/lib/sleep.c
-    client/lib/rpc.c client/lib/events.c client/lib/mapping.c client/lib/error.c
+set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/call_frame.c
+    client/lib/connect.c client/lib/event_thread.c client/lib/sleep.c
+    client/lib/weight_sets.c client/lib/weights_list.c
+    client/lib/chunk_table.c client/lib/region_table.c client/lib/stage_table.c
+    client/lib/mapping.c client/lib/background.c client/lib/events.c
     client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
-    client/lib/chunk_table.c client/lib/lock.c client/lib/thread.c
-    client/lib/background.c)
+    client/lib/protocol.c client/lib/transport.c client/lib/error.c)
 if(VRAM_CUDA_INCLUDE_DIR)
-  list(APPEND VRAM_WIN_CLIENT_SOURCES common/cuda_driver.c)
+  list(APPEND VRAM_WIN_CLIENT_SOURCES common/cuda_driver.c
+    platform/win32/cuda_import.c)
 endif()
 set(VRAM_DEF ${CMAKE_CURRENT_BINARY_DIR}/libvram.def)
 add_custom_command(

@@ -1,14 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's public calls on stages, regions, KV budgets, loans and the
  * daemon's administration: each is one typed request (call.c) whose map
- * entries are applied here (mapping.c). */
+ * entries are applied here (mapping.c), framed by the client's lock
+ * (call_frame.c). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "background.h"
+#include "call.h"
+#include "call_frame.h"
+#include "chunk_table.h"
+#include "client_record.h"
+#include "error.h"
+#include "event_thread.h"
+#include "mappers.h"
+#include "mapping.h"
 #include "msg.h"
+#include "protocol.h"
+#include "region_table.h"
+#include "stage_table.h"
+#include "weight_sets.h"
 
 /* ---- the client itself -------------------------------------------------- */
 
@@ -75,6 +89,29 @@ void vram_client_close(vram_client *c)
     vp_close(&c->retired);
     vp_mutex_free(c->lock);
     free(c);
+}
+
+/* ---- mapping in the background (background.c) ---------------------------- */
+
+int vram_client_set_background_map(vram_client *c, int on)
+{
+    vc_enter(c); /* waits for what is under way */
+    c->bg.enabled = on != 0;
+    return vc_leave(c, 0);
+}
+
+int vram_client_wait(vram_client *c)
+{
+    vc_enter(c); /* waits, and makes the tables true */
+    int e = c->bg.err;
+    if (e < 0)
+        snprintf(c->last_error, sizeof(c->last_error), "%s", c->bg.msg);
+    else
+        e = c->bg.done > INT_MAX ? INT_MAX : (int)c->bg.done;
+    c->bg.err = 0;
+    c->bg.msg[0] = 0;
+    c->bg.done = 0;
+    return vc_leave(c, e);
 }
 
 /* ---- stages ------------------------------------------------------------- */
@@ -653,7 +690,7 @@ static void *do_expert_slot(const vram_client *c, uint32_t stage, uint32_t slot)
                                st->info.expert_slot_bytes);
 }
 
-/* ---- the public calls: each framed by the lock (lock.c) ----------------- */
+/* ---- the public calls: each framed by the lock (call_frame.c) ---------- */
 
 void vram_client_set_event_callback(vram_client *c, vram_event_fn fn, void *user)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Mapping in the background (vram_client_set_background_map). An engine
+/* Mapping in the background (vram_client_set_background_map, in api.c). An engine
  * registers its stages and asks for its weights' memory, then spends
  * seconds reading the weights; importing and mapping the chunks costs more
  * than creating them in-process would (an import is about 31 us on an H200,
@@ -9,17 +9,20 @@
  *
  * The tables say at once what will be mapped (the daemon's view), and the
  * thread only makes driver calls on its own list, so nothing it touches is
- * shared: every entry into the library (lock.c), and every request sent
- * (rpc.c), waits for it first and then makes the tables true, forgetting a
- * chunk that failed. So no call, callback or event ever sees a chunk that
+ * shared: every entry into the library (call_frame.c), and every request
+ * sent (the protocol layer, through its port: events.c), waits for it
+ * first and then makes the tables true, forgetting a chunk that failed. So no call, callback or event ever sees a chunk that
  * is only half there; only the engine's own kernels could, which is why
  * memory from a background call is used after vram_client_wait. */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "background.h"
+#include "chunk_table.h"
+#include "client_record.h"
+#include "mappers.h"
+#include "region_table.h"
 
 bool vc_bg_wanted(const vram_client *c)
 {
@@ -141,27 +144,4 @@ void vc_bg_free(vram_client *c)
     free(c->bg.v);
     c->bg.v = NULL;
     c->bg.cap = 0;
-}
-
-/* ---- the public calls ---------------------------------------------------- */
-
-int vram_client_set_background_map(vram_client *c, int on)
-{
-    vc_enter(c); /* waits for what is under way */
-    c->bg.enabled = on != 0;
-    return vc_leave(c, 0);
-}
-
-int vram_client_wait(vram_client *c)
-{
-    vc_enter(c); /* waits, and makes the tables true */
-    int e = c->bg.err;
-    if (e < 0)
-        snprintf(c->last_error, sizeof(c->last_error), "%s", c->bg.msg);
-    else
-        e = c->bg.done > INT_MAX ? INT_MAX : (int)c->bg.done;
-    c->bg.err = 0;
-    c->bg.msg[0] = 0;
-    c->bg.done = 0;
-    return vc_leave(c, e);
 }

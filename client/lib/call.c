@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A request that survives a broken connection: when vramd went away (a
  * restart, a crash), the library connects again, takes back what it holds
- * (session.c) and sends the request once more; nothing of the failed
+ * (connect.c) and sends the request once more; nothing of the failed
  * attempt was applied (its map entries are dropped with their handles). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "call.h"
+#include "call_frame.h"
+#include "client_record.h"
+#include "connect.h"
+#include "error.h"
+#include "mapping.h"
+#include "protocol.h"
 
 /* Requests whose effect the library made before sending (it unmapped and
  * forgot the memory): after a reconnect the resume already left them out,

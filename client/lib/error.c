@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "errnames.h"
-#include "internal.h"
+#include "client_record.h"
+#include "error.h"
 
 int vc_set_error(vram_client *c, int err, const char *fmt, ...)
 {

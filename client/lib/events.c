@@ -2,29 +2,24 @@
 /* Events from the daemon: what the engine hears, and what the library does
  * about them. A recall is answered by the library itself: the engine is
  * told first (stop using those expert slots), then the chunks are unmapped
- * and released without waiting for the reply. */
+ * and released without waiting for the reply (the protocol layer sends
+ * the releases once the frames at hand are read). This is the port the
+ * protocol layer calls up through. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "background.h"
+#include "chunk_table.h"
+#include "client_record.h"
+#include "events.h"
+#include "mapping.h"
+#include "protocol.h"
+#include "stage_table.h"
 
-static void queue_release(vram_client *c, uint64_t id)
-{
-    if (c->nrelease == c->caprelease) {
-        size_t cap = c->caprelease ? c->caprelease * 2 : 64;
-        uint64_t *v = realloc(c->release_q, cap * sizeof(*v));
-        if (!v)
-            return; /* the recall's deadline passes; the daemon says so */
-        c->release_q = v;
-        c->caprelease = cap;
-    }
-    c->release_q[c->nrelease++] = id;
-}
-
-void vc_event(vram_client *c, int evt, const void *fields)
+static void on_event(vram_client *c, int evt, const void *fields)
 {
     if (evt == VRAM_EVT_BUDGET_CHANGED) {
         /* Told when the call (or dispatch) that read it returns, after
-         * whatever reply came with it was applied (lock.c). */
+         * whatever reply came with it was applied (call_frame.c). */
         const struct vram_evt_budget_changed *e = fields;
         struct vc_stage *st = vc_stage_get(c, e->stage);
         if (st && e->residency_version > st->res.version) {
@@ -44,17 +39,20 @@ void vc_event(vram_client *c, int evt, const void *fields)
         for (size_t i = 0; i < e->chunks.n; i++)
             if (vc_table_get(&c->chunks, e->chunks.v[i])) {
                 vc_drop_chunk(c, e->chunks.v[i]);
-                queue_release(c, e->chunks.v[i]);
+                vc_release_queue(c, e->chunks.v[i]);
             }
     }
 }
 
-void vc_send_releases(vram_client *c)
+/* Its reply, or the events before it, may touch chunks still being mapped
+ * in the background: they are mapped first. */
+static void settle(vram_client *c)
 {
-    if (!c->nrelease || c->broken)
-        return;
-    struct vram_req_chunk_release m = {
-        .chunks = {.v = c->release_q, .n = c->nrelease}};
-    vc_rpc_async(c, VRAM_REQ_CHUNK_RELEASE, &m);
-    c->nrelease = 0;
+    if (c->bg.n)
+        vc_bg_finish(c);
 }
+
+const struct vc_proto_port vc_state_port = {
+    .event = on_event,
+    .settle = settle,
+};

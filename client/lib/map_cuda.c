@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client_record.h"
+#include "mappers.h"
 
 #ifdef VRAM_HAVE_CUDA_H
 #include "cuda_driver.h"
+#include "cuda_import.h"
 
 struct vc_cuda {
     struct vcu cu;
@@ -74,22 +76,9 @@ static int cu_import(vram_client *c, struct vc_chunk *ch, vp_handle sh,
     if (r != CUDA_SUCCESS)
         return fail(c, r, -EIO, "cuMemImportFromShareableHandle");
     ch->handle = (uint64_t)h;
-#ifdef _WIN32
-    /* The allocation handle keeps the memory. The NT handle vramd pushed
-     * into this process is closed at once, as NVIDIA's memMapIPCDrv sample
-     * does: nothing here uses it again (a move maps the allocation handle),
-     * and Windows has no fd limit that holding it would count against.
-     * What closing costs on Windows is not measured. */
-    vp_close(&sh);
-    ch->h = VP_NONE;
-#else
-    /* The allocation handle keeps the memory; the shareable handle is
-     * closed when the chunk is released. Closing it costs about 14 us on an
-     * H200 (the driver drops the export behind it), a fifth of a grant's
-     * time per chunk, and it cannot overlap the imports (the driver
-     * serializes them): so not on the grant's path. */
-    ch->h = sh;
-#endif
+    /* The allocation handle keeps the memory; what becomes of the
+     * shareable one is the OS's (platform/cuda_import.h). */
+    ch->h = vp_cuda_import_kept(sh);
     return 0;
 }
 

@@ -5,7 +5,8 @@
  * is never left for someone else's mapping to take (platform/mem.h). */
 #include <string.h>
 
-#include "internal.h"
+#include "client_record.h"
+#include "mappers.h"
 #include "mem.h"
 
 static int host_reserve(vram_client *c, uint64_t base, uint64_t size)

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include "client_record.h"
+#include "mappers.h"
 
 static const struct vc_mapper *host_open(vram_client *c, char *why,
                                          size_t whylen)

@@ -19,8 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "background.h"
+#include "call.h"
+#include "call_frame.h"
+#include "chunk_table.h"
+#include "client_record.h"
 #include "clock.h"
+#include "error.h"
+#include "mappers.h"
+#include "mapping.h"
+#include "protocol.h"
+#include "region_table.h"
+#include "stage_table.h"
 
 static bool kept(const struct vc_region *r, unsigned flags)
 {
@@ -29,35 +39,6 @@ static bool kept(const struct vc_region *r, unsigned flags)
     if (r->kind == VRAM_REGION_EXPERT)
         return !(flags & VRAM_SLEEP_DISCARD_EXPERTS);
     return true; /* fixed */
-}
-
-static void host_free(vram_client *c, void *p, bool pinned);
-
-static void sleep_free(vram_client *c, struct vc_sleep *s)
-{
-    if (!s)
-        return;
-    host_free(c, s->host, s->pinned);
-    free(s->saved);
-    free(s->regrow);
-    free(s);
-}
-
-static void host_free(vram_client *c, void *p, bool pinned)
-{
-    if (pinned && c->mapper->host_free)
-        c->mapper->host_free(c, p);
-    else
-        free(p);
-}
-
-void vc_sleep_forget(vram_client *c, struct vc_stage *st)
-{
-    sleep_free(c, st->sleep);
-    st->sleep = NULL;
-    host_free(c, st->spare, st->spare_pinned);
-    st->spare = NULL;
-    st->spare_bytes = 0;
 }
 
 /* Runs of slots that are neighbours in the region and in the host buffer
@@ -238,7 +219,7 @@ static int do_stage_sleep(vram_client *c, uint32_t stage, unsigned flags)
         st->spare = NULL;
         st->spare_bytes = 0;
     } else if (bytes && s && st->spare) {
-        host_free(c, st->spare, st->spare_pinned); /* too small */
+        vc_host_free(c, st->spare, st->spare_pinned); /* too small */
         st->spare = NULL;
         st->spare_bytes = 0;
     }
@@ -249,7 +230,7 @@ static int do_stage_sleep(vram_client *c, uint32_t stage, unsigned flags)
     if (bytes && s && !s->host)
         s->host = malloc((size_t)bytes);
     if (!s || !s->saved || !s->regrow || (bytes && !s->host)) {
-        sleep_free(c, s);
+        vc_sleep_free(c, s);
         return vc_set_error(c, -ENOMEM, "no host memory for stage %u's %llu "
                             "bytes", stage, (unsigned long long)bytes);
     }
@@ -285,7 +266,7 @@ static int do_stage_sleep(vram_client *c, uint32_t stage, unsigned flags)
     }
     int e = copy_runs(c, s, true);
     if (e < 0) {
-        sleep_free(c, s);
+        vc_sleep_free(c, s);
         return e;
     }
     /* Once its chunks are dropped, s is the stage's (freed with it). */
@@ -293,7 +274,7 @@ static int do_stage_sleep(vram_client *c, uint32_t stage, unsigned flags)
     if (e < 0) {
         st = vc_stage_get(c, stage);
         if (st && st->sleep != s)
-            sleep_free(c, s);
+            vc_sleep_free(c, s);
     }
     return e;
 }
@@ -381,7 +362,7 @@ static int do_stage_wake(vram_client *c, uint32_t stage, unsigned flags)
         st->spare_pinned = s->pinned;
         s->host = NULL;
     }
-    sleep_free(c, s);
+    vc_sleep_free(c, s);
     st->sleep = NULL;
     struct vram_req_stage_wake done = {
         .stage = stage, .has_took_us = true,

@@ -6,8 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "call.h"
+#include "call_frame.h"
+#include "client_record.h"
+#include "error.h"
 #include "hexkey.h"
-#include "internal.h"
 
 static int state_of(const char *s)
 {

@@ -2,51 +2,27 @@
 /* One request and its reply on the current connection: encoded from its
  * typed struct, the reply decoded against the catalogue (a reply that does
  * not match it is an error, never half-read), map entries gathered over
- * the reply's frames, and the events that arrive meanwhile handled. */
+ * the reply's frames, and the events that arrive meanwhile decoded and
+ * handed up through the port. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "client_record.h"
 #include "errnames.h"
-#include "internal.h"
+#include "error.h"
 #include "msg.h"
 #include "platform.h"
+#include "protocol.h"
 #include "text.h"
-
-void vc_conn_setup(vram_client *c)
-{
-    vram_wire_init(&c->wire, c->h);
-    c->blocking = vp_conn_blocking(c->h);
-    if (c->blocking) /* bounds each blocking receive; deadlines are ours */
-        vp_conn_set_recv_timeout(c->h, 200);
-}
-
-static int flush_blocking(vram_client *c)
-{
-    int64_t deadline = vp_now_ms() + c->timeout_ms;
-    for (;;) {
-        int r = vram_wire_flush(&c->wire);
-        if (r == 0)
-            return 0;
-        if (r != -EAGAIN) {
-            c->broken = true;
-            return vc_set_error(c, r, "lost the connection to vramd: %s",
-                                strerror(-r));
-        }
-        int64_t left = deadline - vp_now_ms();
-        if (left <= 0)
-            return vc_set_error(c, -ETIMEDOUT, "timed out sending to vramd");
-        vp_conn_wait(c->h, VP_WRITABLE, (int)left);
-    }
-}
+#include "transport.h"
 
 static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
 {
     /* Its reply, or the events before it, may touch chunks still being
      * mapped in the background: they are mapped first. */
-    if (c->bg.n)
-        vc_bg_finish(c);
+    c->port->settle(c);
     if (c->broken)
         return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
     if (c->version && !vram_since_in(vram_requests[type].since, c->version))
@@ -64,15 +40,15 @@ static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
     if (!text)
         return vc_set_error(c, r < 0 ? r : -ENOMEM, "cannot encode a %s request",
                             vram_requests[type].name);
-    r = vram_wire_queue(&c->wire, text, len, NULL, 0);
+    r = vc_transport_send(c, text, len);
     free(text);
     if (r < 0)
-        return vc_set_error(c, r, "cannot queue a request: %s", strerror(-r));
-    if ((r = flush_blocking(c)) < 0)
         return r;
     *id = n;
     return 0;
 }
+
+static int gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n);
 
 /* The pump's state over one reply (pump() reads it whole). */
 struct frame_ctx {
@@ -96,7 +72,7 @@ static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
     struct vram_arena a = {0};
     struct vram_dec d = {.arena = &a, .version = x->c->version};
     if (vram_decode(vram_events[evt].req, msg, &ev, &d) == 0) {
-        vc_event(x->c, evt, &ev);
+        x->c->port->event(x->c, evt, &ev);
         x->events++;
     }
     vram_arena_free(&a);
@@ -180,7 +156,7 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
         memcpy(&map, (char *)into + mapf->off, sizeof(map));
         memcpy(&n, (char *)into + mapf->off + sizeof(void *), sizeof(n));
         x->map_entries += n;
-        if (vc_gather_map(c, map, n) < 0 && !x->err)
+        if (gather_map(c, map, n) < 0 && !x->err)
             x->err = vc_set_error(c, -ENOMEM, "out of memory for a reply");
     }
     vram_arena_free(&scratch);
@@ -269,50 +245,24 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
     return 0;
 }
 
+static bool reply_done(void *ud)
+{
+    struct frame_ctx *x = ud;
+    return x->c->await_done;
+}
+
 /* Reads until the reply to id is complete (or, with id 0, until the
  * connection has nothing more). */
 static int pump(vram_client *c, uint64_t id, int *events)
 {
     struct frame_ctx x = {.c = c};
-    int64_t deadline = vp_now_ms() + c->timeout_ms;
     c->await_id = id;
     c->await_done = false;
     c->await_parts = 0;
-    /* Waiting for a reply on a blocking connection, receives simply wait
-     * (up to the receive timeout): no poll before each. */
-    c->wire.rx_block = id && c->blocking;
-    if (id && !c->blocking)
-        vp_conn_wait(c->h, VP_READABLE, c->timeout_ms);
-    for (;;) {
-        char why[256];
-        int r = vram_wire_read(&c->wire, on_frame, &x, why, sizeof(why));
-        if (r < 0 && !x.err) {
-            c->broken = true;
-            x.err = vc_set_error(c, r == -ENOTCONN ? -ECONNRESET : r,
-                                 "lost the connection to vramd: %s", why);
-        }
-        if (x.err && (c->broken || r < 0))
-            break;
-        if (!id || c->await_done)
-            break;
-        if (c->wire.rx_block) { /* the receive timed out: check the deadline */
-            if (vp_now_ms() >= deadline) {
-                x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd "
-                                     "within %d ms", c->timeout_ms);
-                break;
-            }
-            continue;
-        }
-        int64_t left = deadline - vp_now_ms();
-        if (left <= 0) {
-            x.err = vc_set_error(c, -ETIMEDOUT, "no reply from vramd within %d ms",
-                                 c->timeout_ms);
-            break;
-        }
-        vp_conn_wait(c->h, VP_READABLE, (int)left);
-    }
+    struct vc_receiver rx = {.frame = on_frame, .done = reply_done, .ud = &x,
+                             .err = &x.err};
+    vc_transport_receive(c, id != 0, &rx);
     c->await_id = 0;
-    c->wire.rx_block = false;
     if (events)
         *events = x.events;
     vc_send_releases(c);
@@ -345,14 +295,13 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
 
 int vc_rpc_poll(vram_client *c, int *events)
 {
-    if (c->bg.n)
-        vc_bg_finish(c);
+    c->port->settle(c);
     return pump(c, 0, events);
 }
 
 bool vc_rpc_buffered(const vram_client *c)
 {
-    return vram_codec_rx_buffered(&c->wire.codec) > 0;
+    return vc_transport_buffered(c);
 }
 
 int vc_rpc_async(vram_client *c, int type, const void *req)
@@ -362,4 +311,65 @@ int vc_rpc_async(vram_client *c, int type, const void *req)
     if (e == 0 && c->nasync < 64)
         c->async_ids[c->nasync++] = id;
     return e;
+}
+
+/* ---- map entries, gathered over a reply's frames ------------------------- */
+
+void vc_clear_pending(vram_client *c)
+{
+    for (size_t i = 0; i < c->npend; i++)
+        vp_close(&c->pend[i].h);
+    c->npend = 0;
+}
+
+/* Takes the map entries of one reply frame (their handles move). */
+static int gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n)
+{
+    if (c->npend + n > c->cappend) {
+        size_t cap = c->cappend ? c->cappend : 64;
+        while (cap < c->npend + n)
+            cap *= 2;
+        struct pending_map *v = realloc(c->pend, cap * sizeof(*v));
+        if (!v) {
+            for (size_t i = 0; i < n; i++)
+                if (map[i].has_fd)
+                    vp_close(&map[i].fd);
+            return -ENOMEM;
+        }
+        c->pend = v;
+        c->cappend = cap;
+    }
+    for (size_t i = 0; i < n; i++) {
+        c->pend[c->npend++] = (struct pending_map){
+            .chunk = map[i].chunk, .region = map[i].region, .slot = map[i].slot,
+            .h = map[i].has_fd ? map[i].fd : VP_NONE};
+        map[i].has_fd = false; /* the handle is the pending entry's now */
+        map[i].fd = VP_NONE;
+    }
+    return 0;
+}
+
+/* ---- releases answering recalls (fire and forget) ------------------------ */
+
+void vc_release_queue(vram_client *c, uint64_t id)
+{
+    if (c->nrelease == c->caprelease) {
+        size_t cap = c->caprelease ? c->caprelease * 2 : 64;
+        uint64_t *v = realloc(c->release_q, cap * sizeof(*v));
+        if (!v)
+            return; /* the recall's deadline passes; the daemon says so */
+        c->release_q = v;
+        c->caprelease = cap;
+    }
+    c->release_q[c->nrelease++] = id;
+}
+
+void vc_send_releases(vram_client *c)
+{
+    if (!c->nrelease || c->broken)
+        return;
+    struct vram_req_chunk_release m = {
+        .chunks = {.v = c->release_q, .n = c->nrelease}};
+    vc_rpc_async(c, VRAM_REQ_CHUNK_RELEASE, &m);
+    c->nrelease = 0;
 }

@@ -7,9 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
+#include "call_frame.h"
+#include "client_record.h"
+#include "error.h"
 #include "hexkey.h"
-#include "internal.h"
+#include "mappers.h"
 #include "mem.h"
+#include "weight_sets.h"
 
 static struct vc_wset *find(const vram_client *c, uint32_t id)
 {

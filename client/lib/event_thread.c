@@ -3,15 +3,18 @@
  * clients, or never poll this one's fd, the library reads the connection
  * itself and answers recalls at once, so a deadline never passes because
  * the engine was busy elsewhere. Every call takes the client's lock
- * (lock.c); the thread takes it only to dispatch what arrived. */
+ * (call_frame.c); the thread takes it only to dispatch what arrived. */
 #include <errno.h>
 #include <stdio.h>
 
+#include "call_frame.h"
+#include "client_record.h"
 #include "conn.h"
-#include "internal.h"
+#include "error.h"
+#include "event_thread.h"
 
 /* The connection to wait on, read under the lock: a reconnect on another
- * thread may replace it (session.c), and on Windows it then has another
+ * thread may replace it (connect.c), and on Windows it then has another
  * number. The lock alone, not vc_enter: that would wait for chunks being
  * mapped in the background, which the engine may not need yet. */
 static vp_handle wait_begin(vram_client *c)

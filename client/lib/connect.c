@@ -4,14 +4,25 @@
  * process maps stays mapped; the library connects again with backoff, says
  * hello, and declares what it holds (resume); the daemon gives it back
  * under the same ids, at the same addresses. The engine hears
- * VRAM_EVENT_RECONNECTED, and the call in flight is sent again (call.c). */
+ * VRAM_EVENT_RECONNECTED, and the call in flight is sent again (call.c).
+ * The API layer: it calls the protocol, state and transport layers. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "chunk_table.h"
+#include "client_record.h"
+#include "connect.h"
+#include "error.h"
+#include "events.h"
+#include "mappers.h"
+#include "mapping.h"
 #include "platform.h"
+#include "protocol.h"
+#include "region_table.h"
+#include "stage_table.h"
+#include "transport.h"
 
 #define DEFAULT_SOCKET VP_DEFAULT_ENDPOINT
 
@@ -137,6 +148,7 @@ int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt
         return -ENOMEM;
     }
     vp_set_noinherit(h);
+    c->port = &vc_state_port; /* how the protocol layer reaches the state */
     c->h = h;
     c->thread_h = c->retired = VP_NONE;
     c->timeout_ms = opt && opt->timeout_ms > 0 ? opt->timeout_ms : 30000;
@@ -217,28 +229,6 @@ bool vc_can_reconnect(const vram_client *c)
     return c->reconnect_ms >= 0 && !c->reconnecting && c->path[0];
 }
 
-void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
-                     const uint32_t *slots, size_t n)
-{
-    struct vc_stage *st = vc_stage_get(c, stage);
-    if (!st)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        if (slots[i] >= st->nslots) {
-            uint32_t want = slots[i] + 1 > 2 * st->nslots ? slots[i] + 1
-                                                           : 2 * st->nslots;
-            uint16_t *v = realloc(st->slot_layer, want * sizeof(*v));
-            if (!v)
-                return; /* a claim lost on resume, re-made by the engine */
-            for (uint32_t k = st->nslots; k < want; k++)
-                v[k] = 0xffff;
-            st->slot_layer = v;
-            st->nslots = want;
-        }
-        st->slot_layer[slots[i]] = (uint16_t)layer;
-    }
-}
-
 /* A new connection in place of the broken one, under the same handle
  * number where the platform can keep it (POSIX: an engine's event loop
  * keeps waiting on it). */
@@ -256,7 +246,7 @@ static int connect_again(vram_client *c)
         /* Windows: no handle value can be made to name another pipe, so the
          * connection takes the new one's (vram_client_fd changes; vram.h).
          * The event thread may be waiting on the old one at this moment:
-         * then it is closed when the thread comes back (thread.c), not
+         * then it is closed when the thread comes back (event_thread.c), not
          * under its wait. */
         if (c->thread && vp_same(c->thread_h, c->h)) {
             vp_close(&c->retired);
