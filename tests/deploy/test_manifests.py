@@ -13,7 +13,7 @@ vramd reads it; readiness and liveness probes that exec `vramctl status`
 on vramd's socket; a securityContext without root, capabilities or
 privilege escalation; an engine pod that mounts the same socket folder,
 whose uid and gids vramd's access lists and the socket's mode let in, and
-that does not ask for the GPUs vramd holds; the metrics sidecar's port
+that asks for no nvidia.com/gpu and sees every GPU; the metrics sidecar's port
 behind the Service, and a PodMonitor that selects those pods and that
 port; a NetworkPolicy that lets only the scraper (a namespace and a pod
 selector, both required, set through the kustomization's patch) reach
