@@ -16,8 +16,9 @@ Where the libraries come from, at build time:
   ``VRAM_SOURCE_DIR``): a Release build of the two libraries only, in
   setuptools' build folder, with the allocator's RPATH "$ORIGIN" (both lie
   in vram/).  It needs cmake, a C compiler, pkg-config, libcjson-dev and
-  libuv1-dev (the configure step checks for the daemon's libuv too); at
-  run time libvram needs libcjson1.
+  libuv1-dev (the configure step checks for the daemon's libuv too), and
+  CUDA's cuda.h for libvram to map GPU chunks (without it, host ones only:
+  the build warns); at run time libvram needs libcjson1.
 
 ``VRAM_WHEEL_NATIVE=0`` builds the pure-Python package alone (libvram then
 comes from $VRAM_LIBRARY, the recorded install path or the loader).
@@ -78,6 +79,16 @@ def cmake_build(build_temp):
          # Built as installed: no RPATH into the build folder, and the
          # allocator finds libvram beside itself.
          "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON", "-DVRAM_TORCH_ALLOC_RPATH=$ORIGIN"])
+    with open(os.path.join(out, "CMakeCache.txt"), encoding="utf-8") as f:
+        cuda = next((ln.split("=", 1)[1].strip() for ln in f
+                     if ln.startswith("VRAM_CUDA_INCLUDE_DIR:")), "")
+    if not cuda or cuda.endswith("NOTFOUND"):
+        # Without cuda.h libvram maps host chunks only: such a wheel cannot
+        # serve an engine on vramd's cuda backend. Said loudly, not refused:
+        # the host backend is a real use (tests, CPU engines).
+        print("vram: WARNING: no cuda.h found (set CUDA_PATH or install "
+              "nvidia-cuda-dev): this wheel's libvram maps host-backend chunks "
+              "only, not GPU ones", file=sys.stderr, flush=True)
     jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(min(os.cpu_count() or 1, 8))
     run([cmake, "--build", out, "-j", jobs, "--target", *TARGETS])
     return out
