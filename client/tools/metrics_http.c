@@ -743,7 +743,7 @@ int tool_listen_parse(const char *spec, struct tool_listen_addr *out)
     return 0;
 }
 
-/* The address the listener got, as "127.0.0.1:9464" or "[::1]:9464". */
+/* The address the listener got, as "127.0.0.1:8726" or "[::1]:8726". */
 static void bound_name(uv_tcp_t *l, char *buf, size_t len)
 {
     struct sockaddr_storage ss;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 /* Where to listen, from "ADDR:PORT": an IPv4 address, an IPv6 one in
- * brackets ("[::1]:9464"), "localhost", or nothing (":9464": every IPv4
+ * brackets ("[::1]:8726"), "localhost", or nothing (":8726": every IPv4
  * interface). Port 0 takes a free port. */
 struct tool_listen_addr {
     char host[64];
@@ -23,7 +23,7 @@ int tool_listen_parse(const char *spec, struct tool_listen_addr *out);
 
 /* Serves until SIGINT or SIGTERM, then returns 0. Once listening, writes
  * one line naming the address it is bound to ("serving
- * http://127.0.0.1:9464/metrics ...") to announce, which tells a caller
+ * http://127.0.0.1:8726/metrics ...") to announce, which tells a caller
  * that asked for port 0 the port it got. A negative errno when it cannot
  * listen (with the reason on stderr). */
 int tool_metrics_serve(const struct tool_listen_addr *addr, const char *socket,

@@ -450,7 +450,7 @@ static const struct {
     {"--no-legend", "tables without their header lines (for scripts)"},
     {"--interval", "milliseconds between refreshes (default 1000)"},
     {"--count", "stop after N refreshes"},
-    {"--listen", "serve HTTP on ADDR:PORT (127.0.0.1:9464, [::1]:9464, :9464)"},
+    {"--listen", "serve HTTP on ADDR:PORT (127.0.0.1:8726, [::1]:8726, :8726)"},
 };
 
 /* Each option of a command's arguments ("[--interval MS] [--count N]"), in
@@ -715,7 +715,7 @@ int main(int argc, char **argv)
         struct tool_listen_addr la;
         if (tool_listen_parse(o.listen, &la) < 0) {
             fprintf(stderr, "vramctl metrics: --listen '%s': not ADDR:PORT (e.g. "
-                    "127.0.0.1:9464, [::1]:9464, :9464)\n", o.listen);
+                    "127.0.0.1:8726, [::1]:8726, :8726)\n", o.listen);
             return TOOL_EXIT_USAGE;
         }
         return tool_metrics_serve(&la, shown, stdout) < 0 ? TOOL_EXIT_FAILED : 0;

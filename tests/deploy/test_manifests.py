@@ -6,13 +6,14 @@ Usage: test_manifests.py VRAMD [MANIFEST_DIR]
 
 Parses every manifest and checks what vramd needs of them and what ties
 them together: the DaemonSet's hostPath /run/vramd holding the socket (and
-so the state file beside it), hostPID, the GPUs, the ConfigMap whose
+so the state file beside it), hostPID, the GPUs (all of the node's, no
+count fixed by a selector, a limit or the devices), the ConfigMap whose
 vramd.json is valid JSON and passes `VRAMD --check-config`, mounted where
 vramd reads it; readiness and liveness probes that exec `vramctl status`
 on vramd's socket; a securityContext without root, capabilities or
 privilege escalation; an engine pod that mounts the same socket folder,
 whose uid and gids vramd's access lists and the socket's mode let in, and
-that does not ask for the GPUs vramd holds; the metrics sidecar's port
+that asks for no nvidia.com/gpu and sees every GPU; the metrics sidecar's port
 behind the Service, and a PodMonitor that selects those pods and that
 port; a NetworkPolicy that lets only the scraper (a namespace and a pod
 selector, both required, set through the kustomization's patch) reach
@@ -44,6 +45,7 @@ DEFAULT_SOCKET = "/run/vramd/vramd.sock"
 DEFAULT_CONFIG = "/etc/vramd/vramd.json"
 SOCKET_DIR = "/run/vramd"
 GPU = "nvidia.com/gpu"
+GPU_PRESENT = "nvidia.com/gpu.present"  # a GPU node, of any GPU count
 EXAMPLE_ONLY = {"engine-pod.yaml"}  # applied on its own, not by kustomize
 
 
@@ -397,7 +399,8 @@ def check(files, vramd, c):
          "DaemonSet: its selector matches its pods' labels")
     c.ok(spec.get("hostPID") is True, "DaemonSet: hostPID (vramd pins and watches "
          "engines' processes by their pids, SO_PEERCRED)")
-    c.ok(spec.get("nodeSelector"), "DaemonSet: a node selector for GPU nodes")
+    c.ok((spec.get("nodeSelector") or {}).get(GPU_PRESENT) == "true",
+         f"DaemonSet: a node selector for GPU nodes ({GPU_PRESENT}: \"true\")")
     c.ok(any(t.get("key") == GPU for t in spec.get("tolerations") or []),
          f"DaemonSet: tolerates the {GPU} taint")
     daemons = [k for k in spec.get("containers") or [] if prog(k) == "vramd"]
@@ -434,12 +437,20 @@ def check(files, vramd, c):
         cfg = check_config_text(vramd, cms[cmname]["data"][key], c, f"ConfigMap {cmname} {key}")
     cfg = cfg or {}
 
-    # The GPUs.
-    limits = (vd.get("resources") or {}).get("limits") or {}
+    # The GPUs: every GPU of the node, counted by vramd, so that one
+    # DaemonSet fits nodes of any GPU count.
     venv = env_of(vd)
-    ngpu = limits.get(GPU)
-    c.ok(ngpu is not None or venv.get("NVIDIA_VISIBLE_DEVICES"),
-         f"vramd is given the GPUs ({GPU} or NVIDIA_VISIBLE_DEVICES)")
+    c.ok(venv.get("NVIDIA_VISIBLE_DEVICES") == "all",
+         "vramd sees every GPU of its node (NVIDIA_VISIBLE_DEVICES=all)")
+    for what, pspec in pod_specs(files):
+        for k in all_containers(pspec):
+            res = k.get("resources") or {}
+            c.ok(not any(GPU in (res.get(r) or {}) for r in ("limits", "requests")),
+                 f"{what}/{k.get('name')}: no {GPU} request or limit (it would fix a count)")
+        c.ok(not count_terms(pspec),
+             f"{what}: no node selector or affinity on a GPU count ({count_terms(pspec)})")
+    c.ok(cfg.get("backend") == "host" or "devices" not in cfg,
+         "the configuration lists no devices: vramd takes every GPU it sees")
     c.ok(spec.get("runtimeClassName"), "DaemonSet: a runtimeClassName (the NVIDIA runtime "
          "adds the device nodes and libcuda)")
     c.ok("compute" in (venv.get("NVIDIA_DRIVER_CAPABILITIES") or ""),
@@ -448,14 +459,6 @@ def check(files, vramd, c):
         c.ok(not (v.get("hostPath", {}).get("path", "").startswith("/dev")),
              f"volume {v.get('name')}: no device node by hostPath (an unprivileged "
              "container's device cgroup refuses it)")
-    if ngpu is not None:
-        n = int(ngpu)
-        c.ok(str(spec.get("nodeSelector", {}).get("nvidia.com/gpu.count")) == str(n),
-             f"DaemonSet: nodes with {n} GPUs (nvidia.com/gpu.count), all of them vramd's")
-        ids = [d.get("id") for d in cfg.get("devices") or []]
-        if cfg.get("backend") != "host":
-            c.ok(all(isinstance(i, int) and 0 <= i < n for i in ids),
-                 f"the configuration's devices {ids} are among the {n} GPUs given")
 
     # Probes: vramctl status on vramd's socket.
     for probe in ("readinessProbe", "livenessProbe"):
@@ -582,11 +585,10 @@ def check(files, vramd, c):
             if GPU in ((k.get("resources") or {}).get("limits") or {})
             or GPU in ((k.get("resources") or {}).get("requests") or {})]
     eenv = env_of(eng)
-    if ngpu is not None:
-        c.ok(not asks, f"the engine does not ask for {GPU}: vramd holds them")
-        c.ok(eenv.get("NVIDIA_VISIBLE_DEVICES") == "all",
-             "the engine sees every GPU of the node (NVIDIA_VISIBLE_DEVICES=all), "
-             "those vramd owns")
+    c.ok(not asks, f"the engine does not ask for {GPU}: it uses the GPUs vramd sees")
+    c.ok(eenv.get("NVIDIA_VISIBLE_DEVICES") == "all",
+         "the engine sees every GPU of the node (NVIDIA_VISIBLE_DEVICES=all), "
+         "those vramd sees")
     c.ok(eenv.get("CUDA_DEVICE_ORDER") == venv.get("CUDA_DEVICE_ORDER") is not None,
          "the engine orders GPUs as vramd does (CUDA_DEVICE_ORDER)")
     c.ok("compute" in (eenv.get("NVIDIA_DRIVER_CAPABILITIES") or ""),
@@ -629,6 +631,32 @@ def pod_spec(d):
 
 def all_containers(spec):
     return list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+
+
+def pod_specs(files):
+    """(kind/name, pod spec) of every workload in the manifests."""
+    return [(f"{d['kind']}/{d['metadata']['name']}", pod_spec(d))
+            for docs in files.values() for d in docs if pod_spec(d) is not None]
+
+
+def count_terms(spec):
+    """The node selector keys and affinity expressions of spec that pick
+    nodes by their GPU count (GPU Feature Discovery's nvidia.com/gpu.count,
+    or any other *gpu*count* label), as text."""
+    def counting(key):
+        k = str(key).lower()
+        return "gpu" in k and "count" in k
+    found = [f"nodeSelector {k}" for k in (spec.get("nodeSelector") or {}) if counting(k)]
+    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+    terms = list(((aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                  .get("nodeSelectorTerms") or []))
+    terms += [p.get("preference") or {}
+              for p in aff.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+    for t in terms:
+        for e in list(t.get("matchExpressions") or []) + list(t.get("matchFields") or []):
+            if counting(e.get("key")):
+                found.append(f"affinity {e.get('key')} {e.get('operator')}")
+    return found
 
 
 # Breaks, one at a time: each must make a check fail.
@@ -686,7 +714,18 @@ BREAKS = [
     ("no hostPID", lambda f: _ds(f).pop("hostPID")),
     ("a namespace at Pod Security baseline", lambda f: objects(f, "Namespace")[0][
         "metadata"]["labels"].update({"pod-security.kubernetes.io/enforce": "baseline"})),
-    ("the GPUs not given", lambda f: _vramd(f)["resources"]["limits"].pop(GPU)),
+    ("the GPUs not given", lambda f: _vramd(f).update(env=[
+        e for e in _vramd(f)["env"] if e["name"] != "NVIDIA_VISIBLE_DEVICES"])),
+    ("vramd given a GPU count", lambda f: _vramd(f)["resources"]["limits"].update({GPU: 2})),
+    ("the DaemonSet on nodes of one GPU count", lambda f: _ds(f)["nodeSelector"].update(
+        {"nvidia.com/gpu.count": "2"})),
+    ("the DaemonSet on any node", lambda f: _ds(f).pop("nodeSelector")),
+    ("the engine on nodes of one GPU count, by affinity", lambda f: _engine(f).update(
+        affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "nvidia.com/gpu.count", "operator": "In", "values": ["2"]}]}]}}})),
+    ("the configuration fixing its devices", lambda f: _set_cfg(f, lambda c: c.update(
+        devices=[{"id": i, "capacity": "16GiB"} for i in (0, 1)]))),
     ("a device node by hostPath", lambda f: _ds(f)["volumes"].append(
         {"name": "dev", "hostPath": {"path": "/dev/nvidiactl", "type": "CharDevice"}})),
     ("the configuration not JSON", lambda f: _cm(f).update(

@@ -48,7 +48,7 @@ for u in vramd.service vramd-metrics.service vramd.socket; do
     [ -f "$f" ] || f=$src/systemd/$u
     sed -e "s/vramd\.socket/$d.socket/g; s/vramd\.service/$d.service/g" \
         -e "s|^ExecStart=[^ ]*/vramd |ExecStart=$build/vramd --config $src/examples/engine.json |" \
-        -e "s|^ExecStart=[^ ]*/vramctl metrics --listen 127.0.0.1:9464|ExecStart=$build/vramctl metrics --listen 127.0.0.1:0|" \
+        -e "s|^ExecStart=[^ ]*/vramctl metrics --listen 127.0.0.1:8726|ExecStart=$build/vramctl metrics --listen 127.0.0.1:0|" \
         -e "s|^DynamicUser=yes|User=nobody|" "$f" >"$tmp/units/$(echo "$u" | sed "s/^vramd/vramd-$id/; s/^vramd-$id-metrics/$m/")"
 done
 home=

@@ -40,7 +40,7 @@ grep -q '^Requires=' "$u" && fail "Requires: stopping vramd would stop the endpo
 grep -q '^SupplementaryGroups=vramd$' "$u" || fail "not in group vramd (the socket's)"
 grep -q '^RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6$' "$u" ||
     fail "the address families it needs"
-grep -q '^ExecStart=.* metrics --listen 127.0.0.1:9464$' "$u" || fail "its ExecStart"
+grep -q '^ExecStart=.* metrics --listen 127.0.0.1:8726$' "$u" || fail "its ExecStart"
 
 # 2. Installed into a prefix: the prefix's vramctl, nothing left to fill.
 p=$tmp/prefix
@@ -48,14 +48,14 @@ cmake --install "$build" --prefix "$p" >"$tmp/install.log" 2>&1 ||
     fail "cmake --install: $(tail -5 "$tmp/install.log")"
 iu=$p/lib/systemd/system/vramd-metrics.service
 [ -f "$iu" ] || fail "vramd-metrics.service not installed"
-grep -q "^ExecStart=$p/bin/vramctl metrics --listen 127.0.0.1:9464\$" "$iu" ||
+grep -q "^ExecStart=$p/bin/vramctl metrics --listen 127.0.0.1:8726\$" "$iu" ||
     fail "the installed ExecStart: $(grep ExecStart "$iu")"
 grep -q '@[A-Z_]*@' "$iu" && fail "an unfilled @VAR@ in the installed unit"
 verify installed "$p/lib/systemd/system/vramd.socket" "$p/lib/systemd/system/vramd.service" "$iu"
 
 # 3. Its command, from the prefix, serves (on a free port, a vramd of ours).
 start_vramd
-cmd=$(sed -n 's/^ExecStart=//p' "$iu" | sed 's/127.0.0.1:9464/127.0.0.1:0/')
+cmd=$(sed -n 's/^ExecStart=//p' "$iu" | sed 's/127.0.0.1:8726/127.0.0.1:0/')
 # shellcheck disable=SC2086
 : >"$tmp/exporter.out"
 env VRAM_SOCKET="$sock" $cmd >"$tmp/exporter.out" 2>"$tmp/exporter.err" &

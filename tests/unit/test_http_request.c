@@ -83,7 +83,7 @@ int main(void)
          "/metrics", 1, false, false);
     good("GET /metrics HTTP/1.1\nHost: x\n\n", "GET", "/metrics", 1, true, false);
     good("\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/", 1, true, false);
-    good("GET http://h:9464/metrics#f HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/metrics",
+    good("GET http://h:8726/metrics#f HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "/metrics",
          1, true, false);
     good("GET http://h HTTP/1.1\r\nHost: h\r\n\r\n", "GET", "/", 1, true, false);
     good("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "OPTIONS", "*", 1, true, false);
