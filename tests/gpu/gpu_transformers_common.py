@@ -162,3 +162,11 @@ def processor_base() -> type:
     except ImportError:  # pragma: no cover - older layout
         from transformers.generation.logits_process import LogitsProcessor
     return LogitsProcessor
+
+
+if __name__ == "__main__":
+    # scripts/gpu.sh asks first: exit 0 when the transformers scripts can
+    # run, else 3 with the reason on one line.
+    why = why_skip()
+    print("ok" if why is None else f"skipped: {why}")
+    sys.exit(0 if why is None else 3)
