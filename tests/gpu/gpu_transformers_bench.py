@@ -164,10 +164,11 @@ def main() -> int:
         return (N - 1) / (t_end - hook.t), got
 
     def dynamic_cache() -> Any:
+        # As generate makes its default cache (DynamicCache over the config).
         try:
-            return DynamicCache()
-        except TypeError:  # a version whose DynamicCache wants the config
             return DynamicCache(config=model.config)
+        except TypeError:  # a version whose DynamicCache takes no config
+            return DynamicCache()
 
     stock = vt.find_experts(model)          # layer -> (parent, attribute, module)
     daemon = common.Daemon(config_json(a.layers, split, itemsize), prefix="vramd-gpu-tfbench-")
