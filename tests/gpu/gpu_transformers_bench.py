@@ -41,7 +41,7 @@ Where torch, a CUDA device or transformers 5 is missing it prints
 "skipped: <reason>" and exits 0. About a minute on an H200 (estimated).
 
     VRAM_LIB=build/libvram.so VRAMD_BIN=build/vramd python3 tests/gpu/gpu_transformers_bench.py
-        [--layers 24] [--prompt 512] [--new-tokens 48] [--runs 5] [--attn sdpa|eager]
+        [--layers 24] [--prompt 512] [--new-tokens 32] [--runs 5] [--attn sdpa|eager]
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, default=24, help="decoder layers (default 24)")
     ap.add_argument("--prompt", type=int, default=512, help="prompt tokens (default 512)")
-    ap.add_argument("--new-tokens", type=int, default=48, help="generated a run (default 48)")
+    ap.add_argument("--new-tokens", type=int, default=32, help="generated a run (default 32)")
     ap.add_argument("--runs", type=int, default=5, help="timed runs a side (default 5)")
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
                     help="attention implementation, both sides (default sdpa)")

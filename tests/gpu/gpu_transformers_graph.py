@@ -34,7 +34,8 @@ trim lends, the reserve shrinks and the arrival recalls for real while
 the graph lives.
 
 The model: 6 layers (hidden 1024, 8 heads of 128, 8 KV heads, 32 experts
-of 3 x 256 x 1024, 4 a token, vocab 2048, bf16, eager attention), stage 0
+of 3 x 256 x 1024, 2 a token (see TOPK), vocab 2048, bf16, eager
+attention), stage 0
 = layers 0-3 (a KV lane per layer and K or V), stage 1 = layers 4-5 (one
 interleaved lane), stage 2 another engine's (lent while unregistered), as
 tests/python/gpu_transformers_cache.py. The graph's window: T = 2048
@@ -74,7 +75,12 @@ import gpu_transformers_common as common
 MIB = common.MIB
 LAYERS, HIDDEN, HEADS, KV_HEADS = 6, 1024, 8, 8
 HEAD_DIM = HIDDEN // HEADS
-EXPERTS, TOPK, MOE_INTER, VOCAB = 32, 4, 256, 2048
+# Two experts a token: batched_mm adds a token's experts into its output
+# with atomics, and two additions onto zero round the same in either order
+# (a + b == b + a); with three or more the order, which changes from run to
+# run, changes the rounding, and eager and graph could part for a reason
+# that is not the graph's.
+EXPERTS, TOPK, MOE_INTER, VOCAB = 32, 2, 256, 2048
 SPLIT = [(0, 0, 3), (1, 4, 5)]                 # (stage, first, last layer)
 CONTEXT, INITIAL, STEP = 8192, 1024, 1024
 WINDOW = 2048                                  # the graph's T
@@ -176,7 +182,7 @@ def main() -> int:
     daemon = common.Daemon(config_json(itemsize), prefix="vramd-gpu-tfgraph-")
     client = vram.Client(daemon.sock, name="gpu_transformers_graph")
     tenant: Dict[str, Any] = {}
-    rc = 0
+    skipped: Optional[str] = None
     try:
         # The KV on vramd; the experts stay the model's (batched_mm, in the
         # graph), their host copies fill the stages' loans.
@@ -351,10 +357,8 @@ def main() -> int:
         print(f"events: {events}", flush=True)
     except CaptureRefused as e:
         traceback.print_exc()
-        print(f"gpu_transformers_graph: skipped: capturing the decode step in a CUDA graph "
-              f"failed with transformers {transformers.__version__}, torch "
-              f"{torch.__version__}: {e}", flush=True)
-        return 0
+        skipped = (f"capturing the decode step in a CUDA graph failed with transformers "
+                   f"{transformers.__version__}, torch {torch.__version__}: {e}")
     except Exception:
         traceback.print_exc()
         check(False, "the run raised")
@@ -363,11 +367,12 @@ def main() -> int:
             tenant["client"].close()
         client.close()
         daemon.stop(keep=bool(check.failed))
-    if check.failed:
-        rc = 1
+    if skipped is not None and not check.failed:
+        print(f"gpu_transformers_graph: skipped: {skipped}", flush=True)
+        return 0
     print(f"{'PASS' if not check.failed else 'FAIL'}: gpu_transformers_graph "
           f"({len(check.failed)} failed) in {time.monotonic() - t0:.1f} s", flush=True)
-    return rc
+    return 1 if check.failed else 0
 
 
 def arrive(client: Any, sock: str, tenant: Dict[str, Any]) -> None:
