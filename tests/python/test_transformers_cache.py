@@ -419,6 +419,27 @@ class TransformersCacheTest(unittest.TestCase):
 
     # ---- experts ---------------------------------------------------------------
 
+    def test_route_is_the_eager_loops_indices(self) -> None:
+        """route() gives, per expert hit and in ascending order, the very
+        indices transformers' eager experts loop takes from torch.where over
+        the one-hot mask (the order its products are added in), for a decode
+        step, a prefill and routings that leave experts unused."""
+        from vram.integrations.experts import route
+        g = torch.Generator().manual_seed(11)
+        for tokens, k, experts in ((1, 2, 12), (1, 8, 64), (300, 2, 12), (37, 4, 128)):
+            scores = torch.rand(tokens, experts, generator=g)
+            idx = torch.topk(scores, k, dim=-1).indices.to(self.dev)
+            mask = F.one_hot(idx, num_classes=experts).permute(2, 1, 0)
+            want = []
+            for e in range(experts):
+                if int(mask[e].sum()):
+                    pos, tok = torch.where(mask[e])
+                    want.append((e, int(mask[e].sum()), tok.tolist(), pos.tolist()))
+            got = [(e, n, t.tolist(), p.tolist()) for e, n, t, p in route(idx, experts)]
+            self.assertEqual(got, want, f"{tokens} tokens, top {k} of {experts}")
+            for _, _, t, p in route(idx, experts):
+                self.assertEqual((t.device, t.dtype, p.dtype), (idx.device, torch.long, torch.long))
+
     def test_run_experts_is_the_dense_math(self) -> None:
         """run_experts against the dense formula (every expert on every
         token, weighted where routed), and resident against host weights:
