@@ -41,6 +41,13 @@ On the host backend each view is a mapping of its own (``docs/python.md``,
 addresses over the same chunks; between reserves the returned views keep
 their address.
 
+**A fixed-shape window.**  :meth:`LaneKv.set_static` keeps every layer's
+K and V over the first ``T`` tokens as ``(1, kv_heads, T, head_dim)``
+views and :meth:`LaneKv.write_at` writes a step's token at a position
+tensor (``index_copy_``): no host-side value in a step, one shape and, on
+cuda, one address per layer -- what a CUDA graph captured over a decode
+step needs (``tests/gpu/gpu_transformers_graph.py``).
+
 **Batch 1.**  One sequence per cache: ``append`` refuses a batch of more
 than one (``ValueError``).
 """
