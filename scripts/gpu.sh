@@ -7,7 +7,12 @@
 # the engine API contract test and the Python package's tests (torch
 # tensors, the allocator shim under a MemPool, CUDA graphs) and the MoE
 # engine example (token for token against plain CUDA memory) on the cuda
-# backend,
+# backend, the transformers integration where torch, a GPU and transformers
+# 5 are there and NO_TF is unset (tests/python/gpu_transformers_cache.py,
+# examples/transformers_moe.py --small --check and its seed-shaped run,
+# tests/gpu/gpu_transformers_bench.py's decode throughput and
+# gpu_transformers_graph.py's CUDA graph: one log each, transformers_*.log;
+# else one line saying why they were skipped),
 # and the benchmarks (vram-bench; vram-bench-driver, what the driver lets a
 # broker overlap). Logs and results go to $OUT (default ./gpu-out).
 #
@@ -82,6 +87,37 @@ VRAM_TEST_BACKEND=cuda VRAM_LIB="$b/libvram.so" VRAM_MOE_LOG="$out" timeout 300 
     python3 -m unittest discover -s "$root/tests/python" -p 'test_moe*.py' -v \
     >"$out/moe_engine_cuda.log" 2>&1 || rc=1
 tail -n 3 "$out/moe_engine_cuda.log"
+# The transformers integration (issue 27): one log per script (the example's
+# two runs in one). The example's token check runs at --small (plain memory
+# first, then vramd); the seed-shaped run, for its table, comes after, with
+# TF_EXAMPLE_ARGS added to its arguments (--check compares its tokens too,
+# in about twice the time).
+tf() {  # log name, seconds, script and its arguments; ">>NAME" appends
+    n=$1; s=$2; shift 2
+    case $n in
+    '>>'*) n=${n#>>}; exec 3>>"$out/transformers_$n.log" ;;
+    *) exec 3>"$out/transformers_$n.log" ;;
+    esac
+    VRAM_LIB="$b/libvram.so" timeout "$s" python3 "$@" >&3 2>&1 || rc=1
+    exec 3>&-
+    tail -n 2 "$out/transformers_$n.log"
+}
+if [ -n "${NO_TF:-}" ]; then
+    echo "== transformers: skipped: NO_TF is set"
+elif tfwhy=$(VRAM_LIB="$b/libvram.so" python3 "$root/tests/gpu/gpu_transformers_common.py" 2>&1); then
+    echo "== transformers: VramCache and expert loans (tokens, addresses, a recall)"
+    tf cache 180 "$root/tests/python/gpu_transformers_cache.py"
+    echo "== transformers: the example, --small --check, then seed-shaped (the table)"
+    tf moe 300 "$root/examples/transformers_moe.py" --small --check
+    tf '>>moe' 600 "$root/examples/transformers_moe.py" ${TF_EXAMPLE_ARGS:-}
+    echo "== transformers: decode tokens/s, VramCache against DynamicCache"
+    tf bench 300 "$root/tests/gpu/gpu_transformers_bench.py"
+    grep '^{' "$out/transformers_bench.log"
+    echo "== transformers: a CUDA graph over VramCache, replayed across budget changes"
+    tf graph 300 "$root/tests/gpu/gpu_transformers_graph.py"
+else
+    echo "== transformers: $tfwhy"
+fi
 if [ -x "$b/tests/vram-bench" ] && [ -z "${NO_BENCH:-}" ]; then
     echo "== benchmark"
     timeout 200 "$b/tests/vram-bench" --backend all --out "$out/bench.jsonl" \

@@ -347,6 +347,52 @@ class TransformersCacheTest(unittest.TestCase):
         self.assertEqual(V0.data_ptr() - K0.data_ptr(), TOKEN)
         self.assertEqual(K0.stride(0), 2 * kv.nlayers * KV_HEADS * HEAD_DIM)
 
+    def test_static_window_writes_at_a_position_tensor(self) -> None:
+        """The fixed-shape window (what a CUDA graph's decode step runs
+        over): set_static maps T tokens and gives every layer's K and V as
+        (1, heads, T, dim) views, write_at writes at a position tensor
+        (index_copy_ over the strided lane views of both layouts) and
+        returns the same views each step, and what it writes is what append
+        writes; zero_static clears the tail; clear_static goes back to
+        append with the count given."""
+        parts = self.register()
+        g = torch.Generator().manual_seed(5)
+        T = INITIAL + STEP                      # past the initial window: one reserve
+        for kv, ref in zip(parts, self.plain()):
+            kv.set_static(T, torch.zeros(1, dtype=torch.long, device=self.dev))
+            self.assertEqual(kv.reserves, 1)
+            self.assertGreaterEqual(kv.mapped_tokens, T)
+            kv.zero_static()
+            prompt = 600
+            for i in range(kv.nlayers):          # a prefill through append
+                k = torch.randn(1, KV_HEADS, prompt, HEAD_DIM, generator=g).to(self.dev)
+                v = torch.randn(1, KV_HEADS, prompt, HEAD_DIM, generator=g).to(self.dev)
+                kv.append(i, k, v)
+                ref.append(i, k, v)
+            ptrs = [(k4.data_ptr(), v4.data_ptr()) for k4, v4 in kv.static]
+            idx = kv.static_index
+            for p in range(prompt, prompt + 5):  # decode steps at a position tensor
+                idx.fill_(p)
+                for i in range(kv.nlayers):
+                    k = torch.randn(1, KV_HEADS, 1, HEAD_DIM, generator=g).to(self.dev)
+                    K, V = kv.write_at(i, k, 2 * k)
+                    self.assertEqual(tuple(K.shape), (1, KV_HEADS, T, HEAD_DIM))
+                    Kr, Vr = ref.append(i, k, 2 * k)
+                    self.assertTrue(torch.equal(K[:, :, :p + 1], Kr), f"layer {i} K at {p}")
+                    self.assertTrue(torch.equal(V[:, :, :p + 1], Vr), f"layer {i} V at {p}")
+                    self.assertEqual(int(K[:, :, p + 1:].abs().sum()), 0, "past the position")
+                self.assertEqual([(k4.data_ptr(), v4.data_ptr()) for k4, v4 in kv.static],
+                                 ptrs, "the window's views moved")
+            kv.zero_static(prompt)
+            self.assertEqual(int(kv.static[0][0][:, :, prompt:].abs().sum()), 0)
+            self.assertTrue(torch.equal(kv.static[0][0][:, :, :prompt],
+                                        ref.layer(0)[0][:prompt].transpose(0, 1).unsqueeze(0)))
+            kv.clear_static(prompt)
+            self.assertIsNone(kv.static)
+            self.assertEqual(kv.lengths, [prompt] * kv.nlayers)
+            with self.assertRaises(RuntimeError):
+                kv.write_at(0, k, k)
+
     def test_refusals(self) -> None:
         parts = self.register()
         kv = parts[0]
@@ -372,6 +418,27 @@ class TransformersCacheTest(unittest.TestCase):
                         self.dev)
 
     # ---- experts ---------------------------------------------------------------
+
+    def test_route_is_the_eager_loops_indices(self) -> None:
+        """route() gives, per expert hit and in ascending order, the very
+        indices transformers' eager experts loop takes from torch.where over
+        the one-hot mask (the order its products are added in), for a decode
+        step, a prefill and routings that leave experts unused."""
+        from vram.integrations.experts import route
+        g = torch.Generator().manual_seed(11)
+        for tokens, k, experts in ((1, 2, 12), (1, 8, 64), (300, 2, 12), (37, 4, 128)):
+            scores = torch.rand(tokens, experts, generator=g)
+            idx = torch.topk(scores, k, dim=-1).indices.to(self.dev)
+            mask = F.one_hot(idx, num_classes=experts).permute(2, 1, 0)
+            want = []
+            for e in range(experts):
+                if int(mask[e].sum()):
+                    pos, tok = torch.where(mask[e])
+                    want.append((e, int(mask[e].sum()), tok.tolist(), pos.tolist()))
+            got = [(e, n, t.tolist(), p.tolist()) for e, n, t, p in route(idx, experts)]
+            self.assertEqual(got, want, f"{tokens} tokens, top {k} of {experts}")
+            for _, _, t, p in route(idx, experts):
+                self.assertEqual((t.device, t.dtype, p.dtype), (idx.device, torch.long, torch.long))
 
     def test_run_experts_is_the_dense_math(self) -> None:
         """run_experts against the dense formula (every expert on every

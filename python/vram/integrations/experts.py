@@ -50,7 +50,7 @@ import torch.nn.functional as F
 
 from ..types import Event, EventType
 
-__all__ = ["EventRouter", "ExpertStage", "HostExperts", "run_experts"]
+__all__ = ["EventRouter", "ExpertStage", "HostExperts", "route", "run_experts"]
 
 #: (gate_up, down) of one expert: (2 * intermediate, hidden), (hidden, intermediate).
 ExpertWeights = Tuple[torch.Tensor, torch.Tensor]
@@ -374,6 +374,33 @@ class ExpertStage:
         self.recalled_slots = self.shrunk_slots = 0
 
 
+def route(top_k_index: torch.Tensor, num_experts: int
+          ) -> List[Tuple[int, int, torch.Tensor, torch.Tensor]]:
+    """The experts a layer's tokens are routed to, ascending: ``(expert,
+    count, token_idx, top_k_pos)`` for each expert hit, with the indices
+    transformers' eager experts loop takes from ``torch.where`` over the
+    one-hot mask (``mask[e]`` is (k, tokens): by position, then token) --
+    the same values in the same order -- from one copy of the routing to
+    the host and one copy of the indices back, where that loop waits for
+    the GPU once per expert (a ``nonzero``)."""
+    tokens, k = top_k_index.shape
+    with torch.no_grad():
+        idx = top_k_index.detach().to("cpu")            # the one synchronisation
+        flat = idx.t().reshape(-1)                       # (position, token) order
+        order = torch.sort(flat, stable=True).indices     # grouped by expert, order kept
+        counts = torch.bincount(flat, minlength=num_experts).tolist()
+        both = torch.stack([order % tokens, torch.div(order, tokens, rounding_mode="floor")])
+        if top_k_index.device.type != "cpu":
+            both = both.to(top_k_index.device)
+    out = []
+    start = 0
+    for e, n in enumerate(counts):
+        if n:
+            out.append((e, n, both[0, start:start + n], both[1, start:start + n]))
+            start += n
+    return out
+
+
 def run_experts(hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor, num_experts: int,
                 act_fn: Callable[[torch.Tensor], torch.Tensor],
@@ -386,17 +413,10 @@ def run_experts(hidden_states: torch.Tensor, top_k_index: torch.Tensor,
     transformers' eager experts loop: the tokens routed to it, ``linear``
     with ``gate_up`` split into gate and up, ``act_fn(gate) * up``,
     ``linear`` with ``down``, times the routing weight, added into the
-    output in the output's dtype.  Same inputs and weights, same bits."""
+    output in the output's dtype.  Same inputs and weights, same bits;
+    the routing comes to the host once a layer (:func:`route`)."""
     out = torch.zeros_like(hidden_states)
-    with torch.no_grad():
-        mask = F.one_hot(top_k_index, num_classes=num_experts).permute(2, 1, 0)
-        per_expert = mask.sum(dim=(-1, -2))
-    # One synchronisation for the whole layer: which experts, how many tokens.
-    counts = per_expert.tolist()
-    for e, n in enumerate(counts):
-        if n == 0:
-            continue
-        top_k_pos, token_idx = torch.where(mask[e])
+    for e, n, token_idx, top_k_pos in route(top_k_index, num_experts):
         gate_up, down = weights(e, n)
         current = hidden_states[token_idx]
         gate, up = F.linear(current, gate_up).chunk(2, dim=-1)

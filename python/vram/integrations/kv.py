@@ -41,6 +41,13 @@ On the host backend each view is a mapping of its own (``docs/python.md``,
 addresses over the same chunks; between reserves the returned views keep
 their address.
 
+**A fixed-shape window.**  :meth:`LaneKv.set_static` keeps every layer's
+K and V over the first ``T`` tokens as ``(1, kv_heads, T, head_dim)``
+views and :meth:`LaneKv.write_at` writes a step's token at a position
+tensor (``index_copy_``): no host-side value in a step, one shape and, on
+cuda, one address per layer -- what a CUDA graph captured over a decode
+step needs (``tests/gpu/gpu_transformers_graph.py``).
+
 **Batch 1.**  One sequence per cache: ``append`` refuses a batch of more
 than one (``ValueError``).
 """
@@ -97,7 +104,16 @@ class LaneKv:
         #: How many times the window grew (a reserve that mapped more).
         self.grows = 0
         self._views: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
+        # The same views as (1, kv_heads, tokens, head_dim), made once per
+        # window: a decode step slices them instead of building the
+        # transpose again (the per-step Python work of append).
+        self._views4: List[Tuple[torch.Tensor, torch.Tensor]] = []
         self._mapped = 0
+        #: Per layer (1, kv_heads, T, head_dim) K and V over the first T
+        #: tokens while a fixed-shape window is set (:meth:`set_static`).
+        self.static: Optional[List[Tuple[torch.Tensor, torch.Tensor]]] = None
+        self.static_tokens = 0
+        self.static_index: Optional[torch.Tensor] = None
 
     # ---- what subclasses provide ------------------------------------------
 
@@ -132,9 +148,11 @@ class LaneKv:
             for i in range(self.nlayers):
                 views.append((x[:, 2 * i], x[:, 2 * i + 1]))
         self._views, self._mapped = views, tokens
+        self._views4 = [(k.permute(1, 0, 2).unsqueeze(0), v.permute(1, 0, 2).unsqueeze(0))
+                        for k, v in views]
 
     def _drop_views(self) -> None:
-        self._views, self._mapped = None, 0
+        self._views, self._views4, self._mapped = None, [], 0
 
     @property
     def mapped_tokens(self) -> int:
@@ -200,16 +218,79 @@ class LaneKv:
                             f"{value_states.dtype}: the cache holds {self.dtype}")
         pos = self.lengths[local]
         end = pos + n
-        self.ensure(end)
-        k, v = self.layer(local)
-        if key_states.device != k.device:
+        if self._views is None or end > self._mapped:
+            self.ensure(end)
+        if not 0 <= local < self.nlayers:
+            raise IndexError(f"layer {local} of stage {self.stage}: it has "
+                             f"{self.nlayers} (local 0..{self.nlayers - 1})")
+        k4, v4 = self._views4[local]
+        if key_states.device != k4.device:
             raise ValueError(f"key states on {key_states.device}: stage "
-                             f"{self.stage}'s KV is on {k.device}")
-        k[pos:end].copy_(key_states[0].transpose(0, 1))
-        v[pos:end].copy_(value_states[0].transpose(0, 1))
+                             f"{self.stage}'s KV is on {k4.device}")
+        # (1, h, L, d) views over the token-major lane: the same strides
+        # as view[:L].transpose(0, 1).unsqueeze(0), built once a window.
+        k4[:, :, pos:end].copy_(key_states)
+        v4[:, :, pos:end].copy_(value_states)
         self.lengths[local] = end
-        return (k[:end].transpose(0, 1).unsqueeze(0),
-                v[:end].transpose(0, 1).unsqueeze(0))
+        return k4[:, :, :end], v4[:, :, :end]
+
+    # ---- a fixed-shape window (CUDA graphs) -----------------------------------
+
+    def set_static(self, tokens: int, index: Optional[torch.Tensor] = None
+                   ) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+        """Maps ``tokens`` tokens (:meth:`ensure`) and keeps every layer's
+        K and V over the first ``tokens`` as ``(1, kv_heads, tokens,
+        head_dim)`` views (:attr:`static`), which :meth:`write_at` writes
+        into: one shape and one address per layer for as long as the window
+        is set, so that a step captured in a CUDA graph over them replays.
+        Their memory must stay mapped while they are used: a :meth:`trim`
+        below ``tokens`` unmaps their tail (on cuda they then point at
+        unmapped memory until a reserve maps it again, at the same
+        addresses).  ``index``: the positions :meth:`write_at` writes at
+        when it is given none (a tensor the caller sets before each step)."""
+        self.ensure(tokens)
+        self.static = [(k4[:, :, :tokens], v4[:, :, :tokens]) for k4, v4 in self._views4]
+        self.static_tokens, self.static_index = tokens, index
+        return self.static
+
+    def clear_static(self, tokens: Optional[int] = None) -> None:
+        """Leaves the fixed-shape window; ``tokens``: how many tokens
+        every layer now holds (the steps run over :meth:`write_at` are not
+        counted on the host)."""
+        self.static, self.static_tokens, self.static_index = None, 0, None
+        if tokens is not None:
+            self.lengths = [tokens] * self.nlayers
+
+    def write_at(self, local: int, key_states: torch.Tensor, value_states: torch.Tensor,
+                 index: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+        """In the fixed-shape window: writes layer ``local``'s new tokens
+        at the positions in ``index`` (a 1-D int64 tensor on the KV's
+        device, as many as the tokens; None: :meth:`set_static`'s) and
+        returns its whole ``(1, kv_heads, T, head_dim)`` K and V; positions
+        not written yet are
+        whatever the memory holds, so the caller's attention mask must hide
+        them and their values must be finite (:meth:`zero_static`).
+        Nothing here reads a tensor's value on the host: a step over it can
+        be captured in a CUDA graph."""
+        if self.static is None:
+            raise RuntimeError(f"stage {self.stage}: no fixed-shape window "
+                               "(set_static first)")
+        if index is None:
+            index = self.static_index
+        k4, v4 = self.static[local]
+        k4.index_copy_(2, index, key_states)
+        v4.index_copy_(2, index, value_states)
+        return k4, v4
+
+    def zero_static(self, start: int = 0) -> None:
+        """Zeroes every layer's K and V in the fixed-shape window from token
+        ``start`` on (memory that a reserve mapped may hold anything, and a
+        masked position still enters attention's products)."""
+        if self.static is None:
+            raise RuntimeError(f"stage {self.stage}: no fixed-shape window")
+        for k4, v4 in self.static:
+            k4[:, :, start:].zero_()
+            v4[:, :, start:].zero_()
 
     def crop(self, tokens_to_remove: int, layer: Optional[int] = None) -> None:
         """Forgets the last ``-tokens_to_remove`` tokens of ``layer`` (all

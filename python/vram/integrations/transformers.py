@@ -41,7 +41,8 @@ What it does:
 
 What it does not do: batches of more than one sequence (``ValueError``),
 beam search, offloading, ``torch.compile`` (``is_compileable`` is False:
-the window grows on the host side); models whose experts are not fused
+the window grows on the host side; a CUDA graph captured by hand over
+:meth:`VramCache.set_static`'s fixed-shape window is what replays); models whose experts are not fused
 3-D parameters, have biases or are stored transposed
 (``NotImplementedError``); the event thread (events are dispatched at each
 experts layer and by :meth:`VramCache.poll`).  Sliding-window layers are
@@ -113,10 +114,17 @@ class VramLayer(CacheLayerMixin):
                *args: Any, **kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        self.keys, self.values = self.kv.append(self.local, key_states, value_states)
+        if self.kv.static is not None:
+            # The fixed-shape window (VramCache.set_static): the same views
+            # every step, written at the caller's position tensor.
+            self.keys, self.values = self.kv.write_at(self.local, key_states, value_states)
+        else:
+            self.keys, self.values = self.kv.append(self.local, key_states, value_states)
         return self.keys, self.values
 
     def get_mask_sizes(self, query_length: Any) -> Tuple[int, int]:
+        if self.kv.static is not None:
+            return self.kv.static_tokens, 0
         return self.get_seq_length() + _query_length(query_length), 0
 
     def get_seq_length(self) -> int:
@@ -223,6 +231,38 @@ class VramCache(Cache):
             yield self
         finally:
             self.end_request()
+
+    def set_static(self, tokens: int, index: torch.Tensor) -> None:
+        """A fixed-shape window for CUDA graphs: maps ``tokens`` tokens of
+        every stage's KV and from now on every layer's ``update`` writes
+        its new token at ``index`` (a 1-element int64 tensor on the model's
+        device, which the caller sets before each step) and returns ``(1,
+        kv_heads, tokens, head_dim)`` views of the first ``tokens`` -- the
+        same shape and, on cuda, the same addresses every step, through
+        every later reserve, trim and recall (the region's addresses never
+        change).  Nothing in ``update`` then reads a tensor on the host, so
+        a decode step can be captured in a ``torch.cuda.CUDAGraph``: the
+        caller passes a 4-D additive attention mask ``(1, 1, 1, tokens)``
+        (0 at positions written, the dtype's minimum elsewhere: transformers
+        uses a 4-D mask as given), ``position_ids``, and zeroes the window
+        past the prompt first (:meth:`zero_static`).  The window must stay
+        mapped while a step reads it: within a request's reserve
+        (:meth:`begin_request` with at least ``tokens``); after
+        :meth:`end_request` trims, replay only once a reserve maps it
+        again.  ``tests/gpu/gpu_transformers_graph.py`` does all of this."""
+        for kv in self.parts:
+            kv.set_static(tokens, index)
+
+    def zero_static(self, start: int = 0) -> None:
+        """Zeroes the fixed-shape window's K and V from token ``start``."""
+        for kv in self.parts:
+            kv.zero_static(start)
+
+    def clear_static(self, tokens: Optional[int] = None) -> None:
+        """Leaves the fixed-shape window; ``tokens``: how many tokens the
+        cache holds now (the graph's steps are not counted on the host)."""
+        for kv in self.parts:
+            kv.clear_static(tokens)
 
     def poll(self) -> None:
         """Dispatches the client's events and fills new expert slots; call

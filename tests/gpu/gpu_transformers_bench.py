@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Decode throughput of a transformers Qwen3-MoE on vramd against the same
+model with transformers' own DynamicCache and plain weights (issue 27's
+target: >= 0.97x, medians of 5).
+
+The model (random weights, no hub): 24 layers -- half the example's 48,
+with its per-layer sizes: hidden 1024, 16 heads (4 KV) of 64, 64 experts of
+3 x 256 x 1024 of which 8 a token, vocab 8192, bf16 -- split as the seed
+splits (2:1): stage 0 = layers 0-15, stage 1 = layers 16-23, each a vramd
+stage with one KV lane per layer and K or V. vramd's device holds both
+stages' KV windows and every expert's slot, so that after install() every
+expert is resident (checked: misses are counted and printed).
+
+The two sides run the same prompt through model.generate (greedy, batch
+1) in the same process, one model whose experts modules are swapped
+between runs:
+
+  vram      VramCache (K and V in the stages' KV regions, the output budget
+            reserved before generate) and VramExperts (the experts in
+            vramd's expert slots);
+  dynamic   transformers' DynamicCache and the stock experts modules (their
+            weights in ordinary GPU memory), with the same experts
+            implementation, "eager": the per-expert loop VramExperts
+            computes (same routing, same numbers).
+
+Decode tokens per second = (new tokens - 1) / (time from the first token
+to the last), with torch.cuda.synchronize() at both ends (the first token
+is timed by a logits processor, after the prefill). One warm-up run of
+each side, then 5 runs each, alternating; the medians are compared. Also
+measured, for information: the stock modules with transformers' default
+experts implementation (grouped_mm or batched_mm on a GPU: one batched
+GEMM, no host synchronisation, which vram's per-expert loop over slots at
+their own addresses does not do), 3 runs.
+
+It prints its figures, then one JSON line
+{"bench": "transformers_decode", "vram_tok_s", "dynamic_tok_s", "ratio",
+"target": 0.97, "met", ...} and exits 0 whether the target is met or not
+(the ratio is reported, not asserted); 1 only when it could not measure.
+Where torch, a CUDA device or transformers 5 is missing it prints
+"skipped: <reason>" and exits 0. About a minute on an H200 (estimated).
+
+    VRAM_LIB=build/libvram.so VRAMD_BIN=build/vramd python3 tests/gpu/gpu_transformers_bench.py
+        [--layers 24] [--prompt 512] [--new-tokens 32] [--runs 5] [--attn sdpa|eager]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Dict, List, Tuple
+
+import gpu_transformers_common as common
+
+HIDDEN, HEADS, KV_HEADS, EXPERTS, TOPK, MOE_INTER, VOCAB = 1024, 16, 4, 64, 8, 256, 8192
+CONTEXT, CHUNK_MIB = 4096, 2
+TARGET = 0.97
+
+
+def config_json(layers: int, split: List[Tuple[int, int, int]], itemsize: int) -> Dict[str, Any]:
+    """Both stages' KV windows and a slot for every expert, lent from the
+    device's unreserved memory."""
+    lane = KV_HEADS * (HIDDEN // HEADS) * itemsize
+    slot = 3 * MOE_INTER * HIDDEN * itemsize
+    chunk = CHUNK_MIB * common.MIB
+    loan = {"enabled": True, "headroom": 0, "recall_deadline_ms": 5000, "hold_ms": 20000}
+    stages, window_chunks = [], 0
+    for s, first, last in split:
+        n = last - first + 1
+        stages.append({"id": s, "name": f"layers {first}-{last}", "device": 0,
+                       "first_layer": first, "last_layer": last,
+                       "kv_lanes": [{"name": f"{n} layers x (K, V)", "bytes_per_token": lane,
+                                     "count": 2 * n}],
+                       "native_context": CONTEXT, "initial_tokens": 1024, "step_tokens": 1024,
+                       "expert_slot": slot, "loan": loan})
+        window_chunks += 2 * n * -(-CONTEXT * lane // chunk)
+    expert_chunks = -(-layers * EXPERTS * slot // chunk)
+    capacity = (window_chunks + expert_chunks + 64) * CHUNK_MIB
+    return {"doc": "tests/gpu/gpu_transformers_bench.py's vramd: the stages' KV windows "
+                   "and a slot for every expert",
+            "backend": "cuda",
+            "devices": [{"id": 0, "capacity": f"{capacity}MiB", "chunk": f"{CHUNK_MIB}MiB",
+                         "lend_unreserved": True}],
+            "stages": stages}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=int, default=24, help="decoder layers (default 24)")
+    ap.add_argument("--prompt", type=int, default=512, help="prompt tokens (default 512)")
+    ap.add_argument("--new-tokens", type=int, default=32, help="generated a run (default 32)")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs a side (default 5)")
+    ap.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"],
+                    help="attention implementation, both sides (default sdpa)")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--print-config", action="store_true",
+                    help="write vramd's configuration to stdout and exit")
+    a = ap.parse_args()
+    if a.layers < 2 or a.new_tokens < 2:
+        ap.error("--layers and --new-tokens must be at least 2")
+    first1 = (2 * a.layers) // 3
+    split = [(0, 0, first1 - 1), (1, first1, a.layers - 1)]
+    if a.print_config:
+        itemsize = 2 if a.dtype == "bfloat16" else 4
+        json.dump(config_json(a.layers, split, itemsize), sys.stdout, indent=1)
+        return 0
+    common.skip_if_needed("gpu_transformers_bench")
+
+    import torch
+    import transformers
+    import vram
+    from transformers.cache_utils import DynamicCache
+    from vram.integrations import transformers as vt
+
+    dtype = getattr(torch, a.dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+          f"{torch.cuda.get_device_name()}, {a.dtype}, {a.attn} attention", flush=True)
+    t_start = time.monotonic()
+    model = common.build_qwen3_moe(layers=a.layers, hidden=HIDDEN, heads=HEADS,
+                                   kv_heads=KV_HEADS, experts=EXPERTS, topk=TOPK,
+                                   moe_inter=MOE_INTER, vocab=VOCAB,
+                                   max_positions=2 * CONTEXT, dtype=dtype, attn=a.attn)
+    default_impl = common.experts_implementation(model)
+    # What VramExperts computes; set while the stock modules are in place.
+    common.set_experts_implementation(model, "eager")
+    print(f"model: {a.layers} layers (stages {split[0][1]}-{split[0][2]}, "
+          f"{split[1][1]}-{split[1][2]}), hidden {HIDDEN}, {HEADS} heads ({KV_HEADS} KV) of "
+          f"{HIDDEN // HEADS}, {EXPERTS} experts of {3 * MOE_INTER * HIDDEN * itemsize / common.MIB:g}"
+          f" MiB ({TOPK} a token); transformers' default experts implementation: "
+          f"{default_impl}; built in {time.monotonic() - t_start:.1f} s", flush=True)
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(1, VOCAB, (1, a.prompt), generator=g).cuda()
+    N = a.new_tokens
+    Base = common.processor_base()
+
+    class FirstToken(Base):
+        """Times the first token: called once the prefill's logits exist."""
+
+        def __init__(self) -> None:
+            self.t = None
+
+        def __call__(self, input_ids, scores):
+            if self.t is None:
+                torch.cuda.synchronize()
+                self.t = time.perf_counter()
+            return scores
+
+    def timed(cache: Any) -> Tuple[float, List[int]]:
+        hook = FirstToken()
+        torch.cuda.synchronize()
+        with torch.no_grad():
+            out = model.generate(ids, past_key_values=cache, max_new_tokens=N,
+                                 do_sample=False, pad_token_id=0, logits_processor=[hook])
+        torch.cuda.synchronize()
+        t_end = time.perf_counter()
+        got = out[0, a.prompt:].tolist()
+        if len(got) != N or hook.t is None:
+            raise RuntimeError(f"generate gave {len(got)} tokens of {N}")
+        return (N - 1) / (t_end - hook.t), got
+
+    def dynamic_cache() -> Any:
+        # As generate makes its default cache (DynamicCache over the config).
+        try:
+            return DynamicCache(config=model.config)
+        except TypeError:  # a version whose DynamicCache takes no config
+            return DynamicCache()
+
+    stock = vt.find_experts(model)          # layer -> (parent, attribute, module)
+    daemon = common.Daemon(config_json(a.layers, split, itemsize), prefix="vramd-gpu-tfbench-")
+    client = None
+    rc = 0
+    try:
+        client = vram.Client(daemon.sock, name="gpu_transformers_bench")
+        t = time.monotonic()
+        cache = vt.install(model, client, stages=[s for s, _, _ in split])
+        mine = {l: getattr(parent, attr) for l, (parent, attr, _) in stock.items()}
+        print(f"install: {time.monotonic() - t:.1f} s; " + "; ".join(
+            f"stage {s}: {ex.resident}/{ex.total_experts} experts resident, "
+            f"{ex.backed} slots backed" for s, ex in cache.experts.items()), flush=True)
+
+        def use(side: str) -> None:
+            for l, (parent, attr, m) in stock.items():
+                setattr(parent, attr, mine[l] if side == "vram" else m)
+
+        def run(side: str) -> Tuple[float, List[int]]:
+            use(side)
+            if side == "vram":
+                for ex in cache.experts.values():
+                    ex.reset_counts()
+                cache.begin_request(a.prompt, N)
+                try:
+                    return timed(cache)
+                finally:
+                    cache.end_request()
+            return timed(dynamic_cache())
+
+        resident = sum(ex.resident for ex in cache.experts.values())
+        total = sum(ex.total_experts for ex in cache.experts.values())
+        for side in ("vram", "dynamic"):        # warm-up
+            run(side)
+        rates: Dict[str, List[float]] = {"vram": [], "dynamic": []}
+        tokens: Dict[str, List[int]] = {}
+        misses = 0
+        for _ in range(a.runs):
+            for side in ("vram", "dynamic"):
+                r, tok = run(side)
+                rates[side].append(r)
+                tokens.setdefault(side, tok)
+                if side == "vram":
+                    misses += sum(ex.misses for ex in cache.experts.values())
+        default_rates: List[float] = []
+        if default_impl != "eager":
+            use("dynamic")
+            common.set_experts_implementation(model, default_impl)
+            run("dynamic")                      # warm-up of that implementation
+            default_rates = [run("dynamic")[0] for _ in range(3)]
+            common.set_experts_implementation(model, "eager")
+        use("vram")
+        vram_med = statistics.median(rates["vram"])
+        dyn_med = statistics.median(rates["dynamic"])
+        ratio = vram_med / dyn_med
+        for side in ("vram", "dynamic"):
+            print(f"{side:8s} decode tok/s: " + ", ".join(f"{r:.1f}" for r in rates[side])
+                  + f"  (median {statistics.median(rates[side]):.1f})", flush=True)
+        if default_rates:
+            print(f"dynamic with {default_impl} experts: "
+                  + ", ".join(f"{r:.1f}" for r in default_rates)
+                  + f"  (median {statistics.median(default_rates):.1f})", flush=True)
+        print(f"experts resident {resident}/{total}, misses in the timed runs {misses}; "
+              f"tokens {'equal' if tokens['vram'] == tokens['dynamic'] else 'differ'} "
+              f"(vram against dynamic, eager experts); ratio {ratio:.3f} "
+              f"(target {TARGET}): {'met' if ratio >= TARGET else 'missed'}", flush=True)
+        line = {"bench": "transformers_decode",
+                "vram_tok_s": round(vram_med, 2), "dynamic_tok_s": round(dyn_med, 2),
+                "ratio": round(ratio, 4), "target": TARGET, "met": ratio >= TARGET,
+                "experts_implementation": "eager", "attn": a.attn, "dtype": a.dtype,
+                "layers": a.layers, "prompt": a.prompt, "new_tokens": N, "runs": a.runs,
+                "vram_runs": [round(r, 2) for r in rates["vram"]],
+                "dynamic_runs": [round(r, 2) for r in rates["dynamic"]],
+                "experts_resident": resident, "experts": total, "misses": misses,
+                "tokens_equal": tokens["vram"] == tokens["dynamic"]}
+        if default_rates:
+            d = statistics.median(default_rates)
+            line.update({"default_experts_implementation": default_impl,
+                         "dynamic_default_tok_s": round(d, 2),
+                         "ratio_vs_default": round(vram_med / d, 4)})
+        line["seconds"] = round(time.monotonic() - t_start, 1)
+        print(json.dumps(line), flush=True)
+    except Exception:
+        traceback.print_exc()
+        print("FAIL: gpu_transformers_bench could not measure", flush=True)
+        rc = 1
+    finally:
+        if client is not None:
+            client.close()
+        daemon.stop(keep=rc != 0)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
