@@ -134,6 +134,8 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
     return 0;
 }
 
+#define VC_HANDLE_TABLE 16384
+
 int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt,
                            vram_client **out)
 {
@@ -141,6 +143,9 @@ int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt
      * the exported handle of a CUDA chunk): a GPU's worth of 2 MiB chunks
      * is tens of thousands. */
     vp_raise_handle_limit();
+    /* Room for 32 GiB of 2 MiB chunks' handles (128 KiB of the kernel's),
+     * grown in the background now rather than doubling under a grant. */
+    vp_reserve_handle_table(VC_HANDLE_TABLE);
     vp_handle h = {fd};
     vram_client *c = calloc(1, sizeof(*c));
     if (!c) {

@@ -5,12 +5,16 @@
  * not reading, and vramd holds about a thousand of the grant's fds at a
  * time, not the whole grant's (issue 17: a grant of 18,000 chunks under a
  * 20,000 fd limit). What comes after the reply (another request's reply)
- * waits behind it; a client gone mid-grant leaves no fd behind. */
+ * waits behind it; a client gone mid-grant leaves no fd behind. And a
+ * client's fd table is grown when it connects, not fd by fd under its first
+ * grant (in a process of several threads each doubling of the table waits
+ * for an RCU grace period: tens of milliseconds on a first GiB). */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -194,6 +198,45 @@ static int quitter(const struct daemon *d, void *p)
     return check_failures ? 1 : 0;
 }
 
+/* The kernel's fd table size of this process (/proc/self/status). */
+static long fd_table_size(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long n = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "FDSize: %ld", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Connected, the table grows to room for 16384 handles (or the limit), in
+ * the background: before any chunk came. */
+static int table_grown(const struct daemon *d, void *p)
+{
+    (void)p;
+    long before = fd_table_size();
+    struct rlimit rl;
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
+    long want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 16384 ? 16384
+                                                                   : (long)rl.rlim_max;
+    REQUIRE(before > 0 && before < want, "the table has %ld slots already "
+            "(%ld wanted): nothing to see", before, want);
+    vram_client *c = connect_client(d, "table");
+    REQUIRE(c, "connect");
+    long after = fd_table_size();
+    for (int i = 0; i < 300 && after < want; i++) {
+        usleep(10000);
+        after = fd_table_size();
+    }
+    CHECK(after >= want, "the fd table has %ld slots 3 s after the connect "
+          "(%ld before, %ld wanted)", after, before, want);
+    vram_client_close(c);
+    return check_failures ? 1 : 0;
+}
+
 int main(void)
 {
     struct daemon d;
@@ -207,6 +250,7 @@ int main(void)
     CHECK(wait_child(spawn(quitter, &d, NULL)) == 0, "the quitter");
     CHECK(wait_dev_value(&d, 0, "free_bytes", 16 * GIB, 5000),
           "a grant cut short did not come back");
+    CHECK(wait_child(spawn(table_grown, &d, NULL)) == 0, "the fd table");
     daemon_check_no_leaks(&d);
     CHECK(daemon_stop(&d) == 0, "vramd did not stop cleanly");
     return check_report("test_grant_flow");
