@@ -21,7 +21,7 @@ int vp_handle_push(vp_handle proc, vp_handle h, unsigned access,
 /* Closes the handle value in the process proc (a pushed handle its
  * receiver never took, or one the daemon takes back). It is duplicated
  * back with DUPLICATE_CLOSE_SOURCE and the copy closed here: the form
- * without a target process fails under wine (WINDOWS.md). -EBADF when
+ * without a target process fails under wine (docs/windows.md). -EBADF when
  * value names no handle there. */
 int vp_handle_close_remote(vp_handle proc, uint64_t value);
 

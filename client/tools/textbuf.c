@@ -92,14 +92,6 @@ const char *tool_peer_cell(const char *s, const char *none, size_t width,
     return buf;
 }
 
-void tool_text_clear(struct tool_text *t)
-{
-    t->len = 0;
-    t->oom = false;
-    if (t->p)
-        t->p[0] = '\0';
-}
-
 char *tool_text_take(struct tool_text *t, size_t *len)
 {
     char *p = t->oom ? NULL : t->p;

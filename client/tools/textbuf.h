@@ -26,8 +26,6 @@ void tool_text_peer(struct tool_text *t, const char *s);
  * none when s is NULL or empty. */
 const char *tool_peer_cell(const char *s, const char *none, size_t width,
                            char *buf, size_t len);
-/* Empties the text, keeping its memory (and forgetting a failed write). */
-void tool_text_clear(struct tool_text *t);
 /* The text (caller frees) and its length, or NULL when a write failed; t is
  * empty afterwards either way. */
 char *tool_text_take(struct tool_text *t, size_t *len);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger's private helpers, shared between its files (prefix vli_).
  * Nothing outside daemon/ledger/ includes this; the public API is ledger.h,
- * the rules R1..R15 are in README.md. Grouped by the file that defines
+ * the rules R1..R18 are in README.md. Grouped by the file that defines
  * them. */
 #ifndef VRAMD_LEDGER_INTERNAL_H
 #define VRAMD_LEDGER_INTERNAL_H

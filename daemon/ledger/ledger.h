@@ -6,7 +6,7 @@
  * a consequence (send a chunk's fd, tell a client to move or unmap a chunk,
  * free physical memory, announce a residency change) comes back as a list of
  * effects. Every rule of the broker lives in this folder: README.md lists
- * them, R1..R17, and names the file that enforces each; the code and the
+ * them, R1..R18, and names the file that enforces each; the code and the
  * tests (test_rNN_*) carry the same numbers.
  *
  * Accounting, per device, in chunks:

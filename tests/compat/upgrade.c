@@ -30,7 +30,6 @@
  * Usage: vram-compat-upgrade OLD_BUILD_DIR OLD_PROTOCOL_VERSION (the
  * newest the release speaks; VRAMD_BIN: the current vramd;
  * VRAM_COMPAT_ENGINE: the current libvram's engine). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -44,6 +43,7 @@
 
 #include "frame.h"
 #include "harness.h"
+#include "holders.h"
 
 /* 256 chunks. Stage 0: two KV lanes of 256 bytes per token (32 chunks
  * each), 4 MiB of scratch, 8 MiB of weights backed by a keyed set; stage
@@ -244,38 +244,17 @@ static int hello_version(const struct daemon *d, const char *name)
  * pid in *pid and whether its program is the old release's. */
 static int holders(const struct daemon *d, pid_t *pid, bool *old)
 {
-    int n = 0;
-    DIR *dir = opendir("/proc");
-    struct dirent *de;
-    while (dir && (de = readdir(dir))) {
-        if (!atoi(de->d_name))
-            continue;
-        char path[300], buf[4096], exe[PATH_MAX];
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        for (size_t i = 0; i < len; i++)
-            if (!buf[i])
-                buf[i] = ' ';
-        if (!strstr(buf, "vramd-holder") || !strstr(buf, d->dir))
-            continue;
-        if (n++ == 0) {
-            *pid = atoi(de->d_name);
-            snprintf(path, sizeof(path), "/proc/%s/exe", de->d_name);
-            ssize_t k = readlink(path, exe, sizeof(exe) - 1);
-            exe[k > 0 ? k : 0] = 0;
-            char want[PATH_MAX + 64];
-            snprintf(want, sizeof(want), "%.*s-holder", (int)strlen(old_vramd),
-                     old_vramd);
-            *old = strcmp(exe, want) == 0;
-        }
+    int n = daemon_holders(d, pid);
+    if (n) {
+        char path[64], exe[PATH_MAX];
+        snprintf(path, sizeof(path), "/proc/%d/exe", (int)*pid);
+        ssize_t k = readlink(path, exe, sizeof(exe) - 1);
+        exe[k > 0 ? k : 0] = 0;
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof(want), "%.*s-holder", (int)strlen(old_vramd),
+                 old_vramd);
+        *old = strcmp(exe, want) == 0;
     }
-    if (dir)
-        closedir(dir);
     return n;
 }
 

@@ -27,6 +27,7 @@
 #include "state.h"
 #include "crc32c.h"
 #include "../unit/state_meaning.h"
+#include "../unit/state_rebuild.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -57,17 +58,7 @@ static void open_once(struct vl_ledger *L)
 {
     struct vd_state_params prm = {.ledger = L, .max_clients = 4,
                                   .max_regions_per_client = 4};
-    struct vd_orphan *orph = NULL;
-    size_t n = 0;
-    struct vd_state *st = NULL;
-    if (vd_state_open(&prm, path, &orph, &n, &st) == 0) {
-        for (size_t i = 0; i < n; i++)
-            if (orph[i].pin.v >= 0)
-                close((int)orph[i].pin.v);
-        free(orph);
-        vd_state_close(st);
-    }
-    vl_set_observer(L, NULL);
+    (void)state_rebuild(&prm, path, NULL);
 }
 
 static void write_seed(const char *to)

@@ -1662,8 +1662,8 @@ static int t_sleep_bench(void)
 
     /* The swap: two 40 GiB engines, 64 GiB of capacity. */
     char cfg[256];
-    /* 32 MiB chunks: 40 GiB is 1,280 handles, not 20,480 (weights want
-     * large allocations, DESIGN.md's measured facts). */
+    /* 32 MiB chunks: 40 GiB is 1,280 handles to export, import and map,
+     * not 20,480 (weights want large allocations). */
     snprintf(cfg, sizeof(cfg), "{\"devices\": [{\"id\": 0, \"capacity\": "
              "\"64GiB\", \"chunk\": \"32MiB\"}]}");
     REQUIRE(daemon_start(&d, cfg, NULL) == 0, "start vramd (64 GiB)");

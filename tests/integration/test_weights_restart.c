@@ -11,7 +11,6 @@
  *  3. The same across an orderly stop and start.
  *  4. Once every set is dropped, the holder exits: no process is left
  *     holding memory. */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "holders.h"
 
 static const char *config =
     "{\"devices\": [{\"id\": 0, \"capacity\": \"256MiB\"}],"
@@ -104,33 +104,6 @@ static int holder_engine(const struct daemon *d, void *arg)
     return failures;
 }
 
-/* Processes whose command line names the daemon's socket (its holder). */
-static int holders_of(const struct daemon *d)
-{
-    int n = 0;
-    DIR *dir = opendir("/proc");
-    struct dirent *de;
-    while (dir && (de = readdir(dir))) {
-        if (!atoi(de->d_name))
-            continue;
-        char path[300], buf[4096];
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t len = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[len] = 0;
-        for (size_t i = 0; i < len; i++)
-            if (!buf[i])
-                buf[i] = ' ';
-        n += strstr(buf, "vramd-holder") && strstr(buf, d->dir);
-    }
-    if (dir)
-        closedir(dir);
-    return n;
-}
-
 static uint64_t weights_bytes(const struct daemon *d)
 {
     cJSON *st = daemon_status(d);
@@ -147,7 +120,7 @@ int main(void)
     /* ---- 1. kill -9 with no engine ---- */
     CHECK(wait_child(spawn(writer, &d, "model/a")) == 0, "the writer");
     CHECK_EQ_U(weights_bytes(&d), 24 * MIB);
-    CHECK_EQ_U(holders_of(&d), 1);
+    CHECK_EQ_U(daemon_holders(&d, NULL), 1);
     struct rendezvous uv;
     rv_init(&uv);
     pid_t u = spawn(unsealed, &d, &uv);
@@ -202,7 +175,7 @@ int main(void)
     CHECK_EQ_U(weights_bytes(&d), 0);
     bool gone = false;
     for (int i = 0; i < 300 && !gone; i++) {
-        gone = holders_of(&d) == 0;
+        gone = daemon_holders(&d, NULL) == 0;
         if (!gone)
             usleep(20000);
     }

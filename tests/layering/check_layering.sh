@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The layering rules of DESIGN.md, checked on the sources ($1: the source
+# The layering rules of docs/architecture.md, checked on the sources ($1: the source
 # tree). Fails, naming each offence, when:
 #  - code outside platform/ includes a system header other than the C
 #    library's and the project's fixed points (libuv, cJSON, cuda.h), calls

@@ -27,25 +27,20 @@ from __future__ import annotations
 import errno
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
-from pathlib import Path
 from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
-os.environ["VRAM_LIB"] = os.environ.get("VRAM_LIB") or str(REPO / "build" / "libvram.so")
+import vramd_helpers  # sets sys.path and $VRAM_LIB for vram
+from vramd_helpers import REPO
 
 import vram  # noqa: E402
 
 ENGINE = REPO / "examples" / "moe_engine.py"
 CONFIG = REPO / "examples" / "moe_engine.json"
-BACKEND = os.environ.get("VRAM_TEST_BACKEND") or "host"
+BACKEND = vramd_helpers.BACKEND
 DEVICE = "cuda" if BACKEND == "cuda" else "cpu"
 TIMEOUT = 300
 # A stage's weight set: 2 layers of attention (4 x 256 x 256) and router
@@ -58,71 +53,12 @@ def tokens_of(out: str) -> Dict[int, str]:
             for m in re.finditer(r"^tokens (\d+): (.*)$", out, re.M)}
 
 
-def end_holders(directory: str) -> None:
-    """Ends the vramd-holder of the vramd whose socket is in directory, if
-    one still runs: it keeps weight sets across vramd's restarts, so it
-    outlives a stopped vramd by design, and a test must not leave it."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"vramd-holder") and \
-                any(directory.encode() in a for a in argv[1:]):
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except OSError:
-                pass
+class Daemon(vramd_helpers.Daemon):
+    """vramd (tests/python/vramd_helpers.py) with examples/moe_engine.json, started."""
 
-
-class Daemon:
     def __init__(self) -> None:
-        self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
-        self.dir = tempfile.mkdtemp(prefix="vramd-moe-")
-        os.chmod(self.dir, 0o700)
-        self.sock = os.path.join(self.dir, "vramd.sock")
-        self.log = os.path.join(self.dir, "vramd.log")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [self.bin, "--config", str(CONFIG), "--socket", self.sock,
-                 "--backend", BACKEND, "--log-level", "debug"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, VRAMD_CHECK_INVARIANTS="1"))
-        # Ready when a connection is served: the socket's path exists from
-        # its bind, a moment before vramd listens (a connect between is
-        # refused, as with no vramd).
-        deadline = time.monotonic() + 10
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("vramd did not start; its log:\n" + self.log_text())
-            if os.path.exists(self.sock):
-                try:
-                    vram.Client(self.sock, name="moe-harness", ctl=True).close()
-                    break
-                except vram.VramError:
-                    pass
-            time.sleep(0.02)
-
-    def log_text(self) -> str:
-        with open(self.log, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self, failed: bool) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        end_holders(self.dir)
-        if failed or os.environ.get("VRAM_TEST_KEEP"):
-            print(f"\nvramd's directory kept: {self.dir}", file=sys.stderr)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__(config_file=str(CONFIG), prefix="vramd-moe-", name="moe-harness")
+        self.start()
 
 
 class Engine:
@@ -179,7 +115,8 @@ def setUpModule() -> None:
 class MoeEngineTest(unittest.TestCase):
     def setUp(self) -> None:
         self.daemon = Daemon()
-        self.addCleanup(lambda: self.daemon.stop(self.failed()))
+        # A failed test keeps vramd's directory (its log).
+        self.addCleanup(lambda: self.daemon.stop(check=False, keep=self.failed()))
 
     def failed(self) -> bool:
         """Whether this test has failed so far (while its cleanups run)."""

@@ -27,20 +27,12 @@ from __future__ import annotations
 import errno
 import math
 import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import unittest
-from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
-os.environ["VRAM_LIB"] = os.environ.get("VRAM_LIB") or str(REPO / "build" / "libvram.so")
+import vramd_helpers  # sets sys.path and $VRAM_LIB for vram
 
 import vram  # noqa: E402
 
@@ -56,7 +48,7 @@ except ImportError as e:  # torch or numpy missing: every test skips
     torch = None
     WHY_SKIP = f"needs PyTorch and numpy ({e}); apt-get install python3-torch python3-numpy"
 
-BACKEND = os.environ.get("VRAM_TEST_BACKEND") or "host"
+BACKEND = vramd_helpers.BACKEND
 MIB = 1 << 20
 
 # The model: fp32, 4 KV heads of 128 (2 KiB a token per layer and K or V,
@@ -94,76 +86,12 @@ CONFIG = f"""{{
  ]}}"""
 
 
-def end_holders(directory: str) -> None:
-    """Ends the vramd-holder of the vramd whose socket is in directory, if
-    one still runs (it outlives a stopped vramd by design)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"vramd-holder") and \
-                any(directory.encode() in a for a in argv[1:]):
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except OSError:
-                pass
-
-
-class Daemon:
-    """vramd with CONFIG on a socket in a private temporary directory."""
+class Daemon(vramd_helpers.Daemon):
+    """vramd (tests/python/vramd_helpers.py) with CONFIG, started."""
 
     def __init__(self) -> None:
-        self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
-        if not os.access(self.bin, os.X_OK):
-            raise RuntimeError(f"no vramd at {self.bin}: build it first or set VRAMD_BIN")
-        self.dir = tempfile.mkdtemp(prefix="vramd-tf-")
-        os.chmod(self.dir, 0o700)
-        self.sock = os.path.join(self.dir, "vramd.sock")
-        self.log = os.path.join(self.dir, "vramd.log")
-        config = os.path.join(self.dir, "vramd.json")
-        with open(config, "w", encoding="utf-8") as f:
-            f.write(CONFIG)
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [self.bin, "--config", config, "--socket", self.sock,
-                 "--backend", BACKEND, "--log-level", "debug"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=dict(os.environ, VRAMD_CHECK_INVARIANTS="1"))
-        # Ready when a connection is served (the path exists from bind, a
-        # moment before listen).
-        deadline = time.monotonic() + 10
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("vramd did not start; its log:\n" + self.log_text())
-            if os.path.exists(self.sock):
-                try:
-                    vram.Client(self.sock, name="tf-harness", ctl=True).close()
-                    return
-                except vram.VramError:
-                    pass
-            time.sleep(0.02)
-
-    def log_text(self) -> str:
-        with open(self.log, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self, failed: bool) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        end_holders(self.dir)
-        if failed or os.environ.get("VRAM_TEST_KEEP"):
-            print(f"\nvramd's directory kept: {self.dir}", file=sys.stderr)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        super().__init__(CONFIG, prefix="vramd-tf-", name="tf-harness")
+        self.start()
 
 
 # ---- the model: the same numbers over either memory ------------------------------
@@ -245,7 +173,8 @@ class TransformersCacheTest(unittest.TestCase):
 
     def setUp(self) -> None:
         self.daemon = Daemon()
-        self.addCleanup(lambda: self.daemon.stop(self.failed()))
+        # A failed test keeps vramd's directory (its log).
+        self.addCleanup(lambda: self.daemon.stop(check=False, keep=self.failed()))
         self.c = vram.Client(self.daemon.sock, name="tf-cache test")
         self.addCleanup(self.c.close)
         self.dev = "cuda" if self.c.backend == "cuda" else "cpu"

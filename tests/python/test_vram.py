@@ -5,13 +5,10 @@ Run from the repository root, after ``cmake --build build -j2``::
 
     python3 -m unittest discover -s tests/python -v
 
-The module starts vramd itself ($VRAMD_BIN, default build/vramd) on a socket
-in a fresh private directory, with the configuration of
-tests/integration/test_engine_contract.c (so the figures below are that
-test's), and stops it at the end.  libvram is $VRAM_LIB, default
-build/libvram.so.  $VRAM_TEST_BACKEND picks the daemon's backend (host by
-default, as for the C suite); $VRAM_TEST_KEEP=1 keeps the directory (the
-daemon's log) instead of removing it.  The numpy parts are skipped when numpy is not
+The module starts vramd itself (vramd_helpers.py: $VRAMD_BIN, $VRAM_LIB,
+$VRAM_TEST_BACKEND, $VRAM_TEST_KEEP) on a socket in a fresh private
+directory, with the configuration of tests/integration/test_engine_contract.c
+(so the figures below are that test's), and stops it at the end.  The numpy parts are skipped when numpy is not
 importable.
 """
 
@@ -24,20 +21,16 @@ import pickle
 import re
 import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
-from pathlib import Path
 from typing import List, Optional
 from unittest import mock
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
-os.environ["VRAM_LIB"] = os.environ.get("VRAM_LIB") or str(REPO / "build" / "libvram.so")
+import vramd_helpers  # sets sys.path and $VRAM_LIB for vram
+from vramd_helpers import REPO
 
 import vram  # noqa: E402
 from vram import _lib  # noqa: E402
@@ -72,104 +65,12 @@ CONFIG = (
 )
 
 
-def end_holders(directory: str) -> None:
-    """Ends the vramd-holder of the vramd whose socket is in directory, if
-    one still runs: it keeps weight sets across vramd's restarts, so it
-    outlives a stopped vramd by design, and a test must not leave it."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"vramd-holder") and \
-                any(directory.encode() in a for a in argv[1:]):
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except OSError:
-                pass
-
-
-class Daemon:
-    """vramd on a socket in a private temporary directory."""
+class Daemon(vramd_helpers.Daemon):
+    """vramd (tests/python/vramd_helpers.py) with CONFIG unless told
+    otherwise."""
 
     def __init__(self, config: str = CONFIG) -> None:
-        self.config_text = config
-        self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
-        self.backend = os.environ.get("VRAM_TEST_BACKEND") or "host"
-        self.dir = tempfile.mkdtemp(prefix="vramd-py-")
-        os.chmod(self.dir, 0o700)
-        self.sock = os.path.join(self.dir, "vramd.sock")
-        self.config = os.path.join(self.dir, "vramd.json")
-        self.log = os.path.join(self.dir, "vramd.log")
-        self.proc: Optional[subprocess.Popen] = None
-
-    def log_text(self) -> str:
-        try:
-            with open(self.log, encoding="utf-8", errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def start(self) -> None:
-        if not os.access(self.bin, os.X_OK):
-            raise RuntimeError(f"no vramd at {self.bin}: build it first "
-                               "(cmake --build build -j2) or set VRAMD_BIN")
-        with open(self.config, "w", encoding="utf-8") as f:
-            f.write(self.config_text)
-        env = dict(os.environ, VRAMD_CHECK_INVARIANTS="1")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [self.bin, "--config", self.config, "--socket", self.sock,
-                 "--backend", self.backend, "--log-level", "debug"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env)
-        deadline = time.monotonic() + 10
-        last: Optional[BaseException] = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vramd exited with {self.proc.returncode} "
-                                   f"during start; its log:\n{self.log_text()}")
-            if os.path.exists(self.sock):
-                try:
-                    vram.Client(self.sock, name="py-harness", ctl=True).close()
-                    return
-                except vram.VramError as e:
-                    last = e
-            time.sleep(0.02)
-        self.stop(check=False)
-        raise RuntimeError(f"vramd did not listen on {self.sock} within 10 s "
-                           f"({last}); its log:\n{self.log_text()}")
-
-    def stop(self, check: bool = True) -> None:
-        """SIGTERM, wait (10 s), remove the directory; with check, vramd
-        must have exited with 0 and removed its socket."""
-        problems: List[str] = []
-        try:
-            if self.proc and self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-                    problems.append("vramd did not stop within 10 s of SIGTERM")
-            if self.proc and self.proc.returncode != 0:
-                problems.append(f"vramd exited with {self.proc.returncode}")
-            if os.path.exists(self.sock):
-                problems.append(f"socket {self.sock} left behind")
-            if problems:
-                problems.append("its log ends:\n" + self.log_text()[-8000:])
-        finally:
-            end_holders(self.dir)
-            if os.environ.get("VRAM_TEST_KEEP"):
-                print(f"\nvramd's directory kept: {self.dir}", file=sys.stderr)
-            else:
-                shutil.rmtree(self.dir, ignore_errors=True)
-        if check and problems:
-            raise AssertionError("; ".join(problems))
+        super().__init__(config)
 
 
 daemon: Optional[Daemon] = None

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the ledger, each with real numbers. A test function is
- * named by the rule it tests, test_r<NN>_... (R1..R15 as in
+ * named by the rule it tests, test_r<NN>_... (R1..R18 as in
  * daemon/ledger/README.md); one that touches others names them in a
  * comment. vl_check() runs after every operation (the OP macro). */
 #include <errno.h>

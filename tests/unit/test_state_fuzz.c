@@ -41,6 +41,7 @@
 #include "log.h"
 #include "state.h"
 #include "state_meaning.h"
+#include "state_rebuild.h"
 
 #define MiB (1024ull * 1024)
 #define MUTATIONS 1000
@@ -98,10 +99,8 @@ struct rebuilt {
 static int rebuild(struct rebuilt *r)
 {
     struct vl_ledger *L = ledger();
-    struct vd_orphan *orph = NULL;
     size_t n = 0;
-    struct vd_state *st = NULL;
-    int e = vd_state_open(params(L), path, &orph, &n, &st);
+    int e = state_rebuild(params(L), path, &n);
     if (e == 0) {
         memset(r, 0, sizeof(*r));
         r->orphans = n;
@@ -111,13 +110,7 @@ static int rebuild(struct rebuilt *r)
             r->free[d] = dv.free;
             r->quarantined[d] = dv.quarantined;
         }
-        for (size_t i = 0; i < n; i++)
-            if (orph[i].pin.v >= 0)
-                close((int)orph[i].pin.v);
-        free(orph);
-        vd_state_close(st);
     }
-    vl_set_observer(L, NULL);
     vl_free(L);
     return e;
 }

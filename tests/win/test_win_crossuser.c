@@ -2,7 +2,7 @@
 /* vramd serving, and refusing, processes of other users: what only a real
  * Windows machine, and an administrator on it, can run. Under wine every
  * process belongs to one user, an administrator, and no pipe DACL is ever
- * checked (../shared/WINDOWS.md), so there each check prints
+ * checked (docs/windows.md), so there each check prints
  * "SKIP (real Windows only): ..." with the reason and the test exits 0.
  * On real Windows without an elevated administrator (creating users takes
  * one) each check prints "SKIP (needs an elevated administrator): ..." and

@@ -4,7 +4,7 @@
  * process started for it), the start-time guard against a reused pid, the
  * client's check of the server's pid, and the pin's liveness. The
  * identification-only impersonation level is checked on real Windows only
- * (wine gives the server impersonation level, WINDOWS.md). */
+ * (wine gives the server impersonation level, docs/windows.md). */
 #include "wintest.h"
 
 #include <errno.h>
@@ -180,7 +180,7 @@ static void test_pipe_identity_self(void)
     /* What the server may do with the client's token. */
     if (WINDOWS_ONLY("the client's token reaches the server at identification "
                      "level only (SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION)",
-                     "wine 8 gives the server impersonation level (WINDOWS.md)")) {
+                     "wine 8 gives the server impersonation level (docs/windows.md)")) {
         HANDLE t = NULL;
         SECURITY_IMPERSONATION_LEVEL lv = SecurityDelegation;
         DWORD n;

@@ -388,7 +388,7 @@ static void test_one_server_per_name(void)
 static void test_windows_enforcement(void)
 {
     if (WINDOWS_ONLY("FILE_FLAG_FIRST_PIPE_INSTANCE refuses a name in use",
-                     "wine 8 ignores the flag (WINDOWS.md)")) {
+                     "wine 8 ignores the flag (docs/windows.md)")) {
         char name[128];
         wchar_t w[128];
         unique_pipe(name, sizeof(name), "raw");
@@ -409,7 +409,7 @@ static void test_windows_enforcement(void)
     }
     if (WINDOWS_ONLY("the DACL: GENERIC_WRITE and a new instance refused, "
                      "read + FILE_WRITE_DATA granted",
-                     "wine 8 never checks a pipe's DACL (WINDOWS.md)")) {
+                     "wine 8 never checks a pipe's DACL (docs/windows.md)")) {
         /* Everyone may read and write data, nobody more (not even this
          * process, which is admin or not). */
         PSECURITY_DESCRIPTOR sd;

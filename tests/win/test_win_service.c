@@ -8,7 +8,7 @@
  * PARAMCHANGE reaching the reload callback, the log file, STOP, a stop with
  * an error status, uninstall (of a stopped and of a running service), and
  * --console. Restarts by the failure actions, and reading them back, are
- * checked on real Windows only (wine's are a stub, WINDOWS.md).
+ * checked on real Windows only (wine's are a stub, docs/windows.md).
  *
  * Runs under scripts/windows-test.sh's persistent wineserver: wineserver
  * kills services 3 s after the last ordinary process ends. */
@@ -347,7 +347,7 @@ static void test_lifecycle(void)
     CHECK(st.win32_exit == ERROR_SERVICE_SPECIFIC_ERROR && st.service_exit == 5,
           "stopped with service-specific error %u (%u)", st.service_exit, st.win32_exit);
     if (WINDOWS_ONLY("the SCM restarts a service that stopped with an error",
-                     "wine's failure actions are a stub (WINDOWS.md)")) {
+                     "wine's failure actions are a stub (docs/windows.md)")) {
         st = wait_state(SERVICE_RUNNING, 15000, NULL, NULL, NULL);
         CHECK(st.pid != first_pid, "restarted as a new process");
     }
