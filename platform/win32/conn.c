@@ -364,6 +364,36 @@ static int service_status(const char *service, SERVICE_STATUS_PROCESS *out)
     return e;
 }
 
+/* The pipe at path, if the process serving it is expected_pid: a
+ * service's name pinned to its process (identity.h). Here, with the dial
+ * it wraps, so that conn.c and identity.c do not call each other. */
+int vp_dial_server(const char *path, int64_t expected_pid, vp_handle *out,
+                   char *why, size_t whylen)
+{
+    vp_handle h;
+    int e = vp_dial(path, &h);
+    if (e < 0) {
+        snprintf(why, whylen, "cannot connect to %s: %s", path, strerror(-e));
+        return e;
+    }
+    int64_t pid = 0;
+    if ((e = vp_conn_server_pid(h, &pid)) < 0) {
+        snprintf(why, whylen, "cannot tell which process serves %s: %s", path,
+                 strerror(-e));
+        vp_close(&h);
+        return e;
+    }
+    if (pid != expected_pid) {
+        snprintf(why, whylen, "%s is served by process %lld, not by vramd's "
+                 "(%lld): refusing to talk to it", path, (long long)pid,
+                 (long long)expected_pid);
+        vp_close(&h);
+        return -EPERM;
+    }
+    *out = h;
+    return 0;
+}
+
 int vp_dial_daemon(const char *path, const char *service, vp_handle *out,
                    char *why, size_t whylen)
 {
