@@ -210,8 +210,8 @@ add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
 # The platform layer for Windows (platform/win32/, cmake/sources.cmake's
 # per-OS block), as far as it goes: handles, clocks, connections over
 # named pipes, threads and run-time loading (for libvram), the daemon's
-# endpoint and watches, the keeper. ntdll: whether a pipe was opened for overlapped
-# I/O (conn_state.c).
+# endpoint and watches, the keeper. ntdll: whether a pipe was opened for
+# overlapped I/O (conn_state.c).
 add_library(vram_platform STATIC ${VRAM_PLATFORM_SOURCES}
   ${VRAM_PLATFORM_LOOP_SOURCES} ${VRAM_KEEPER_SOURCES})
 target_include_directories(vram_platform PUBLIC platform)
@@ -243,11 +243,10 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # is), and vram.h unchanged. The Linux build's list of sources: with cuda.h,
 # client/lib/map_cuda.c is the CUDA mapper (it imports the NT handles vramd
 # pushes; platform/win32/cuda_import.c, VRAM_CUDA_IMPORT_SOURCES, closes
-# them after the import) and
-# common/cuda_driver.c is compiled in, nvcuda.dll loaded by it
-# at run time (never imported: an engine without NVIDIA's driver loads the
-# DLL all the same); without cuda.h, map_cuda.c compiles to the refusal of
-# a cuda daemon, as on Linux.
+# them after the import) and common/cuda_driver.c is compiled in,
+# nvcuda.dll loaded by it at run time (never imported: an engine without
+# NVIDIA's driver loads the DLL all the same); without cuda.h, map_cuda.c
+# compiles to the refusal of a cuda daemon, as on Linux.
 #
 # What the DLL exports is vram.h's VRAM_API functions and nothing else: gcc
 # ignores visibility on PE targets, and without a single dllexport ld would
