@@ -124,12 +124,17 @@ set(VRAM_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/call_frame
     client/lib/protocol.c client/lib/transport.c client/lib/error.c)
 
 # The tools: vramctl and vram-replay, which share the table printer.
+# vramctl's exposition (the metrics' text and its buffer) and top's keys
+# (the decoder and what each key does) are lists of their own for their
+# unit tests.
 set(VRAM_TOOLS_TABLE_SOURCES client/tools/table.c)
+set(VRAMCTL_EXPOSITION_SOURCES client/tools/metrics_text.c client/tools/textbuf.c)
+set(VRAMCTL_TOP_KEYS_SOURCES client/tools/top_keys.c client/tools/top_control.c)
 set(VRAMCTL_SOURCES client/tools/vramctl.c ${VRAM_TOOLS_TABLE_SOURCES}
-  client/tools/textbuf.c client/tools/snapshot.c client/tools/fetcher.c
-  client/tools/metrics_text.c client/tools/http_request.c
+  client/tools/snapshot.c client/tools/fetcher.c
+  ${VRAMCTL_EXPOSITION_SOURCES} client/tools/http_request.c
   client/tools/metrics_http.c client/tools/metrics_slots.c
   client/tools/top_frame.c client/tools/top.c client/tools/weights_view.c
   client/tools/cmdline.c client/tools/connect_why.c client/tools/exits.c
-  client/tools/top_keys.c client/tools/top_control.c)
+  ${VRAMCTL_TOP_KEYS_SOURCES})
 set(VRAM_REPLAY_SOURCES client/tools/replay.c ${VRAM_TOOLS_TABLE_SOURCES})
