@@ -5,7 +5,8 @@
 # a file is listed twice). What differs by system is chosen in one place,
 # the per-OS block below: platform/posix/ with platform/linux/ on Linux,
 # platform/win32/ on Windows, and the service program's installer. A new
-# OS is a branch there (docs/architecture.md, "A new OS").
+# POSIX system is a branch beside Linux's there, naming its platform/<os>/
+# files (docs/architecture.md, "A new OS").
 # Expects VRAM_GEN_DIR (the generated C, gen/).
 
 # The platform layer: the only code that talks to the operating system.
@@ -36,9 +37,9 @@ if(WIN32)
   # own sources as systemd/'s is on Linux.
   set(VRAMD_INSTALLER_SOURCES windows-service/installer_winsvc.c)
   set(VRAM_WINSVC_SOURCES windows-service/install.c)
-elseif(CMAKE_SYSTEM_NAME STREQUAL "Linux")
-  # platform/posix/ is what every POSIX system shares; platform/linux/ is
-  # what only Linux has (memfd seals, pidfds, /proc, peer groups,
+else()
+  # platform/posix/ is what every POSIX system shares; platform/<os>/ what
+  # only that one has (on Linux: memfd seals, pidfds, /proc, peer groups,
   # systemd's fd store).
   set(VRAM_PLATFORM_SOURCES
     platform/posix/handle.c platform/posix/conn.c
@@ -48,23 +49,27 @@ elseif(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     platform/posix/clock.c platform/posix/service.c
     platform/posix/dl.c platform/posix/thread.c
     platform/posix/passed.c platform/posix/gpu_share_posix.c
-    platform/posix/entry_posix.c
-    platform/linux/mem_linux.c platform/linux/proc_linux.c
-    platform/linux/mapfile_linux.c platform/linux/peer_linux.c
-    platform/linux/notify_linux.c)
+    platform/posix/entry_posix.c)
   # keeper_link.c finds vramd-holder from vramd's own path (CMakeLists.txt
   # gives it the path from bin/ to libexec/).
   set(VRAM_KEEPER_LINK_SOURCE platform/posix/keeper_link.c)
   list(APPEND VRAM_KEEPER_SOURCES platform/posix/keeper.c
-    platform/posix/keeper_wire.c ${VRAM_KEEPER_LINK_SOURCE}
-    platform/linux/keeper_fdstore_linux.c platform/linux/sockcred_linux.c)
+    platform/posix/keeper_wire.c ${VRAM_KEEPER_LINK_SOURCE})
   set(VRAM_HOLDER_SOURCES platform/posix/holder.c)
   set(VRAM_PLATFORM_LOOP_SOURCES platform/posix/watch.c platform/posix/endpoint.c)
   set(VRAM_CUDA_IMPORT_SOURCES platform/posix/cuda_import.c)
-  set(VRAMD_INSTALLER_SOURCES systemd/installer_systemd.c)
-else()
-  message(FATAL_ERROR "vramd has no platform layer for ${CMAKE_SYSTEM_NAME}: "
-    "platform/posix/ needs a platform/<os>/ beside it (docs/architecture.md)")
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    list(APPEND VRAM_PLATFORM_SOURCES
+      platform/linux/mem_linux.c platform/linux/proc_linux.c
+      platform/linux/mapfile_linux.c platform/linux/peer_linux.c
+      platform/linux/notify_linux.c)
+    list(APPEND VRAM_KEEPER_SOURCES platform/linux/keeper_fdstore_linux.c
+      platform/linux/sockcred_linux.c)
+    set(VRAMD_INSTALLER_SOURCES systemd/installer_systemd.c)
+  else()
+    message(FATAL_ERROR "vramd has no platform layer for ${CMAKE_SYSTEM_NAME}: "
+      "platform/posix/ needs a platform/<os>/ beside it (docs/architecture.md)")
+  endif()
 endif()
 
 # The catalogue's generator (a program for the build machine).
