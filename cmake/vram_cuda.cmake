@@ -3,10 +3,10 @@
 # cuda backend and the tests (no libcuda or nvml link: both are loaded at
 # run time, libcuda.so.1 / nvcuda.dll and libnvidia-ml.so.1 / nvml.dll).
 # Included by both builds (CMakeLists.txt, cmake/windows.cmake) once they
-# know VRAM_CUDA_INCLUDE_DIR; without cuda.h nothing is made. libvram
-# compiles the driver's loader itself.
+# know VRAM_CUDA_INCLUDE_DIR (its sources: cmake/sources.cmake); without
+# cuda.h nothing is made. libvram compiles the driver's loader itself.
 if(VRAM_CUDA_INCLUDE_DIR)
-  add_library(vram_cuda STATIC common/cuda_driver.c common/nvml.c)
+  add_library(vram_cuda STATIC ${VRAM_CUDA_SOURCES})
   target_include_directories(vram_cuda PUBLIC common)
   target_include_directories(vram_cuda SYSTEM PUBLIC ${VRAM_CUDA_INCLUDE_DIR})
   target_compile_definitions(vram_cuda PUBLIC VRAM_HAVE_CUDA_H)

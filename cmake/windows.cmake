@@ -2,7 +2,9 @@
 # The Windows build, cross-compiled with mingw-w64 (cmake/mingw-w64.cmake;
 # scripts/windows-test.sh configures, builds and tests it). Included from
 # the top-level CMakeLists.txt, which returns right after: nothing of the
-# Linux build below that point is configured here.
+# Linux build below that point is configured here. The source lists are
+# the Linux build's, from cmake/sources.cmake (included before the branch),
+# which chooses platform/win32/'s files and windows-service/'s installer.
 #
 # What it builds:
 #   - vram_ledger (daemon/ledger/, pure C) and its three unit tests;
@@ -172,10 +174,6 @@ target_include_directories(vram_ledger PUBLIC daemon/ledger daemon)
 # ExternalProject would need, no try_run); it is rebuilt when msggen.c
 # changes. -DVRAM_MSGGEN=PATH names a generator built already (the Linux
 # build's option of the same name), and VRAM_HOST_CC another host compiler.
-set(VRAM_GEN_DIR ${CMAKE_CURRENT_BINARY_DIR}/gen)
-file(MAKE_DIRECTORY ${VRAM_GEN_DIR})
-set(VRAM_GEN_OUTPUTS ${VRAM_GEN_DIR}/vram_msg.h ${VRAM_GEN_DIR}/vram_msg.c
-    ${VRAM_GEN_DIR}/vd_dispatch.h ${VRAM_GEN_DIR}/vd_dispatch.c)
 if(VRAM_MSGGEN)
   set(VRAM_MSGGEN_CMD ${VRAM_MSGGEN})
 else()
@@ -188,13 +186,15 @@ else()
   endif()
   set(VRAM_MSGGEN_DIR ${CMAKE_CURRENT_BINARY_DIR}/host)
   set(VRAM_MSGGEN_CMD ${VRAM_MSGGEN_DIR}/vram_msggen)
+  list(TRANSFORM VRAM_MSGGEN_SOURCES PREPEND ${PROJECT_SOURCE_DIR}/
+       OUTPUT_VARIABLE VRAM_MSGGEN_PATHS)
   add_custom_command(
     OUTPUT ${VRAM_MSGGEN_CMD}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${VRAM_MSGGEN_DIR}
     COMMAND ${VRAM_HOST_CC} -std=c11 -D_GNU_SOURCE -O1
             -I${VRAM_WIN_CJSON_INCLUDE} -o ${VRAM_MSGGEN_CMD}
-            ${PROJECT_SOURCE_DIR}/proto/gen/msggen.c ${VRAM_WIN_CJSON_DIR}/cJSON.c -lm
-    DEPENDS ${PROJECT_SOURCE_DIR}/proto/gen/msggen.c ${VRAM_WIN_CJSON_DIR}/cJSON.c
+            ${VRAM_MSGGEN_PATHS} ${VRAM_WIN_CJSON_DIR}/cJSON.c -lm
+    DEPENDS ${VRAM_MSGGEN_PATHS} ${VRAM_WIN_CJSON_DIR}/cJSON.c
             ${VRAM_WIN_CJSON_INCLUDE}/cjson/cJSON.h
     COMMENT "Building vram_msggen for the build machine with ${VRAM_HOST_CC}"
     VERBATIM)
@@ -207,38 +207,25 @@ add_custom_command(
   VERBATIM)
 add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
 
-# The platform layer for Windows (platform/win32/), as far as it goes:
-# handles, clocks, connections over named pipes, threads and run-time
-# loading (for libvram). ntdll: whether a pipe was opened for overlapped
-# I/O (conn_state.c).
-add_library(vram_platform STATIC
-  platform/win32/winerr.c platform/win32/wstr.c platform/win32/handle.c
-  platform/win32/clock.c platform/win32/conn_state.c platform/win32/conn.c
-  platform/win32/identity.c platform/win32/proc.c platform/win32/pipe_listener.c
-  platform/win32/stream.c platform/win32/push.c platform/win32/mem.c
-  platform/win32/thread.c platform/win32/dl.c platform/win32/watch.c
-  platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
-  platform/win32/peer.c platform/win32/peer_map.c platform/win32/endpoint.c
-  platform/keeper_names.c platform/win32/keeper.c platform/win32/keeper_lines.c
-  platform/win32/gpu_share_win32.c platform/win32/cuda_share.c
-  platform/win32/entry_win32.c platform/win32/service_dirs.c
-  platform/win32/scm_errno.c)
+# The platform layer for Windows (platform/win32/, cmake/sources.cmake's
+# per-OS block), as far as it goes: handles, clocks, connections over
+# named pipes, threads and run-time loading (for libvram), the daemon's
+# endpoint and watches, the keeper. ntdll: whether a pipe was opened for
+# overlapped I/O (conn_state.c).
+add_library(vram_platform STATIC ${VRAM_PLATFORM_SOURCES}
+  ${VRAM_PLATFORM_LOOP_SOURCES} ${VRAM_KEEPER_SOURCES})
 target_include_directories(vram_platform PUBLIC platform)
 # The entry's run directory: SHGetKnownFolderPath (shell32), CoTaskMemFree
 # (ole32), FOLDERID_ProgramData (uuid), its security (advapi32).
 target_link_libraries(vram_platform PUBLIC ntdll uv_a shell32 ole32 uuid advapi32)
 # The keeper's holder (platform/keeper.h, platform/win32/holder.c): beside
 # vramd.exe, where the keeper looks for it.
-add_executable(vramd-holder platform/win32/holder.c)
+add_executable(vramd-holder ${VRAM_HOLDER_SOURCES})
 target_link_libraries(vramd-holder PRIVATE vram_platform)
 target_link_options(vramd-holder PRIVATE -static-libgcc)
 
-# The protocol: the Linux build's list (CMakeLists.txt sets it after the
-# Windows branch has returned, so it is repeated here).
-add_library(vram_proto STATIC
-  proto/frame.c proto/codec.c proto/wire.c proto/json.c proto/errnames.c
-  proto/arena.c proto/msg.c proto/message.c proto/units.c proto/text.c proto/hexkey.c
-  ${VRAM_GEN_DIR}/vram_msg.c)
+# The protocol.
+add_library(vram_proto STATIC ${VRAM_PROTO_SOURCES})
 target_include_directories(vram_proto PUBLIC proto ${VRAM_GEN_DIR})
 target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)
 # On mingw, gcc checks format(printf, ...) attributes against msvcrt's
@@ -255,27 +242,21 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # engines link (with mingw, or MSVC: link.exe takes the import library as it
 # is), and vram.h unchanged. The Linux build's list of sources: with cuda.h,
 # client/lib/map_cuda.c is the CUDA mapper (it imports the NT handles vramd
-# pushes; platform/win32/cuda_import.c closes them after the import) and
-# common/cuda_driver.c is compiled in, nvcuda.dll loaded by it
-# at run time (never imported: an engine without NVIDIA's driver loads the
-# DLL all the same); without cuda.h, map_cuda.c compiles to the refusal of
-# a cuda daemon, as on Linux.
+# pushes; platform/win32/cuda_import.c, VRAM_CUDA_IMPORT_SOURCES, closes
+# them after the import) and common/cuda_driver.c is compiled in,
+# nvcuda.dll loaded by it at run time (never imported: an engine without
+# NVIDIA's driver loads the DLL all the same); without cuda.h, map_cuda.c
+# compiles to the refusal of a cuda daemon, as on Linux.
 #
 # What the DLL exports is vram.h's VRAM_API functions and nothing else: gcc
 # ignores visibility on PE targets, and without a single dllexport ld would
 # export every global of the library and of the static libraries linked in
 # (vp_*, vram_codec_*, cJSON). So cmake/vram_def.cmake writes libvram.def
 # from vram.h at build time, which keeps the two from drifting apart.
-set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/call_frame.c
-    client/lib/connect.c client/lib/event_thread.c client/lib/sleep.c
-    client/lib/weight_sets.c client/lib/weights_list.c
-    client/lib/chunk_table.c client/lib/region_table.c client/lib/stage_table.c
-    client/lib/mapping.c client/lib/background.c client/lib/events.c
-    client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
-    client/lib/protocol.c client/lib/transport.c client/lib/error.c)
+set(VRAM_WIN_CLIENT_SOURCES ${VRAM_CLIENT_SOURCES})
 if(VRAM_CUDA_INCLUDE_DIR)
-  list(APPEND VRAM_WIN_CLIENT_SOURCES common/cuda_driver.c
-    platform/win32/cuda_import.c)
+  list(APPEND VRAM_WIN_CLIENT_SOURCES ${VRAM_CUDA_DRIVER_SOURCES}
+    ${VRAM_CUDA_IMPORT_SOURCES})
 endif()
 set(VRAM_DEF ${CMAKE_CURRENT_BINARY_DIR}/libvram.def)
 add_custom_command(
@@ -307,7 +288,7 @@ target_link_options(vram PRIVATE -static-libgcc)
 # run under the SCM is the platform entry's (platform/win32/entry_win32.c);
 # vramd.exe reaches this through its installer (installer_winsvc.c, one of
 # vramd's sources, as systemd/installer_systemd.c is on Linux).
-add_library(vram_winsvc STATIC windows-service/install.c)
+add_library(vram_winsvc STATIC ${VRAM_WINSVC_SOURCES})
 target_include_directories(vram_winsvc PUBLIC windows-service)
 target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
 
@@ -319,24 +300,9 @@ target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
 # and falls back to host, saying why, where the driver cannot be loaded);
 # without it, cuda.c compiles to the refusal of "cuda" with the reason.
 # Runs in the foreground; --run-dir names where the state file and the
-# lock go.
-set(VRAMD_WIN_CORE_SOURCES
-  daemon/core/access.c daemon/core/clients.c daemon/core/declaration.c daemon/core/dispatch.c
-  daemon/core/effects.c daemon/core/lifecycle.c daemon/core/reapers.c daemon/core/recalls.c
-  daemon/core/refill.c daemon/core/kept.c daemon/core/handoff.c daemon/core/reply.c
-  daemon/core/request.c daemon/core/send.c daemon/core/startup.c daemon/core/status.c
-  daemon/core/waits.c
-  daemon/core/handlers/admin.c daemon/core/handlers/hello.c daemon/core/handlers/kv.c
-  daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c
-  daemon/core/weights.c daemon/core/wsets.c daemon/core/handlers/weights.c)
-add_executable(vramd
-  daemon/main.c daemon/config.c daemon/log.c windows-service/installer_winsvc.c
-  daemon/io/io.c daemon/io/io_port.c daemon/io/session.c
-  daemon/io/session_rules.c
-  ${VRAMD_WIN_CORE_SOURCES} ${VRAM_GEN_DIR}/vd_dispatch.c
-  daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c daemon/backends/standby.c
-  daemon/state/format.c daemon/state/state.c
-  daemon/state/crc32c.c daemon/state/journal.c)
+# lock go. (windows-service/installer_winsvc.c is its installer, chosen
+# in cmake/sources.cmake.)
+add_executable(vramd ${VRAMD_SOURCES})
 # daemon/io by -iquote only: its io.h would otherwise be taken for the C
 # runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).
 target_include_directories(vramd PRIVATE daemon daemon/core daemon/backends
@@ -421,9 +387,8 @@ if(VRAM_BUILD_TESTS)
   # the daemon's own sources (config, core/access) and platform/win32/
   # peer_map.c.
   vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
-    daemon/config.c daemon/log.c daemon/core/access.c
-    daemon/backends/registry.c daemon/backends/host.c daemon/backends/cuda.c
-    daemon/backends/standby.c
+    ${VRAMD_CONFIG_SOURCES} ${VRAMD_LOG_SOURCES} daemon/core/access.c
+    ${VRAMD_BACKEND_SOURCES}
     LIBS vram_ledger vram_proto vram_platform vram_cjson)
   if(VRAM_CUDA_INCLUDE_DIR)
     target_link_libraries(test_win_access PRIVATE vram_cuda)

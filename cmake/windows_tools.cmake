@@ -3,7 +3,7 @@
 # (included by cmake/windows.cmake, inside its VRAM_BUILD_TESTS branch,
 # after libvram.dll and vramd.exe).
 #
-# The Linux build's lists of sources and its structure: each tool links
+# The Linux build's lists of sources (cmake/sources.cmake) and its structure: each tool links
 # libvram (here its import library, libvram.dll.a, so the tools use the
 # DLL an engine uses, not a second copy of the client) for the vram.h API,
 # and the static vram_proto for what the DLL does not export (the
@@ -15,17 +15,11 @@
 # against msvcrt's printf here (no %zu, %lld), while the calls go to the C99
 # printf (__USE_MINGW_ANSI_STDIO): -Wno-format, as for vramd.exe and
 # proto/msg.c; the Linux build checks the same format strings.
-add_executable(vramctl client/tools/vramctl.c client/tools/table.c
-  client/tools/textbuf.c client/tools/snapshot.c client/tools/fetcher.c
-  client/tools/metrics_text.c client/tools/http_request.c
-  client/tools/metrics_http.c client/tools/metrics_slots.c
-  client/tools/top_frame.c client/tools/top.c client/tools/weights_view.c
-  client/tools/cmdline.c client/tools/connect_why.c client/tools/exits.c
-  client/tools/top_keys.c client/tools/top_control.c)
+add_executable(vramctl ${VRAMCTL_SOURCES})
 target_link_libraries(vramctl PRIVATE vram vram_proto vram_platform vram_cjson uv_a)
 add_dependencies(vramctl vram_generated)
 
-add_executable(vram-replay client/tools/replay.c client/tools/table.c)
+add_executable(vram-replay ${VRAM_REPLAY_SOURCES})
 target_link_libraries(vram-replay PRIVATE vram vram_proto vram_platform vram_cjson)
 add_dependencies(vram-replay vram_generated)
 
