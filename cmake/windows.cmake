@@ -175,7 +175,8 @@ target_include_directories(vram_ledger PUBLIC daemon/ledger daemon)
 set(VRAM_GEN_DIR ${CMAKE_CURRENT_BINARY_DIR}/gen)
 file(MAKE_DIRECTORY ${VRAM_GEN_DIR})
 set(VRAM_GEN_OUTPUTS ${VRAM_GEN_DIR}/vram_msg.h ${VRAM_GEN_DIR}/vram_msg.c
-    ${VRAM_GEN_DIR}/vd_dispatch.h ${VRAM_GEN_DIR}/vd_dispatch.c)
+    ${VRAM_GEN_DIR}/vd_dispatch.h ${VRAM_GEN_DIR}/vd_dispatch.c
+    ${VRAM_GEN_DIR}/vc_stubs.c)
 if(VRAM_MSGGEN)
   set(VRAM_MSGGEN_CMD ${VRAM_MSGGEN})
 else()
@@ -206,6 +207,8 @@ add_custom_command(
   COMMENT "Generating the protocol's C from proto/messages.json"
   VERBATIM)
 add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
+set_source_files_properties(${VRAM_GEN_DIR}/vc_stubs.c PROPERTIES
+  INCLUDE_DIRECTORIES ${PROJECT_SOURCE_DIR}/client/lib)
 
 # The platform layer for Windows (platform/win32/), as far as it goes:
 # handles, clocks, connections over named pipes, threads and run-time
@@ -272,7 +275,8 @@ set(VRAM_WIN_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/call_f
     client/lib/chunk_table.c client/lib/region_table.c client/lib/stage_table.c
     client/lib/mapping.c client/lib/background.c client/lib/events.c
     client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
-    client/lib/protocol.c client/lib/transport.c client/lib/error.c)
+    client/lib/protocol.c client/lib/transport.c client/lib/error.c
+    ${VRAM_GEN_DIR}/vc_stubs.c)
 if(VRAM_CUDA_INCLUDE_DIR)
   list(APPEND VRAM_WIN_CLIENT_SOURCES common/cuda_driver.c
     platform/win32/cuda_import.c)
