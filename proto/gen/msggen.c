@@ -350,7 +350,9 @@ static void field_descs(FILE *o, const char *sname, const char *dname,
             fprintf(o, ", .type = &vram_td_%s", obj);
         char at[256];
         snprintf(at, sizeof(at), "%s.%s", where, f->string);
-        int since = since_of(at, f);
+        /* A field without since came with its message. */
+        int since = cJSON_GetObjectItemCaseSensitive(f, "since") ? since_of(at, f)
+                                                                : msince;
         if (since > 1 && tuple)
             die("%s: a tuple's fields are positional; one added later "
                 "(since) belongs in a type of its own", at);
