@@ -126,7 +126,8 @@ set(VRAM_CLIENT_SOURCES client/lib/api.c client/lib/call.c client/lib/call_frame
     client/lib/chunk_table.c client/lib/region_table.c client/lib/stage_table.c
     client/lib/mapping.c client/lib/background.c client/lib/events.c
     client/lib/mappers.c client/lib/map_host.c client/lib/map_cuda.c
-    client/lib/protocol.c client/lib/transport.c client/lib/error.c)
+    client/lib/protocol.c client/lib/transport.c client/lib/error.c
+    ${VRAM_GEN_DIR}/vc_stubs.c)
 
 # The tools: vramctl and vram-replay, which share the table printer.
 # vramctl's exposition (the metrics' text and its buffer) and top's keys

@@ -206,6 +206,8 @@ add_custom_command(
   COMMENT "Generating the protocol's C from proto/messages.json"
   VERBATIM)
 add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
+set_source_files_properties(${VRAM_GEN_DIR}/vc_stubs.c PROPERTIES
+  INCLUDE_DIRECTORIES ${PROJECT_SOURCE_DIR}/client/lib)
 
 # The platform layer for Windows (platform/win32/, cmake/sources.cmake's
 # per-OS block), as far as it goes: handles, clocks, connections over

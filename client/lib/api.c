@@ -2,7 +2,8 @@
 /* libvram's public calls on stages, regions, KV budgets, loans and the
  * daemon's administration: each is one typed request (call.c) whose map
  * entries are applied here (mapping.c), framed by the client's lock
- * (call_frame.c). */
+ * (call_frame.c). The calls that are a request and nothing more are
+ * generated from the catalogue instead (its "client": gen/vc_stubs.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -559,23 +560,8 @@ static int do_expert_residency(const vram_client *c, uint32_t stage,
 
 /* ---- administration and health ------------------------------------------ */
 
-static int do_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
-{
-    struct vram_req_device_set_capacity m = {.device = device, .bytes = bytes};
-    return vc_call(c, VRAM_REQ_DEVICE_SET_CAPACITY, &m, NULL, NULL);
-}
-
-static int do_admin_evict(vram_client *c, uint32_t client)
-{
-    struct vram_req_client_evict m = {.client = client};
-    return vc_call(c, VRAM_REQ_CLIENT_EVICT, &m, NULL, NULL);
-}
-
-static int do_client_ping(vram_client *c)
-{
-    struct vram_req_ping m = {0};
-    return vc_call(c, VRAM_REQ_PING, &m, NULL, NULL);
-}
+/* vram_admin_set_capacity, vram_admin_evict and vram_client_ping are one
+ * request each, generated from the catalogue (gen/vc_stubs.c). */
 
 static int do_status_json(vram_client *c, char **json_out)
 {
@@ -820,24 +806,6 @@ int vram_expert_residency(const vram_client *c, uint32_t stage,
 {
     vc_enter(c);
     return vc_leave(c, do_expert_residency(c, stage, out));
-}
-
-int vram_admin_set_capacity(vram_client *c, uint32_t device, uint64_t bytes)
-{
-    vc_enter(c);
-    return vc_leave(c, do_admin_set_capacity(c, device, bytes));
-}
-
-int vram_admin_evict(vram_client *c, uint32_t client)
-{
-    vc_enter(c);
-    return vc_leave(c, do_admin_evict(c, client));
-}
-
-int vram_client_ping(vram_client *c)
-{
-    vc_enter(c);
-    return vc_leave(c, do_client_ping(c));
 }
 
 void vram_free(void *p)

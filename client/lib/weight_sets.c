@@ -328,11 +328,3 @@ int vram_weights_info(const vram_client *c, uint32_t id,
                          : vc_set_error((vram_client *)c, -ENOENT, "weight set "
                                         "%u is not open here", id));
 }
-
-int vram_admin_weights_drop(vram_client *c, const char *name)
-{
-    vc_enter(c);
-    struct vram_req_weights_drop m = {.name = name};
-    return vc_leave(c, name ? vc_call(c, VRAM_REQ_WEIGHTS_DROP, &m, NULL, NULL)
-                            : vc_set_error(c, -EINVAL, "no name"));
-}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import sys
 import threading
 from ctypes import (
     CFUNCTYPE,
@@ -34,6 +35,8 @@ from ctypes import (
     c_void_p,
 )
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _prototypes
 
 __all__ = [
     "VRAM_KV_HOLD",
@@ -253,82 +256,14 @@ STRUCTS: Dict[str, Any] = {
 
 # ---- functions -----------------------------------------------------------
 
-_C = vram_client_p
-_u32 = c_uint32
-_u64 = c_uint64
+# c_uint8, c_enum and the rest, by these names, are what the generated table
+# (_prototypes.py, from vram.h) refers to.
+c_uint8 = ctypes.c_uint8
 
-#: name -> (restype, argtypes), in vram.h's order.
-PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = {
-    # connection
-    "vram_client_connect": (
-        c_int, [c_char_p, POINTER(vram_client_options), POINTER(_C)]),
-    "vram_client_connect_fd": (
-        c_int, [vram_handle, POINTER(vram_client_options), POINTER(_C)]),
-    "vram_client_close": (None, [_C]),
-    "vram_client_fd": (vram_handle, [_C]),
-    "vram_client_dispatch": (c_int, [_C]),
-    "vram_client_set_event_callback": (None, [_C, vram_event_fn, c_void_p]),
-    "vram_client_start_event_thread": (c_int, [_C]),
-    "vram_client_set_background_map": (c_int, [_C, c_int]),
-    "vram_client_wait": (c_int, [_C]),
-    "vram_client_id": (c_uint32, [_C]),
-    "vram_client_backend": (c_char_p, [_C]),
-    "vram_client_last_error": (c_char_p, [_C]),
-    "vram_strerror": (c_char_p, [c_int]),
-    "vram_devices": (c_int, [_C, POINTER(vram_device_info), c_size_t]),
-    # stages
-    "vram_stage_register": (
-        c_int, [_C, _u32, c_uint, POINTER(vram_stage_info)]),
-    "vram_stage_register_adhoc": (
-        c_int, [_C, _u32, _u32, _u32, POINTER(_u32)]),
-    "vram_stage_release": (c_int, [_C, _u32]),
-    "vram_stage_info": (c_int, [_C, _u32, POINTER(vram_stage_info)]),
-    "vram_stage_regions": (c_int, [_C, _u32, POINTER(_u32), c_size_t]),
-    "vram_stage_sleep": (c_int, [_C, _u32, c_uint]),
-    "vram_stage_wake": (c_int, [_C, _u32, c_uint]),
-    "vram_stage_asleep": (c_int, [_C, _u32]),
-    # regions
-    "vram_region_create": (
-        c_int, [_C, _u32, c_enum, _u64, _u32, POINTER(_u32)]),
-    "vram_region_info": (c_int, [_C, _u32, POINTER(vram_region_info)]),
-    "vram_region_name": (c_char_p, [_C, _u32]),
-    "vram_region_lane_slots": (c_int, [_C, _u32, _u32]),
-    "vram_region_grow": (c_int, [_C, _u32, _u32]),
-    "vram_region_shrink": (c_int, [_C, _u32, _u32]),
-    "vram_region_release": (c_int, [_C, _u32]),
-    "vram_region_move_chunk": (
-        c_int, [_C, _u32, _u32, _u32, _u32, _u32, _u32]),
-    "vram_region_chunk": (c_int, [_C, _u32, _u32, _u32, POINTER(_u64)]),
-    "vram_region_slot": (c_void_p, [_C, _u32, _u32, _u32]),
-    # KV budget and expert loans
-    "vram_kv_reserve": (
-        c_int, [_C, _u32, _u64, _u64, c_uint, POINTER(vram_kv_result)]),
-    "vram_kv_trim": (c_int, [_C, _u32, _u64]),
-    "vram_expert_request": (c_int, [_C, _u32, _u64]),
-    "vram_expert_claim": (c_int, [_C, _u32, _u32, POINTER(_u32), c_size_t]),
-    "vram_expert_residency": (c_int, [_C, _u32, POINTER(vram_residency)]),
-    "vram_expert_slots": (c_int, [_C, _u32]),
-    "vram_expert_slot": (c_void_p, [_C, _u32, _u32]),
-    # weight sets
-    "vram_weights_open": (
-        c_int, [_C, c_char_p, _u32, _u64, POINTER(ctypes.c_uint8), _u32,
-                POINTER(vram_weights_info)]),
-    "vram_weights_seal": (c_int, [_C, _u32]),
-    "vram_weights_close": (c_int, [_C, _u32]),
-    "vram_weights_info": (c_int, [_C, _u32, POINTER(vram_weights_info)]),
-    "vram_stage_weights": (
-        c_int, [_C, _u32, c_char_p, POINTER(vram_weights_info)]),
-    "vram_weights_list": (
-        c_int, [_C, POINTER(vram_weights_entry), c_size_t]),
-    # administration and health
-    "vram_admin_weights_drop": (c_int, [_C, c_char_p]),
-    "vram_admin_evict": (c_int, [_C, _u32]),
-    "vram_admin_set_capacity": (c_int, [_C, _u32, _u64]),
-    "vram_client_ping": (c_int, [_C]),
-    "vram_status_json": (c_int, [_C, POINTER(POINTER(c_char))]),
-    "vram_free": (None, [c_void_p]),
-    "vram_client_chunks_held": (c_size_t, [_C]),
-}
+#: name -> (restype, argtypes), in vram.h's order: generated from vram.h by
+#: python/gen_prototypes.py (the python_prototypes test checks it is current).
+PROTOTYPES: Dict[str, Tuple[Any, List[Any]]] = _prototypes.table(
+    sys.modules[__name__])
 
 # ---- loading ---------------------------------------------------------------
 

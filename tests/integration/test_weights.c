@@ -344,6 +344,9 @@ int main(void)
           vram_client_last_error(wc));
     CHECK(vram_admin_weights_drop(wc, "model/kept") == 0, "drop the kept set");
     CHECK(vram_admin_weights_drop(wc, "model/a") == -ENOENT, "dropped twice");
+    CHECK(vram_admin_weights_drop(wc, NULL) == -EINVAL &&
+              strcmp(vram_client_last_error(wc), "no name") == 0,
+          "a NULL name: %s", vram_client_last_error(wc));
     CHECK_EQ_U(dev0(&d, "weights_bytes"), 0);
     vram_client_close(wc);
     CHECK(wait_dev_value(&d, 0, "free_bytes", 256 * MIB, 3000),

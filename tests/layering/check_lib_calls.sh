@@ -34,7 +34,7 @@ layer_of() {
     chunk_table | region_table | stage_table | mapping | background | events | \
         mappers | map_host | map_cuda) echo 3 ;;
     api | call | call_frame | connect | event_thread | sleep | weight_sets | \
-        weights_list) echo 4 ;;
+        weights_list | vc_stubs) echo 4 ;;
     *) echo - ;;
     esac
 }
@@ -46,7 +46,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 n=0
 for o in "$@"; do
     case $o in
-    */client/lib/*) ;;
+    */client/lib/* | */gen/vc_stubs.*) ;; # and the calls msggen writes
     *) continue ;;
     esac
     f=$(basename "$o")
