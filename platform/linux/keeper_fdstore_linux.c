@@ -9,6 +9,7 @@
  * exported allocation reports to poll() is the driver's business; vramd
  * removes its handles itself and wants no other reason to lose them. */
 #include "posix/keeper_fdstore.h"
+#include "posix/keeper_wire.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -77,33 +78,11 @@ static int send_state(int s, const char *state, int fd, char *why,
     memcpy(sa.sun_path, path, len);
     if (path[0] == '@')
         sa.sun_path[0] = '\0'; /* abstract namespace */
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct iovec iov = {.iov_base = (void *)state, .iov_len = strlen(state)};
-    struct msghdr msg = {
-        .msg_name = &sa,
-        .msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len),
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-    };
-    if (fd >= 0) {
-        memset(&ctl, 0, sizeof(ctl));
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = sizeof(ctl.buf);
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    }
-    ssize_t n;
-    do {
-        n = sendmsg(s, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
+    ssize_t n = vpx_send_fd(s, &sa,
+                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len),
+                            state, strlen(state), fd);
     if (n < 0) {
-        int e = errno == EAGAIN ? -ETIMEDOUT : -errno;
+        int e = (int)n;
         snprintf(why, whylen, "the service manager (%s) did not take the "
                  "message: %s", path, strerror(-e));
         return e;

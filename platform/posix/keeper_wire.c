@@ -12,23 +12,16 @@
 
 #define HEAD_BYTES offsetof(struct vpx_krec, name)
 
-int vpx_krec_send(int s, uint16_t op, int32_t arg, uint32_t arg2,
-                  const char *name, int fd)
+ssize_t vpx_send_fd(int s, const void *to, socklen_t tolen, const void *buf,
+                    size_t len, int fd)
 {
-    struct vpx_krec r = {.magic = VPX_KEEPER_MAGIC, .op = op,
-                         .version = VPX_KEEPER_VERSION, .arg = arg,
-                         .arg2 = arg2};
-    size_t len = name ? strlen(name) : 0;
-    if (len > VP_KEEPER_NAME_MAX)
-        return -EINVAL;
-    if (len)
-        memcpy(r.name, name, len);
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(sizeof(int))];
     } ctl;
-    struct iovec iov = {.iov_base = &r, .iov_len = HEAD_BYTES + len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr msg = {.msg_name = (void *)to, .msg_namelen = to ? tolen : 0,
+                         .msg_iov = &iov, .msg_iovlen = 1};
     if (fd >= 0) {
         memset(&ctl, 0, sizeof(ctl));
         msg.msg_control = ctl.buf;
@@ -45,6 +38,23 @@ int vpx_krec_send(int s, uint16_t op, int32_t arg, uint32_t arg2,
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EAGAIN ? -ETIMEDOUT : -errno;
+    return n;
+}
+
+int vpx_krec_send(int s, uint16_t op, int32_t arg, uint32_t arg2,
+                  const char *name, int fd)
+{
+    struct vpx_krec r = {.magic = VPX_KEEPER_MAGIC, .op = op,
+                         .version = VPX_KEEPER_VERSION, .arg = arg,
+                         .arg2 = arg2};
+    size_t len = name ? strlen(name) : 0;
+    if (len > VP_KEEPER_NAME_MAX)
+        return -EINVAL;
+    if (len)
+        memcpy(r.name, name, len);
+    ssize_t n = vpx_send_fd(s, NULL, 0, &r, HEAD_BYTES + len, fd);
+    if (n < 0)
+        return (int)n;
     return (size_t)n == HEAD_BYTES + len ? 0 : -EPROTO;
 }
 

@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #include "keeper.h"
 
@@ -47,6 +49,12 @@ struct vpx_krec {
     char name[VP_KEEPER_NAME_MAX + 1]; /* on the wire without its '\0' */
 };
 
+/* Sends len bytes of buf as one message on s (to the address to, unless
+ * NULL), with fd attached unless fd < 0 (the caller keeps fd), retried on
+ * EINTR, never raising SIGPIPE. The bytes sent, -ETIMEDOUT when the send
+ * timed out (EAGAIN), or a negative errno. */
+ssize_t vpx_send_fd(int s, const void *to, socklen_t tolen, const void *buf,
+                    size_t len, int fd);
 /* Sends one record, with fd attached unless fd < 0 (the caller keeps fd).
  * 0 or a negative errno (-EPIPE: the peer is gone; never a signal). */
 int vpx_krec_send(int s, uint16_t op, int32_t arg, uint32_t arg2,
