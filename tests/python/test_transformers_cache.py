@@ -120,10 +120,12 @@ class Tiny:
                               for hx in self.experts]
 
     def forward(self, ids: "torch.Tensor", kv_of: Callable, weights_of: Callable,
-                before_moe: Callable[[int], None] = lambda layer: None) -> "torch.Tensor":
+                before_moe: Callable[[int], None] = lambda layer: None,
+                moe_of: Optional[Callable] = None) -> "torch.Tensor":
         """Logits of the last of `ids` (appended after the tokens the caches
         hold). kv_of(layer) -> (LaneKv, local layer); weights_of(layer) ->
-        weights(e, tokens) for run_experts."""
+        weights(e, tokens) for run_experts; or moe_of(layer) -> f(h, idx,
+        wt), the layer's experts computed otherwise (the grouped path)."""
         x = self.embed[ids]
         n = ids.shape[0]
         for layer in range(LAYERS):
@@ -145,18 +147,22 @@ class Tiny:
             wt, idx = torch.topk(probs, TOPK, dim=-1)
             wt = (wt / wt.sum(-1, keepdim=True)).to(h.dtype)
             before_moe(layer)
-            x = x + run_experts(h, idx, wt, EXPERTS, F.silu, weights_of(layer))
+            if moe_of is not None:
+                x = x + moe_of(layer)(h, idx, wt)
+            else:
+                x = x + run_experts(h, idx, wt, EXPERTS, F.silu, weights_of(layer))
         return rmsnorm(x[-1:]) @ self.embed.T
 
 
 def greedy(model: "Tiny", prompt: "torch.Tensor", new: int, kv_of: Callable,
            weights_of: Callable, hook: Callable[[int], None] = lambda step: None,
-           before_moe: Callable[[int], None] = lambda layer: None
+           before_moe: Callable[[int], None] = lambda layer: None,
+           moe_of: Optional[Callable] = None
            ) -> Tuple[List[int], List["torch.Tensor"]]:
     tokens, logits, x = [], [], prompt
     for step in range(new):
         hook(step)
-        out = model.forward(x, kv_of, weights_of, before_moe)
+        out = model.forward(x, kv_of, weights_of, before_moe, moe_of)
         logits.append(out.cpu())
         x = torch.argmax(out, -1)
         tokens.append(int(x))

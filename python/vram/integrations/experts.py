@@ -38,19 +38,42 @@ supported: the handler would run while a layer is computing.
 routed tokens in the same order of operations as transformers' eager
 experts loop (``Qwen3MoeExperts.forward``), whatever the weights' memory,
 so that resident, missed and plain experts give the same numbers.
+
+:meth:`ExpertStage.run_grouped` computes them as transformers'
+``grouped_mm`` experts do (one grouped matrix multiply for all experts,
+then the routing weights, then a sum over each token's experts), over the
+slot table: vramd keeps the slots at ``base + slot * expert_slot_bytes``
+and the backed ones are always a prefix, so one strided view over slots
+``[0, n)`` (``n`` backed) gives every resident expert's ``gate_up`` and
+``down`` without a copy, and a group is a slot. When every expert of the
+layer is resident, in at most :data:`MAX_GROUPS` consecutive slots, the
+groups come from a device-side map expert -> slot and nothing waits for
+the GPU (as transformers' path); otherwise the routing comes to the host
+once (as :func:`route`) and the missed experts are copied into a scratch
+buffer and multiplied there by the same grouped multiply. The view never
+covers a slot that is not backed, and goes with the slots' memory (RECALL,
+EXPERT_SHRINK: made again over what is backed when next needed).
 """
 
 from __future__ import annotations
 
+import re
 import select
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import torch
 import torch.nn.functional as F
 
 from ..types import Event, EventType
 
-__all__ = ["EventRouter", "ExpertStage", "HostExperts", "route", "run_experts"]
+__all__ = ["EventRouter", "ExpertStage", "HostExperts", "GroupPart", "MAX_GROUPS",
+           "grouped_experts", "grouped_mm", "grouped_mm_usable", "plan_groups", "route",
+           "run_experts"]
+
+#: Groups of one grouped multiply at most: torch's CUTLASS kernel takes
+#: fewer than 1024.
+MAX_GROUPS = 1023
 
 #: (gate_up, down) of one expert: (2 * intermediate, hidden), (hidden, intermediate).
 ExpertWeights = Tuple[torch.Tensor, torch.Tensor]
@@ -183,14 +206,32 @@ class ExpertStage:
         # figures of the table: expert computations from a slot and from a
         # host copy, slots lost to recalls and shrinks, experts loaded.
         self.uses: Dict[Tuple[int, int], int] = {}
-        self.hits = self.misses = 0
+        self._hits = self.misses = 0
         self.recalled_slots = self.shrunk_slots = self.loads = 0
         self.lost = False
         self._scratch: Optional[torch.Tensor] = None
+        # The grouped path (run_grouped): the view over the backed slots
+        # [0, _table_slots) while they stay backed; per layer, how its
+        # experts lie in the slots (dropped when a slot changes); uses and
+        # hits counted on the device where nothing waits for the GPU,
+        # added to the host's counts when these are read; how many layer
+        # computations went each way.
+        self._table: Optional[ExpertWeights] = None
+        self._table_slots = 0
+        self._plans: Dict[int, Tuple[bool, int, int, Optional[torch.Tensor]]] = {}
+        self._row = {layer: i for i, layer in enumerate(self.layers)}
+        self._dev_uses: Optional[torch.Tensor] = None
+        self._dev_hits: Optional[torch.Tensor] = None
+        self._pending = False
+        self.miss_batch = 8          # missed experts a scratch buffer holds
+        self.grouped_direct = self.grouped_routed = 0
 
     # ---- events ----------------------------------------------------------------
 
     def _forget(self, first: int, end: int) -> int:
+        # The slot table may cover these slots: it goes with them.
+        self._table, self._table_slots = None, 0
+        self._plans.clear()
         n = 0
         for slot in range(first, end):
             key = self.in_slot.pop(slot, None)
@@ -264,6 +305,7 @@ class ExpertStage:
         return flat[:gi * h].view(gi, h), flat[gi * h:gi * h + h * i].view(h, i)
 
     def _load(self, slot: int, key: Tuple[int, int]) -> None:
+        self._plans.clear()
         old = self.in_slot.pop(slot, None)
         if old is not None:
             del self.slot_of[old]
@@ -292,6 +334,7 @@ class ExpertStage:
         self.pending_fill = False
         if self.lost:
             return 0
+        self._fold()
         before = self.loads
         waiting = self._ranked(k for k in ((l, e) for l in self.layers
                                            for e in range(self.num_experts))
@@ -342,21 +385,208 @@ class ExpertStage:
         self.uses[key] = self.uses.get(key, 0) + tokens
         slot = self.slot_of.get(key)
         if slot is not None:
-            self.hits += 1
+            self._hits += 1
             return self.views[slot]
         self.misses += 1
         gu, dn = self.layers[layer][e]
         if not self.cuda:
             return gu, dn
-        if self._scratch is None:
-            self._scratch = torch.empty(
-                self.layers[layer].expert_elements, dtype=self.dtype, device=self.device)
+        sgu, sdn = self._scratch_views(1, [(gu, dn)])
+        return sgu[0], sdn[0]
+
+    def _scratch_views(self, n: int, fill: Sequence[ExpertWeights]) -> ExpertWeights:
+        """(gate_up (n, 2I, H), down (n, H, I)) over a scratch buffer on the
+        device laid out as the slots, holding ``fill`` (copied from the
+        host copies, asynchronously: ordered before the kernels that read
+        it and after those that read it before, on the current stream)."""
+        elems = self.layers[next(iter(self.layers))].expert_elements
+        if self._scratch is None or self._scratch.shape[0] < n:
+            self._scratch = torch.empty((n, elems), dtype=self.dtype, device=self.device)
         gi, h, i = 2 * self.intermediate, self.hidden, self.intermediate
-        sgu = self._scratch[:gi * h].view(gi, h)
-        sdn = self._scratch[gi * h:gi * h + h * i].view(h, i)
-        sgu.copy_(gu, non_blocking=True)
-        sdn.copy_(dn, non_blocking=True)
-        return sgu, sdn
+        gu = self._scratch[:n, :gi * h].view(n, gi, h)
+        dn = self._scratch[:n, gi * h:gi * h + h * i].view(n, h, i)
+        for j, (g, d) in enumerate(fill):
+            gu[j].copy_(g, non_blocking=True)
+            dn[j].copy_(d, non_blocking=True)
+        return gu, dn
+
+    # ---- the grouped path -----------------------------------------------------------
+
+    def grouped_layout_ok(self) -> bool:
+        """Whether the slots can be one strided tensor that torch's grouped
+        multiply takes: the slot a whole number of items, the slots, the
+        rows and the down matrix starting at multiples of 16 bytes."""
+        it = self.itemsize
+        return (self.slot_bytes % 16 == 0 and (self.hidden * it) % 16 == 0
+                and (self.intermediate * it) % 16 == 0)
+
+    def table(self, need: int) -> ExpertWeights:
+        """The slot table: (gate_up (n, 2I, H), down (n, H, I)) over the
+        backed slots ``[0, n)``, ``n >= need``, one strided view of the
+        expert region (no copy: slot ``j`` is at ``base + j *
+        expert_slot_bytes``). Made again after slots went (a view never
+        covers memory that is not backed) or when ``need`` passes it."""
+        if self._table is not None and self._table_slots >= need:
+            return self._table
+        n = self.backed
+        if need > n:
+            raise RuntimeError(f"stage {self.stage}: slot {need - 1} is not backed "
+                               f"({n} slots are)")
+        info = self.client.stage_info(self.stage)
+        region = info.expert_region
+        cb = self.client.region_info(region).chunk_bytes
+        flat = self.client.lane_tensor(region, 0, 0, -(-n * self.slot_bytes // cb),
+                                       dtype=self.dtype)
+        se = self.slot_bytes // self.itemsize
+        gi, h, i = 2 * self.intermediate, self.hidden, self.intermediate
+        base = flat.storage_offset()
+        gu = flat.as_strided((n, gi, h), (se, h, 1), base)
+        dn = flat.as_strided((n, h, i), (se, i, 1), base + gi * h)
+        self._table, self._table_slots = (gu, dn), n
+        return self._table
+
+    def _plan(self, layer: int) -> Tuple[bool, int, int, Optional[torch.Tensor]]:
+        """(direct, lo, groups, expert -> slot - lo on the device): direct
+        when every expert of the layer is resident within ``MAX_GROUPS``
+        consecutive slots."""
+        p = self._plans.get(layer)
+        if p is None:
+            slots = [self.slot_of.get((layer, e)) for e in range(self.num_experts)]
+            p = (False, 0, 0, None)
+            if all(s is not None for s in slots):
+                lo, hi = min(slots), max(slots)
+                if hi - lo < MAX_GROUPS:
+                    rel = torch.tensor([s - lo for s in slots], dtype=torch.int64)
+                    p = (True, lo, hi - lo + 1, rel.to(self.device))
+            self._plans[layer] = p
+        return p
+
+    def _fold(self) -> None:
+        """Adds the uses and hits counted on the device to the host's."""
+        if not self._pending:
+            return
+        self._pending = False
+        uses = self._dev_uses.tolist()
+        self._hits += int(self._dev_hits.item())
+        self._dev_uses.zero_()
+        self._dev_hits.zero_()
+        e = self.num_experts
+        for layer, row in self._row.items():
+            for x in range(e):
+                n = uses[row * e + x]
+                if n:
+                    self.uses[(layer, x)] = self.uses.get((layer, x), 0) + n
+
+    @property
+    def hits(self) -> int:
+        """Expert computations from a slot."""
+        self._fold()
+        return self._hits
+
+    @hits.setter
+    def hits(self, value: int) -> None:
+        self._fold()
+        self._hits = value
+
+    def run_grouped(self, layer: int, hidden_states: torch.Tensor,
+                    top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
+                    act_fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """Layer ``layer``'s experts for ``hidden_states`` (tokens, hidden)
+        routed to ``top_k_index`` with ``top_k_weights``, as transformers'
+        ``grouped_mm`` experts compute them (:func:`grouped_experts`), over
+        the slot table. Every expert of the layer resident (in at most
+        ``MAX_GROUPS`` consecutive slots): one grouped multiply over the
+        table, its groups from the device-side map expert -> slot, nothing
+        waiting for the GPU; uses and hits are counted on the device.
+        Else the routing comes to the host once (:func:`plan_groups`):
+        the resident experts are multiplied over the table, the missed
+        ones copied into a scratch buffer (``miss_batch`` at a time; on the
+        CPU their host copies are used as they are) and multiplied there."""
+        direct, lo, groups, rel_map = self._plan(layer)
+        e = self.num_experts
+        if direct:
+            self.grouped_direct += 1
+            ids = top_k_index.reshape(-1)
+            gu, dn = self.table(lo + groups)
+            rel = rel_map[ids]
+            rel_sorted, perm = torch.sort(rel, stable=True)
+            # As transformers counts: histc, no synchronisation (a float
+            # input on the CPU, an integer one on a GPU).
+            hist_in = rel_sorted.float() if rel.device.type == "cpu" else rel_sorted.int()
+            counts = torch.histc(hist_in, bins=groups, min=0, max=groups - 1)
+            offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
+            if self._dev_uses is None:
+                self._dev_uses = torch.zeros(len(self.layers) * e, dtype=torch.int64,
+                                             device=ids.device)
+                self._dev_hits = torch.zeros((), dtype=torch.int64, device=ids.device)
+            self._dev_uses.scatter_add_(0, ids + self._row[layer] * e, torch.ones_like(ids))
+            self._dev_hits += (counts > 0).sum()
+            self._pending = True
+            part = GroupPart(0, ids.numel(), gu[lo:lo + groups], dn[lo:lo + groups], offs)
+            return grouped_experts(hidden_states, top_k_weights, perm, [part], act_fn)
+        self.grouped_routed += 1
+        with torch.no_grad():
+            ids = top_k_index.detach().reshape(-1).to("cpu")   # the one synchronisation
+        plan = plan_groups(ids, lambda x: self.slot_of.get((layer, x)), e)
+        for x, n in plan.used.items():
+            self.uses[(layer, x)] = self.uses.get((layer, x), 0) + n
+        nmiss = len(plan.missed[2]) if plan.missed else 0
+        self._hits += len(plan.used) - nmiss
+        self.misses += nmiss
+        # The missed experts in batches (one part each), their offsets
+        # with the windows', to the device in one copy.
+        batches: List[Tuple[int, int, List[int], List[int]]] = []
+        if plan.missed:
+            first, _, experts, counts_m = plan.missed
+            step = len(experts) if not self.cuda else max(1, self.miss_batch)
+            for j in range(0, len(experts), step):
+                cnt = counts_m[j:j + step]
+                batches.append((first, first + sum(cnt), experts[j:j + step], cnt))
+                first += sum(cnt)
+        offs_host: List[int] = []
+        for _, _, _, cnt in plan.windows:
+            offs_host.extend(torch.tensor(cnt).cumsum(0).tolist())
+        for _, _, experts, cnt in batches:
+            if self.cuda:
+                offs_host.extend(torch.tensor(cnt).cumsum(0).tolist())
+            else:  # groups = every expert of the host copy
+                full = [0] * e
+                for x, n in zip(experts, cnt):
+                    full[x] = n
+                offs_host.extend(torch.tensor(full).cumsum(0).tolist())
+        both = torch.cat([plan.perm, torch.tensor(offs_host, dtype=torch.int64)])
+        if top_k_index.device.type != "cpu":
+            both = both.to(top_k_index.device)
+        perm, offs_all = both[:ids.numel()], both[ids.numel():].to(torch.int32)
+        return grouped_experts(hidden_states, top_k_weights, perm,
+                               self._routed_parts(layer, plan.windows, batches, offs_all),
+                               act_fn)
+
+    def _routed_parts(self, layer: int, windows: List[Tuple[int, int, int, List[int]]],
+                      batches: List[Tuple[int, int, List[int], List[int]]],
+                      offs_all: torch.Tensor) -> Iterator[GroupPart]:
+        """The parts of a routed layer, in row order: the windows over the
+        slot table, then the missed batches. A generator: a batch's experts
+        are copied into the scratch buffer only when its turn comes, after
+        the previous batch's multiplies were enqueued (one stream), so the
+        batches can share the buffer."""
+        at = 0
+        if windows:
+            gu, dn = self.table(max(lo + len(cnt) for _, _, lo, cnt in windows))
+            for first, end, lo, cnt in windows:
+                g = len(cnt)
+                yield GroupPart(first, end, gu[lo:lo + g], dn[lo:lo + g], offs_all[at:at + g])
+                at += g
+        hx = self.layers[layer]
+        for first, end, experts, _ in batches:
+            if self.cuda:
+                g = len(experts)
+                gu, dn = self._scratch_views(g, [hx[x] for x in experts])
+            else:  # the host copies themselves, every expert a group
+                g = hx.num_experts
+                gu, dn = hx.gate_up, hx.down
+            yield GroupPart(first, end, gu, dn, offs_all[at:at + g])
+            at += g
 
     def stats(self) -> Dict[str, int]:
         """Figures for a table."""
@@ -366,12 +596,16 @@ class ExpertStage:
                 "resident": self.resident, "experts": self.total_experts,
                 "hits": self.hits, "misses": self.misses, "loads": self.loads,
                 "recalled_slots": self.recalled_slots,
-                "shrunk_slots": self.shrunk_slots}
+                "shrunk_slots": self.shrunk_slots,
+                "grouped_direct": self.grouped_direct,
+                "grouped_routed": self.grouped_routed}
 
     def reset_counts(self) -> None:
-        """Zeroes hits, misses, loads and lost slots (not the uses)."""
+        """Zeroes hits, misses, loads, lost slots and the grouped path's
+        layer counts (not the uses)."""
         self.hits = self.misses = self.loads = 0
         self.recalled_slots = self.shrunk_slots = 0
+        self.grouped_direct = self.grouped_routed = 0
 
 
 def route(top_k_index: torch.Tensor, num_experts: int
@@ -425,3 +659,155 @@ def run_experts(hidden_states: torch.Tensor, top_k_index: torch.Tensor,
         current = current * top_k_weights[token_idx, top_k_pos, None]
         out.index_add_(0, token_idx, current.to(out.dtype))
     return out
+
+
+# ---- the grouped path ------------------------------------------------------------
+
+def _torch_version() -> Tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def _grouped_op() -> Optional[Callable[..., torch.Tensor]]:
+    """torch's grouped multiply: ``torch.nn.functional.grouped_mm`` where
+    there is one, else ``torch._grouped_mm`` (PyTorch 2.8 and later)."""
+    return getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
+
+
+def grouped_mm_usable(device: Any) -> bool:
+    """Whether torch's own grouped multiply runs on ``device``, by the test
+    transformers' ``grouped_mm`` experts make before using it (else they,
+    and :func:`grouped_mm`, multiply group by group): on cuda a device of
+    compute capability 8.0 or more (9.0 with ``torch._grouped_mm`` before
+    PyTorch 2.9); on the CPU PyTorch 2.9 or later."""
+    if _grouped_op() is None:
+        return False
+    device = torch.device(device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            return False
+        cap = torch.cuda.get_device_capability(device)
+        if hasattr(F, "grouped_mm") or _torch_version() >= (2, 9):
+            return cap >= (8, 0)
+        return cap >= (9, 0)
+    if device.type == "cpu":
+        return _torch_version() >= (2, 9)
+    return True
+
+
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """``a`` (rows, K) sorted by group, ``b`` (groups, K, N), ``offs``
+    (groups,) int32, the cumulative rows of the groups: row ``r`` of the
+    result is ``a[r] @ b[g]`` for the group ``g`` that holds ``r``. torch's
+    grouped multiply where :func:`grouped_mm_usable`, else one ``mm`` per
+    group that has rows (``offs`` read on the host) -- as transformers'
+    ``grouped_mm`` experts and their fallback do, so the same numbers come
+    out."""
+    if grouped_mm_usable(b.device):
+        return _grouped_op()(a.to(b.dtype), b, offs=offs)
+    out = torch.zeros(a.shape[0], b.shape[2], device=a.device, dtype=a.dtype)
+    start = 0
+    for g, end in enumerate(offs.tolist()):
+        if end > start:
+            torch.mm(a[start:end], b[g], out=out[start:end])
+        start = end
+    return out
+
+
+class GroupPart(NamedTuple):
+    """Rows ``[first, end)`` of a layer's routed (token, expert) pairs,
+    sorted, multiplied by the experts ``gate_up`` (groups, 2 x
+    intermediate, hidden) and ``down`` (groups, hidden, intermediate):
+    ``offs`` (groups,) int32 on the device, cumulative from ``first``."""
+    first: int
+    end: int
+    gate_up: torch.Tensor
+    down: torch.Tensor
+    offs: torch.Tensor
+
+
+def grouped_experts(hidden_states: torch.Tensor, top_k_weights: torch.Tensor,
+                    perm: torch.Tensor, parts: Iterable[GroupPart],
+                    act_fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """A MoE layer's experts as transformers' ``grouped_mm`` experts compute
+    them: ``perm`` (tokens x k,) orders the routed pairs (pair ``p`` is
+    token ``p // k``'s ``p % k``-th expert) so that each part's rows are
+    its groups' in turn (``parts`` in row order, covering every row; each
+    is multiplied before the next is taken); per part, :func:`grouped_mm` with ``gate_up``
+    transposed, ``act_fn(gate) * up``, :func:`grouped_mm` with ``down``
+    transposed; then times the routing weight, back in pair order, summed
+    over each token's k experts (in float32 for bf16, by ``sum``) and cast
+    to the input's dtype. A row's numbers do not depend on the group it is
+    in or the rows beside it, so experts in slots, in a scratch buffer or
+    in the model's own tensor give the same result."""
+    tokens, hidden = hidden_states.shape
+    k = top_k_weights.shape[-1]
+    x = hidden_states[torch.div(perm, k, rounding_mode="floor")]
+    w = top_k_weights.reshape(-1)[perm]
+    outs = []
+    for part in parts:
+        y = grouped_mm(x[part.first:part.end], part.gate_up.transpose(-2, -1), part.offs)
+        gate, up = y.chunk(2, dim=-1)
+        y = act_fn(gate) * up
+        outs.append(grouped_mm(y, part.down.transpose(-2, -1), part.offs))
+    y = outs[0] if len(outs) == 1 else torch.cat(outs)
+    y = y * w.unsqueeze(-1)
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel(), device=perm.device)
+    y = y[inv]
+    return y.view(tokens, k, hidden).sum(dim=1).to(hidden_states.dtype)
+
+
+class GroupPlan(NamedTuple):
+    """How a layer's routed pairs are multiplied (:func:`plan_groups`):
+    ``perm`` the pairs in row order; ``windows`` ``(first, end, lo,
+    counts)`` per window of resident experts' slots ``lo .. lo +
+    len(counts) - 1`` (``counts`` the rows of each slot, zero for slots
+    not routed to); ``missed`` ``(first, end, experts, counts)`` for the
+    experts without a slot, in expert order; ``used`` the rows of each
+    expert routed to."""
+    perm: torch.Tensor
+    windows: List[Tuple[int, int, int, List[int]]]
+    missed: Optional[Tuple[int, int, List[int], List[int]]]
+    used: Dict[int, int]
+
+
+def plan_groups(expert_ids: torch.Tensor, slot_of: Callable[[int], Optional[int]],
+                num_experts: int, max_groups: int = MAX_GROUPS) -> GroupPlan:
+    """The rows of a layer's routed pairs, on the host: ``expert_ids``
+    (pairs,) on the CPU; ``slot_of(e)`` expert ``e``'s slot or None.
+    Resident pairs first, by slot (stably: pair order within a slot),
+    split into windows of at most ``max_groups`` consecutive slots; then
+    the missed pairs, by expert."""
+    counts = torch.bincount(expert_ids, minlength=num_experts).tolist()
+    used = {e: n for e, n in enumerate(counts) if n}
+    slots = {e: slot_of(e) for e in used}
+    resident = sorted((s, e) for e, s in slots.items() if s is not None)
+    missed = [e for e in sorted(used) if slots[e] is None]
+    top = max((s for s, _ in resident), default=-1) + 1
+    key = torch.empty(num_experts, dtype=torch.int64)
+    for e in range(num_experts):
+        s = slots.get(e)
+        key[e] = s if s is not None else top + e
+    perm = torch.sort(key[expert_ids], stable=True).indices
+    windows: List[Tuple[int, int, int, List[int]]] = []
+    row = 0
+    i = 0
+    while i < len(resident):
+        lo = resident[i][0]
+        j = i
+        while j < len(resident) and resident[j][0] - lo < max_groups:
+            j += 1
+        hi = resident[j - 1][0]
+        cnt = [0] * (hi - lo + 1)
+        for s, e in resident[i:j]:
+            cnt[s - lo] = used[e]
+        n = sum(cnt)
+        windows.append((row, row + n, lo, cnt))
+        row += n
+        i = j
+    miss = None
+    if missed:
+        n = sum(used[e] for e in missed)
+        miss = (row, row + n, missed, [used[e] for e in missed])
+    return GroupPlan(perm, windows, miss, used)

@@ -35,9 +35,14 @@ What it does:
   the resident experts live in the stage's expert slots
   (:mod:`vram.integrations.experts`), the others are computed from the
   host copies and counted as misses.  Routing is the model's own (the
-  router is not touched) and each expert is computed in the order of
-  transformers' eager experts loop, so with ``experts_implementation=
-  "eager"`` the model decodes the same tokens as before.
+  router is not touched), and the experts are computed as the model's
+  ``experts_implementation`` computes them (``experts_path``): a model on
+  transformers' ``grouped_mm`` (the default on a GPU) gets the grouped
+  path, one grouped multiply over vramd's slot table
+  (:meth:`~vram.integrations.experts.ExpertStage.run_grouped`); an
+  ``eager`` one the per-expert loop in the eager loop's order
+  (:func:`~vram.integrations.experts.run_experts`). Either way the model
+  decodes the same tokens as before.
 
 What it does not do: batches of more than one sequence (``ValueError``),
 beam search, offloading, ``torch.compile`` (``is_compileable`` is False:
@@ -67,11 +72,16 @@ except ImportError as e:  # pragma: no cover - depends on the environment
                       ".experts work without it") from e
 
 from ..errors import VramError
-from .experts import EventRouter, ExpertStage, HostExperts, run_experts
+from .experts import EventRouter, ExpertStage, HostExperts, grouped_mm_usable, run_experts
 from .kv import LaneKv, PlainKv, VramKv
 
 __all__ = ["VramCache", "VramExperts", "VramLayer", "install", "plain_cache",
-           "find_experts", "model_dims"]
+           "find_experts", "model_dims", "experts_path_for", "set_experts_path"]
+
+#: VramExperts' ways of computing: "grouped" (transformers' grouped_mm
+#: numbers, one grouped multiply over the slot table), "loop" (the eager
+#: loop's, expert by expert).
+EXPERTS_PATHS = ("grouped", "loop")
 
 
 def _query_length(q: Any) -> int:
@@ -292,23 +302,56 @@ class VramExperts(nn.Module):
     top_k_weights)``) whose weights are those of ``stage``'s layer
     ``layer``: resident in vramd's expert slots or computed from the host
     copies. It dispatches the client's events first (a RECALL between
-    layers is answered before this layer reads a slot)."""
+    layers is answered before this layer reads a slot). ``path``:
+    "grouped" computes as transformers' ``grouped_mm`` experts
+    (:meth:`ExpertStage.run_grouped`), "loop" as the eager loop
+    (:func:`run_experts`); settable between forwards."""
 
-    def __init__(self, stage: ExpertStage, layer: int, act_fn: Any) -> None:
+    def __init__(self, stage: ExpertStage, layer: int, act_fn: Any,
+                 path: str = "loop") -> None:
         super().__init__()
-        self.stage, self.layer, self.act_fn = stage, layer, act_fn
+        if path not in EXPERTS_PATHS:
+            raise ValueError(f"experts path {path!r}: one of {EXPERTS_PATHS}")
+        self.stage, self.layer, self.act_fn, self.path = stage, layer, act_fn, path
         self.num_experts = stage.num_experts
 
     def extra_repr(self) -> str:
         return (f"layer={self.layer}, stage={self.stage.stage}, "
-                f"experts={self.num_experts}")
+                f"experts={self.num_experts}, path={self.path}")
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         self.stage.poll()
+        if self.path == "grouped":
+            return self.stage.run_grouped(self.layer, hidden_states, top_k_index,
+                                          top_k_weights, self.act_fn)
         return run_experts(hidden_states, top_k_index, top_k_weights,
                            self.num_experts, self.act_fn,
                            lambda e, n: self.stage.weights(self.layer, e, n))
+
+
+def experts_path_for(model: nn.Module, device: Any) -> str:
+    """The path that computes what the model's own experts compute:
+    "grouped" when its ``experts_implementation`` is ``grouped_mm`` and
+    torch's grouped multiply runs on ``device``
+    (:func:`~vram.integrations.experts.grouped_mm_usable`), "loop"
+    otherwise (``eager``, ``batched_mm`` -- whose numbers are neither --,
+    the CPU before PyTorch 2.9)."""
+    impl = getattr(model.config, "_experts_implementation", None)
+    return "grouped" if impl == "grouped_mm" and grouped_mm_usable(device) else "loop"
+
+
+def set_experts_path(model: nn.Module, path: str) -> int:
+    """Sets every VramExperts module's ``path`` ("grouped", "loop");
+    returns how many there are."""
+    if path not in EXPERTS_PATHS:
+        raise ValueError(f"experts path {path!r}: one of {EXPERTS_PATHS}")
+    n = 0
+    for m in model.modules():
+        if isinstance(m, VramExperts):
+            m.path = path
+            n += 1
+    return n
 
 
 # ---- finding the model's parts ----------------------------------------------------
@@ -361,7 +404,8 @@ def _stage_of_client(client: Any, stage: int) -> None:
 
 
 def _swap_experts(model: nn.Module, client: Any, parts: Sequence[VramKv],
-                  router: EventRouter, device: torch.device) -> Dict[int, ExpertStage]:
+                  router: EventRouter, device: torch.device,
+                  path: str) -> Dict[int, ExpertStage]:
     """Replaces the experts modules of each stage's layers by VramExperts;
     the old modules (and their GPU weights) are referenced from nowhere
     once this returns."""
@@ -378,15 +422,22 @@ def _swap_experts(model: nn.Module, client: Any, parts: Sequence[VramKv],
         host = {l: HostExperts(m.gate_up_proj, m.down_proj, pin=device.type == "cuda")
                 for l, (_, _, m) in mine.items()}
         ex = by_stage[kv.stage] = ExpertStage(client, kv.stage, host, device, router=router)
+        if path == "grouped" and grouped_mm_usable(device) and not ex.grouped_layout_ok():
+            raise ValueError(f"stage {kv.stage}: expert_slot {ex.slot_bytes} bytes, "
+                             f"hidden {ex.hidden}, intermediate {ex.intermediate} "
+                             f"({ex.dtype}): the grouped path needs the slot, a row "
+                             "and the down matrix at multiples of 16 bytes; use "
+                             "experts_path='loop'")
         for l, (parent, attr, m) in mine.items():
-            setattr(parent, attr, VramExperts(ex, l, m.act_fn))
+            setattr(parent, attr, VramExperts(ex, l, m.act_fn, path=path))
     if found:
         raise ValueError(f"experts modules of layers {sorted(found)} are in no stage")
     return by_stage
 
 
 def install(model: nn.Module, client: Any, stages: Sequence[int], *,
-            experts: bool = True, reserve_ahead: int = 0) -> VramCache:
+            experts: bool = True, reserve_ahead: int = 0,
+            experts_path: str = "auto") -> VramCache:
     """Puts ``model`` on vramd: returns a :class:`VramCache` over the
     given stages of vramd's configuration (registered here when this
     client has not yet; their layer ranges must cover the model's layers
@@ -401,11 +452,18 @@ def install(model: nn.Module, client: Any, stages: Sequence[int], *,
     ``reserve_ahead``: tokens beyond the need that a reserve in the middle
     of a request asks for (vramd rounds up to the growth step anyway).
 
-    The new modules compute as transformers' eager experts loop; a model
-    that ran another ``experts_implementation`` (grouped_mm, batched_mm)
-    gets the eager one's numbers from now on.  Batch 1 only."""
+    ``experts_path``: how the new modules compute. "auto" (the default)
+    follows the model (:func:`experts_path_for`): ``grouped_mm`` -- what
+    transformers 5 picks on a GPU -- gives "grouped" where torch's grouped
+    multiply runs (transformers' grouped_mm numbers, one grouped multiply
+    over the slot table, no host synchronisation while every expert of a
+    layer is resident), anything else "loop" (the eager loop's numbers; a
+    model on ``batched_mm`` gets those from now on). "grouped" or "loop"
+    choose; :func:`set_experts_path` changes it later.  Batch 1 only."""
     if not stages:
         raise ValueError("no stages given")
+    if experts_path not in ("auto",) + EXPERTS_PATHS:
+        raise ValueError(f"experts_path {experts_path!r}: auto, grouped or loop")
     nlayers, kv_heads, head_dim, dtype = model_dims(model)
     device = next(model.parameters()).device
     want = "cuda" if client.backend == "cuda" else "cpu"
@@ -421,7 +479,8 @@ def install(model: nn.Module, client: Any, stages: Sequence[int], *,
     # module is swapped.
     cache = VramCache(parts, nlayers, router=router)
     if experts:
-        cache.experts = _swap_experts(model, client, parts, router, device)
+        path = experts_path_for(model, device) if experts_path == "auto" else experts_path
+        cache.experts = _swap_experts(model, client, parts, router, device, path)
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the experts' GPU copies, gone with the modules
         for ex in cache.experts.values():
