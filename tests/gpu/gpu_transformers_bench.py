@@ -12,33 +12,37 @@ stage with one KV lane per layer and K or V. vramd's device holds both
 stages' KV windows and every expert's slot, so that after install() every
 expert is resident (checked: misses are counted and printed).
 
-The two sides run the same prompt through model.generate (greedy, batch
-1) in the same process, one model whose experts modules are swapped
-between runs:
+Four sides run the same prompt through model.generate (greedy, batch 1)
+in the same process, one model whose experts modules are swapped between
+runs:
 
-  vram      VramCache (K and V in the stages' KV regions, the output budget
-            reserved before generate) and VramExperts (the experts in
-            vramd's expert slots);
-  dynamic   transformers' DynamicCache and the stock experts modules (their
-            weights in ordinary GPU memory), with the same experts
-            implementation, "eager": the per-expert loop VramExperts
-            computes (same routing, same numbers).
+  vram           VramCache (K and V in the stages' KV regions, the output
+                 budget reserved before generate) and VramExperts on the
+                 grouped path (install's choice for a model on grouped_mm:
+                 one grouped multiply over vramd's slot table);
+  dynamic        transformers' DynamicCache and the stock experts modules
+                 (their weights in ordinary GPU memory) with transformers'
+                 default experts implementation, grouped_mm: the target's
+                 reference;
+  vram-loop      VramCache and VramExperts on the per-expert loop;
+  dynamic-eager  DynamicCache and the stock modules with "eager" experts
+                 (the loop's reference, the comparison kept from before).
 
 Decode tokens per second = (new tokens - 1) / (time from the first token
 to the last), with torch.cuda.synchronize() at both ends (the first token
 is timed by a logits processor, after the prefill). One warm-up run of
-each side, then 5 runs each, alternating; the medians are compared. Also
-measured, for information: the stock modules with transformers' default
-experts implementation (grouped_mm or batched_mm on a GPU: one batched
-GEMM, no host synchronisation, which vram's per-expert loop over slots at
-their own addresses does not do), 3 runs.
+each side, then 5 runs each, alternating; the medians are compared: vram
+against dynamic (the target), vram-loop against dynamic-eager.
 
 It prints its figures, then one JSON line
 {"bench": "transformers_decode", "vram_tok_s", "dynamic_tok_s", "ratio",
-"target": 0.97, "met", ...} and exits 0 whether the target is met or not
-(the ratio is reported, not asserted); 1 only when it could not measure.
+"target": 0.97, "met", "tokens_equal", ..., "ratio_loop_vs_eager"} and
+exits 0 whether the target is met or not (the ratio is reported, not
+asserted); 1 when it could not measure, or when any run's tokens differ
+from its reference side's (vram and dynamic from dynamic's, vram-loop and
+dynamic-eager from dynamic-eager's): "FAIL: ... tokens differ".
 Where torch, a CUDA device or transformers 5 is missing it prints
-"skipped: <reason>" and exits 0. About a minute on an H200 (estimated).
+"skipped: <reason>" and exits 0. About two minutes on an H200 (estimated).
 
     VRAM_LIB=build/libvram.so VRAMD_BIN=build/vramd python3 tests/gpu/gpu_transformers_bench.py
         [--layers 24] [--prompt 512] [--new-tokens 32] [--runs 5] [--attn sdpa|eager]
@@ -126,13 +130,15 @@ def main() -> int:
                                    moe_inter=MOE_INTER, vocab=VOCAB,
                                    max_positions=2 * CONTEXT, dtype=dtype, attn=a.attn)
     default_impl = common.experts_implementation(model)
-    # What VramExperts computes; set while the stock modules are in place.
-    common.set_experts_implementation(model, "eager")
     print(f"model: {a.layers} layers (stages {split[0][1]}-{split[0][2]}, "
           f"{split[1][1]}-{split[1][2]}), hidden {HIDDEN}, {HEADS} heads ({KV_HEADS} KV) of "
           f"{HIDDEN // HEADS}, {EXPERTS} experts of {3 * MOE_INTER * HIDDEN * itemsize / common.MIB:g}"
           f" MiB ({TOPK} a token); transformers' default experts implementation: "
           f"{default_impl}; built in {time.monotonic() - t_start:.1f} s", flush=True)
+    if default_impl != "grouped_mm":
+        print(f"FAIL: transformers' default experts implementation is {default_impl}, "
+              "not grouped_mm: the target's reference is not there", flush=True)
+        return 1
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(1, VOCAB, (1, a.prompt), generator=g).cuda()
     N = a.new_tokens
@@ -177,19 +183,34 @@ def main() -> int:
     try:
         client = vram.Client(daemon.sock, name="gpu_transformers_bench")
         t = time.monotonic()
+        # experts_path "auto": the model is on grouped_mm, so VramExperts
+        # take the grouped path.
         cache = vt.install(model, client, stages=[s for s, _, _ in split])
         mine = {l: getattr(parent, attr) for l, (parent, attr, _) in stock.items()}
-        print(f"install: {time.monotonic() - t:.1f} s; " + "; ".join(
+        paths = {m.path for m in mine.values()}
+        print(f"install: {time.monotonic() - t:.1f} s; VramExperts path {sorted(paths)}; " + "; ".join(
             f"stage {s}: {ex.resident}/{ex.total_experts} experts resident, "
             f"{ex.backed} slots backed" for s, ex in cache.experts.items()), flush=True)
+        if paths != {"grouped"}:
+            raise RuntimeError(f"install chose the {sorted(paths)} experts path for a "
+                               "grouped_mm model (torch's grouped multiply not usable?)")
+
+        # The sides: (VramExperts path or the stock modules' implementation).
+        SIDES = {"vram": ("vram", "grouped"), "dynamic": ("dynamic", "grouped_mm"),
+                 "vram-loop": ("vram", "loop"), "dynamic-eager": ("dynamic", "eager")}
 
         def use(side: str) -> None:
+            kind, how = SIDES[side]
             for l, (parent, attr, m) in stock.items():
-                setattr(parent, attr, mine[l] if side == "vram" else m)
+                setattr(parent, attr, mine[l] if kind == "vram" else m)
+            if kind == "vram":
+                vt.set_experts_path(model, how)
+            else:  # with the stock modules in place
+                common.set_experts_implementation(model, how)
 
         def run(side: str) -> Tuple[float, List[int]]:
             use(side)
-            if side == "vram":
+            if SIDES[side][0] == "vram":
                 for ex in cache.experts.values():
                     ex.reset_counts()
                 cache.begin_request(a.prompt, N)
@@ -201,56 +222,60 @@ def main() -> int:
 
         resident = sum(ex.resident for ex in cache.experts.values())
         total = sum(ex.total_experts for ex in cache.experts.values())
-        for side in ("vram", "dynamic"):        # warm-up
+        for side in SIDES:                      # warm-up
             run(side)
-        rates: Dict[str, List[float]] = {"vram": [], "dynamic": []}
-        tokens: Dict[str, List[int]] = {}
-        misses = 0
-        for _ in range(a.runs):
-            for side in ("vram", "dynamic"):
+        rates: Dict[str, List[float]] = {side: [] for side in SIDES}
+        tokens: Dict[str, List[List[int]]] = {side: [] for side in SIDES}
+        misses = routed = 0
+        for _ in range(a.runs):                 # alternated
+            for side in SIDES:
                 r, tok = run(side)
                 rates[side].append(r)
-                tokens.setdefault(side, tok)
-                if side == "vram":
+                tokens[side].append(tok)
+                if SIDES[side][0] == "vram":
                     misses += sum(ex.misses for ex in cache.experts.values())
-        default_rates: List[float] = []
-        if default_impl != "eager":
-            use("dynamic")
-            common.set_experts_implementation(model, default_impl)
-            run("dynamic")                      # warm-up of that implementation
-            default_rates = [run("dynamic")[0] for _ in range(3)]
-            common.set_experts_implementation(model, "eager")
+                    if side == "vram":
+                        routed += sum(ex.grouped_routed for ex in cache.experts.values())
         use("vram")
-        vram_med = statistics.median(rates["vram"])
-        dyn_med = statistics.median(rates["dynamic"])
-        ratio = vram_med / dyn_med
-        for side in ("vram", "dynamic"):
-            print(f"{side:8s} decode tok/s: " + ", ".join(f"{r:.1f}" for r in rates[side])
-                  + f"  (median {statistics.median(rates[side]):.1f})", flush=True)
-        if default_rates:
-            print(f"dynamic with {default_impl} experts: "
-                  + ", ".join(f"{r:.1f}" for r in default_rates)
-                  + f"  (median {statistics.median(default_rates):.1f})", flush=True)
-        print(f"experts resident {resident}/{total}, misses in the timed runs {misses}; "
-              f"tokens {'equal' if tokens['vram'] == tokens['dynamic'] else 'differ'} "
-              f"(vram against dynamic, eager experts); ratio {ratio:.3f} "
+        med = {side: statistics.median(rates[side]) for side in SIDES}
+        ratio = med["vram"] / med["dynamic"]
+        ratio_loop = med["vram-loop"] / med["dynamic-eager"]
+        for side in SIDES:
+            print(f"{side:13s} decode tok/s: " + ", ".join(f"{r:.1f}" for r in rates[side])
+                  + f"  (median {med[side]:.1f})", flush=True)
+        # Every run's tokens against the reference side's first run.
+        equal = all(t == tokens["dynamic"][0] for t in tokens["vram"] + tokens["dynamic"])
+        equal_loop = all(t == tokens["dynamic-eager"][0]
+                         for t in tokens["vram-loop"] + tokens["dynamic-eager"])
+        print(f"experts resident {resident}/{total}, misses in the timed runs {misses}, "
+              f"grouped layers routed through the host {routed}", flush=True)
+        print(f"grouped: VramCache + VramExperts(grouped) against DynamicCache + grouped_mm "
+              f"experts: tokens {'equal' if equal else 'DIFFER'}; ratio {ratio:.3f} "
               f"(target {TARGET}): {'met' if ratio >= TARGET else 'missed'}", flush=True)
+        print(f"eager:   VramCache + VramExperts(loop) against DynamicCache + eager experts: "
+              f"tokens {'equal' if equal_loop else 'DIFFER'}; ratio {ratio_loop:.3f}", flush=True)
         line = {"bench": "transformers_decode",
-                "vram_tok_s": round(vram_med, 2), "dynamic_tok_s": round(dyn_med, 2),
+                "vram_tok_s": round(med["vram"], 2), "dynamic_tok_s": round(med["dynamic"], 2),
                 "ratio": round(ratio, 4), "target": TARGET, "met": ratio >= TARGET,
-                "experts_implementation": "eager", "attn": a.attn, "dtype": a.dtype,
+                "experts_implementation": "grouped_mm", "vram_experts_path": "grouped",
+                "attn": a.attn, "dtype": a.dtype,
                 "layers": a.layers, "prompt": a.prompt, "new_tokens": N, "runs": a.runs,
                 "vram_runs": [round(r, 2) for r in rates["vram"]],
                 "dynamic_runs": [round(r, 2) for r in rates["dynamic"]],
                 "experts_resident": resident, "experts": total, "misses": misses,
-                "tokens_equal": tokens["vram"] == tokens["dynamic"]}
-        if default_rates:
-            d = statistics.median(default_rates)
-            line.update({"default_experts_implementation": default_impl,
-                         "dynamic_default_tok_s": round(d, 2),
-                         "ratio_vs_default": round(vram_med / d, 4)})
-        line["seconds"] = round(time.monotonic() - t_start, 1)
+                "grouped_routed": routed, "tokens_equal": equal,
+                "loop_tok_s": round(med["vram-loop"], 2),
+                "eager_tok_s": round(med["dynamic-eager"], 2),
+                "ratio_loop_vs_eager": round(ratio_loop, 4), "tokens_equal_loop": equal_loop,
+                "seconds": round(time.monotonic() - t_start, 1)}
         print(json.dumps(line), flush=True)
+        if not (equal and equal_loop):
+            for side in SIDES:
+                print(f"  {side} tokens, first run: {tokens[side][0]}", flush=True)
+            print("FAIL: gpu_transformers_bench: tokens differ from the plain model's "
+                  f"({'grouped' if not equal else ''}{' ' if not (equal or equal_loop) else ''}"
+                  f"{'eager' if not equal_loop else ''})", flush=True)
+            rc = 1
     except Exception:
         traceback.print_exc()
         print("FAIL: gpu_transformers_bench could not measure", flush=True)
