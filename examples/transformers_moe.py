@@ -19,7 +19,9 @@ the freed memory gone to resident experts.
   transformers_moe.py                 start vramd (cuda) and run, on the GPU
   transformers_moe.py --small         a small model and context: a quick smoke
   transformers_moe.py --check         also decode with plain memory first and
-                                      compare the tokens
+                                      compare the tokens (the same experts
+                                      implementation: grouped_mm by default,
+                                      --experts-implementation eager)
   transformers_moe.py --write-config F; vramd --config F ...; then
   transformers_moe.py --socket S      against a vramd you started
 
@@ -155,10 +157,13 @@ def build_model(a: argparse.Namespace, device: str) -> Any:
     finally:
         torch.set_default_dtype(old)
     model = model.to(dtype).eval()
+    # What the replacement computes follows (install's experts_path
+    # "auto"): grouped_mm -> the grouped path over the slot table, eager ->
+    # the per-expert loop.
     if hasattr(model, "set_experts_implementation"):
-        model.set_experts_implementation("eager")  # what the replacement computes
+        model.set_experts_implementation(a.experts_implementation)
     else:
-        model.config._experts_implementation = "eager"
+        model.config._experts_implementation = a.experts_implementation
     return model
 
 
@@ -184,6 +189,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--socket", help="a running vramd (started with --write-config's file)")
     ap.add_argument("--write-config", metavar="FILE", help="write vramd's configuration, exit")
+    ap.add_argument("--experts-implementation", default="grouped_mm",
+                    choices=["grouped_mm", "eager"],
+                    help="the model's experts implementation, which VramExperts follow "
+                         "(default grouped_mm, transformers' own default on a GPU)")
     ap.add_argument("--check", action="store_true",
                     help="decode each request with plain memory first; compare tokens")
     a = ap.parse_args()
@@ -235,8 +244,10 @@ def main() -> int:
             print(f"plain memory: {len(reqs)} requests decoded", flush=True)
         t = time.monotonic()
         cache = vt.install(model, client, stages=[s for s, _, _ in SPLIT])
+        path = sorted({m.path for m in model.modules() if isinstance(m, vt.VramExperts)})
         print(f"installed in {time.monotonic() - t:.1f} s (host copies of the experts "
-              f"{'pinned' if device == 'cuda' else 'in memory'})", flush=True)
+              f"{'pinned' if device == 'cuda' else 'in memory'}; {a.experts_implementation} "
+              f"model, VramExperts path {', '.join(path)})", flush=True)
         show = lambda: "; ".join(
             f"stage {s}: KV {v['kv_mapped_bytes'] // MIB} MiB, loans "
             f"{v['expert_loaned_bytes'] // MIB} MiB, {v['resident']}/{v['experts']} resident"

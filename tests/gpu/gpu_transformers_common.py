@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the transformers GPU scripts beside this file share: the reason to
-skip (no torch, no transformers, no CUDA device), a vramd of their own on a
-temporary socket, and a Qwen3-MoE with random weights built on the GPU.
+"""What the transformers GPU scripts share (those beside this file and
+tests/python/gpu_transformers_cache.py): the reason to skip (no torch, no
+transformers, no CUDA device), a vramd of their own on a temporary socket,
+PASS/FAIL lines, another engine that arrives, and a Qwen3-MoE with random
+weights built on the GPU.
 
 vramd is $VRAMD_BIN (else build/vramd), libvram $VRAM_LIB (else
 build/libvram.so), as scripts/gpu.sh sets them.
@@ -16,9 +18,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
@@ -105,6 +108,43 @@ class Daemon:
             print(f"vramd's directory kept: {self.dir}")
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Checks:
+    """PASS/FAIL lines; ``failed`` the checks that failed."""
+
+    def __init__(self) -> None:
+        self.failed: List[str] = []
+
+    def __call__(self, ok: bool, what: str) -> bool:
+        print(f"{'PASS' if ok else 'FAIL'}: {what}", flush=True)
+        if not ok:
+            self.failed.append(what)
+        return ok
+
+
+def info(ok: bool, what: str) -> None:
+    """A comparison reported, not checked."""
+    print(f"INFO ({'same' if ok else 'differs'}): {what}", flush=True)
+
+
+def arrive(sock: str, tenant: Dict[str, Any], stage: int, tokens: int) -> None:
+    """Another engine on the GPU registers ``stage`` and reserves ``tokens``
+    of its window, on a thread (its reserve waits for this process's recall
+    answer); ``tenant`` gets its "client", "kv" and "thread", or "error"."""
+    import vram
+
+    def run() -> None:
+        try:
+            t = vram.Client(sock, name="another engine")
+            tenant["client"] = t
+            t.stage_register(stage)
+            tenant["kv"] = t.kv_reserve(stage, tokens, 100)
+        except BaseException as e:
+            tenant["error"] = repr(e)
+
+    tenant["thread"] = threading.Thread(target=run, daemon=True)
+    tenant["thread"].start()
 
 
 def set_experts_implementation(model: Any, name: str) -> None:

@@ -65,7 +65,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 import traceback
 from typing import Any, Dict, List, Optional, Tuple
@@ -120,19 +119,7 @@ def config_json(itemsize: int) -> Dict[str, Any]:
             "stages": stages}
 
 
-class Checks:
-    def __init__(self) -> None:
-        self.failed: List[str] = []
-
-    def __call__(self, ok: bool, what: str) -> bool:
-        print(f"{'PASS' if ok else 'FAIL'}: {what}", flush=True)
-        if not ok:
-            self.failed.append(what)
-        return ok
-
-
-def info(ok: bool, what: str) -> None:
-    print(f"INFO ({'same' if ok else 'differs'}): {what}", flush=True)
+Checks, info = common.Checks, common.info
 
 
 class CaptureRefused(Exception):
@@ -309,7 +296,7 @@ def main() -> int:
                           f"{label}: the KV grew during the replays (to "
                           f"{lanes[0].mapped_tokens} tokens) and the window did not move")
                 else:
-                    arrive(client, daemon.sock, tenant)
+                    common.arrive(daemon.sock, tenant, 2, 2 * CONTEXT - 200)
                     deadline = time.monotonic() + 30
                     while (not any(ex.recalled_slots for ex in cache.experts.values())
                            and time.monotonic() < deadline):
@@ -373,24 +360,6 @@ def main() -> int:
     print(f"{'PASS' if not check.failed else 'FAIL'}: gpu_transformers_graph "
           f"({len(check.failed)} failed) in {time.monotonic() - t0:.1f} s", flush=True)
     return 1 if check.failed else 0
-
-
-def arrive(client: Any, sock: str, tenant: Dict[str, Any]) -> None:
-    """Another engine registers stage 2 and reserves its whole window (on
-    a thread: its reserve waits for this process's recall answer)."""
-    import vram
-
-    def run() -> None:
-        try:
-            t = vram.Client(sock, name="another engine")
-            tenant["client"] = t
-            t.stage_register(2)
-            tenant["kv"] = t.kv_reserve(2, 2 * CONTEXT - 200, 100)
-        except BaseException as e:
-            tenant["error"] = repr(e)
-
-    tenant["thread"] = threading.Thread(target=run, daemon=True)
-    tenant["thread"].start()
 
 
 if __name__ == "__main__":

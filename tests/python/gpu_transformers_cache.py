@@ -15,10 +15,12 @@ experts of 3 x 256 x 1024 of which 4 a token, bf16 by default), split into
 stage 0 = layers 0-3 (a KV lane per layer and K or V) and stage 1 = layers
 4-5 (one interleaved lane); stage 2 is another engine on the GPU whose
 window is lent while it is not registered. Per request, the reference runs
-first, twice: the stock model (DynamicCache, experts_implementation
-"eager") and the same layout as vramd's over ordinary memory
-(plain_cache). Then install() puts the model on vramd and the requests run
-again:
+first, twice: the stock model (DynamicCache) and the same layout as
+vramd's over ordinary memory (plain_cache), once per experts path checked:
+experts_implementation "eager" for VramExperts' loop, "grouped_mm"
+(transformers' default) for its grouped path. Then install() puts the
+model on vramd and the requests run again, on the loop, then (with
+set_experts_path) on the grouped path (--experts chooses):
 
   1. a short prompt, inside the initial windows;
   2. a prompt past them with its output budget reserved first
@@ -36,11 +38,14 @@ and the stock model's within a tolerance (eager attention by default: with
 SDPA's bf16 path did not reproduce between the caches, vramd or not); every step's K and V data_ptr are
 the same, and the region's own addresses; the KV mapped grows and is
 trimmed back; EXPERT_SHRINK and RECALL happened and the trims lent back;
-misses and resident experts are printed per request. Under a minute on an
-H200: 27 s end to end with eager attention, 38 s with sdpa (measured).
+misses and resident experts are printed per request, and on the grouped
+path how many layers ran with every expert resident (no host sync) and how
+many routed through the host (misses: the recall's request). About a
+minute on an H200 (one path: 27 s end to end with eager attention, 38 s
+with sdpa, measured; both paths about twice that, estimated).
 
     VRAM_LIB=build/libvram.so VRAMD_BIN=build/vramd python3 tests/python/gpu_transformers_cache.py
-        [--dtype bfloat16|float32] [--attn eager|sdpa]
+        [--dtype bfloat16|float32] [--attn eager|sdpa] [--experts both|grouped|loop]
 """
 
 from __future__ import annotations
@@ -48,20 +53,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "python"))
-os.environ["VRAM_LIB"] = os.environ.get("VRAM_LIB") or str(REPO / "build" / "libvram.so")
+sys.path.insert(0, str(REPO / "tests" / "gpu"))
+import gpu_transformers_common as common  # noqa: E402  (sets sys.path and $VRAM_LIB)
 
 import torch  # noqa: E402
 
@@ -114,93 +114,15 @@ def config_json(itemsize: int) -> Dict[str, Any]:
             "stages": stages}
 
 
-class Daemon:
-    def __init__(self, config: Dict[str, Any]) -> None:
-        self.bin = os.environ.get("VRAMD_BIN") or str(REPO / "build" / "vramd")
-        if not os.access(self.bin, os.X_OK):
-            raise SystemExit(f"FAIL: no vramd at {self.bin} (set VRAMD_BIN)")
-        self.dir = tempfile.mkdtemp(prefix="vramd-gpu-tf-")
-        os.chmod(self.dir, 0o700)
-        self.sock = os.path.join(self.dir, "vramd.sock")
-        self.log = os.path.join(self.dir, "vramd.log")
-        path = os.path.join(self.dir, "vramd.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([self.bin, "--config", path, "--socket", self.sock,
-                                          "--backend", "cuda", "--log-level", "info"],
-                                         stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("FAIL: vramd did not start; its log:\n" + self.log_text())
-            if os.path.exists(self.sock):
-                try:
-                    vram.Client(self.sock, name="gpu-tf harness", ctl=True).close()
-                    return
-                except vram.VramError:
-                    pass
-            time.sleep(0.05)
-
-    def log_text(self) -> str:
-        with open(self.log, errors="replace") as f:
-            return f.read()
-
-    def stop(self, keep: bool) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if keep:
-            print(f"vramd's directory kept: {self.dir}")
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class Checks:
-    def __init__(self) -> None:
-        self.failed: List[str] = []
-
-    def __call__(self, ok: bool, what: str) -> bool:
-        print(f"{'PASS' if ok else 'FAIL'}: {what}", flush=True)
-        if not ok:
-            self.failed.append(what)
-        return ok
-
-
 def build_model(dtype: torch.dtype, attn: str = "eager") -> Any:
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
-    cfg = Qwen3MoeConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN,
-                         num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                         num_key_value_heads=KV_HEADS, moe_intermediate_size=MOE_INTER,
-                         num_experts=EXPERTS, num_experts_per_tok=TOPK, norm_topk_prob=True,
-                         max_position_embeddings=4 * CONTEXT, decoder_sparse_step=1,
-                         mlp_only_layers=[], tie_word_embeddings=False)
-    torch.manual_seed(1234)
-    model = Qwen3MoeForCausalLM(cfg).to(device="cuda", dtype=dtype).eval()
-    # The replacement computes as the eager experts loop: the reference too.
-    if hasattr(model, "set_experts_implementation"):
-        model.set_experts_implementation("eager")
-    else:
-        model.config._experts_implementation = "eager"
-    if hasattr(model, "set_attn_implementation"):
-        model.set_attn_implementation(attn)
-    else:
-        model.config._attn_implementation = attn
-    return model
+    return common.build_qwen3_moe(layers=LAYERS, hidden=HIDDEN, heads=HEADS,
+                                  kv_heads=KV_HEADS, experts=EXPERTS, topk=TOPK,
+                                  moe_inter=MOE_INTER, vocab=VOCAB,
+                                  max_positions=4 * CONTEXT, dtype=dtype, attn=attn)
 
 
 def hook_class() -> type:
-    try:
-        from transformers import LogitsProcessor
-    except ImportError:  # pragma: no cover - older layout
-        from transformers.generation.logits_process import LogitsProcessor
-
-    class StepHook(LogitsProcessor):
+    class StepHook(common.processor_base()):
         """Called once per generated token, between forwards."""
 
         def __init__(self, fn) -> None:
@@ -246,6 +168,9 @@ def main() -> int:
                          "tokens and logits are compared for information only: see main())")
     ap.add_argument("--print-config", action="store_true",
                     help="write vramd's configuration to stdout and exit")
+    ap.add_argument("--experts", default="both", choices=["both", "grouped", "loop"],
+                    help="VramExperts' paths to check (default both: the loop against "
+                         "the eager experts, then the grouped path against grouped_mm)")
     ap.add_argument("--atol", type=float, default=None,
                     help="tolerance of the logits against the stock model "
                          "(default 2e-2 for bf16, 1e-4 for fp32)")
@@ -264,7 +189,7 @@ def main() -> int:
     from vram.integrations import transformers as vt
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
           f"{torch.cuda.get_device_name()}, {a.dtype}, {a.attn} attention", flush=True)
-    check = Checks()
+    check = common.Checks()
     t0 = time.monotonic()
     model = build_model(dtype, a.attn)
     # With sdpa in bf16 the three runs -- the stock model, the plain layout,
@@ -277,30 +202,42 @@ def main() -> int:
     # rest is checked; eager attention, or float32, is compared strictly
     # (bit for bit with the plain layout).
     strict = not (a.attn == "sdpa" and dtype == torch.bfloat16)
-    info = lambda ok, what: print(f"INFO ({'same' if ok else 'differs'}): {what}", flush=True)
-    compare = check if strict else info
+    compare = check if strict else common.info
+    # VramExperts' paths and the stock experts implementation each is
+    # compared with.
+    from vram.integrations.experts import grouped_mm_usable
+    paths = ["loop", "grouped"] if a.experts == "both" else [a.experts]
+    if "grouped" in paths and not grouped_mm_usable("cuda"):
+        check(False, "torch's grouped multiply does not run on this GPU: no grouped path")
+        paths.remove("grouped")
+    impl_of = {"loop": "eager", "grouped": "grouped_mm"}
     # References, before install changes the model.
-    refs = []
-    for i, (name, n, new, _, _) in enumerate(REQUESTS):
-        ids = prompt(i, n)
-        stock = generate(model, ids, new)
-        # The plain layout per stage as vramd's: stage 1's lane interleaved.
-        plain = vt.plain_cache(model, [(f, l) for _, f, l in SPLIT], CONTEXT,
-                               layouts=["lanes", "interleaved"])
-        same = generate(model, ids, new, cache=plain)
-        refs.append((ids, stock, same))
-        compare(stock[0] == same[0], f"reference {i + 1} ({name}): the plain layout "
-                                         "decodes the stock model's tokens")
-        print(f"  max |logit diff| plain layout vs stock: "
-              f"{(stock[1] - same[1]).abs().max().item():.3g}", flush=True)
+    refs: Dict[str, List[Any]] = {}
+    for path in paths:
+        common.set_experts_implementation(model, impl_of[path])
+        refs[path] = []
+        for i, (name, n, new, _, _) in enumerate(REQUESTS):
+            ids = prompt(i, n)
+            stock = generate(model, ids, new)
+            # The plain layout per stage as vramd's: stage 1's lane interleaved.
+            plain = vt.plain_cache(model, [(f, l) for _, f, l in SPLIT], CONTEXT,
+                                   layouts=["lanes", "interleaved"])
+            same = generate(model, ids, new, cache=plain)
+            refs[path].append((ids, stock, same))
+            compare(stock[0] == same[0], f"reference {i + 1} ({name}, {impl_of[path]} "
+                                         "experts): the plain layout decodes the stock "
+                                         "model's tokens")
+            print(f"  max |logit diff| plain layout vs stock: "
+                  f"{(stock[1] - same[1]).abs().max().item():.3g}", flush=True)
     daemon = None
     sock = os.environ.get("VRAM_SOCKET")
     if not sock:
-        daemon = Daemon(config)
+        daemon = common.Daemon(config)
         sock = daemon.sock
     client = vram.Client(sock, name="gpu_transformers_cache")
     try:
-        cache = vt.install(model, client, stages=[s for s, _, _ in SPLIT])
+        cache = vt.install(model, client, stages=[s for s, _, _ in SPLIT],
+                           experts_path=paths[0])
         ex0, ex1 = cache.experts[0], cache.experts[1]
         check(isinstance(model.model.layers[0].mlp.experts, vt.VramExperts),
               "install swapped the experts modules")
@@ -315,78 +252,88 @@ def main() -> int:
         table = []
         tenant: Dict[str, Any] = {}
         initial = {s: kv.mapped_bytes() for s, kv in lanes.items()}
-        for i, (name, n, new, reserve_first, tenant_at) in enumerate(REQUESTS):
-            ids, stock, same = refs[i]
-            ptrs: List[List[int]] = []
-            mapped_seen: List[Tuple[int, int]] = []
+        for path in paths:
+            vt.set_experts_path(model, path)
+            print(f"== VramExperts on the {path} path, against the stock model with "
+                  f"{impl_of[path]} experts", flush=True)
+            for i, (name, n, new, reserve_first, tenant_at) in enumerate(REQUESTS):
+                ids, stock, same = refs[path][i]
+                ptrs: List[List[int]] = []
+                mapped_seen: List[Tuple[int, int]] = []
 
-            def step(k: int) -> None:
-                ptrs.append([cache.layers[j].keys.data_ptr() for j in range(LAYERS)]
-                            + [cache.layers[j].values.data_ptr() for j in range(LAYERS)])
-                mapped_seen.append(tuple(lanes[s].mapped_tokens for s in (0, 1)))
-                if tenant_at is not None and k == tenant_at:
-                    arrive(sock, tenant)
-                    deadline = time.monotonic() + 30
-                    while not ex0.recalled_slots and time.monotonic() < deadline:
-                        cache.poll()  # an engine waiting dispatches
-                        time.sleep(0.002)
-                    tenant["thread"].join(30)
+                def step(k: int) -> None:
+                    ptrs.append([cache.layers[j].keys.data_ptr() for j in range(LAYERS)]
+                                + [cache.layers[j].values.data_ptr() for j in range(LAYERS)])
+                    mapped_seen.append(tuple(lanes[s].mapped_tokens for s in (0, 1)))
+                    if tenant_at is not None and k == tenant_at:
+                        tenant.clear()
+                        common.arrive(sock, tenant, 2, 2 * CONTEXT - 200)
+                        deadline = time.monotonic() + 30
+                        while not ex0.recalled_slots and time.monotonic() < deadline:
+                            cache.poll()  # an engine waiting dispatches
+                            time.sleep(0.002)
+                        tenant["thread"].join(30)
 
-            for ex in cache.experts.values():
-                ex.reset_counts()
-            if reserve_first:
-                cache.begin_request(n, new)
-            got = generate(model, ids, new, cache=cache, hook=StepHook(step))
-            stats = cache.stats()
-            cache.end_request()
-            after = cache.stats()
-            label = f"request {i + 1} ({name}, {n}+{new})"
-            compare(got[0] == stock[0], f"{label}: tokens equal the stock model's")
-            compare(got[0] == same[0], f"{label}: tokens equal the plain layout's")
-            compare(torch.equal(got[1], same[1]),
-                  f"{label}: logits equal the plain layout's bit for bit "
-                  f"(max diff {(got[1] - same[1]).abs().max().item():.3g})")
-            diff = (got[1] - stock[1]).abs().max().item()
-            compare(diff <= atol, f"{label}: logits within {atol:g} of the stock "
-                                      f"model's (max diff {diff:.3g})")
-            check(len(set(map(tuple, ptrs))) == 1,
-                  f"{label}: every step's K and V data_ptr the same ({len(ptrs)} steps)")
-            check(ptrs[0][0] == want_ptr[0] and ptrs[0][4] == want_ptr[4],
-                  f"{label}: K views at the regions' own addresses")
-            if name.startswith("grows"):
-                check(mapped_seen[0][0] < mapped_seen[-1][0],
-                      f"{label}: the window grew during decode "
-                      f"({mapped_seen[0][0]} -> {mapped_seen[-1][0]} tokens)")
-            if name.startswith("long"):
-                check(ex0.shrunk_slots > 0 and ex1.shrunk_slots > 0,
-                      f"{label}: the reserve took expert slots into KV (EXPERT_SHRINK: "
-                      f"{ex0.shrunk_slots}, {ex1.shrunk_slots} slots)")
-            if tenant_at is not None:
-                check("error" not in tenant, f"{label}: the other engine reserved "
-                                              f"({tenant.get('error', 'ok')})")
-                check(ex0.recalled_slots > 0,
-                      f"{label}: its arrival recalled {ex0.recalled_slots} of stage 0's slots")
-                check(ex0.misses > 0, f"{label}: experts computed from host copies "
-                                      f"({ex0.misses} misses)")
-            for s in (0, 1):
-                check(after[s]["kv_mapped_bytes"] == initial[s],
-                      f"{label}: stage {s}'s KV trimmed back to its initial window "
-                      f"({after[s]['kv_mapped_bytes'] // MIB} MiB)")
-                table.append((i + 1, s, stats[s]["kv_mapped_bytes"] // MIB,
-                              stats[s]["expert_loaned_bytes"] // MIB, stats[s]["resident"],
-                              stats[s]["hits"], stats[s]["misses"],
-                              after[s]["resident"], new / got[2]))
-            if tenant_at is not None and "client" in tenant:
-                tenant["client"].close()   # it leaves: the next refill borrows again
-                cache.end_request()         # nothing to trim; asks and fills
-                check(ex0.backed > 0 and ex0.resident == min(ex0.backed, ex0.total_experts),
-                      f"after the other engine left: stage 0 has {ex0.backed} slots backed "
-                      f"and {ex0.resident} experts resident again")
-        print("\nrequest stage  KV MiB  loans MiB  resident  hits  misses  "
+                for ex in cache.experts.values():
+                    ex.reset_counts()
+                if reserve_first:
+                    cache.begin_request(n, new)
+                got = generate(model, ids, new, cache=cache, hook=StepHook(step))
+                stats = cache.stats()
+                cache.end_request()
+                after = cache.stats()
+                label = f"{path}: request {i + 1} ({name}, {n}+{new})"
+                compare(got[0] == stock[0], f"{label}: tokens equal the stock model's")
+                compare(got[0] == same[0], f"{label}: tokens equal the plain layout's")
+                compare(torch.equal(got[1], same[1]),
+                      f"{label}: logits equal the plain layout's bit for bit "
+                      f"(max diff {(got[1] - same[1]).abs().max().item():.3g})")
+                diff = (got[1] - stock[1]).abs().max().item()
+                compare(diff <= atol, f"{label}: logits within {atol:g} of the stock "
+                                          f"model's (max diff {diff:.3g})")
+                check(len(set(map(tuple, ptrs))) == 1,
+                      f"{label}: every step's K and V data_ptr the same ({len(ptrs)} steps)")
+                check(ptrs[0][0] == want_ptr[0] and ptrs[0][4] == want_ptr[4],
+                      f"{label}: K views at the regions' own addresses")
+                if name.startswith("grows"):
+                    check(mapped_seen[0][0] < mapped_seen[-1][0],
+                          f"{label}: the window grew during decode "
+                          f"({mapped_seen[0][0]} -> {mapped_seen[-1][0]} tokens)")
+                if name.startswith("long"):
+                    check(ex0.shrunk_slots > 0 and ex1.shrunk_slots > 0,
+                          f"{label}: the reserve took expert slots into KV (EXPERT_SHRINK: "
+                          f"{ex0.shrunk_slots}, {ex1.shrunk_slots} slots)")
+                if tenant_at is not None:
+                    check("error" not in tenant, f"{label}: the other engine reserved "
+                                                  f"({tenant.get('error', 'ok')})")
+                    check(ex0.recalled_slots > 0,
+                          f"{label}: its arrival recalled {ex0.recalled_slots} of stage 0's slots")
+                    check(ex0.misses > 0, f"{label}: experts computed from host copies "
+                                          f"({ex0.misses} misses)")
+                for s in (0, 1):
+                    check(after[s]["kv_mapped_bytes"] == initial[s],
+                          f"{label}: stage {s}'s KV trimmed back to its initial window "
+                          f"({after[s]['kv_mapped_bytes'] // MIB} MiB)")
+                    table.append((path, i + 1, s, stats[s]["kv_mapped_bytes"] // MIB,
+                                  stats[s]["expert_loaned_bytes"] // MIB, stats[s]["resident"],
+                                  stats[s]["hits"], stats[s]["misses"],
+                                  after[s]["resident"], new / got[2]))
+                if tenant_at is not None and "client" in tenant:
+                    tenant["client"].close()   # it leaves: the next refill borrows again
+                    cache.end_request()         # nothing to trim; asks and fills
+                    check(ex0.backed > 0 and ex0.resident == min(ex0.backed, ex0.total_experts),
+                          f"after the other engine left: stage 0 has {ex0.backed} slots backed "
+                          f"and {ex0.resident} experts resident again")
+            if path == "grouped":
+                direct = sum(ex.grouped_direct for ex in cache.experts.values())
+                routed = sum(ex.grouped_routed for ex in cache.experts.values())
+                print(f"  grouped layers in the last request: {direct} with every expert "
+                      f"resident (no host sync), {routed} routed through the host", flush=True)
+        print("\npath    request stage  KV MiB  loans MiB  resident  hits  misses  "
               "resident after  tok/s")
         for r in table:
-            print(f"{r[0]:7d} {r[1]:5d} {r[2]:7d} {r[3]:10d} {r[4]:9d} {r[5]:5d} {r[6]:7d} "
-                  f"{r[7]:15d} {r[8]:6.1f}")
+            print(f"{r[0]:7s} {r[1]:7d} {r[2]:5d} {r[3]:7d} {r[4]:10d} {r[5]:9d} {r[6]:5d} "
+                  f"{r[7]:7d} {r[8]:15d} {r[9]:6.1f}")
         events: Dict[str, int] = {}
         for _, t in cache.router.events:
             events[t] = events.get(t, 0) + 1
@@ -401,23 +348,6 @@ def main() -> int:
     print(f"{'PASS' if not check.failed else 'FAIL'}: gpu_transformers_cache "
           f"({len(check.failed)} failed) in {time.monotonic() - t0:.1f} s", flush=True)
     return 1 if check.failed else 0
-
-
-def arrive(sock: str, tenant: Dict[str, Any]) -> None:
-    """Another engine on the GPU registers stage 2 and reserves its whole
-    window (on a thread: its reserve waits for our recall)."""
-
-    def run() -> None:
-        try:
-            t = vram.Client(sock, name="another engine")
-            tenant["client"] = t
-            t.stage_register(2)
-            tenant["kv"] = t.kv_reserve(2, 2 * CONTEXT - 200, 100)
-        except BaseException as e:
-            tenant["error"] = repr(e)
-
-    tenant["thread"] = threading.Thread(target=run, daemon=True)
-    tenant["thread"].start()
 
 
 if __name__ == "__main__":
