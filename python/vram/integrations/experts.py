@@ -219,9 +219,9 @@ class ExpertStage:
         self._table: Optional[ExpertWeights] = None
         self._table_slots = 0
         self._plans: Dict[int, Tuple[bool, int, int, Optional[torch.Tensor]]] = {}
-        self._row = {layer: i for i, layer in enumerate(self.layers)}
-        self._dev_uses: Optional[torch.Tensor] = None
-        self._dev_hits: Optional[torch.Tensor] = None
+        # Per layer on the direct path: (its groups' experts, rows per
+        # group, expert computations per group) summed on the device.
+        self._dev_counts: Dict[int, Tuple[List[Optional[int]], torch.Tensor, torch.Tensor]] = {}
         self._pending = False
         self.miss_batch = 8          # missed experts a scratch buffer holds
         self.grouped_direct = self.grouped_routed = 0
@@ -229,7 +229,9 @@ class ExpertStage:
     # ---- events ----------------------------------------------------------------
 
     def _forget(self, first: int, end: int) -> int:
-        # The slot table may cover these slots: it goes with them.
+        # The slot table may cover these slots: it goes with them (and the
+        # counts by slot are taken first, while the slots' experts are known).
+        self._fold()
         self._table, self._table_slots = None, 0
         self._plans.clear()
         n = 0
@@ -305,6 +307,7 @@ class ExpertStage:
         return flat[:gi * h].view(gi, h), flat[gi * h:gi * h + h * i].view(h, i)
 
     def _load(self, slot: int, key: Tuple[int, int]) -> None:
+        self._fold()
         self._plans.clear()
         old = self.in_slot.pop(slot, None)
         if old is not None:
@@ -462,20 +465,18 @@ class ExpertStage:
         return p
 
     def _fold(self) -> None:
-        """Adds the uses and hits counted on the device to the host's."""
+        """Adds the uses and hits counted on the device to the host's
+        (a synchronisation: when the counts are read, and before a slot
+        changes)."""
         if not self._pending:
             return
         self._pending = False
-        uses = self._dev_uses.tolist()
-        self._hits += int(self._dev_hits.item())
-        self._dev_uses.zero_()
-        self._dev_hits.zero_()
-        e = self.num_experts
-        for layer, row in self._row.items():
-            for x in range(e):
-                n = uses[row * e + x]
-                if n:
-                    self.uses[(layer, x)] = self.uses.get((layer, x), 0) + n
+        for layer, (experts, uses, hits) in self._dev_counts.items():
+            self._hits += int(hits.sum().item())
+            for x, n in zip(experts, uses.tolist()):
+                if n and x is not None:
+                    self.uses[(layer, x)] = self.uses.get((layer, x), 0) + int(n)
+        self._dev_counts.clear()
 
     @property
     def hits(self) -> int:
@@ -515,12 +516,14 @@ class ExpertStage:
             hist_in = rel_sorted.float() if rel.device.type == "cpu" else rel_sorted.int()
             counts = torch.histc(hist_in, bins=groups, min=0, max=groups - 1)
             offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
-            if self._dev_uses is None:
-                self._dev_uses = torch.zeros(len(self.layers) * e, dtype=torch.int64,
-                                             device=ids.device)
-                self._dev_hits = torch.zeros((), dtype=torch.int64, device=ids.device)
-            self._dev_uses.scatter_add_(0, ids + self._row[layer] * e, torch.ones_like(ids))
-            self._dev_hits += (counts > 0).sum()
+            acc = self._dev_counts.get(layer)
+            if acc is None:
+                of = [self.in_slot.get(lo + g) for g in range(groups)]
+                acc = self._dev_counts[layer] = (
+                    [k[1] if k is not None and k[0] == layer else None for k in of],
+                    torch.zeros_like(counts), torch.zeros_like(counts))
+            acc[1].add_(counts)
+            acc[2].add_(counts.clamp(max=1))
             self._pending = True
             part = GroupPart(0, ids.numel(), gu[lo:lo + groups], dn[lo:lo + groups], offs)
             return grouped_experts(hidden_states, top_k_weights, perm, [part], act_fn)
@@ -674,15 +677,25 @@ def _grouped_op() -> Optional[Callable[..., torch.Tensor]]:
     return getattr(F, "grouped_mm", None) or getattr(torch, "_grouped_mm", None)
 
 
+_USABLE: Dict[Any, bool] = {}
+
+
 def grouped_mm_usable(device: Any) -> bool:
     """Whether torch's own grouped multiply runs on ``device``, by the test
     transformers' ``grouped_mm`` experts make before using it (else they,
     and :func:`grouped_mm`, multiply group by group): on cuda a device of
     compute capability 8.0 or more (9.0 with ``torch._grouped_mm`` before
     PyTorch 2.9); on the CPU PyTorch 2.9 or later."""
+    device = torch.device(device)
+    got = _USABLE.get(device)
+    if got is None:
+        got = _USABLE[device] = _grouped_usable(device)
+    return got
+
+
+def _grouped_usable(device: torch.device) -> bool:
     if _grouped_op() is None:
         return False
-    device = torch.device(device)
     if device.type == "cuda":
         if not torch.cuda.is_available():
             return False
