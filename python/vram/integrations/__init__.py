@@ -11,8 +11,10 @@ own, imported when used:
 - :mod:`vram.integrations.experts` (PyTorch): expert residency over a
   stage's expert loans -- host copies of every expert, the most used ones
   in vramd's expert slots, RECALL and EXPERT_SHRINK handled, misses
-  computed from the host copies and counted -- and the expert loop that
-  computes a mixture-of-experts layer from either.
+  computed from the host copies and counted -- and the two ways of
+  computing a mixture-of-experts layer from either: the per-expert loop
+  (transformers' eager numbers) and the grouped path, one grouped multiply
+  over the slot table (transformers' grouped_mm numbers).
 - :mod:`vram.integrations.transformers` (transformers 5.x):
   :class:`~vram.integrations.transformers.VramCache`, a transformers
   ``Cache`` over the first two, and
