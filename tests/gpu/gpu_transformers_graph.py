@@ -25,7 +25,8 @@ none of that, and replays exactly the kernels the eager step runs.
 What the graph does not cover: the experts in vramd's slots. A slot's
 memory goes back to vramd on RECALL or EXPERT_SHRINK, so a graph that read
 a slot would read unmapped memory after a recall; VramExperts stays eager
-(a host synchronisation per layer, data-dependent expert loops). Here the
+(a view over the slots made again when they change, a host synchronisation
+in a layer with misses). Here the
 model's experts stay in its own GPU memory, computed by transformers'
 "batched_mm" experts (no host synchronisation: capturable), while the
 stages' expert loans are held and filled by the integration's
