@@ -256,24 +256,47 @@ VRAM_API void vram_client_set_event_callback(vram_client *c, vram_event_fn fn,
  * for good. -EALREADY when started already. */
 VRAM_API int vram_client_start_event_thread(vram_client *c);
 /* Mapping in the background, for an engine's start: it registers its
- * stages and asks for its weights' memory and its first loans, then reads
- * its weights from disk for seconds. With this on, a call whose reply
- * brings new chunks (vram_stage_register's initial window,
- * vram_region_grow, vram_kv_reserve, vram_expert_request) returns once
- * vramd has granted them and their handles arrived; a library thread
- * imports and maps them while the engine goes on. The library's figures
- * count them at once, but the memory may be touched (by a copy or a
- * kernel) only after vram_client_wait() returned 0. Every other call on
- * the client, and the event thread, waits for the mapping first, so the
- * library never answers from a half-mapped state. Off by default; calls
- * made from an event callback always map before they return. */
+ * stages and asks for its weights' memory, its KV and its first loans,
+ * then reads its weights from disk for seconds. With this on:
+ *  - vram_region_grow, vram_kv_reserve and vram_expert_request send their
+ *    request and return VRAM_PENDING at once, before vramd has answered
+ *    (chunks beyond its standby are made on the way: that making, the
+ *    transfer of the handles and the import and mapping all overlap the
+ *    engine's work). A library thread reads the reply and imports and maps
+ *    its chunks. vram_kv_reserve's out is not written then: read
+ *    vram_stage_info, vram_expert_residency or the regions after the wait.
+ *    A negative return is a failure before the request left (as when
+ *    blocking, or one reported from earlier: below);
+ *  - vram_stage_register waits for its reply (its regions and out are
+ *    needed at once) and returns 0; its initial window is mapped on the
+ *    thread;
+ *  - the memory may be touched (by a copy or a kernel) only after
+ *    vram_client_wait() returned a count (not an error);
+ *  - every other call on the client, vram_client_dispatch and the event
+ *    thread wait for the pending reply and the mapping first, so the
+ *    library never answers from a half-mapped state; events that came
+ *    before the reply (a RECALL, a BUDGET_CHANGED) are handled then, in
+ *    their order, before the reply is applied, as a blocking call handles
+ *    them;
+ *  - a request that fails after its call returned (-ENOSPC over capacity,
+ *    -ETIMEDOUT past the stage's hold, -ECONNRESET when vramd went away,
+ *    any refusal the blocking call would return) changes nothing in this
+ *    process: none of its chunks is mapped or counted. vram_client_wait
+ *    returns that failure, and so does, once, the next call that would
+ *    send vramd a request (without sending it), each with vramd's words in
+ *    vram_client_last_error, naming the call that failed. After a lost
+ *    connection, the call after that connects again.
+ * Off by default; calls made from an event callback always wait and map
+ * before they return. */
+#define VRAM_PENDING 1 /* sent: the reply is read in the background */
 VRAM_API int vram_client_set_background_map(vram_client *c, int on);
-/* Waits until every chunk that a background call brought is mapped. The
- * number of chunks mapped in the background since the last wait, or the
- * first failure since then (-EIO, with the driver's words in
- * vram_client_last_error): a chunk that failed is not mapped
- * (vram_region_chunk says -ENOENT) and counts nowhere in this process; ask
- * again. */
+/* Waits until every background request's reply came and every chunk a
+ * background call brought is mapped. The number of chunks mapped in the
+ * background since the last wait, or the first failure since then: a
+ * request refused or lost (above), or a chunk that failed to map (-EIO,
+ * with the driver's words in vram_client_last_error; it is not mapped,
+ * vram_region_chunk says -ENOENT, and counts nowhere in this process; ask
+ * again). */
 VRAM_API int vram_client_wait(vram_client *c);
 VRAM_API uint32_t vram_client_id(const vram_client *c);
 /* "host" or "cuda": what the daemon's chunks are. */
@@ -400,7 +423,8 @@ VRAM_API int vram_region_lane_slots(const vram_client *c, uint32_t region,
                                     uint32_t lane);
 /* Backs the next chunks slots of every lane (ad-hoc stages and fixed
  * regions; a configured stage's fixed regions start empty: grow them to
- * their reserved size). -ENOENT not this client's region; -ENOSPC not
+ * their reserved size). 0, or with background mapping VRAM_PENDING (the
+ * failures below then come from vram_client_wait). -ENOENT not this client's region; -ENOSPC not
  * enough free memory; -EDQUOT over
  * limits.chunks_per_client or a fixed region's reservation; -E2BIG past the
  * region's end; -EPERM the kv or expert region of a configured stage
@@ -436,6 +460,8 @@ VRAM_API void *vram_region_slot(const vram_client *c, uint32_t region,
  * returns when all of it is mapped. The stage's own expert loans are moved
  * into KV first (EXPERT_SHRINK tells the engine before, no handle
  * travels); other stages' pool loans are recalled. out may be NULL.
+ * With background mapping it returns VRAM_PENDING once the request is
+ * sent, out not written (vram_client_set_background_map).
  *   -E2BIG       prompt + output exceed the stage's native context (the
  *                message names it); nothing is clamped
  *   -EAGAIN      it must wait for recalls and VRAM_KV_HOLD was not given;
@@ -458,7 +484,8 @@ VRAM_API int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens);
 /* Asks for expert loans out of the stage's unused KV window (less its
  * headroom) and, where the device lends unreserved memory, the pool; at
  * most max_bytes, or all there is when max_bytes is 0. Getting less, or
- * nothing, is not an error: read vram_expert_residency after.
+ * nothing, is not an error: read vram_expert_residency after. With
+ * background mapping: VRAM_PENDING, as vram_region_grow.
  * max_bytes counts whole chunks, rounded down.
  *   -EPERM   this client missed a recall deadline (no new loans), or an
  *            ad-hoc stage

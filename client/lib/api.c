@@ -80,6 +80,9 @@ void vram_client_close(vram_client *c)
         c->mapper->destroy(c);
     vc_clear_pending(c);
     free(c->pend);
+    for (size_t i = 0; i < c->nheld; i++)
+        free(c->held[i].text);
+    free(c->held);
     free(c->release_q);
     free(c->regions);
     for (size_t i = 0; i < c->nstages; i++)
@@ -112,6 +115,7 @@ int vram_client_wait(vram_client *c)
     c->bg.err = 0;
     c->bg.msg[0] = 0;
     c->bg.done = 0;
+    c->bg.report = false; /* said now */
     return vc_leave(c, e);
 }
 
@@ -127,6 +131,8 @@ static void learn_peers(vram_client *c)
     struct vram_arena a = {0};
     char keep[sizeof(c->last_error)];
     snprintf(keep, sizeof(keep), "%s", c->last_error);
+    bool report = c->bg.report; /* a background failure is the caller's */
+    c->bg.report = false;
     if (vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a) == 0) {
         memset(c->dev_peers, 0, sizeof(c->dev_peers));
         for (size_t i = 0; i < rep.devices.n; i++) {
@@ -137,6 +143,7 @@ static void learn_peers(vram_client *c)
         }
         c->peers_known = true;
     }
+    c->bg.report = report;
     snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
     vram_arena_free(&a);
 }
@@ -384,11 +391,35 @@ static int map_request(vram_client *c, int type, const void *m, void *rep,
     return e;
 }
 
+/* A background request's reply (background.c), applied as map_request
+ * applies a reply after vc_call: the stage's figures, then its map; after a
+ * refusal, only the map it carries. */
+static int applied_later(vram_client *c, int type, void *rep, int err)
+{
+    if (err == 0 && type == VRAM_REQ_KV_RESERVE)
+        vc_stage_update(c, &((struct vram_rep_kv_reserve *)rep)->stage);
+    else if (err == 0 && type == VRAM_REQ_EXPERT_REQUEST)
+        vc_stage_update(c, &((struct vram_rep_expert_request *)rep)->stage);
+    int e = vc_apply_pending(c);
+    return err < 0 ? err : e;
+}
+
+/* With background mapping, a grow returns once its request is sent
+ * (VRAM_PENDING); a broken connection is the blocking path's, which
+ * connects again. */
+static bool later(const vram_client *c)
+{
+    return vc_bg_wanted(c) && !c->broken;
+}
+
 static int do_region_grow(vram_client *c, uint32_t region, uint32_t chunks)
 {
     if (!vc_region_get(c, region))
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
     struct vram_req_region_grow m = {.region = region, .chunks = chunks};
+    if (later(c))
+        return vc_bg_request(c, VRAM_REQ_REGION_GROW, &m, applied_later,
+                             "vram_region_grow");
     struct vram_arena a = {0};
     struct vram_rep_region_grow rep;
     int e = map_request(c, VRAM_REQ_REGION_GROW, &m, &rep, &a, NULL, NULL);
@@ -479,6 +510,9 @@ static int do_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
         .stage = stage, .prompt_tokens = prompt, .output_tokens = output,
         .has_hold = (flags & VRAM_KV_HOLD) != 0,
         .hold = (flags & VRAM_KV_HOLD) != 0};
+    if (later(c)) /* out: not written, the reply is not here yet */
+        return vc_bg_request(c, VRAM_REQ_KV_RESERVE, &m, applied_later,
+                             "vram_kv_reserve");
     struct vram_rep_kv_reserve rep = {0};
     struct vram_arena a = {0};
     int e = map_request(c, VRAM_REQ_KV_RESERVE, &m, &rep, &a, NULL,
@@ -525,6 +559,9 @@ static int do_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
     struct vram_req_expert_request m = {.stage = stage,
                                         .has_bytes = max_bytes != 0,
                                         .bytes = max_bytes};
+    if (later(c))
+        return vc_bg_request(c, VRAM_REQ_EXPERT_REQUEST, &m, applied_later,
+                             "vram_expert_request");
     struct vram_rep_expert_request rep = {0};
     struct vram_arena a = {0};
     int e = map_request(c, VRAM_REQ_EXPERT_REQUEST, &m, &rep, &a, NULL,

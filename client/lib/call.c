@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "background.h"
 #include "call.h"
 #include "call_frame.h"
 #include "client_record.h"
@@ -27,7 +28,11 @@ static bool done_by_resume(int type)
 int vc_call(vram_client *c, int type, const void *req, void *rep,
             struct vram_arena *a)
 {
-    int e;
+    /* A background request that failed after its call returned: the
+     * engine's next request says so instead of being sent (background.c). */
+    int e = c->depth == 1 ? vc_bg_failure(c) : 0;
+    if (e < 0)
+        return e;
     for (int attempt = 0;; attempt++) {
         e = vc_rpc(c, type, req, rep, a);
         if (e < 0 && c->broken && attempt == 0 && vc_can_reconnect(c)) {

@@ -16,11 +16,13 @@ void vc_enter(const vram_client *cc)
     vram_client *c = (vram_client *)cc; /* the lock and the count only */
     if (c->lock)
         vp_mutex_lock(c->lock);
-    /* Chunks still being mapped in the background are mapped before any
-     * call looks at the tables. */
-    if (c->bg.n)
-        vc_bg_finish(c);
     c->depth++;
+    /* Chunks still being mapped in the background, and a background
+     * request's reply, are mapped and applied before any call looks at the
+     * tables; counted in, so that what the finish tells the engine (the
+     * events before the reply, an EXPERT_SHRINK) nests as a call's does. */
+    if (c->bg.n || c->bg.reply)
+        vc_bg_finish(c);
 }
 
 /* BUDGET_CHANGED for every stage whose residency moved since it was last
@@ -56,13 +58,15 @@ int vc_leave(const vram_client *cc, int ret)
     /* What came after the call's reply (a recall of a chunk the reply
      * moved, say) is handled now that the reply is applied. */
     /* (Not while new chunks wait for the background thread: an event
-     * could move them. The next call polls, after they are mapped.) */
-    if (c->depth == 1 && !c->broken && !c->bg.n && vc_rpc_buffered(c))
+     * could move them; nor while a background request's reply is to be
+     * read by it. The next call polls, after they are mapped.) */
+    if (c->depth == 1 && !c->broken && !c->bg.n && !c->bg.reply &&
+        vc_rpc_buffered(c))
         vc_rpc_poll(c, NULL);
     if (c->depth == 1 && (c->tables_changed || c->nstages))
         tell_budgets(c); /* at depth 1: the callback's calls nest */
     /* Last: from here on the thread is the only one to touch the mapper. */
-    if (c->depth == 1 && c->bg.n)
+    if (c->depth == 1 && (c->bg.n || c->bg.reply))
         vc_bg_start(c);
     c->depth--;
     if (c->lock)

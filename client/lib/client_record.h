@@ -47,6 +47,17 @@ struct vram_client {
     int await_err;                 /* the daemon refused it */
     struct pending_map *pend;      /* its map entries, not applied yet */
     size_t npend, cappend;
+    /* a request sent by vc_rpc_send, its reply not read yet */
+    uint64_t later_id;
+    int later_type;
+    /* events read while vc_rpc_await read that reply: their JSON, kept
+     * for vc_rpc_deliver (no event carries handles) */
+    bool hold_events;
+    struct vc_held_event {
+        char *text;
+        size_t len;
+    } *held;
+    size_t nheld, capheld;
     /* chunks a recall took, to release without waiting */
     uint64_t *release_q;
     size_t nrelease, caprelease;

@@ -107,8 +107,16 @@ struct vc_bg_item {
     uint64_t addr, bytes;
     vp_handle h;         /* the handle from the reply; the import's after */
     uint64_t handle;     /* the import's (cuda) */
+    uint32_t device;
+    /* A chunk of a reply the thread read: not in the tables until the
+     * finish puts it at region/slot; else it is there from the call. */
+    bool adopt;
+    uint32_t region, slot;
     int err;
 };
+
+/* The request a background call sent, its reply read by the thread. */
+struct vc_bg_reply;
 
 struct vc_bg {
     bool enabled;
@@ -116,9 +124,12 @@ struct vc_bg {
     size_t n, cap;
     vp_thread *thread;   /* importing and mapping v now; NULL: not started */
     void *ctx;           /* the caller's driver context, for the thread */
+    struct vc_bg_reply *reply; /* sent, not applied yet; NULL: none */
+    bool finishing;      /* vc_bg_finish runs (what it calls nests) */
     size_t done;         /* chunks taken since the last vram_client_wait */
     int err;             /* the first failure since then */
     char msg[512];
+    bool report;         /* the next call sending a request returns err */
 };
 
 #endif

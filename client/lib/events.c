@@ -45,10 +45,11 @@ static void on_event(vram_client *c, int evt, const void *fields)
 }
 
 /* Its reply, or the events before it, may touch chunks still being mapped
- * in the background: they are mapped first. */
+ * in the background, or a background request's reply may still be on its
+ * way: they are read and mapped first. */
 static void settle(vram_client *c)
 {
-    if (c->bg.n)
+    if (c->bg.n || c->bg.reply)
         vc_bg_finish(c);
 }
 

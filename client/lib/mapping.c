@@ -83,7 +83,7 @@ static int map_later(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
     int e = vc_table_put(&c->chunks, ch);
     if (e < 0)
         return e;
-    e = vc_bg_add(c, ch->id, *h, vc_slot_addr(r, slot), r->chunk_bytes);
+    e = vc_bg_add(c, ch, *h, vc_slot_addr(r, slot), r->chunk_bytes);
     if (e < 0) {
         vc_table_del(&c->chunks, ch->id);
         return e;

@@ -78,6 +78,26 @@ static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
     vram_arena_free(&a);
 }
 
+/* An event read on the background thread, kept for vc_rpc_deliver. One
+ * that cannot be kept is lost, as one the daemon could not send would be:
+ * a recall's deadline then passes, and vramd says so. */
+static void hold_event(vram_client *c, const struct vram_codec_frame *f)
+{
+    if (c->nheld == c->capheld) {
+        size_t cap = c->capheld ? c->capheld * 2 : 16;
+        struct vc_held_event *v = realloc(c->held, cap * sizeof(*v));
+        if (!v)
+            return;
+        c->held = v;
+        c->capheld = cap;
+    }
+    char *text = malloc(f->len ? f->len : 1);
+    if (!text)
+        return;
+    memcpy(text, f->payload, f->len);
+    c->held[c->nheld++] = (struct vc_held_event){.text = text, .len = f->len};
+}
+
 /* The daemon's words (a refusal's message) as the caller will show them:
  * control characters escaped (proto/text.h). */
 static int set_daemon_error(vram_client *c, int err, const char *message)
@@ -213,7 +233,10 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
         return -EPROTO;
     }
     if (env.kind == VRAM_MSG_EVENT) {
-        on_event(x, &env, msg);
+        if (c->hold_events)
+            hold_event(c, f);
+        else
+            on_event(x, &env, msg);
     } else if (env.kind == VRAM_MSG_REPLY) {
         if (c->await_id && env.id == c->await_id) {
             on_reply(x, &env, msg, f);
@@ -265,7 +288,8 @@ static int pump(vram_client *c, uint64_t id, int *events)
     c->await_id = 0;
     if (events)
         *events = x.events;
-    vc_send_releases(c);
+    if (!c->hold_events) /* (events kept: none answered yet) */
+        vc_send_releases(c);
     return x.err;
 }
 
@@ -291,6 +315,60 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
     c->await_rep = NULL;
     c->await_arena = NULL;
     return e;
+}
+
+int vc_rpc_send(vram_client *c, int type, const void *req)
+{
+    uint64_t id;
+    int e = send_request(c, type, req, &id);
+    if (e == 0) {
+        c->later_id = id;
+        c->later_type = type;
+    }
+    return e;
+}
+
+int vc_rpc_await(vram_client *c, void *rep, struct vram_arena *a, bool *refused)
+{
+    c->await_type = c->later_type;
+    c->await_rep = rep;
+    c->await_arena = a;
+    c->await_err = 0;
+    c->await_parts = 0;
+    uint64_t id = c->later_id;
+    c->later_id = 0;
+    c->hold_events = true;
+    int e = id ? pump(c, id, NULL)
+               : vc_set_error(c, -EINVAL, "no request waits for its reply");
+    c->hold_events = false;
+    *refused = e == 0 && c->await_err != 0;
+    if (e == 0 && c->await_err)
+        e = c->await_err;
+    c->await_rep = NULL;
+    c->await_arena = NULL;
+    return e;
+}
+
+int vc_rpc_deliver(vram_client *c)
+{
+    struct frame_ctx x = {.c = c};
+    /* An event's handler may send (releases): what it reads then is read
+     * after the kept ones, so they are taken off the list first. */
+    struct vc_held_event *v = c->held;
+    size_t n = c->nheld;
+    c->held = NULL;
+    c->nheld = c->capheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *msg = cJSON_ParseWithLength(v[i].text, v[i].len);
+        struct vram_envelope env;
+        char why[256];
+        if (msg && vram_envelope_read(msg, &env, why, sizeof(why)) == 0)
+            on_event(&x, &env, msg);
+        cJSON_Delete(msg);
+        free(v[i].text);
+    }
+    free(v);
+    return x.events;
 }
 
 int vc_rpc_poll(vram_client *c, int *events)

@@ -45,6 +45,17 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
 /* Sends a request whose reply is not waited for (its error is kept in
  * async_error). */
 int vc_rpc_async(vram_client *c, int type, const void *req);
+/* A request whose reply is read later (background mapping, background.c):
+ * vc_rpc_send sends it and returns; vc_rpc_await, on any one thread while
+ * nothing else uses the connection, reads its reply as vc_rpc does (map
+ * entries into c->pend, *refused when the daemon refused it) but keeps the
+ * events that come first instead of handing them up; vc_rpc_deliver then
+ * hands those up through the port, in the order they came, on the thread
+ * that may call the engine back (the reply is applied after them, as it
+ * would be after a vc_rpc). One such request at a time. */
+int vc_rpc_send(vram_client *c, int type, const void *req);
+int vc_rpc_await(vram_client *c, void *rep, struct vram_arena *a, bool *refused);
+int vc_rpc_deliver(vram_client *c);
 /* Handles what arrived without waiting; *events counts events handled. */
 int vc_rpc_poll(vram_client *c, int *events);
 /* Frames (or part of one) wait in the receive buffer: a reply stopped the

@@ -539,19 +539,23 @@ class Client:
 
     def set_background_map(self, on: bool) -> None:
         """Mapping in the background (``vram_client_set_background_map``):
-        with it on, a call whose reply brings new chunks (registration,
-        :meth:`region_grow`, :meth:`kv_reserve`, :meth:`expert_request`)
-        returns once vramd granted them, and a library thread maps them
-        while the engine goes on (reading its weights, say).  Touch the new
-        memory only after :meth:`wait`; every other call waits for the
-        mapping first."""
+        with it on, :meth:`region_grow`, :meth:`kv_reserve` and
+        :meth:`expert_request` return once their request is sent
+        (``kv_reserve``'s result is then all zero: read :meth:`stage_info`
+        after :meth:`wait`), registration once vramd granted; a library
+        thread reads the reply and maps while the engine goes on (reading
+        its weights, say).  Touch the new memory only after :meth:`wait`;
+        every other call waits for the reply and the mapping first.  A grow
+        vramd refused after the call returned raises from :meth:`wait`, and
+        once from the next call that sends a request."""
         self._invoke("vram_client_set_background_map", 1 if on else 0)
 
     def wait(self) -> int:
         """Waits until every chunk a background call brought is mapped and
         returns how many were mapped since the last wait
         (``vram_client_wait``).  VramError EIO when one failed: it is not
-        mapped."""
+        mapped; or the background grow's own failure (ENOSPC, ETIMEDOUT,
+        ECONNRESET...): nothing of it is mapped."""
         return int(self._invoke("vram_client_wait"))
 
     def ping(self) -> None:

@@ -1843,12 +1843,17 @@ static void phase_default(enum be b)
         else if (e == 0)
             e = vram_expert_request(c, 0, 0);
         double us = us_since(t0);
-        if (e == 0 && k == 2) {
+        if (e == VRAM_PENDING && k == 2) {
+            /* Sent: the reply is read and mapped beside the work, and the
+             * stage's figures are had after the wait. */
             host_work(wdst, wsrc, wbytes);
             t0 = now_ns();
             int n = vram_client_wait(c);
             us += us_since(t0);
             e = n < 0 ? n : 0;
+            if (e == 0)
+                e = vram_stage_info(c, 0, &si);
+            r.kv_mapped_bytes = si.kv_mapped_bytes;
         }
         if (e == 0 && k == 1)
             e = vram_expert_residency(c, 0, &res);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Mapping in the background (vram_client_set_background_map): calls return
- * once vramd granted, the library maps on its own thread, and
+/* Mapping in the background (vram_client_set_background_map): grows return
+ * once their request is sent (VRAM_PENDING), registration once vramd
+ * granted; the library reads the replies and maps on its own thread, and
  * vram_client_wait says how many chunks it mapped. Every call waits for the
  * mapping before it answers, so the library's figures, the daemon's and the
  * memory agree after each; a recall that comes while chunks are being
@@ -95,7 +96,7 @@ int main(void)
 
     uint32_t w = weights_of(a, 0);
     REQUIRE(w != 0, "no weights region");
-    REQUIRE(vram_region_grow(a, w, 32) == 0, "grow: %s",
+    REQUIRE(vram_region_grow(a, w, 32) == VRAM_PENDING, "grow: %s",
             vram_client_last_error(a));
     /* Any call answers from a whole state: vram_region_chunk waits for the
      * mapping, and the memory is there once it returns. */
@@ -118,7 +119,7 @@ int main(void)
      * 48 unreserved; stage 1 takes its window while they are being mapped
      * (the recall is answered on A's event thread, which waits for the
      * mapping first). */
-    REQUIRE(vram_expert_request(a, 0, 0) == 0, "loans: %s",
+    REQUIRE(vram_expert_request(a, 0, 0) == VRAM_PENDING, "loans: %s",
             vram_client_last_error(a));
     vram_client *b = connect_client(&d, "engine-b");
     struct vram_stage_info bi;
