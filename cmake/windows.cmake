@@ -43,7 +43,7 @@
 #     SCM).
 #   - vramd.exe: the daemon with the host backend (and the cuda backend
 #     where cuda.h is found, below), its io layer (daemon/io/, the same as
-#     Linux's) over platform/win32/endpoint.c (vramd's pipe, its
+#     Linux's) over platform/win32/endpoint_win32.c (vramd's pipe, its
 #     connections as libuv streams, handles pushed; peer_map.c: SIDs
 #     numbered for the core's access lists) and the rest of platform/win32/
 #     it needs (watch: process handles; lock; mapfile: the state file;
@@ -220,7 +220,7 @@ target_include_directories(vram_platform PUBLIC platform)
 # The entry's run directory: SHGetKnownFolderPath (shell32), CoTaskMemFree
 # (ole32), FOLDERID_ProgramData (uuid), its security (advapi32).
 target_link_libraries(vram_platform PUBLIC ntdll uv_a shell32 ole32 uuid advapi32)
-# The keeper's holder (platform/keeper.h, platform/win32/holder.c): beside
+# The keeper's holder (platform/keeper.h, platform/win32/holder_win32.c): beside
 # vramd.exe, where the keeper looks for it.
 add_executable(vramd-holder ${VRAM_HOLDER_SOURCES})
 target_link_libraries(vramd-holder PRIVATE vram_platform)
@@ -244,7 +244,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # engines link (with mingw, or MSVC: link.exe takes the import library as it
 # is), and vram.h unchanged. The Linux build's list of sources: with cuda.h,
 # client/lib/map_cuda.c is the CUDA mapper (it imports the NT handles vramd
-# pushes; platform/win32/cuda_import.c, VRAM_CUDA_IMPORT_SOURCES, closes
+# pushes; platform/win32/cuda_import_win32.c, VRAM_CUDA_IMPORT_SOURCES, closes
 # them after the import) and common/cuda_driver.c is compiled in,
 # nvcuda.dll loaded by it at run time (never imported: an engine without
 # NVIDIA's driver loads the DLL all the same); without cuda.h, map_cuda.c
@@ -295,7 +295,7 @@ target_include_directories(vram_winsvc PUBLIC windows-service)
 target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
 
 # vramd.exe: the Linux build's daemon sources (io/ over platform/endpoint.h,
-# which platform/win32/endpoint.c implements with the pipe acceptor's
+# which platform/win32/endpoint_win32.c implements with the pipe acceptor's
 # connections as libuv streams, SIDs as the core's peers), and both
 # backends: with cuda.h, cuda.c is the cuda backend
 # (CU_MEM_HANDLE_TYPE_WIN32 chunks, the WDDM bound; "auto" tries it first

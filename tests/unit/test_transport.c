@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The wire (proto/wire.c: the codec over platform/posix/conn.c) on a real
+/* The wire (proto/wire.c: the codec over platform/posix/conn_posix.c) on a real
  * socketpair: fds arrive working, in their own frame, exactly once, with
  * FD_CLOEXEC; every lie a peer can tell about fds (a wrong count, fds too
  * many for the control buffer, fds with a frame that announced none) fails

@@ -9,7 +9,7 @@
  * 6 connections in all), hello and half-frame deadlines of 2.5 s and 1.5 s,
  * and limits.queued_bytes at its minimum, 1 MiB. Its log (-l debug) goes to
  * a file. The attackers are raw clients of this test: the pipe opened with
- * GENERIC_READ | FILE_WRITE_DATA, as platform/win32/conn.c's vp_dial opens
+ * GENERIC_READ | FILE_WRITE_DATA, as platform/win32/conn_win32.c's vp_dial opens
  * it, valid frames made with the project's encoder (proto/frame.h) and
  * malformed ones written byte by byte; handles travel inline (8 bytes a
  * value after the payload, proto/codec.h).

@@ -806,7 +806,7 @@ static void test_serving(void)
         show("win_vramd_client as userA, again", &r);
 
     /* libvram as a standard user, told which service serves the pipe:
-     * it asks the service manager for the service's pid (conn.c's
+     * it asks the service manager for the service's pid (conn_win32.c's
      * service_status), which takes SERVICE_QUERY_STATUS on vramd's
      * service. */
     wchar_t *env = env_with_service();

@@ -410,7 +410,7 @@ static void test_stand_in(void)
     CHECK(f.others == 0, "other requests: %s", f.other_types);
 }
 
-/* The library's event thread (platform/win32/thread.c: a thread and a
+/* The library's event thread (platform/win32/thread_win32.c: a thread and a
  * recursive lock) beside the engine's own calls. */
 static void test_event_thread(void)
 {

@@ -366,7 +366,7 @@ static int service_status(const char *service, SERVICE_STATUS_PROCESS *out)
 
 /* The pipe at path, if the process serving it is expected_pid: a
  * service's name pinned to its process (identity.h). Here, with the dial
- * it wraps, so that conn.c and identity.c do not call each other. */
+ * it wraps, so that conn_win32.c and identity.c do not call each other. */
 int vp_dial_server(const char *path, int64_t expected_pid, vp_handle *out,
                    char *why, size_t whylen)
 {
