@@ -328,7 +328,10 @@ if(VRAM_BUILD_TESTS)
   function(vram_win_test name)
     cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
     add_executable(${name} ${T_SOURCES})
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+    # Tests reach Windows' own headers (identity.h, pipe_listener.h, push.h,
+    # stream.h: platform/win32/'s, for platform/ and its tests only).
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests
+      ${PROJECT_SOURCE_DIR}/platform/win32)
     target_link_libraries(${name} PRIVATE ${T_LIBS})
     add_test(NAME ${name} COMMAND ${name})
     if(NOT T_TIMEOUT)
@@ -355,7 +358,6 @@ if(VRAM_BUILD_TESTS)
   target_link_libraries(win_child PRIVATE vram_platform)
   foreach(t listener identity stream push mem thread mapfile)
     vram_win_test(test_win_${t} SOURCES tests/win/test_win_${t}.c LIBS vram_platform)
-    target_include_directories(test_win_${t} PRIVATE platform/win32)
     add_dependencies(test_win_${t} win_child)
   endforeach()
   # windows-service/ under wine's SCM, with a small service built on it
@@ -363,7 +365,7 @@ if(VRAM_BUILD_TESTS)
   # wineserver for the run: without it, wineserver kills the service 3 s
   # after the last ordinary process ends.
   add_executable(win_test_service tests/win/win_test_service.c)
-  target_include_directories(win_test_service PRIVATE tests)
+  target_include_directories(win_test_service PRIVATE tests platform/win32)
   target_link_libraries(win_test_service PRIVATE vram_winsvc vram_platform)
   vram_win_test(test_win_service SOURCES tests/win/test_win_service.c
                 LIBS vram_winsvc vram_platform TIMEOUT 240)
@@ -396,7 +398,7 @@ if(VRAM_BUILD_TESTS)
     target_link_libraries(test_win_access PRIVATE vram_cuda)
   endif()
   target_include_directories(test_win_access PRIVATE daemon daemon/core
-    daemon/backends platform/win32)
+    daemon/backends)
   target_compile_options(test_win_access PRIVATE
     -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
   # The first integration test: the real vramd.exe serving
@@ -423,7 +425,6 @@ if(VRAM_BUILD_TESTS)
     # nvml.dll, the WDDM bound's arithmetic.
     vram_win_test(test_win_cuda SOURCES tests/win/test_win_cuda.c
                   LIBS vram_cuda vram_platform)
-    target_include_directories(test_win_cuda PRIVATE platform/win32)
     # That the objects hold the Windows CUDA paths, not the "built without
     # cuda.h" stubs, and that libvram.dll imports no NVIDIA DLL (nvcuda.dll
     # is loaded at run time): nm and objdump on the build's own files, no

@@ -10,7 +10,7 @@
  * Windows: sections whose handle values travel after the payload (inline
  * handles, proto/codec.h). The stand-in shares this process, so a value it
  * duplicated here is valid for the library as one pushed into the client's
- * process by vramd would be (platform/push.h). */
+ * process by vramd would be (platform/win32/push.h). */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 

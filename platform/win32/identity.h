@@ -59,7 +59,7 @@ struct vp_identity {
  * user and passed to another's process).
  *
  * With pin non-NULL, *pin gets a handle to that process (liveness,
- * quarantine, vp_proc_kill, and pushing handles into it, platform/push.h);
+ * quarantine, vp_proc_kill, and pushing handles into it, platform/win32/push.h);
  * the caller closes it. Writes *out (and *pin) only on success; why says
  * what failed. */
 int vp_identity_of_pipe(vp_handle c, uint64_t connected_at,
