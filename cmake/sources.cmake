@@ -27,7 +27,7 @@ if(WIN32)
     platform/win32/peer_win32.c platform/win32/peer_map.c
     platform/win32/gpu_share_win32.c platform/win32/cuda_share.c
     platform/win32/entry_win32.c platform/win32/service_dirs.c
-    platform/win32/scm_errno.c)
+    platform/win32/scm_errno.c platform/win32/scm_install.c)
   list(APPEND VRAM_KEEPER_SOURCES platform/win32/keeper_win32.c
     platform/win32/keeper_lines.c)
   set(VRAM_HOLDER_SOURCES platform/win32/holder_win32.c)

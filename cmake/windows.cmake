@@ -292,7 +292,7 @@ target_link_options(vram PRIVATE -static-libgcc)
 # vramd's sources, as systemd/installer_systemd.c is on Linux).
 add_library(vram_winsvc STATIC ${VRAM_WINSVC_SOURCES})
 target_include_directories(vram_winsvc PUBLIC windows-service)
-target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
+target_link_libraries(vram_winsvc PUBLIC vram_platform)
 
 # vramd.exe: the Linux build's daemon sources (io/ over platform/endpoint.h,
 # which platform/win32/endpoint_win32.c implements with the pipe acceptor's
