@@ -292,8 +292,8 @@ static void test_loaded_from_dll(void)
           "libvram.dll does not export vram_client_connect");
     /* What vram.h does not declare stays inside. */
     CHECK(m && GetProcAddress(m, "vp_dial") == NULL, "libvram.dll exports vp_dial");
-    CHECK(m && GetProcAddress(m, "vram_codec_init") == NULL,
-          "libvram.dll exports vram_codec_init");
+    CHECK(m && GetProcAddress(m, "vw_codec_init") == NULL,
+          "libvram.dll exports vw_codec_init");
 }
 
 static void test_strerror(void)
