@@ -12,7 +12,6 @@
 
 #include "clock.h"
 #include "proc.h"
-#include "win32/scm_install.h"
 
 #define DEFAULT_NAME "vramd"
 #define DEFAULT_DISPLAY "vramd GPU memory broker"
@@ -196,19 +195,6 @@ int vram_service_install(const struct vram_service_install_cfg *cfg, char *why,
     return e;
 }
 
-static void copy_state(const struct vpw_scm_status *p, struct vram_service_state *out)
-{
-    *out = (struct vram_service_state){
-        .state = p->state,
-        .pid = p->pid,
-        .checkpoint = p->checkpoint,
-        .wait_hint_ms = p->wait_hint_ms,
-        .win32_exit = p->win32_exit,
-        .service_exit = p->service_exit,
-        .controls = p->controls,
-    };
-}
-
 static bool is_stopped(const char *name)
 {
     struct vpw_scm_status st;
@@ -270,13 +256,9 @@ int vram_service_uninstall(const char *name, uint32_t timeout_ms, char *why,
     return 0;
 }
 
-int vram_service_query(const char *name, struct vram_service_state *out)
+int vram_service_query(const char *name, struct vpw_scm_status *out)
 {
-    struct vpw_scm_status st;
-    int e = vpw_scm_query(or(name, DEFAULT_NAME), &st);
-    if (e == 0)
-        copy_state(&st, out);
-    return e;
+    return vpw_scm_query(or(name, DEFAULT_NAME), out);
 }
 
 int vram_service_start(const char *name)
