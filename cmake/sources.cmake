@@ -18,21 +18,21 @@
 set(VRAM_KEEPER_SOURCES platform/keeper_names.c)
 if(WIN32)
   set(VRAM_PLATFORM_SOURCES
-    platform/win32/winerr.c platform/win32/wstr.c platform/win32/handle.c
-    platform/win32/clock.c platform/win32/conn_state.c platform/win32/conn.c
-    platform/win32/identity.c platform/win32/proc.c platform/win32/pipe_listener.c
-    platform/win32/stream.c platform/win32/push.c platform/win32/mem.c
-    platform/win32/thread.c platform/win32/dl.c
-    platform/win32/lock.c platform/win32/mapfile.c platform/win32/service.c
-    platform/win32/peer.c platform/win32/peer_map.c
+    platform/win32/winerr.c platform/win32/wstr.c platform/win32/handle_win32.c
+    platform/win32/clock_win32.c platform/win32/conn_state.c platform/win32/conn_win32.c
+    platform/win32/identity.c platform/win32/proc_win32.c platform/win32/pipe_listener.c
+    platform/win32/stream.c platform/win32/push.c platform/win32/mem_win32.c
+    platform/win32/thread_win32.c platform/win32/dl_win32.c
+    platform/win32/lock_win32.c platform/win32/mapfile_win32.c platform/win32/service_win32.c
+    platform/win32/peer_win32.c platform/win32/peer_map.c
     platform/win32/gpu_share_win32.c platform/win32/cuda_share.c
     platform/win32/entry_win32.c platform/win32/service_dirs.c
-    platform/win32/scm_errno.c)
-  list(APPEND VRAM_KEEPER_SOURCES platform/win32/keeper.c
+    platform/win32/scm_errno.c platform/win32/scm_install.c)
+  list(APPEND VRAM_KEEPER_SOURCES platform/win32/keeper_win32.c
     platform/win32/keeper_lines.c)
-  set(VRAM_HOLDER_SOURCES platform/win32/holder.c)
-  set(VRAM_PLATFORM_LOOP_SOURCES platform/win32/watch.c platform/win32/endpoint.c)
-  set(VRAM_CUDA_IMPORT_SOURCES platform/win32/cuda_import.c)
+  set(VRAM_HOLDER_SOURCES platform/win32/holder_win32.c)
+  set(VRAM_PLATFORM_LOOP_SOURCES platform/win32/watch_win32.c platform/win32/endpoint_win32.c)
+  set(VRAM_CUDA_IMPORT_SOURCES platform/win32/cuda_import_win32.c)
   # The service program's installer (daemon/installer.h), beside vramd's
   # own sources as systemd/'s is on Linux.
   set(VRAMD_INSTALLER_SOURCES windows-service/installer_winsvc.c)
@@ -42,22 +42,22 @@ else()
   # only that one has (on Linux: memfd seals, pidfds, /proc, peer groups,
   # systemd's fd store).
   set(VRAM_PLATFORM_SOURCES
-    platform/posix/handle.c platform/posix/conn.c
-    platform/posix/listener.c platform/posix/peer.c
-    platform/posix/proc.c platform/posix/mem.c
-    platform/posix/mapfile.c platform/posix/lock.c
-    platform/posix/clock.c platform/posix/service.c
-    platform/posix/dl.c platform/posix/thread.c
+    platform/posix/handle_posix.c platform/posix/conn_posix.c
+    platform/posix/listener.c platform/posix/peer_posix.c
+    platform/posix/proc_posix.c platform/posix/mem_posix.c
+    platform/posix/mapfile_posix.c platform/posix/lock_posix.c
+    platform/posix/clock_posix.c platform/posix/service_posix.c
+    platform/posix/dl_posix.c platform/posix/thread_posix.c
     platform/posix/passed.c platform/posix/gpu_share_posix.c
     platform/posix/entry_posix.c)
   # keeper_link.c finds vramd-holder from vramd's own path (CMakeLists.txt
   # gives it the path from bin/ to libexec/).
   set(VRAM_KEEPER_LINK_SOURCE platform/posix/keeper_link.c)
-  list(APPEND VRAM_KEEPER_SOURCES platform/posix/keeper.c
+  list(APPEND VRAM_KEEPER_SOURCES platform/posix/keeper_posix.c
     platform/posix/keeper_wire.c ${VRAM_KEEPER_LINK_SOURCE})
-  set(VRAM_HOLDER_SOURCES platform/posix/holder.c)
-  set(VRAM_PLATFORM_LOOP_SOURCES platform/posix/watch.c platform/posix/endpoint.c)
-  set(VRAM_CUDA_IMPORT_SOURCES platform/posix/cuda_import.c)
+  set(VRAM_HOLDER_SOURCES platform/posix/holder_posix.c)
+  set(VRAM_PLATFORM_LOOP_SOURCES platform/posix/watch_posix.c platform/posix/endpoint_posix.c)
+  set(VRAM_CUDA_IMPORT_SOURCES platform/posix/cuda_import_posix.c)
   if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     list(APPEND VRAM_PLATFORM_SOURCES
       platform/linux/mem_linux.c platform/linux/proc_linux.c

@@ -43,7 +43,7 @@
 #     SCM).
 #   - vramd.exe: the daemon with the host backend (and the cuda backend
 #     where cuda.h is found, below), its io layer (daemon/io/, the same as
-#     Linux's) over platform/win32/endpoint.c (vramd's pipe, its
+#     Linux's) over platform/win32/endpoint_win32.c (vramd's pipe, its
 #     connections as libuv streams, handles pushed; peer_map.c: SIDs
 #     numbered for the core's access lists) and the rest of platform/win32/
 #     it needs (watch: process handles; lock; mapfile: the state file;
@@ -220,7 +220,7 @@ target_include_directories(vram_platform PUBLIC platform)
 # The entry's run directory: SHGetKnownFolderPath (shell32), CoTaskMemFree
 # (ole32), FOLDERID_ProgramData (uuid), its security (advapi32).
 target_link_libraries(vram_platform PUBLIC ntdll uv_a shell32 ole32 uuid advapi32)
-# The keeper's holder (platform/keeper.h, platform/win32/holder.c): beside
+# The keeper's holder (platform/keeper.h, platform/win32/holder_win32.c): beside
 # vramd.exe, where the keeper looks for it.
 add_executable(vramd-holder ${VRAM_HOLDER_SOURCES})
 target_link_libraries(vramd-holder PRIVATE vram_platform)
@@ -244,7 +244,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/vram_cuda.cmake)
 # engines link (with mingw, or MSVC: link.exe takes the import library as it
 # is), and vram.h unchanged. The Linux build's list of sources: with cuda.h,
 # client/lib/map_cuda.c is the CUDA mapper (it imports the NT handles vramd
-# pushes; platform/win32/cuda_import.c, VRAM_CUDA_IMPORT_SOURCES, closes
+# pushes; platform/win32/cuda_import_win32.c, VRAM_CUDA_IMPORT_SOURCES, closes
 # them after the import) and common/cuda_driver.c is compiled in,
 # nvcuda.dll loaded by it at run time (never imported: an engine without
 # NVIDIA's driver loads the DLL all the same); without cuda.h, map_cuda.c
@@ -292,10 +292,10 @@ target_link_options(vram PRIVATE -static-libgcc)
 # vramd's sources, as systemd/installer_systemd.c is on Linux).
 add_library(vram_winsvc STATIC ${VRAM_WINSVC_SOURCES})
 target_include_directories(vram_winsvc PUBLIC windows-service)
-target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
+target_link_libraries(vram_winsvc PUBLIC vram_platform)
 
 # vramd.exe: the Linux build's daemon sources (io/ over platform/endpoint.h,
-# which platform/win32/endpoint.c implements with the pipe acceptor's
+# which platform/win32/endpoint_win32.c implements with the pipe acceptor's
 # connections as libuv streams, SIDs as the core's peers), and both
 # backends: with cuda.h, cuda.c is the cuda backend
 # (CU_MEM_HANDLE_TYPE_WIN32 chunks, the WDDM bound; "auto" tries it first
@@ -328,7 +328,10 @@ if(VRAM_BUILD_TESTS)
   function(vram_win_test name)
     cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
     add_executable(${name} ${T_SOURCES})
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+    # Tests reach Windows' own headers (identity.h, pipe_listener.h, push.h,
+    # stream.h: platform/win32/'s, for platform/ and its tests only).
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests
+      ${PROJECT_SOURCE_DIR}/platform/win32)
     target_link_libraries(${name} PRIVATE ${T_LIBS})
     add_test(NAME ${name} COMMAND ${name})
     if(NOT T_TIMEOUT)
@@ -355,7 +358,6 @@ if(VRAM_BUILD_TESTS)
   target_link_libraries(win_child PRIVATE vram_platform)
   foreach(t listener identity stream push mem thread mapfile)
     vram_win_test(test_win_${t} SOURCES tests/win/test_win_${t}.c LIBS vram_platform)
-    target_include_directories(test_win_${t} PRIVATE platform/win32)
     add_dependencies(test_win_${t} win_child)
   endforeach()
   # windows-service/ under wine's SCM, with a small service built on it
@@ -363,7 +365,7 @@ if(VRAM_BUILD_TESTS)
   # wineserver for the run: without it, wineserver kills the service 3 s
   # after the last ordinary process ends.
   add_executable(win_test_service tests/win/win_test_service.c)
-  target_include_directories(win_test_service PRIVATE tests)
+  target_include_directories(win_test_service PRIVATE tests platform/win32)
   target_link_libraries(win_test_service PRIVATE vram_winsvc vram_platform)
   vram_win_test(test_win_service SOURCES tests/win/test_win_service.c
                 LIBS vram_winsvc vram_platform TIMEOUT 240)
@@ -396,7 +398,7 @@ if(VRAM_BUILD_TESTS)
     target_link_libraries(test_win_access PRIVATE vram_cuda)
   endif()
   target_include_directories(test_win_access PRIVATE daemon daemon/core
-    daemon/backends platform/win32)
+    daemon/backends)
   target_compile_options(test_win_access PRIVATE
     -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
   # The first integration test: the real vramd.exe serving
@@ -423,7 +425,6 @@ if(VRAM_BUILD_TESTS)
     # nvml.dll, the WDDM bound's arithmetic.
     vram_win_test(test_win_cuda SOURCES tests/win/test_win_cuda.c
                   LIBS vram_cuda vram_platform)
-    target_include_directories(test_win_cuda PRIVATE platform/win32)
     # That the objects hold the Windows CUDA paths, not the "built without
     # cuda.h" stubs, and that libvram.dll imports no NVIDIA DLL (nvcuda.dll
     # is loaded at run time): nm and objdump on the build's own files, no

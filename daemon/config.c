@@ -102,13 +102,13 @@ static bool get_size(struct ctx *x, const cJSON *obj, const char *key,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
         return false;
-    if (vram_json_uint(v, VRAM_JSON_MAX_UINT, out))
+    if (vw_json_uint(v, VW_JSON_MAX_UINT, out))
         return true;
-    int e = cJSON_IsString(v) ? vram_size_parse(v->valuestring, out) : -EINVAL;
+    int e = cJSON_IsString(v) ? vw_size_parse(v->valuestring, out) : -EINVAL;
     if (e == 0)
         return true;
     err(x, "%s.%s: expected a size (bytes, or a string such as \"2MiB\")%s%s",
-        path, key, e == -EDOM ? ": " : "", e == -EDOM ? vram_size_why(e) : "");
+        path, key, e == -EDOM ? ": " : "", e == -EDOM ? vw_size_why(e) : "");
     return false;
 }
 
@@ -118,7 +118,7 @@ static bool get_uint(struct ctx *x, const cJSON *obj, const char *key,
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
         return false;
-    if (!vram_json_uint(v, max < VRAM_JSON_MAX_UINT ? max : VRAM_JSON_MAX_UINT,
+    if (!vw_json_uint(v, max < VW_JSON_MAX_UINT ? max : VW_JSON_MAX_UINT,
                         out)) {
         err(x, "%s.%s: expected an integer from 0 to %llu", path, key,
             (unsigned long long)max);
@@ -146,7 +146,7 @@ static uint64_t parse_hex_or_size(const cJSON *v, bool *ok)
     uint64_t r = 0;
     *ok = false;
     if (cJSON_IsNumber(v)) {
-        *ok = vram_json_uint(v, VRAM_JSON_MAX_UINT, &r);
+        *ok = vw_json_uint(v, VW_JSON_MAX_UINT, &r);
         return r;
     }
     if (cJSON_IsString(v)) {
@@ -157,7 +157,7 @@ static uint64_t parse_hex_or_size(const cJSON *v, bool *ok)
             *ok = !errno && *end == '\0';
             return r;
         }
-        *ok = vram_size_parse(v->valuestring, &r) == 0;
+        *ok = vw_size_parse(v->valuestring, &r) == 0;
     }
     return r;
 }
@@ -228,7 +228,7 @@ static void parse_lanes(struct ctx *x, const cJSON *arr, const char *p,
         char lp[96];
         snprintf(lp, sizeof(lp), "%s.kv_lanes[%d]", p, i++);
         uint64_t bpt = 0, count = 1;
-        if (vram_json_uint(l, VRAM_JSON_MAX_UINT, &bpt) && bpt >= 1) {
+        if (vw_json_uint(l, VW_JSON_MAX_UINT, &bpt) && bpt >= 1) {
             /* bytes per token */
         } else if (cJSON_IsObject(l)) {
             static const char *const keys[] = {"bytes_per_token", "count",
@@ -327,7 +327,7 @@ static void parse_fixed(struct ctx *x, const cJSON *arr, const char *p,
         }
         const cJSON *kv = cJSON_GetObjectItemCaseSensitive(f, "key");
         uint8_t key[VL_WSET_KEY];
-        if (kv && (!sv || vram_hex_decode(cJSON_GetStringValue(kv), key,
+        if (kv && (!sv || vw_hex_decode(cJSON_GetStringValue(kv), key,
                                           VL_WSET_KEY) < 0)) {
             err(x, "%s.key: 64 hex digits (the set's 32-byte key), with a "
                 "set", fp);
@@ -481,7 +481,7 @@ static void parse_who(struct ctx *x, const cJSON *o, const char *path,
             }
             if (k % 2 == 1) { /* numeric */
                 uint64_t num;
-                if (!vram_json_uint(e, UINT32_MAX, &num)) {
+                if (!vw_json_uint(e, UINT32_MAX, &num)) {
                     err(x, "%s: expected a numeric id", ep);
                     continue;
                 }

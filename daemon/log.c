@@ -53,7 +53,7 @@ void vlog(int prio, const char *fmt, ...)
      * character (a newline would forge a line of its own) or a byte that
      * is not UTF-8 is written as \xNN (proto/text.h), so a line is one
      * event. */
-    vram_text_escape(msg, sizeof(msg), raw);
+    vw_text_escape(msg, sizeof(msg), raw);
     if (journal) {
         fprintf(stderr, "<%d>%s\n", prio, msg);
     } else {

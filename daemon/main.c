@@ -253,7 +253,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'V': printf("vramd %s (protocol versions %d to %d)\n", VRAM_VERSION,
-                         VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION); return 0;
+                         VW_PROTOCOL_OLDEST, VW_PROTOCOL_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -374,9 +374,9 @@ static int run(struct vp_entry *e, void *data)
         vl_device_view(d->core.ledger, i, &dv);
         vlog(VLOG_INFO, "device %u: %s, %s in chunks of %s", dv.id,
              backend->info[i].name,
-             vram_size_format((uint64_t)dv.chunks * dv.chunk_bytes, cap,
+             vw_size_format((uint64_t)dv.chunks * dv.chunk_bytes, cap,
                               sizeof(cap)),
-             vram_size_format(dv.chunk_bytes, ch, sizeof(ch)));
+             vw_size_format(dv.chunk_bytes, ch, sizeof(ch)));
     }
     vlog(VLOG_NOTICE, "vramd %s ready on %s (backend %s, %u devices, %u "
          "stages configured)", VRAM_VERSION, d->io.path, backend->ops->name,

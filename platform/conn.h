@@ -21,7 +21,7 @@
 #include "handle.h"
 
 /* Where vramd listens unless configured otherwise: its socket on POSIX,
- * its named pipe on Windows (platform/pipe_listener.h). */
+ * its named pipe on Windows (platform/win32/pipe_listener.h). */
 #ifdef _WIN32
 #define VP_DEFAULT_ENDPOINT "\\\\.\\pipe\\vramd"
 #else

@@ -3,9 +3,9 @@
  * listens and accepts, and links (accepted connections) that deliver bytes,
  * handles and the peer's identity, and send bytes with handles. One
  * implementation per system, as libuv has src/unix/pipe.c beside
- * src/win/pipe.c: platform/posix/endpoint.c (a Unix socket watched on the
+ * src/win/pipe.c: platform/posix/endpoint_posix.c (a Unix socket watched on the
  * loop, handles as SCM_RIGHTS beside the bytes) and platform/win32/
- * endpoint.c (vramd's own named pipe accepted on by a thread, connections as
+ * endpoint_win32.c (vramd's own named pipe accepted on by a thread, connections as
  * libuv streams, handles pushed into the peer's process and sent inline as
  * the values they have there).
  *

@@ -21,7 +21,7 @@
  *  - Windows has no service manager that keeps handles: the holder
  *    (vramd-holder.exe beside vramd.exe, started detached) keeps its own
  *    duplicates, which it makes out of vramd's process, at the pipe
- *    "<vramd's pipe>.keeper" (platform/win32/keeper.c); VP_KEEPER_FDSTORE
+ *    "<vramd's pipe>.keeper" (platform/win32/keeper_win32.c); VP_KEEPER_FDSTORE
  *    is -ENOTSUP there.
  *
  * What survives what: the holder keeps everything until it is killed (or

@@ -21,7 +21,7 @@ typedef void (*vp_watch_fn)(struct vp_watch *w, int status, int events);
 /* Windows: only waitable objects (a pinned process), readable once
  * signalled. A wait registered with the thread pool
  * (RegisterWaitForSingleObject) wakes the loop through async; the
- * connections themselves are libuv streams (platform/stream.h). The close
+ * connections themselves are libuv streams (platform/win32/stream.h). The close
  * callback gets async, whose data is the watch, as it gets poll on POSIX. */
 struct vp_watch {
     uv_async_t async;

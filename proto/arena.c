@@ -9,19 +9,19 @@
 
 #define BLOCK (16u << 10)
 
-struct vram_arena_block {
-    struct vram_arena_block *next;
+struct vw_arena_block {
+    struct vw_arena_block *next;
     size_t used, cap;
     alignas(max_align_t) unsigned char data[];
 };
 
-void *vram_arena_alloc(struct vram_arena *a, size_t n)
+void *vw_arena_alloc(struct vw_arena *a, size_t n)
 {
     const size_t al = alignof(max_align_t);
     n = (n + al - 1) / al * al;
     if (n == 0)
         n = al;
-    struct vram_arena_block *b = a->head;
+    struct vw_arena_block *b = a->head;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > BLOCK ? n : BLOCK;
         b = malloc(sizeof(*b) + cap);
@@ -46,22 +46,22 @@ void *vram_arena_alloc(struct vram_arena *a, size_t n)
     return p;
 }
 
-char *vram_arena_strdup(struct vram_arena *a, const char *s)
+char *vw_arena_strdup(struct vw_arena *a, const char *s)
 {
     size_t n = strlen(s) + 1;
-    char *p = vram_arena_alloc(a, n);
+    char *p = vw_arena_alloc(a, n);
     if (p)
         memcpy(p, s, n);
     return p;
 }
 
-int vram_arena_grow(struct vram_arena *a, void **v, size_t n, size_t *cap,
+int vw_arena_grow(struct vw_arena *a, void **v, size_t n, size_t *cap,
                     size_t size, size_t first)
 {
     if (n < *cap)
         return 0;
     size_t c = *cap ? *cap * 2 : first;
-    void *nv = vram_arena_alloc(a, c * size);
+    void *nv = vw_arena_alloc(a, c * size);
     if (!nv)
         return -ENOMEM;
     if (n)
@@ -71,11 +71,11 @@ int vram_arena_grow(struct vram_arena *a, void **v, size_t n, size_t *cap,
     return 0;
 }
 
-void vram_arena_free(struct vram_arena *a)
+void vw_arena_free(struct vw_arena *a)
 {
     if (!a)
         return;
-    for (struct vram_arena_block *b = a->head, *n; b; b = n) {
+    for (struct vw_arena_block *b = a->head, *n; b; b = n) {
         n = b->next;
         free(b);
     }

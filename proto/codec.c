@@ -7,23 +7,23 @@
 #include <string.h>
 
 /* A frame's handles, waiting in the send buffer at offset at. */
-struct vram_codec_attach {
+struct vw_codec_attach {
     size_t at;
-    vp_handle h[VRAM_MAX_FDS_PER_FRAME];
+    vp_handle h[VW_MAX_FDS_PER_FRAME];
     int n;
 };
 
 /* The receive buffer keeps this much room, and returns to it once drained. */
 #define RX_KEEP (64u << 10)
 
-void vram_codec_init(struct vram_codec *c, bool inline_handles)
+void vw_codec_init(struct vw_codec *c, bool inline_handles)
 {
     memset(c, 0, sizeof(*c));
     c->inline_handles = inline_handles;
-    c->version = VRAM_PROTOCOL_OLDEST;
-    c->max_tx_bytes = VRAM_CODEC_MAX_TX_BYTES;
-    c->max_tx_handles = VRAM_CODEC_MAX_TX_HANDLES;
-    for (int i = 0; i < VRAM_MAX_FDS_PER_FRAME; i++)
+    c->version = VW_PROTOCOL_OLDEST;
+    c->max_tx_bytes = VW_CODEC_MAX_TX_BYTES;
+    c->max_tx_handles = VW_CODEC_MAX_TX_HANDLES;
+    for (int i = 0; i < VW_MAX_FDS_PER_FRAME; i++)
         c->cur.handles[i] = VP_NONE;
 }
 
@@ -34,7 +34,7 @@ static void close_all(vp_handle *h, int n)
 }
 
 /* The frame delivered last is done: its NUL goes, unclaimed handles close. */
-static void cur_release(struct vram_codec *c)
+static void cur_release(struct vw_codec *c)
 {
     if (!c->cur_live)
         return;
@@ -44,7 +44,7 @@ static void cur_release(struct vram_codec *c)
     c->cur_live = false;
 }
 
-static void rx_reset(struct vram_codec *c)
+static void rx_reset(struct vw_codec *c)
 {
     cur_release(c);
     close_all(c->parked, c->nparked);
@@ -52,7 +52,7 @@ static void rx_reset(struct vram_codec *c)
     c->rx_start = c->rx_end = 0;
 }
 
-void vram_codec_fini(struct vram_codec *c)
+void vw_codec_fini(struct vw_codec *c)
 {
     if (!c)
         return;
@@ -66,7 +66,7 @@ void vram_codec_fini(struct vram_codec *c)
     memset(c, 0, sizeof(*c));
 }
 
-void vram_codec_tx_drop(struct vram_codec *c)
+void vw_codec_tx_drop(struct vw_codec *c)
 {
     if (!c->inline_handles)
         for (size_t i = c->att_first; i < c->natt; i++)
@@ -82,7 +82,7 @@ void vram_codec_tx_drop(struct vram_codec *c)
 
 /* ---- receiving ---------------------------------------------------------- */
 
-uint8_t *vram_codec_rx_space(struct vram_codec *c, size_t want, size_t *room)
+uint8_t *vw_codec_rx_space(struct vw_codec *c, size_t want, size_t *room)
 {
     cur_release(c);
     if (c->rx_start == c->rx_end) {
@@ -115,23 +115,23 @@ uint8_t *vram_codec_rx_space(struct vram_codec *c, size_t want, size_t *room)
     return c->rx + c->rx_end;
 }
 
-void vram_codec_rx_wrote(struct vram_codec *c, size_t n)
+void vw_codec_rx_wrote(struct vw_codec *c, size_t n)
 {
     c->rx_end += n;
 }
 
-int vram_codec_rx_bytes(struct vram_codec *c, const void *p, size_t n)
+int vw_codec_rx_bytes(struct vw_codec *c, const void *p, size_t n)
 {
     size_t room;
-    uint8_t *dst = vram_codec_rx_space(c, n, &room);
+    uint8_t *dst = vw_codec_rx_space(c, n, &room);
     if (!dst)
         return -ENOMEM;
     memcpy(dst, p, n);
-    vram_codec_rx_wrote(c, n);
+    vw_codec_rx_wrote(c, n);
     return 0;
 }
 
-int vram_codec_rx_handles(struct vram_codec *c, vp_handle *hs, int n,
+int vw_codec_rx_handles(struct vw_codec *c, vp_handle *hs, int n,
                           char *why, size_t whylen)
 {
     if (c->inline_handles && n > 0) {
@@ -141,12 +141,12 @@ int vram_codec_rx_handles(struct vram_codec *c, vp_handle *hs, int n,
                  "connection that carries them inline", n);
         return -EPROTO;
     }
-    if (c->nparked + n > VRAM_CODEC_MAX_PARKED) {
+    if (c->nparked + n > VW_CODEC_MAX_PARKED) {
         int total = c->nparked + n;
         close_all(hs, n);
         rx_reset(c);
         snprintf(why, whylen, "%d fds arrived that no frame has claimed yet "
-                 "(at most %d)", total, VRAM_CODEC_MAX_PARKED);
+                 "(at most %d)", total, VW_CODEC_MAX_PARKED);
         return -E2BIG;
     }
     for (int i = 0; i < n; i++) {
@@ -171,12 +171,12 @@ static void put64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-int vram_codec_next(struct vram_codec *c, struct vram_codec_frame **f,
+int vw_codec_next(struct vw_codec *c, struct vw_codec_frame **f,
                     char *why, size_t whylen)
 {
     cur_release(c);
     size_t have = c->rx_end - c->rx_start;
-    if (have < VRAM_FRAME_HEADER_SIZE) {
+    if (have < VW_FRAME_HEADER_SIZE) {
         /* Handles with no frame to claim them: they came with no byte of
          * theirs (see the header comment). */
         if (have == 0 && c->nparked) {
@@ -187,18 +187,18 @@ int vram_codec_next(struct vram_codec *c, struct vram_codec_frame **f,
         }
         return 0;
     }
-    struct vram_frame_header h;
+    struct vw_frame_header h;
     uint8_t *p = c->rx + c->rx_start;
-    int r = vram_frame_header_decode(p, &h, why, whylen);
+    int r = vw_frame_header_decode(p, &h, why, whylen);
     if (r < 0) {
         rx_reset(c);
         return r;
     }
-    size_t trailer = c->inline_handles ? (size_t)h.nfds * VRAM_CODEC_INLINE_BYTES : 0;
-    size_t total = VRAM_FRAME_HEADER_SIZE + h.payload_len + trailer;
+    size_t trailer = c->inline_handles ? (size_t)h.nfds * VW_CODEC_INLINE_BYTES : 0;
+    size_t total = VW_FRAME_HEADER_SIZE + h.payload_len + trailer;
     if (have < total) {
         size_t room;
-        if (!vram_codec_rx_space(c, total - have, &room)) {
+        if (!vw_codec_rx_space(c, total - have, &room)) {
             snprintf(why, whylen, "out of memory for a %u-byte frame",
                      h.payload_len);
             rx_reset(c);
@@ -206,14 +206,14 @@ int vram_codec_next(struct vram_codec *c, struct vram_codec_frame **f,
         }
         return 0;
     }
-    struct vram_codec_frame *out = &c->cur;
+    struct vw_codec_frame *out = &c->cur;
     out->version = h.version;
     out->len = h.payload_len;
     out->nhandles = 0;
     if (c->inline_handles) {
-        const uint8_t *t = p + VRAM_FRAME_HEADER_SIZE + h.payload_len;
+        const uint8_t *t = p + VW_FRAME_HEADER_SIZE + h.payload_len;
         for (int i = 0; i < h.nfds; i++)
-            out->handles[i].v = (intptr_t)get64(t + (size_t)i * VRAM_CODEC_INLINE_BYTES);
+            out->handles[i].v = (intptr_t)get64(t + (size_t)i * VW_CODEC_INLINE_BYTES);
         out->nhandles = h.nfds;
         c->handles_in += h.nfds;
     } else {
@@ -229,8 +229,8 @@ int vram_codec_next(struct vram_codec *c, struct vram_codec_frame **f,
         c->nparked -= h.nfds;
         memmove(c->parked, c->parked + h.nfds, sizeof(vp_handle) * (size_t)c->nparked);
     }
-    out->payload = (char *)p + VRAM_FRAME_HEADER_SIZE;
-    c->cur_nul = c->rx_start + VRAM_FRAME_HEADER_SIZE + h.payload_len;
+    out->payload = (char *)p + VW_FRAME_HEADER_SIZE;
+    c->cur_nul = c->rx_start + VW_FRAME_HEADER_SIZE + h.payload_len;
     c->cur_saved = c->rx[c->cur_nul]; /* rx_space keeps a byte beyond */
     c->rx[c->cur_nul] = '\0';
     c->cur_live = true;
@@ -240,24 +240,24 @@ int vram_codec_next(struct vram_codec *c, struct vram_codec_frame **f,
     return 1;
 }
 
-void vram_codec_rx_drop(struct vram_codec *c)
+void vw_codec_rx_drop(struct vw_codec *c)
 {
     rx_reset(c);
 }
 
-bool vram_codec_rx_idle(const struct vram_codec *c)
+bool vw_codec_rx_idle(const struct vw_codec *c)
 {
     return c->rx_end == c->rx_start && c->nparked == 0;
 }
 
-size_t vram_codec_rx_buffered(const struct vram_codec *c)
+size_t vw_codec_rx_buffered(const struct vw_codec *c)
 {
     return c->rx_end - c->rx_start;
 }
 
 /* ---- sending ------------------------------------------------------------ */
 
-static int tx_room(struct vram_codec *c, size_t n)
+static int tx_room(struct vw_codec *c, size_t n)
 {
     if (c->tx_start == c->tx_end) {
         c->tx_start = c->tx_end = 0;
@@ -289,7 +289,7 @@ static int tx_room(struct vram_codec *c, size_t n)
     return 0;
 }
 
-static int att_push(struct vram_codec *c, size_t at, vp_handle *hs, int n)
+static int att_push(struct vw_codec *c, size_t at, vp_handle *hs, int n)
 {
     if (c->att_first == c->natt)
         c->att_first = c->natt = 0;
@@ -302,31 +302,31 @@ static int att_push(struct vram_codec *c, size_t at, vp_handle *hs, int n)
         }
         if (c->natt == c->att_cap) {
             size_t cap = c->att_cap ? c->att_cap * 2 : 16;
-            struct vram_codec_attach *v = realloc(c->att, cap * sizeof(*v));
+            struct vw_codec_attach *v = realloc(c->att, cap * sizeof(*v));
             if (!v)
                 return -ENOMEM;
             c->att = v;
             c->att_cap = cap;
         }
     }
-    struct vram_codec_attach *a = &c->att[c->natt++];
+    struct vw_codec_attach *a = &c->att[c->natt++];
     a->at = at;
     a->n = n;
     memcpy(a->h, hs, sizeof(vp_handle) * (size_t)n);
     return 0;
 }
 
-int vram_codec_tx(struct vram_codec *c, const char *payload, size_t len,
+int vw_codec_tx(struct vw_codec *c, const char *payload, size_t len,
                   vp_handle *hs, int n)
 {
     int e = 0;
-    size_t trailer = c->inline_handles ? (size_t)n * VRAM_CODEC_INLINE_BYTES : 0;
-    size_t total = VRAM_FRAME_HEADER_SIZE + len + trailer;
-    if (len > VRAM_MAX_PAYLOAD)
+    size_t trailer = c->inline_handles ? (size_t)n * VW_CODEC_INLINE_BYTES : 0;
+    size_t total = VW_FRAME_HEADER_SIZE + len + trailer;
+    if (len > VW_MAX_PAYLOAD)
         e = -EMSGSIZE;
-    else if (n < 0 || n > VRAM_MAX_FDS_PER_FRAME)
+    else if (n < 0 || n > VW_MAX_FDS_PER_FRAME)
         e = -E2BIG;
-    else if (vram_codec_tx_bytes(c) + total > c->max_tx_bytes ||
+    else if (vw_codec_tx_bytes(c) + total > c->max_tx_bytes ||
              (!c->inline_handles && c->tx_handles + n > c->max_tx_handles))
         e = -ENOBUFS;
     else
@@ -338,18 +338,18 @@ int vram_codec_tx(struct vram_codec *c, const char *payload, size_t len,
             close_all(hs, n);
         return e;
     }
-    struct vram_frame_header h = {
-        .magic = VRAM_FRAME_MAGIC,
+    struct vw_frame_header h = {
+        .magic = VW_FRAME_MAGIC,
         .version = c->version,
         .payload_len = (uint32_t)len,
         .nfds = (uint16_t)n,
     };
     uint8_t *p = c->tx + c->tx_end;
-    vram_frame_header_encode(&h, p);
-    memcpy(p + VRAM_FRAME_HEADER_SIZE, payload, len);
+    vw_frame_header_encode(&h, p);
+    memcpy(p + VW_FRAME_HEADER_SIZE, payload, len);
     if (c->inline_handles) {
         for (int i = 0; i < n; i++)
-            put64(p + VRAM_FRAME_HEADER_SIZE + len + (size_t)i * VRAM_CODEC_INLINE_BYTES,
+            put64(p + VW_FRAME_HEADER_SIZE + len + (size_t)i * VW_CODEC_INLINE_BYTES,
                   (uint64_t)hs[i].v);
     } else {
         for (int i = 0; i < n; i++)
@@ -362,7 +362,7 @@ int vram_codec_tx(struct vram_codec *c, const char *payload, size_t len,
     return 0;
 }
 
-int vram_codec_tx_peek(const struct vram_codec *c, const uint8_t **p,
+int vw_codec_tx_peek(const struct vw_codec *c, const uint8_t **p,
                        size_t *len, const vp_handle **hs, int *nh)
 {
     if (c->tx_end == c->tx_start)
@@ -384,7 +384,7 @@ int vram_codec_tx_peek(const struct vram_codec *c, const uint8_t **p,
     return 1;
 }
 
-void vram_codec_tx_sent(struct vram_codec *c, size_t n)
+void vw_codec_tx_sent(struct vw_codec *c, size_t n)
 {
     if (n == 0)
         return;

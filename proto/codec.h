@@ -24,9 +24,9 @@
  *
  * Handles the codec holds are its own: received ones until a frame takes
  * them, queued ones until they are sent. It closes whatever it still holds
- * when a frame is refused and at vram_codec_fini. */
-#ifndef VRAM_PROTO_CODEC_H
-#define VRAM_PROTO_CODEC_H
+ * when a frame is refused and at vw_codec_fini. */
+#ifndef VW_PROTO_CODEC_H
+#define VW_PROTO_CODEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,38 +36,38 @@
 #include "handle.h"
 
 /* Handles received but not yet claimed by a frame, at most. */
-#define VRAM_CODEC_MAX_PARKED (2 * VRAM_MAX_FDS_PER_FRAME)
+#define VW_CODEC_MAX_PARKED (2 * VW_MAX_FDS_PER_FRAME)
 /* Bytes of each trailer entry in inline mode. */
-#define VRAM_CODEC_INLINE_BYTES 8
+#define VW_CODEC_INLINE_BYTES 8
 
-struct vram_codec_frame {
+struct vw_codec_frame {
     uint16_t version;
-    char *payload; /* NUL-terminated; valid until the next vram_codec_next */
+    char *payload; /* NUL-terminated; valid until the next vw_codec_next */
     size_t len;
-    vp_handle handles[VRAM_MAX_FDS_PER_FRAME];
+    vp_handle handles[VW_MAX_FDS_PER_FRAME];
     int nhandles; /* a receiver takes handles[i] by setting it to VP_NONE;
                      the codec closes the rest at the next call */
 };
 
-struct vram_codec_attach; /* outgoing handles and where they go */
+struct vw_codec_attach; /* outgoing handles and where they go */
 
-struct vram_codec {
+struct vw_codec {
     bool inline_handles;
-    uint16_t version; /* what sent frames' headers carry (VRAM_PROTOCOL_OLDEST
+    uint16_t version; /* what sent frames' headers carry (VW_PROTOCOL_OLDEST
                          until the hello agreed on one) */
     /* receiving */
     uint8_t *rx;
     size_t rx_cap, rx_start, rx_end;
-    vp_handle parked[VRAM_CODEC_MAX_PARKED];
+    vp_handle parked[VW_CODEC_MAX_PARKED];
     int nparked;
-    struct vram_codec_frame cur; /* the frame delivered last */
+    struct vw_codec_frame cur; /* the frame delivered last */
     bool cur_live;
     uint8_t cur_saved; /* the byte the payload's NUL replaced */
     size_t cur_nul;    /* where that byte is, in rx */
     /* sending: one byte buffer, handles attached at frame starts */
     uint8_t *tx;
     size_t tx_cap, tx_start, tx_end;
-    struct vram_codec_attach *att;
+    struct vw_codec_attach *att;
     size_t natt, att_cap, att_first;
     size_t tx_frames;   /* frames queued, for statistics */
     int tx_handles;     /* handles queued, not yet sent */
@@ -78,41 +78,41 @@ struct vram_codec {
     uint64_t frames_in, frames_out, handles_in, handles_out;
 };
 
-#define VRAM_CODEC_MAX_TX_BYTES (64u << 20)
-#define VRAM_CODEC_MAX_TX_HANDLES 4096
+#define VW_CODEC_MAX_TX_BYTES (64u << 20)
+#define VW_CODEC_MAX_TX_HANDLES 4096
 
-void vram_codec_init(struct vram_codec *c, bool inline_handles);
+void vw_codec_init(struct vw_codec *c, bool inline_handles);
 /* Closes every handle it holds and frees its buffers. NULL-tolerant. */
-void vram_codec_fini(struct vram_codec *c);
+void vw_codec_fini(struct vw_codec *c);
 
 /* ---- receiving ---- */
 
 /* Room for at least want bytes at the end of the receive buffer (received
- * into directly); NULL when out of memory. Then vram_codec_rx_wrote. */
-uint8_t *vram_codec_rx_space(struct vram_codec *c, size_t want, size_t *room);
-void vram_codec_rx_wrote(struct vram_codec *c, size_t n);
+ * into directly); NULL when out of memory. Then vw_codec_rx_wrote. */
+uint8_t *vw_codec_rx_space(struct vw_codec *c, size_t want, size_t *room);
+void vw_codec_rx_wrote(struct vw_codec *c, size_t n);
 /* The same, copying n bytes in. 0 or -ENOMEM. */
-int vram_codec_rx_bytes(struct vram_codec *c, const void *p, size_t n);
+int vw_codec_rx_bytes(struct vw_codec *c, const void *p, size_t n);
 /* Handles that arrived (beside the bytes), in order; the codec owns them
  * from now on. -E2BIG (all closed, with why) when more would be parked
- * than VRAM_CODEC_MAX_PARKED; -EPROTO in inline mode, where none may come
+ * than VW_CODEC_MAX_PARKED; -EPROTO in inline mode, where none may come
  * beside the bytes. */
-int vram_codec_rx_handles(struct vram_codec *c, vp_handle *hs, int n,
+int vw_codec_rx_handles(struct vw_codec *c, vp_handle *hs, int n,
                           char *why, size_t whylen);
 /* The next complete frame: 1 and *f, 0 when more bytes are needed, or a
  * negative errno with a reason in why when the stream is broken (bad
  * header: -EPROTO, -EMSGSIZE, -E2BIG; a lie about handle counts: -EBADMSG;
  * out of memory: -ENOMEM). After an error the codec has closed every
  * received handle and dropped what it buffered. */
-int vram_codec_next(struct vram_codec *c, struct vram_codec_frame **f,
+int vw_codec_next(struct vw_codec *c, struct vw_codec_frame **f,
                     char *why, size_t whylen);
 /* The stream ended or failed: drops what is buffered and closes every
  * received handle not yet taken. */
-void vram_codec_rx_drop(struct vram_codec *c);
+void vw_codec_rx_drop(struct vw_codec *c);
 /* No partial frame and no unclaimed handle is buffered. */
-bool vram_codec_rx_idle(const struct vram_codec *c);
+bool vw_codec_rx_idle(const struct vw_codec *c);
 /* Bytes buffered of frames not delivered yet. */
-size_t vram_codec_rx_buffered(const struct vram_codec *c);
+size_t vw_codec_rx_buffered(const struct vw_codec *c);
 
 /* ---- sending ---- */
 
@@ -122,24 +122,24 @@ size_t vram_codec_rx_buffered(const struct vram_codec *c);
  * process; the codec writes them and never closes them. Returns 0,
  * -EMSGSIZE or -E2BIG for a frame over the limits, -ENOBUFS when the
  * queue's bytes or handles would pass its limits, -ENOMEM. */
-int vram_codec_tx(struct vram_codec *c, const char *payload, size_t len,
+int vw_codec_tx(struct vw_codec *c, const char *payload, size_t len,
                   vp_handle *hs, int n);
 /* What to send next: 1 with the bytes, and the handles to attach to their
  * first byte (none when *nh is 0), or 0 when nothing is queued. The bytes
  * stop before the next frame that has handles of its own. */
-int vram_codec_tx_peek(const struct vram_codec *c, const uint8_t **p,
+int vw_codec_tx_peek(const struct vw_codec *c, const uint8_t **p,
                        size_t *len, const vp_handle **hs, int *nh);
 /* n > 0 bytes of what tx_peek offered were sent; the handles it offered
  * went with them, and the codec closes its copies. */
-void vram_codec_tx_sent(struct vram_codec *c, size_t n);
+void vw_codec_tx_sent(struct vw_codec *c, size_t n);
 /* Throws away everything queued (its handles closed) and its memory: for a
  * peer dropped for not reading, whose queue would never go out. */
-void vram_codec_tx_drop(struct vram_codec *c);
-static inline bool vram_codec_tx_pending(const struct vram_codec *c)
+void vw_codec_tx_drop(struct vw_codec *c);
+static inline bool vw_codec_tx_pending(const struct vw_codec *c)
 {
     return c->tx_end > c->tx_start;
 }
-static inline size_t vram_codec_tx_bytes(const struct vram_codec *c)
+static inline size_t vw_codec_tx_bytes(const struct vw_codec *c)
 {
     return c->tx_end - c->tx_start;
 }

@@ -19,7 +19,7 @@ static const struct {
     {ENFILE, "ENFILE"}, {ENOBUFS, "ENOBUFS"},
 };
 
-const char *vram_errno_name(int err)
+const char *vw_errno_name(int err)
 {
     if (err < 0)
         err = -err;
@@ -29,7 +29,7 @@ const char *vram_errno_name(int err)
     return "EIO";
 }
 
-int vram_errno_from_name(const char *name)
+int vw_errno_from_name(const char *name)
 {
     if (name)
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

@@ -4,8 +4,8 @@
  * lacks a name the protocol uses (mingw-w64 has no EDQUOT or ESTALE), the
  * platform supplies it in <errno.h> itself (platform/win32/include/), so
  * that the ledger, which includes nothing of the platform, has it too. */
-#ifndef VRAM_PROTO_ERRNAMES_H
-#define VRAM_PROTO_ERRNAMES_H
+#ifndef VW_PROTO_ERRNAMES_H
+#define VW_PROTO_ERRNAMES_H
 
 #include <errno.h>
 
@@ -14,8 +14,8 @@
 #endif
 
 /* The name of err (negative or not); "EIO" for one the protocol lacks. */
-const char *vram_errno_name(int err);
+const char *vw_errno_name(int err);
 /* The negative errno of a name; -EPROTO for an unknown one. */
-int vram_errno_from_name(const char *name);
+int vw_errno_from_name(const char *name);
 
 #endif

@@ -26,8 +26,8 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)get16(p) | ((uint32_t)get16(p + 2) << 16);
 }
 
-void vram_frame_header_encode(const struct vram_frame_header *h,
-                              uint8_t out[VRAM_FRAME_HEADER_SIZE])
+void vw_frame_header_encode(const struct vw_frame_header *h,
+                              uint8_t out[VW_FRAME_HEADER_SIZE])
 {
     put32(out, h->magic);
     put16(out + 4, h->version);
@@ -37,11 +37,11 @@ void vram_frame_header_encode(const struct vram_frame_header *h,
     put16(out + 14, h->reserved);
 }
 
-int vram_frame_header_decode(const uint8_t in[VRAM_FRAME_HEADER_SIZE],
-                             struct vram_frame_header *h, char *why,
+int vw_frame_header_decode(const uint8_t in[VW_FRAME_HEADER_SIZE],
+                             struct vw_frame_header *h, char *why,
                              size_t whylen)
 {
-    struct vram_frame_header t = {
+    struct vw_frame_header t = {
         .magic = get32(in),
         .version = get16(in + 4),
         .flags = get16(in + 6),
@@ -50,7 +50,7 @@ int vram_frame_header_decode(const uint8_t in[VRAM_FRAME_HEADER_SIZE],
         .reserved = get16(in + 14),
     };
 
-    if (t.magic != VRAM_FRAME_MAGIC) {
+    if (t.magic != VW_FRAME_MAGIC) {
         snprintf(why, whylen, "bad frame magic 0x%08x", t.magic);
         return -EPROTO;
     }
@@ -59,14 +59,14 @@ int vram_frame_header_decode(const uint8_t in[VRAM_FRAME_HEADER_SIZE],
                  t.flags);
         return -EPROTO;
     }
-    if (t.payload_len > VRAM_MAX_PAYLOAD) {
+    if (t.payload_len > VW_MAX_PAYLOAD) {
         snprintf(why, whylen, "payload of %u bytes exceeds the limit of %u",
-                 t.payload_len, VRAM_MAX_PAYLOAD);
+                 t.payload_len, VW_MAX_PAYLOAD);
         return -EMSGSIZE;
     }
-    if (t.nfds > VRAM_MAX_FDS_PER_FRAME) {
+    if (t.nfds > VW_MAX_FDS_PER_FRAME) {
         snprintf(why, whylen, "frame announces %u fds, the limit is %d",
-                 t.nfds, VRAM_MAX_FDS_PER_FRAME);
+                 t.nfds, VW_MAX_FDS_PER_FRAME);
         return -E2BIG;
     }
     *h = t;

@@ -12,7 +12,7 @@ static int digit(char c)
                                   : -1;
 }
 
-int vram_hex_decode(const char *hex, uint8_t *out, size_t n)
+int vw_hex_decode(const char *hex, uint8_t *out, size_t n)
 {
     if (!hex || strlen(hex) != 2 * n)
         return -EINVAL;
@@ -24,7 +24,7 @@ int vram_hex_decode(const char *hex, uint8_t *out, size_t n)
     return 0;
 }
 
-void vram_hex_encode(const uint8_t *in, size_t n, char *out)
+void vw_hex_encode(const uint8_t *in, size_t n, char *out)
 {
     static const char d[] = "0123456789abcdef";
     for (size_t i = 0; i < n; i++) {

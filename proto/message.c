@@ -26,21 +26,21 @@ static int validate(const cJSON *msg, bool event, char *why, size_t whylen)
         snprintf(why, whylen, "message has no string field '%s'", key);
         return -EINVAL;
     }
-    int id = event ? vram_evt_lookup(name) : vram_req_lookup(name);
+    int id = event ? vw_evt_lookup(name) : vw_req_lookup(name);
     if (id < 0) {
         snprintf(why, whylen, "unknown %s '%.64s'", event ? "event" : "message type",
                  name);
         return -ENOSYS;
     }
-    const struct vram_mdesc *m = event ? &vram_events[id] : &vram_requests[id];
+    const struct vw_mdesc *m = event ? &vw_events[id] : &vw_requests[id];
     union {
-        union vram_req_any r;
-        union vram_evt_any e;
+        union vw_req_any r;
+        union vw_evt_any e;
     } scratch;
-    struct vram_arena arena = {0};
-    struct vram_dec d = {.arena = &arena};
-    int r = vram_decode(m->req, msg, &scratch, &d);
-    vram_arena_free(&arena);
+    struct vw_arena arena = {0};
+    struct vw_dec d = {.arena = &arena};
+    int r = vw_decode(m->req, msg, &scratch, &d);
+    vw_arena_free(&arena);
     if (r < 0)
         snprintf(why, whylen, "%s", d.why);
     return r;
@@ -54,32 +54,32 @@ static bool is_uint(const cJSON *v)
     return d >= 0 && d <= 9007199254740992.0 && floor(d) == d;
 }
 
-int vram_msg_validate_request(const cJSON *msg, char *why, size_t whylen)
+int vw_msg_validate_request(const cJSON *msg, char *why, size_t whylen)
 {
     return validate(msg, false, why, whylen);
 }
 
-int vram_msg_validate_event(const cJSON *msg, char *why, size_t whylen)
+int vw_msg_validate_event(const cJSON *msg, char *why, size_t whylen)
 {
     return validate(msg, true, why, whylen);
 }
 
-int vram_msg_queue(struct vram_wire *w, const cJSON *msg, vp_handle *hs,
+int vw_msg_queue(struct vw_wire *w, const cJSON *msg, vp_handle *hs,
                    int n)
 {
     size_t len = 0;
-    char *s = vram_json_print(msg, &len);
+    char *s = vw_json_print(msg, &len);
     if (!s) {
         for (int i = 0; i < n; i++)
             vp_close(&hs[i]);
         return -ENOMEM;
     }
-    int r = vram_wire_queue(w, s, len, hs, n);
+    int r = vw_wire_queue(w, s, len, hs, n);
     free(s);
     return r;
 }
 
-int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out)
+int vw_json_u64(const cJSON *obj, const char *key, uint64_t *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
@@ -90,7 +90,7 @@ int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out)
     return 0;
 }
 
-int vram_json_bool(const cJSON *obj, const char *key, bool *out)
+int vw_json_bool(const cJSON *obj, const char *key, bool *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!v)
@@ -101,7 +101,7 @@ int vram_json_bool(const cJSON *obj, const char *key, bool *out)
     return 0;
 }
 
-bool vram_json_uint(const cJSON *v, uint64_t max, uint64_t *out)
+bool vw_json_uint(const cJSON *v, uint64_t max, uint64_t *out)
 {
     if (!is_uint(v) || v->valuedouble > (double)max)
         return false;
@@ -109,12 +109,12 @@ bool vram_json_uint(const cJSON *v, uint64_t max, uint64_t *out)
     return true;
 }
 
-const char *vram_json_str(const cJSON *obj, const char *key)
+const char *vw_json_str(const cJSON *obj, const char *key)
 {
     return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(obj, key));
 }
 
-cJSON *vram_json_add_u64(cJSON *obj, const char *key, uint64_t v)
+cJSON *vw_json_add_u64(cJSON *obj, const char *key, uint64_t v)
 {
     return cJSON_AddNumberToObject(obj, key, (double)v);
 }

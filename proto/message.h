@@ -5,8 +5,8 @@
  * cJSON message (tests that speak the protocol wrongly on purpose).
  * The daemon and libvram speak only through msg.h and vram_msg.h.
  */
-#ifndef VRAM_PROTO_MESSAGE_H
-#define VRAM_PROTO_MESSAGE_H
+#ifndef VW_PROTO_MESSAGE_H
+#define VW_PROTO_MESSAGE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,29 +18,29 @@
 
 /* Checks a request: a known type, and every required field present with its
  * type. Returns 0, -ENOSYS (unknown type) or -EINVAL, with why set. */
-int vram_msg_validate_request(const cJSON *msg, char *why, size_t whylen);
+int vw_msg_validate_request(const cJSON *msg, char *why, size_t whylen);
 /* Same for an event, used by the client library. */
-int vram_msg_validate_event(const cJSON *msg, char *why, size_t whylen);
+int vw_msg_validate_event(const cJSON *msg, char *why, size_t whylen);
 
 #include "errnames.h"
 #include "json.h"
 
-/* Serialises msg and queues it with handles (taken, see vram_codec_tx). */
-int vram_msg_queue(struct vram_wire *w, const cJSON *msg, vp_handle *hs,
+/* Serialises msg and queues it with handles (taken, see vw_codec_tx). */
+int vw_msg_queue(struct vw_wire *w, const cJSON *msg, vp_handle *hs,
                    int n);
 
 /* Field readers. Each returns 0 and writes *out only when the field is
  * present with the right type; -ENOENT when absent; -EINVAL otherwise. */
-int vram_json_u64(const cJSON *obj, const char *key, uint64_t *out);
-int vram_json_bool(const cJSON *obj, const char *key, bool *out);
-const char *vram_json_str(const cJSON *obj, const char *key);
+int vw_json_u64(const cJSON *obj, const char *key, uint64_t *out);
+int vw_json_bool(const cJSON *obj, const char *key, bool *out);
+const char *vw_json_str(const cJSON *obj, const char *key);
 /* v is a whole number from 0 to max (at most 2^53), checked before it is
  * converted: no cast of an out-of-range double ever happens. */
-bool vram_json_uint(const cJSON *v, uint64_t max, uint64_t *out);
-#define VRAM_JSON_MAX_UINT 9007199254740992ull /* 2^53 */
+bool vw_json_uint(const cJSON *v, uint64_t max, uint64_t *out);
+#define VW_JSON_MAX_UINT 9007199254740992ull /* 2^53 */
 
-/* Adds an unsigned integer; vram_json_print writes it exactly below 2^53
+/* Adds an unsigned integer; vw_json_print writes it exactly below 2^53
  * (JSON numbers are doubles): bytes, ids and addresses all fit. */
-cJSON *vram_json_add_u64(cJSON *obj, const char *key, uint64_t v);
+cJSON *vw_json_add_u64(cJSON *obj, const char *key, uint64_t v);
 
 #endif

@@ -11,7 +11,7 @@
 
 #define NO_HAS UINT32_MAX
 
-const struct vram_fdesc *vram_field(const struct vram_tdesc *t, const char *name)
+const struct vw_fdesc *vw_field(const struct vw_tdesc *t, const char *name)
 {
     for (uint32_t i = 0; t && i < t->nfields; i++)
         if (strcmp(t->fields[i].name, name) == 0)
@@ -19,16 +19,16 @@ const struct vram_fdesc *vram_field(const struct vram_tdesc *t, const char *name
     return NULL;
 }
 
-static size_t kind_size(int kind, const struct vram_tdesc *type)
+static size_t kind_size(int kind, const struct vw_tdesc *type)
 {
     switch (kind) {
-    case VRAM_K_U32: return sizeof(uint32_t);
-    case VRAM_K_U64: return sizeof(uint64_t);
-    case VRAM_K_I64: return sizeof(int64_t);
-    case VRAM_K_BOOL: return sizeof(bool);
-    case VRAM_K_STRING: return sizeof(const char *);
-    case VRAM_K_HANDLE: return sizeof(vp_handle);
-    case VRAM_K_OBJECT: return type->size;
+    case VW_K_U32: return sizeof(uint32_t);
+    case VW_K_U64: return sizeof(uint64_t);
+    case VW_K_I64: return sizeof(int64_t);
+    case VW_K_BOOL: return sizeof(bool);
+    case VW_K_STRING: return sizeof(const char *);
+    case VW_K_HANDLE: return sizeof(vp_handle);
+    case VW_K_OBJECT: return type->size;
     default: return 0;
     }
 }
@@ -36,13 +36,13 @@ static size_t kind_size(int kind, const struct vram_tdesc *type)
 static const char *kind_what(int kind)
 {
     switch (kind) {
-    case VRAM_K_U32: return "a u32 (a whole number from 0 to 4294967295)";
-    case VRAM_K_U64: return "a u64 (a whole number from 0 to 2^53)";
-    case VRAM_K_I64: return "an i64 (a whole number from -2^53 to 2^53)";
-    case VRAM_K_BOOL: return "true or false";
-    case VRAM_K_STRING: return "a string";
-    case VRAM_K_HANDLE: return "a handle index";
-    case VRAM_K_OBJECT: return "an object";
+    case VW_K_U32: return "a u32 (a whole number from 0 to 4294967295)";
+    case VW_K_U64: return "a u64 (a whole number from 0 to 2^53)";
+    case VW_K_I64: return "an i64 (a whole number from -2^53 to 2^53)";
+    case VW_K_BOOL: return "true or false";
+    case VW_K_STRING: return "a string";
+    case VW_K_HANDLE: return "a handle index";
+    case VW_K_OBJECT: return "an object";
     default: return "an array";
     }
 }
@@ -50,9 +50,9 @@ static const char *kind_what(int kind)
 /* ---- decoding ----------------------------------------------------------- */
 
 struct dstate {
-    struct vram_dec *d;
-    int taken[VRAM_MAX_FDS_PER_FRAME]; /* frame handle indexes taken */
-    vp_handle took[VRAM_MAX_FDS_PER_FRAME];
+    struct vw_dec *d;
+    int taken[VW_MAX_FDS_PER_FRAME]; /* frame handle indexes taken */
+    vp_handle took[VW_MAX_FDS_PER_FRAME];
     int ntaken;
 };
 
@@ -119,11 +119,11 @@ static bool whole(const cJSON *v, double lo, double hi, double *out)
     return true;
 }
 
-static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
+static int dec_value(struct dstate *s, int kind, const struct vw_tdesc *type,
                      uint32_t max, const cJSON *v, void *dst,
                      const struct path *path);
 
-static int dec_object(struct dstate *s, const struct vram_tdesc *t,
+static int dec_object(struct dstate *s, const struct vw_tdesc *t,
                       const cJSON *obj, void *out, const struct path *path)
 {
     if (t->tuple ? !cJSON_IsArray(obj) : !cJSON_IsObject(obj))
@@ -131,7 +131,7 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
     memset(out, 0, t->size);
     const cJSON *item = t->tuple ? obj->child : NULL;
     for (uint32_t i = 0; i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
+        const struct vw_fdesc *f = &t->fields[i];
         const cJSON *v;
         if (t->tuple) {
             v = item;
@@ -143,7 +143,7 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
         const struct path *sub = &at;
         /* A field the connection's version does not have is unknown to
          * it: ignored, as any unknown field. */
-        if (!vram_since_in(f->since, s->d->version))
+        if (!vw_since_in(f->since, s->d->version))
             v = NULL;
         if (!v || cJSON_IsNull(v)) {
             /* Only the message's own fields may wait for a later frame:
@@ -153,14 +153,14 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
             continue;
         }
         int r;
-        if (f->kind == VRAM_K_ARRAY) {
+        if (f->kind == VW_K_ARRAY) {
             if (!cJSON_IsArray(v))
                 return bad(s, sub, "must be an array");
             size_t n = (size_t)cJSON_GetArraySize(v);
             if (f->max && n > f->max)
                 return bad(s, sub, "%zu items, at most %u", n, f->max);
             size_t isz = kind_size(f->item, f->type);
-            void *arr = n ? vram_arena_alloc(s->d->arena, n * isz) : NULL;
+            void *arr = n ? vw_arena_alloc(s->d->arena, n * isz) : NULL;
             if (n && !arr)
                 return out_of_memory(s, sub);
             size_t k = 0;
@@ -185,47 +185,47 @@ static int dec_object(struct dstate *s, const struct vram_tdesc *t,
     return 0;
 }
 
-static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
+static int dec_value(struct dstate *s, int kind, const struct vw_tdesc *type,
                      uint32_t max, const cJSON *v, void *dst,
                      const struct path *path)
 {
     double d;
     switch (kind) {
-    case VRAM_K_U32:
+    case VW_K_U32:
         if (!whole(v, 0, 4294967295.0, &d))
             return bad(s, path, "must be %s", kind_what(kind));
         *(uint32_t *)dst = (uint32_t)d;
         return 0;
-    case VRAM_K_U64:
+    case VW_K_U64:
         if (!whole(v, 0, 9007199254740992.0, &d))
             return bad(s, path, "must be %s", kind_what(kind));
         *(uint64_t *)dst = (uint64_t)d;
         return 0;
-    case VRAM_K_I64:
+    case VW_K_I64:
         if (!whole(v, -9007199254740992.0, 9007199254740992.0, &d))
             return bad(s, path, "must be %s", kind_what(kind));
         *(int64_t *)dst = (int64_t)d;
         return 0;
-    case VRAM_K_BOOL:
+    case VW_K_BOOL:
         if (!cJSON_IsBool(v))
             return bad(s, path, "must be %s", kind_what(kind));
         *(bool *)dst = cJSON_IsTrue(v);
         return 0;
-    case VRAM_K_STRING: {
+    case VW_K_STRING: {
         if (!cJSON_IsString(v))
             return bad(s, path, "must be %s", kind_what(kind));
         size_t n = strlen(v->valuestring);
         if (max && n > max)
             return bad(s, path, "a string of %zu bytes, at most %u", n, max);
-        char *c = vram_arena_strdup(s->d->arena, v->valuestring);
+        char *c = vw_arena_strdup(s->d->arena, v->valuestring);
         if (!c)
             return out_of_memory(s, path);
         *(const char **)dst = c;
         return 0;
     }
-    case VRAM_K_HANDLE: {
-        struct vram_codec_frame *f = s->d->frame;
-        if (!whole(v, 0, VRAM_MAX_FDS_PER_FRAME - 1, &d))
+    case VW_K_HANDLE: {
+        struct vw_codec_frame *f = s->d->frame;
+        if (!whole(v, 0, VW_MAX_FDS_PER_FRAME - 1, &d))
             return bad(s, path, "must be %s", kind_what(kind));
         int i = (int)d;
         if (!f || i >= f->nhandles || !vp_ok(f->handles[i]))
@@ -237,15 +237,15 @@ static int dec_value(struct dstate *s, int kind, const struct vram_tdesc *type,
         f->handles[i] = VP_NONE;
         return 0;
     }
-    case VRAM_K_OBJECT:
+    case VW_K_OBJECT:
         return dec_object(s, type, v, dst, path);
     default:
         return bad(s, path, "arrays of arrays are not in the catalogue");
     }
 }
 
-int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
-                struct vram_dec *d)
+int vw_decode(const struct vw_tdesc *t, const cJSON *obj, void *out,
+                struct vw_dec *d)
 {
     struct dstate s = {.d = d};
     d->why[0] = '\0';
@@ -260,21 +260,21 @@ int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
     return r;
 }
 
-static void close_value(int kind, const struct vram_tdesc *type, void *p)
+static void close_value(int kind, const struct vw_tdesc *type, void *p)
 {
-    if (kind == VRAM_K_HANDLE)
+    if (kind == VW_K_HANDLE)
         vp_close((vp_handle *)p);
-    else if (kind == VRAM_K_OBJECT)
-        vram_close_handles(type, p);
+    else if (kind == VW_K_OBJECT)
+        vw_close_handles(type, p);
 }
 
-void vram_close_handles(const struct vram_tdesc *t, void *obj)
+void vw_close_handles(const struct vw_tdesc *t, void *obj)
 {
     for (uint32_t i = 0; i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
+        const struct vw_fdesc *f = &t->fields[i];
         char *p = (char *)obj + f->off;
-        if (f->kind == VRAM_K_ARRAY) {
-            if (f->item != VRAM_K_HANDLE && f->item != VRAM_K_OBJECT)
+        if (f->kind == VW_K_ARRAY) {
+            if (f->item != VW_K_HANDLE && f->item != VW_K_OBJECT)
                 continue;
             void *v;
             size_t n;
@@ -291,7 +291,7 @@ void vram_close_handles(const struct vram_tdesc *t, void *obj)
 
 /* ---- merging ------------------------------------------------------------ */
 
-static void arr_get(const void *obj, const struct vram_fdesc *f, void **v,
+static void arr_get(const void *obj, const struct vw_fdesc *f, void **v,
                     size_t *n)
 {
     const char *p = (const char *)obj + f->off;
@@ -299,7 +299,7 @@ static void arr_get(const void *obj, const struct vram_fdesc *f, void **v,
     memcpy(n, p + sizeof(void *), sizeof(*n));
 }
 
-static void arr_set(void *obj, const struct vram_fdesc *f, void *v, size_t n)
+static void arr_set(void *obj, const struct vw_fdesc *f, void *v, size_t n)
 {
     char *p = (char *)obj + f->off;
     memcpy(p, &v, sizeof(v));
@@ -307,9 +307,9 @@ static void arr_set(void *obj, const struct vram_fdesc *f, void *v, size_t n)
 }
 
 /* The id of an item that can be continued, or -1. */
-static int64_t item_id(const struct vram_tdesc *t, const void *item)
+static int64_t item_id(const struct vw_tdesc *t, const void *item)
 {
-    if (!t || !t->nfields || t->tuple || t->fields[0].kind != VRAM_K_U32 ||
+    if (!t || !t->nfields || t->tuple || t->fields[0].kind != VW_K_U32 ||
         strcmp(t->fields[0].name, "id") != 0)
         return -1;
     uint32_t id;
@@ -321,13 +321,13 @@ static int64_t item_id(const struct vram_tdesc *t, const void *item)
  * and an array of objects has, in last, one per field of its last item
  * (the item the next frame may continue). cap 0: the array is not the
  * merge's own (empty, or a part's, shared): it is copied before it grows. */
-struct vram_mnode {
+struct vw_mnode {
     size_t cap;
-    struct vram_mnode *last;
+    struct vw_mnode *last;
 };
 
 /* The last item is a new one, whose arrays are its part's. */
-static void room_forget(struct vram_mnode *n, const struct vram_tdesc *t)
+static void room_forget(struct vw_mnode *n, const struct vw_tdesc *t)
 {
     for (uint32_t i = 0; n && i < t->nfields; i++) {
         n[i].cap = 0;
@@ -336,10 +336,10 @@ static void room_forget(struct vram_mnode *n, const struct vram_tdesc *t)
     }
 }
 
-static int merge_bad(struct vram_merge *m, const struct path *at,
+static int merge_bad(struct vw_merge *m, const struct path *at,
                      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-static int merge_bad(struct vram_merge *m, const struct path *at,
+static int merge_bad(struct vw_merge *m, const struct path *at,
                      const char *fmt, ...)
 {
     va_list ap;
@@ -352,8 +352,8 @@ static int merge_bad(struct vram_merge *m, const struct path *at,
 /* part's items of array f appended to acc's: in place while there is room,
  * else into a block twice as large, so that every item is copied a bounded
  * number of times over the whole reply, however many frames it has. */
-static int concat(struct vram_merge *m, const struct vram_fdesc *f, void *acc,
-                  const void *part, struct vram_mnode *room,
+static int concat(struct vw_merge *m, const struct vw_fdesc *f, void *acc,
+                  const void *part, struct vw_mnode *room,
                   const struct path *at)
 {
     void *av, *pv;
@@ -364,18 +364,18 @@ static int concat(struct vram_merge *m, const struct vram_fdesc *f, void *acc,
         return 0;
     size_t isz = kind_size(f->item, f->type);
     size_t skip = 0;
-    if (an && f->item == VRAM_K_OBJECT) {
+    if (an && f->item == VW_K_OBJECT) {
         void *last = (char *)av + (an - 1) * isz;
         int64_t id = item_id(f->type, last);
         if (id >= 0 && id == item_id(f->type, pv)) {
             /* The first item continues the last: its arrays join. */
-            const struct vram_tdesc *it = f->type;
+            const struct vw_tdesc *it = f->type;
             if (!room->last &&
-                !(room->last = vram_arena_alloc(m->a, it->nfields * sizeof(*room->last))))
+                !(room->last = vw_arena_alloc(m->a, it->nfields * sizeof(*room->last))))
                 return -ENOMEM;
             struct path ip = {at, NULL, an - 1};
             for (uint32_t i = 0; i < it->nfields; i++)
-                if (it->fields[i].kind == VRAM_K_ARRAY) {
+                if (it->fields[i].kind == VW_K_ARRAY) {
                     struct path fp = {&ip, it->fields[i].name, 0};
                     int e = concat(m, &it->fields[i], last, pv, &room->last[i], &fp);
                     if (e < 0)
@@ -394,7 +394,7 @@ static int concat(struct vram_merge *m, const struct vram_fdesc *f, void *acc,
         size_t cap = room->cap * 2 > n ? room->cap * 2 : n;
         if (cap > SIZE_MAX / isz)
             return -ENOMEM;
-        void *nv = vram_arena_alloc(m->a, cap * isz);
+        void *nv = vw_arena_alloc(m->a, cap * isz);
         if (!nv)
             return -ENOMEM;
         if (an)
@@ -410,26 +410,26 @@ static int concat(struct vram_merge *m, const struct vram_fdesc *f, void *acc,
     return 0;
 }
 
-void vram_merge_begin(struct vram_merge *m, const struct vram_tdesc *t,
-                      void *acc, const char *skip, struct vram_arena *a)
+void vw_merge_begin(struct vw_merge *m, const struct vw_tdesc *t,
+                      void *acc, const char *skip, struct vw_arena *a)
 {
     memset(acc, 0, t->size);
-    *m = (struct vram_merge){.t = t, .acc = acc, .skip = skip, .a = a};
+    *m = (struct vw_merge){.t = t, .acc = acc, .skip = skip, .a = a};
 }
 
-int vram_merge_add(struct vram_merge *m, const void *part)
+int vw_merge_add(struct vw_merge *m, const void *part)
 {
-    const struct vram_tdesc *t = m->t;
-    if (!m->room && !(m->room = vram_arena_alloc(m->a, t->nfields * sizeof(*m->room)))) {
+    const struct vw_tdesc *t = m->t;
+    if (!m->room && !(m->room = vw_arena_alloc(m->a, t->nfields * sizeof(*m->room)))) {
         snprintf(m->why, sizeof(m->why), "out of memory");
         return -ENOMEM;
     }
     struct path top = {NULL, t->name, 0};
     for (uint32_t i = 0; i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
+        const struct vw_fdesc *f = &t->fields[i];
         char *dst = (char *)m->acc + f->off;
         const char *src = (const char *)part + f->off;
-        if (f->kind == VRAM_K_ARRAY && !(m->skip && strcmp(m->skip, f->name) == 0)) {
+        if (f->kind == VW_K_ARRAY && !(m->skip && strcmp(m->skip, f->name) == 0)) {
             struct path at = {&top, f->name, 0};
             int e = concat(m, f, m->acc, part, &m->room[i], &at);
             if (e == -ENOMEM)
@@ -438,12 +438,12 @@ int vram_merge_add(struct vram_merge *m, const void *part)
                 return e;
             continue;
         }
-        if (f->kind == VRAM_K_ARRAY) {
+        if (f->kind == VW_K_ARRAY) {
             memcpy(dst, src, sizeof(void *) + sizeof(size_t));
             continue;
         }
         bool present = f->has_off == NO_HAS
-                           ? (f->kind != VRAM_K_STRING ||
+                           ? (f->kind != VW_K_STRING ||
                               *(const char *const *)src != NULL)
                            : *(const bool *)((const char *)part + f->has_off);
         if (!present)
@@ -457,61 +457,61 @@ int vram_merge_add(struct vram_merge *m, const void *part)
 
 /* ---- encoding ----------------------------------------------------------- */
 
-static int enc_value(struct vram_enc *e, int kind, const struct vram_tdesc *type,
+static int enc_value(struct vw_enc *e, int kind, const struct vw_tdesc *type,
                      const void *p);
 
-static bool present(const struct vram_fdesc *f, const void *in)
+static bool present(const struct vw_fdesc *f, const void *in)
 {
     const char *p = (const char *)in + f->off;
-    if (f->kind == VRAM_K_ARRAY) {
+    if (f->kind == VW_K_ARRAY) {
         size_t n;
         memcpy(&n, p + sizeof(void *), sizeof(n));
         return f->required || n > 0;
     }
-    if (f->kind == VRAM_K_STRING)
+    if (f->kind == VW_K_STRING)
         return *(const char *const *)p != NULL;
     if (f->has_off != NO_HAS)
         return *(const bool *)((const char *)in + f->has_off);
     return true;
 }
 
-static int enc_field(struct vram_enc *e, const struct vram_fdesc *f,
+static int enc_field(struct vw_enc *e, const struct vw_fdesc *f,
                      const void *in)
 {
     const char *p = (const char *)in + f->off;
-    if (f->kind != VRAM_K_ARRAY)
+    if (f->kind != VW_K_ARRAY)
         return enc_value(e, f->kind, f->type, p);
     void *v;
     size_t n;
     memcpy(&v, p, sizeof(v));
     memcpy(&n, p + sizeof(void *), sizeof(n));
     size_t isz = kind_size(f->item, f->type);
-    vram_jw_raw(e->w, "[", 1);
+    vw_jw_raw(e->w, "[", 1);
     for (size_t k = 0; k < n; k++) {
         if (k)
-            vram_jw_raw(e->w, ",", 1);
+            vw_jw_raw(e->w, ",", 1);
         int r = enc_value(e, f->item, f->type, (const char *)v + k * isz);
         if (r < 0)
             return r;
     }
-    vram_jw_raw(e->w, "]", 1);
+    vw_jw_raw(e->w, "]", 1);
     return 0;
 }
 
-int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
+int vw_encode_fields(struct vw_enc *e, const struct vw_tdesc *t,
                        const void *in, const char *only, bool *first)
 {
     for (uint32_t i = 0; i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
+        const struct vw_fdesc *f = &t->fields[i];
         if (only && strcmp(only, f->name) != 0)
             continue;
-        if (!t->tuple && (!present(f, in) || !vram_since_in(f->since, e->version)))
+        if (!t->tuple && (!present(f, in) || !vw_since_in(f->since, e->version)))
             continue;
         if (t->tuple) {
             if (!*first)
-                vram_jw_raw(e->w, ",", 1);
+                vw_jw_raw(e->w, ",", 1);
         } else {
-            vram_jw_key(e->w, f->name, *first);
+            vw_jw_key(e->w, f->name, *first);
         }
         *first = false;
         int r = enc_field(e, f, in);
@@ -521,39 +521,39 @@ int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
     return e->w->oom ? -ENOMEM : 0;
 }
 
-int vram_encode_object(struct vram_enc *e, const struct vram_tdesc *t,
+int vw_encode_object(struct vw_enc *e, const struct vw_tdesc *t,
                        const void *in)
 {
     bool first = true;
-    vram_jw_raw(e->w, t->tuple ? "[" : "{", 1);
-    int r = vram_encode_fields(e, t, in, NULL, &first);
-    vram_jw_raw(e->w, t->tuple ? "]" : "}", 1);
+    vw_jw_raw(e->w, t->tuple ? "[" : "{", 1);
+    int r = vw_encode_fields(e, t, in, NULL, &first);
+    vw_jw_raw(e->w, t->tuple ? "]" : "}", 1);
     return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
 }
 
-static int enc_value(struct vram_enc *e, int kind, const struct vram_tdesc *type,
+static int enc_value(struct vw_enc *e, int kind, const struct vw_tdesc *type,
                      const void *p)
 {
     switch (kind) {
-    case VRAM_K_U32: vram_jw_u64(e->w, *(const uint32_t *)p); return 0;
-    case VRAM_K_U64: vram_jw_u64(e->w, *(const uint64_t *)p); return 0;
-    case VRAM_K_I64: vram_jw_i64(e->w, *(const int64_t *)p); return 0;
-    case VRAM_K_BOOL:
-        vram_jw_lit(e->w, *(const bool *)p ? "true" : "false");
+    case VW_K_U32: vw_jw_u64(e->w, *(const uint32_t *)p); return 0;
+    case VW_K_U64: vw_jw_u64(e->w, *(const uint64_t *)p); return 0;
+    case VW_K_I64: vw_jw_i64(e->w, *(const int64_t *)p); return 0;
+    case VW_K_BOOL:
+        vw_jw_lit(e->w, *(const bool *)p ? "true" : "false");
         return 0;
-    case VRAM_K_STRING: {
+    case VW_K_STRING: {
         const char *s = *(const char *const *)p;
-        vram_jw_str(e->w, s ? s : "");
+        vw_jw_str(e->w, s ? s : "");
         return 0;
     }
-    case VRAM_K_HANDLE:
+    case VW_K_HANDLE:
         if (!e->hs || e->nh >= e->max)
             return -E2BIG;
         e->hs[e->nh] = *(const vp_handle *)p;
-        vram_jw_u64(e->w, (uint64_t)e->nh++);
+        vw_jw_u64(e->w, (uint64_t)e->nh++);
         return 0;
-    case VRAM_K_OBJECT:
-        return vram_encode_object(e, type, p);
+    case VW_K_OBJECT:
+        return vw_encode_object(e, type, p);
     default:
         return -EINVAL;
     }
@@ -561,7 +561,7 @@ static int enc_value(struct vram_enc *e, int kind, const struct vram_tdesc *type
 
 /* ---- envelopes ---------------------------------------------------------- */
 
-int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
+int vw_envelope_read(const cJSON *o, struct vw_envelope *env, char *why,
                        size_t whylen)
 {
     memset(env, 0, sizeof(*env));
@@ -581,7 +581,7 @@ int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
         env->id = (uint64_t)d;
     }
     if (strcmp(type, "event") == 0) {
-        env->kind = VRAM_MSG_EVENT;
+        env->kind = VW_MSG_EVENT;
         env->type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "event"));
         if (!env->type) {
             snprintf(why, whylen, "event has no string field 'event'");
@@ -590,7 +590,7 @@ int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
         return 0;
     }
     if (strcmp(type, "reply") == 0) {
-        env->kind = VRAM_MSG_REPLY;
+        env->kind = VW_MSG_REPLY;
         env->type = type;
         const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok");
         if (!env->has_id || !cJSON_IsBool(ok)) {
@@ -603,7 +603,7 @@ int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
         env->message = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "message"));
         return 0;
     }
-    env->kind = VRAM_MSG_REQUEST;
+    env->kind = VW_MSG_REQUEST;
     env->type = type;
     if (!env->has_id) {
         snprintf(why, whylen, "request has no integer field 'id'");
@@ -612,64 +612,64 @@ int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
     return 0;
 }
 
-const char *vram_error_name_at(int err, unsigned version)
+const char *vw_error_name_at(int err, unsigned version)
 {
-    const char *name = vram_errno_name(err);
+    const char *name = vw_errno_name(err);
     /* A chain of fallbacks, each older: bounded by the table's length. */
     for (int hops = 0; hops < 64; hops++) {
-        const struct vram_errdesc *d = vram_errdescs;
+        const struct vw_errdesc *d = vw_errdescs;
         while (d->name && strcmp(d->name, name) != 0)
             d++;
-        if (!d->name || vram_since_in(d->since, version) || !d->fallback)
+        if (!d->name || vw_since_in(d->since, version) || !d->fallback)
             return name;
         name = d->fallback;
     }
     return name;
 }
 
-int vram_encode_request(struct vram_enc *e, const struct vram_mdesc *m,
+int vw_encode_request(struct vw_enc *e, const struct vw_mdesc *m,
                         uint64_t id, const void *fields)
 {
-    vram_jw_lit(e->w, "{\"type\":");
-    vram_jw_str(e->w, m->name);
-    vram_jw_lit(e->w, ",\"id\":");
-    vram_jw_u64(e->w, id);
+    vw_jw_lit(e->w, "{\"type\":");
+    vw_jw_str(e->w, m->name);
+    vw_jw_lit(e->w, ",\"id\":");
+    vw_jw_u64(e->w, id);
     bool first = false;
-    int r = fields ? vram_encode_fields(e, m->req, fields, NULL, &first) : 0;
-    vram_jw_raw(e->w, "}", 1);
+    int r = fields ? vw_encode_fields(e, m->req, fields, NULL, &first) : 0;
+    vw_jw_raw(e->w, "}", 1);
     return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
 }
 
-int vram_encode_reply(struct vram_enc *e, const struct vram_mdesc *m,
+int vw_encode_reply(struct vw_enc *e, const struct vw_mdesc *m,
                       uint64_t id, int err, const char *message, bool more,
                       const void *fields, const char *only)
 {
-    vram_jw_lit(e->w, "{\"type\":\"reply\",\"id\":");
-    vram_jw_u64(e->w, id);
-    vram_jw_lit(e->w, err ? ",\"ok\":false" : ",\"ok\":true");
+    vw_jw_lit(e->w, "{\"type\":\"reply\",\"id\":");
+    vw_jw_u64(e->w, id);
+    vw_jw_lit(e->w, err ? ",\"ok\":false" : ",\"ok\":true");
     if (more)
-        vram_jw_lit(e->w, ",\"more\":true");
+        vw_jw_lit(e->w, ",\"more\":true");
     if (err) {
-        vram_jw_lit(e->w, ",\"error\":");
-        vram_jw_str(e->w, vram_error_name_at(err, e->version));
-        vram_jw_lit(e->w, ",\"message\":");
-        vram_jw_str(e->w, message ? message : "");
+        vw_jw_lit(e->w, ",\"error\":");
+        vw_jw_str(e->w, vw_error_name_at(err, e->version));
+        vw_jw_lit(e->w, ",\"message\":");
+        vw_jw_str(e->w, message ? message : "");
     }
     bool first = false;
     int r = fields && m && m->rep
-                ? vram_encode_fields(e, m->rep, fields, only, &first)
+                ? vw_encode_fields(e, m->rep, fields, only, &first)
                 : 0;
-    vram_jw_raw(e->w, "}", 1);
+    vw_jw_raw(e->w, "}", 1);
     return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
 }
 
-int vram_encode_event(struct vram_enc *e, const struct vram_mdesc *m,
+int vw_encode_event(struct vw_enc *e, const struct vw_mdesc *m,
                       const void *fields)
 {
-    vram_jw_lit(e->w, "{\"type\":\"event\",\"event\":");
-    vram_jw_str(e->w, m->name);
+    vw_jw_lit(e->w, "{\"type\":\"event\",\"event\":");
+    vw_jw_str(e->w, m->name);
     bool first = false;
-    int r = vram_encode_fields(e, m->req, fields, NULL, &first);
-    vram_jw_raw(e->w, "}", 1);
+    int r = vw_encode_fields(e, m->req, fields, NULL, &first);
+    vw_jw_raw(e->w, "}", 1);
     return r < 0 ? r : e->w->oom ? -ENOMEM : 0;
 }

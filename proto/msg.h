@@ -15,8 +15,8 @@
  *    has `bool has_<name>` (set when present);
  *  - a string is `const char *`, NULL when absent;
  *  - an array is `struct { T *v; size_t n; }`, empty when absent. */
-#ifndef VRAM_PROTO_MSG_H
-#define VRAM_PROTO_MSG_H
+#ifndef VW_PROTO_MSG_H
+#define VW_PROTO_MSG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,20 +29,20 @@
 #include "handle.h"
 #include "json.h"
 
-enum vram_kind {
-    VRAM_K_U32,
-    VRAM_K_U64,
-    VRAM_K_I64,
-    VRAM_K_BOOL,
-    VRAM_K_STRING,
-    VRAM_K_HANDLE,
-    VRAM_K_OBJECT,
-    VRAM_K_ARRAY,
+enum vw_kind {
+    VW_K_U32,
+    VW_K_U64,
+    VW_K_I64,
+    VW_K_BOOL,
+    VW_K_STRING,
+    VW_K_HANDLE,
+    VW_K_OBJECT,
+    VW_K_ARRAY,
 };
 
-struct vram_tdesc;
+struct vw_tdesc;
 
-struct vram_fdesc {
+struct vw_fdesc {
     const char *name;
     const char *doc;
     uint8_t kind;
@@ -51,66 +51,66 @@ struct vram_fdesc {
     uint32_t max; /* strings: bytes; arrays: items; 0: only the frame's */
     uint32_t off;
     uint32_t has_off; /* optional scalars and objects; UINT32_MAX: none */
-    const struct vram_tdesc *type; /* objects, and arrays of objects */
+    const struct vw_tdesc *type; /* objects, and arrays of objects */
     uint16_t since; /* the protocol version that added it (0: the first) */
 };
 
-struct vram_tdesc {
+struct vw_tdesc {
     const char *name;
     const char *doc;
     uint32_t size;
     bool tuple; /* written as a JSON array of its fields in order */
-    const struct vram_fdesc *fields;
+    const struct vw_fdesc *fields;
     uint32_t nfields;
 };
 
 /* A request with its reply, or an event (rep NULL). */
-struct vram_mdesc {
+struct vw_mdesc {
     const char *name;
     const char *doc;
-    const struct vram_tdesc *req;
-    const struct vram_tdesc *rep;
+    const struct vw_tdesc *req;
+    const struct vw_tdesc *rep;
     uint16_t since; /* the protocol version that added it (0: the first) */
 };
 
 /* An error code of the catalogue: since the version that added it, and the
  * older code a peer of an earlier version is told instead (NULL for the
  * first version's codes). */
-struct vram_errdesc {
+struct vw_errdesc {
     const char *name;
     const char *doc;
     uint16_t since;
     const char *fallback;
 };
 /* Every error code, ending with a NULL name (made by vram_msggen). */
-extern const struct vram_errdesc vram_errdescs[];
+extern const struct vw_errdesc vw_errdescs[];
 
 /* Whether what was added in since is part of version (0: the newest, all
  * of it). */
-static inline bool vram_since_in(uint16_t since, unsigned version)
+static inline bool vw_since_in(uint16_t since, unsigned version)
 {
     return version == 0 || since <= version;
 }
 /* The name of err as a peer speaking version is told it: a code newer
  * than version goes as its fallback. */
-const char *vram_error_name_at(int err, unsigned version);
+const char *vw_error_name_at(int err, unsigned version);
 
 /* Arrays of scalars, as the generated structs hold them. */
-struct vram_u32s { uint32_t *v; size_t n; };
-struct vram_u64s { uint64_t *v; size_t n; };
-struct vram_i64s { int64_t *v; size_t n; };
-struct vram_bools { bool *v; size_t n; };
-struct vram_strs { const char **v; size_t n; };
-struct vram_handles { vp_handle *v; size_t n; };
+struct vw_u32s { uint32_t *v; size_t n; };
+struct vw_u64s { uint64_t *v; size_t n; };
+struct vw_i64s { int64_t *v; size_t n; };
+struct vw_bools { bool *v; size_t n; };
+struct vw_strs { const char **v; size_t n; };
+struct vw_handles { vp_handle *v; size_t n; };
 
 /* A field of t by name, or NULL. */
-const struct vram_fdesc *vram_field(const struct vram_tdesc *t, const char *name);
+const struct vw_fdesc *vw_field(const struct vw_tdesc *t, const char *name);
 
 /* ---- decoding ---- */
 
-struct vram_dec {
-    struct vram_arena *arena; /* arrays and strings of the result */
-    struct vram_codec_frame *frame; /* handles are taken from it (NULL: a
+struct vw_dec {
+    struct vw_arena *arena; /* arrays and strings of the result */
+    struct vw_codec_frame *frame; /* handles are taken from it (NULL: a
                                        handle field is refused) */
     bool partial; /* the message's own required fields may be absent (a
                      reply's first frames); its items and objects are whole */
@@ -123,15 +123,15 @@ struct vram_dec {
  * -EINVAL with d->why naming the field ("kv_reserve.stage: must be a u32
  * (a whole number from 0 to 4294967295)"), or -ENOMEM. Handles named by the
  * message move from the frame into out; on failure none was taken. */
-int vram_decode(const struct vram_tdesc *t, const cJSON *obj, void *out,
-                struct vram_dec *d);
+int vw_decode(const struct vw_tdesc *t, const cJSON *obj, void *out,
+                struct vw_dec *d);
 /* Closes the handles a decoded value holds (of t), e.g. when refusing it. */
-void vram_close_handles(const struct vram_tdesc *t, void *obj);
+void vw_close_handles(const struct vw_tdesc *t, void *obj);
 
 /* What one reply may be at most, over all its frames: the bytes its frames
  * carry, and the memory they decode to, each. A daemon's status of 65,536
  * clients takes about 16 MiB on the wire. */
-#define VRAM_MAX_REPLY_BYTES (64u << 20)
+#define VW_MAX_REPLY_BYTES (64u << 20)
 
 /* A reply in several frames (more: true), each decoded into part and
  * merged into acc. Arrays concatenate, except the one named skip (NULL:
@@ -143,29 +143,29 @@ void vram_close_handles(const struct vram_tdesc *t, void *obj);
  * frames carry it (part's strings and nested arrays are shared, so part's
  * arena must live as long). The catalogue's maximum of an array holds for
  * the whole reply, as if it had come in one frame. */
-struct vram_mnode;
-struct vram_merge {
-    const struct vram_tdesc *t;
+struct vw_mnode;
+struct vw_merge {
+    const struct vw_tdesc *t;
     void *acc;
     const char *skip;
-    struct vram_arena *a;
-    struct vram_mnode *room; /* the room of each array made so far */
+    struct vw_arena *a;
+    struct vw_mnode *room; /* the room of each array made so far */
     char why[256];
 };
 
 /* Starts a merge into acc (of t; zeroed here). */
-void vram_merge_begin(struct vram_merge *m, const struct vram_tdesc *t,
-                      void *acc, const char *skip, struct vram_arena *a);
+void vw_merge_begin(struct vw_merge *m, const struct vw_tdesc *t,
+                      void *acc, const char *skip, struct vw_arena *a);
 /* Merges the next frame's part. 0; -E2BIG with m->why naming the array
  * ("status.stages[0].regions: 4097 items over the reply's frames, at most
  * 4096") when an array of the whole passes its maximum; -ENOMEM. acc is
  * incomplete after a failure. */
-int vram_merge_add(struct vram_merge *m, const void *part);
+int vw_merge_add(struct vw_merge *m, const void *part);
 
 /* ---- encoding ---- */
 
-struct vram_enc {
-    struct vram_jw *w;
+struct vw_enc {
+    struct vw_jw *w;
     vp_handle *hs; /* handles the frame will carry, in order; the encoder */
     int nh, max;   /* moves each handle field's value here */
     unsigned version; /* the connection's protocol version: fields added
@@ -175,18 +175,18 @@ struct vram_enc {
 /* Writes the fields of in (of t) that are present, each preceded by a
  * comma unless *first (then cleared); only, when not NULL, names the one
  * field to write. -E2BIG when more handles than e->max would be named. */
-int vram_encode_fields(struct vram_enc *e, const struct vram_tdesc *t,
+int vw_encode_fields(struct vw_enc *e, const struct vw_tdesc *t,
                        const void *in, const char *only, bool *first);
 /* {fields} as an object (or a tuple's array). */
-int vram_encode_object(struct vram_enc *e, const struct vram_tdesc *t,
+int vw_encode_object(struct vw_enc *e, const struct vw_tdesc *t,
                        const void *in);
 
 /* ---- envelopes ---- */
 
-enum vram_msg_kind { VRAM_MSG_REQUEST, VRAM_MSG_REPLY, VRAM_MSG_EVENT };
+enum vw_msg_kind { VW_MSG_REQUEST, VW_MSG_REPLY, VW_MSG_EVENT };
 
-struct vram_envelope {
-    int kind;         /* enum vram_msg_kind */
+struct vw_envelope {
+    int kind;         /* enum vw_msg_kind */
     const char *type; /* the request's or event's name */
     bool has_id;
     uint64_t id;
@@ -197,20 +197,20 @@ struct vram_envelope {
 /* Reads the envelope of a message: a request ({type, id}), a reply
  * ({type: reply, id, ok, more?, error?, message?}) or an event ({type:
  * event, event}). -EINVAL with why for anything else. */
-int vram_envelope_read(const cJSON *o, struct vram_envelope *env, char *why,
+int vw_envelope_read(const cJSON *o, struct vw_envelope *env, char *why,
                        size_t whylen);
 
 /* Writes a request: {"type":name,"id":id,...fields}. */
-int vram_encode_request(struct vram_enc *e, const struct vram_mdesc *m,
+int vw_encode_request(struct vw_enc *e, const struct vw_mdesc *m,
                         uint64_t id, const void *fields);
 /* Writes a reply: ok (err 0) or failed (err < 0, with message); more when
  * further frames follow; fields (of m->rep, may be NULL) restricted to only
  * when not NULL. */
-int vram_encode_reply(struct vram_enc *e, const struct vram_mdesc *m,
+int vw_encode_reply(struct vw_enc *e, const struct vw_mdesc *m,
                       uint64_t id, int err, const char *message, bool more,
                       const void *fields, const char *only);
 /* Writes an event: {"type":"event","event":name,...fields}. */
-int vram_encode_event(struct vram_enc *e, const struct vram_mdesc *m,
+int vw_encode_event(struct vw_enc *e, const struct vw_mdesc *m,
                       const void *fields);
 
 #endif

@@ -7,7 +7,7 @@
 
 static const char hex[] = "0123456789abcdef";
 
-size_t vram_utf8_len(const unsigned char *p, size_t n)
+size_t vw_utf8_len(const unsigned char *p, size_t n)
 {
     if (n == 0)
         return 0;
@@ -47,12 +47,12 @@ static bool c1(const unsigned char *p, size_t k)
     return k == 2 && p[0] == 0xC2 && p[1] < 0xA0;
 }
 
-size_t vram_text_escape(char *out, size_t len, const char *in)
+size_t vw_text_escape(char *out, size_t len, const char *in)
 {
     const unsigned char *p = (const unsigned char *)(in ? in : "");
     size_t n = strlen((const char *)p), o = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = vram_utf8_len(p + i, n - i);
+        size_t k = vw_utf8_len(p + i, n - i);
         /* A control character (C0, DEL, C1), or a byte that is not part
          * of a character: each of its bytes as \xNN. */
         size_t bytes = k == 0 ? 1 : c1(p + i, k) ? 2
@@ -78,7 +78,7 @@ size_t vram_text_escape(char *out, size_t len, const char *in)
     return o;
 }
 
-bool vram_json_has_nul(const char *text, size_t len)
+bool vw_json_has_nul(const char *text, size_t len)
 {
     /* Outside strings JSON has no backslash; inside, a run of them is
      * pairs (a backslash each), and an odd one escapes what follows. */
@@ -114,7 +114,7 @@ static size_t json_mend(const unsigned char *p, size_t len, char *out)
         } else if (c == '"') {
             in_string = false;
         } else {
-            k = vram_utf8_len(p + i, len - i);
+            k = vw_utf8_len(p + i, len - i);
             esc = k == 0 || c1(p + i, k) || c < 0x20 || c == 0x7F;
         }
         if (!esc) {
@@ -136,7 +136,7 @@ static size_t json_mend(const unsigned char *p, size_t len, char *out)
     return o;
 }
 
-char *vram_json_printable(const char *text, size_t len, size_t *out_len)
+char *vw_json_printable(const char *text, size_t len, size_t *out_len)
 {
     const unsigned char *p = (const unsigned char *)text;
     size_t n = json_mend(p, len, NULL);

@@ -17,7 +17,7 @@ static int same_word(const char *a, const char *b)
     return *a == *b;
 }
 
-int vram_size_parse(const char *s, uint64_t *out)
+int vw_size_parse(const char *s, uint64_t *out)
 {
     if (!s)
         return -EINVAL;
@@ -56,10 +56,10 @@ int vram_size_parse(const char *s, uint64_t *out)
     return -EINVAL;
 }
 
-int vram_size_binary(const char *s, char *buf, size_t len)
+int vw_size_binary(const char *s, char *buf, size_t len)
 {
     uint64_t v;
-    if (!s || vram_size_parse(s, &v) != -EDOM)
+    if (!s || vw_size_parse(s, &v) != -EDOM)
         return -EINVAL;
     while (isspace((unsigned char)*s))
         s++;
@@ -77,7 +77,7 @@ int vram_size_binary(const char *s, char *buf, size_t len)
     return 0;
 }
 
-const char *vram_size_why(int err)
+const char *vw_size_why(int err)
 {
     switch (err) {
     case -EDOM:
@@ -91,7 +91,7 @@ const char *vram_size_why(int err)
     }
 }
 
-char *vram_size_format(uint64_t bytes, char *buf, size_t len)
+char *vw_size_format(uint64_t bytes, char *buf, size_t len)
 {
     static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     int i = 0;

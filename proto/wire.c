@@ -7,26 +7,26 @@
 
 #include "conn.h"
 
-void vram_wire_init(struct vram_wire *w, vp_handle h)
+void vw_wire_init(struct vw_wire *w, vp_handle h)
 {
     memset(w, 0, sizeof(*w));
     w->h = h;
-    vram_codec_init(&w->codec, vp_handles_inline());
+    vw_codec_init(&w->codec, vp_handles_inline());
 }
 
-void vram_wire_fini(struct vram_wire *w)
+void vw_wire_fini(struct vw_wire *w)
 {
     if (w)
-        vram_codec_fini(&w->codec);
+        vw_codec_fini(&w->codec);
 }
 
 /* Every complete frame the codec holds, to fn. */
-static int deliver(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
+static int deliver(struct vw_wire *w, vw_wire_frame_fn fn, void *ud,
                    char *why, size_t whylen)
 {
     for (;;) {
-        struct vram_codec_frame *f;
-        int r = vram_codec_next(&w->codec, &f, why, whylen);
+        struct vw_codec_frame *f;
+        int r = vw_codec_next(&w->codec, &f, why, whylen);
         if (r <= 0)
             return r;
         r = fn(ud, f);
@@ -37,21 +37,21 @@ static int deliver(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
     }
 }
 
-int vram_wire_read(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
+int vw_wire_read(struct vw_wire *w, vw_wire_frame_fn fn, void *ud,
                    char *why, size_t whylen)
 {
     why[0] = '\0';
     int r = deliver(w, fn, ud, why, whylen);
     for (int n = 0; r == 0 && (!w->max_recvs || n < w->max_recvs); n++) {
         size_t room;
-        uint8_t *buf = vram_codec_rx_space(&w->codec, VRAM_WIRE_RECV, &room);
+        uint8_t *buf = vw_codec_rx_space(&w->codec, VW_WIRE_RECV, &room);
         if (!buf) {
             snprintf(why, whylen, "out of memory for a receive");
             return -ENOMEM;
         }
-        vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
+        vp_handle hs[VW_MAX_FDS_PER_FRAME];
         int nh = 0;
-        long got = vp_recv(w->h, buf, room, hs, VRAM_MAX_FDS_PER_FRAME, &nh,
+        long got = vp_recv(w->h, buf, room, hs, VW_MAX_FDS_PER_FRAME, &nh,
                            w->rx_block ? VP_RECV_WAIT : 0, why, whylen);
         if (got == -EAGAIN)
             return 0;
@@ -60,20 +60,20 @@ int vram_wire_read(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
                 snprintf(why, whylen, "%s", got == -ECONNRESET
                                                 ? "the peer reset the connection"
                                                 : strerror((int)-got));
-            vram_codec_rx_drop(&w->codec);
+            vw_codec_rx_drop(&w->codec);
             return (int)got;
         }
         if (got == 0) {
-            bool mid = !vram_codec_rx_idle(&w->codec) || nh;
+            bool mid = !vw_codec_rx_idle(&w->codec) || nh;
             for (int i = 0; i < nh; i++)
                 vp_close(&hs[i]);
-            vram_codec_rx_drop(&w->codec);
+            vw_codec_rx_drop(&w->codec);
             snprintf(why, whylen, mid ? "peer closed the connection mid-frame"
                                       : "peer closed the connection");
             return mid ? -ECONNRESET : -ENOTCONN;
         }
-        vram_codec_rx_wrote(&w->codec, (size_t)got);
-        if (nh && (r = vram_codec_rx_handles(&w->codec, hs, nh, why, whylen)) < 0)
+        vw_codec_rx_wrote(&w->codec, (size_t)got);
+        if (nh && (r = vw_codec_rx_handles(&w->codec, hs, nh, why, whylen)) < 0)
             return r;
         r = deliver(w, fn, ud, why, whylen);
         /* A waiting receive returns what came; the caller decides whether
@@ -84,7 +84,7 @@ int vram_wire_read(struct vram_wire *w, vram_wire_frame_fn fn, void *ud,
     return r;
 }
 
-int vram_wire_queue(struct vram_wire *w, const char *payload, size_t len,
+int vw_wire_queue(struct vw_wire *w, const char *payload, size_t len,
                     vp_handle *hs, int n)
 {
     /* A handle that names nothing would fail the send of every frame behind
@@ -95,20 +95,20 @@ int vram_wire_queue(struct vram_wire *w, const char *payload, size_t len,
                 vp_close(&hs[k]);
             return -EBADF;
         }
-    return vram_codec_tx(&w->codec, payload, len, hs, n);
+    return vw_codec_tx(&w->codec, payload, len, hs, n);
 }
 
-int vram_wire_flush(struct vram_wire *w)
+int vw_wire_flush(struct vw_wire *w)
 {
     const uint8_t *p;
     size_t len;
     const vp_handle *hs;
     int nh;
-    while (vram_codec_tx_peek(&w->codec, &p, &len, &hs, &nh)) {
+    while (vw_codec_tx_peek(&w->codec, &p, &len, &hs, &nh)) {
         long n = vp_send(w->h, p, len, hs, nh);
         if (n < 0)
             return (int)n;
-        vram_codec_tx_sent(&w->codec, (size_t)n);
+        vw_codec_tx_sent(&w->codec, (size_t)n);
     }
     return 0;
 }

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "win32/scm_install.h" /* struct vpw_scm_status, VPW_SERVICE_* */
+
 struct vram_service_install_cfg {
     const char *name;         /* NULL: "vramd" */
     const char *display_name; /* NULL: "vramd GPU memory broker" */
@@ -37,18 +39,11 @@ int vram_service_install(const struct vram_service_install_cfg *cfg, char *why,
 int vram_service_uninstall(const char *name, uint32_t timeout_ms, char *why,
                            size_t whylen);
 
-struct vram_service_state {
-    uint32_t state; /* SERVICE_STOPPED (1) ... SERVICE_RUNNING (4) ... */
-    int64_t pid;    /* of the service's process; 0 when not running */
-    uint32_t checkpoint, wait_hint_ms;
-    uint32_t win32_exit, service_exit;
-    uint32_t controls; /* SERVICE_ACCEPT_* */
-};
 /* 0, -ENOENT when no such service, or a negative errno. */
-int vram_service_query(const char *name, struct vram_service_state *out);
+int vram_service_query(const char *name, struct vpw_scm_status *out);
 /* Starts the service (returns once the SCM started its process). */
 int vram_service_start(const char *name);
-/* Sends a control (SERVICE_CONTROL_STOP, _PARAMCHANGE, ...). */
+/* Sends a control (VPW_SERVICE_CONTROL_STOP, _PARAMCHANGE, ...). */
 int vram_service_control(const char *name, uint32_t control);
 /* A state's name ("RUNNING"). */
 const char *vram_service_state_name(uint32_t state);

@@ -88,7 +88,7 @@ void vram_client_close(vram_client *c)
     for (size_t i = 0; i < c->nstages; i++)
         free(c->stages[i].slot_layer);
     free(c->stages);
-    vram_wire_fini(&c->wire);
+    vw_wire_fini(&c->wire);
     vp_close(&c->h);
     vp_close(&c->retired);
     vp_mutex_free(c->lock);
@@ -126,17 +126,17 @@ int vram_client_wait(vram_client *c)
  * the first chunk is mapped for peers. Unknown means owner-only. */
 static void learn_peers(vram_client *c)
 {
-    struct vram_req_status m = {0};
-    struct vram_rep_status rep;
-    struct vram_arena a = {0};
+    struct vw_req_status m = {0};
+    struct vw_rep_status rep;
+    struct vw_arena a = {0};
     char keep[sizeof(c->last_error)];
     snprintf(keep, sizeof(keep), "%s", c->last_error);
     bool report = c->bg.report; /* a background failure is the caller's */
     c->bg.report = false;
-    if (vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a) == 0) {
+    if (vc_call(c, VW_REQ_STATUS, &m, &rep, &a) == 0) {
         memset(c->dev_peers, 0, sizeof(c->dev_peers));
         for (size_t i = 0; i < rep.devices.n; i++) {
-            const struct vram_t_device *d = &rep.devices.v[i];
+            const struct vw_t_device *d = &rep.devices.v[i];
             for (size_t k = 0; d->id < 64 && k < d->peer_access.n; k++)
                 if (d->peer_access.v[k] < 64)
                     c->dev_peers[d->id] |= 1ull << d->peer_access.v[k];
@@ -145,17 +145,17 @@ static void learn_peers(vram_client *c)
     }
     c->bg.report = report;
     snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
 }
 
-static int register_common(vram_client *c, const struct vram_req_stage_register *m,
+static int register_common(vram_client *c, const struct vw_req_stage_register *m,
                            uint32_t *stage_out, struct vram_stage_info *info)
 {
-    struct vram_rep_stage_register rep;
-    struct vram_arena a = {0};
+    struct vw_rep_stage_register rep;
+    struct vw_arena a = {0};
     if (c->peer_access && !c->peers_known)
         learn_peers(c);
-    int e = vc_call(c, VRAM_REQ_STAGE_REGISTER, m, &rep, &a);
+    int e = vc_call(c, VW_REQ_STAGE_REGISTER, m, &rep, &a);
     if (e == 0) {
         e = vc_stage_adopt(c, &rep.stage);
         if (e == 0)
@@ -164,7 +164,7 @@ static int register_common(vram_client *c, const struct vram_req_stage_register 
             vc_clear_pending(c);
     }
     uint32_t id = rep.stage.id;
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     if (e < 0)
         return e;
     if (stage_out)
@@ -196,7 +196,7 @@ static void open_stage_sets(vram_client *c, struct vc_stage *st)
 static int do_stage_register(vram_client *c, uint32_t stage, unsigned flags,
                         struct vram_stage_info *out)
 {
-    struct vram_req_stage_register m = {
+    struct vw_req_stage_register m = {
         .has_stage = true, .stage = stage,
         .has_keep_window = (flags & VRAM_STAGE_KEEP_WINDOW) != 0,
         .keep_window = (flags & VRAM_STAGE_KEEP_WINDOW) != 0};
@@ -213,7 +213,7 @@ static int do_stage_register(vram_client *c, uint32_t stage, unsigned flags,
 static int do_stage_register_adhoc(vram_client *c, uint32_t device, uint32_t first,
                               uint32_t last, uint32_t *stage_out)
 {
-    struct vram_req_stage_register m = {
+    struct vw_req_stage_register m = {
         .has_device = true, .device = device, .has_first_layer = true,
         .first_layer = first, .has_last_layer = true, .last_layer = last};
     return register_common(c, &m, stage_out, NULL);
@@ -239,8 +239,8 @@ static int do_stage_release(vram_client *c, uint32_t stage)
     free(st->slot_layer);
     vc_sleep_forget(c, st);
     *st = c->stages[--c->nstages];
-    struct vram_req_stage_release m = {.stage = stage};
-    return vc_call(c, VRAM_REQ_STAGE_RELEASE, &m, NULL, NULL);
+    struct vw_req_stage_release m = {.stage = stage};
+    return vc_call(c, VW_REQ_STAGE_RELEASE, &m, NULL, NULL);
 }
 
 static int do_stage_weights(vram_client *c, uint32_t stage, const char *name,
@@ -286,25 +286,25 @@ static int do_region_create(vram_client *c, uint32_t stage, enum vram_region_kin
 {
     if ((unsigned)kind > 3)
         return vc_set_error(c, -EINVAL, "unknown region kind %d", (int)kind);
-    struct vram_req_region_create m = {
+    struct vw_req_region_create m = {
         .stage = stage, .kind = vc_kind_name(kind), .bytes = lane_bytes,
         .has_lanes = true, .lanes = lanes ? lanes : 1};
-    struct vram_rep_region_create rep;
-    struct vram_arena a = {0};
-    int e = vc_call(c, VRAM_REQ_REGION_CREATE, &m, &rep, &a);
+    struct vw_rep_region_create rep;
+    struct vw_arena a = {0};
+    int e = vc_call(c, VW_REQ_REGION_CREATE, &m, &rep, &a);
     if (e < 0) {
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         return e;
     }
     uint32_t id = rep.region.id;
     e = vc_region_add(c, &rep.region);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     if (e < 0) {
         /* We cannot use it: give it back. */
         char keep[512];
         snprintf(keep, sizeof(keep), "%s", c->last_error);
-        struct vram_req_region_release rel = {.region = id};
-        vc_call(c, VRAM_REQ_REGION_RELEASE, &rel, NULL, NULL);
+        struct vw_req_region_release rel = {.region = id};
+        vc_call(c, VW_REQ_REGION_RELEASE, &rel, NULL, NULL);
         snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
         return e;
     }
@@ -357,15 +357,15 @@ static void *do_region_slot(const vram_client *c, uint32_t region, uint32_t lane
 /* Releases chunks after unmapping them (all or nothing, daemon-side). */
 static int release(vram_client *c, uint64_t *ids, size_t n)
 {
-    struct vram_req_chunk_release m = {.chunks = {.v = ids, .n = n}};
-    return vc_call(c, VRAM_REQ_CHUNK_RELEASE, &m, NULL, NULL);
+    struct vw_req_chunk_release m = {.chunks = {.v = ids, .n = n}};
+    return vc_call(c, VW_REQ_CHUNK_RELEASE, &m, NULL, NULL);
 }
 
 /* A request whose reply maps chunks: its map applied, and the chunks the
  * daemon wants back (a trim's surplus, unmap) unmapped, then released. */
 static int map_request(vram_client *c, int type, const void *m, void *rep,
-                       struct vram_arena *a, const struct vram_u64s *unmap,
-                       const struct vram_t_stage *stage)
+                       struct vw_arena *a, const struct vw_u64s *unmap,
+                       const struct vw_t_stage *stage)
 {
     int e = vc_call(c, type, m, rep, a);
     if (e < 0)
@@ -396,10 +396,10 @@ static int map_request(vram_client *c, int type, const void *m, void *rep,
  * refusal, only the map it carries. */
 static int applied_later(vram_client *c, int type, void *rep, int err)
 {
-    if (err == 0 && type == VRAM_REQ_KV_RESERVE)
-        vc_stage_update(c, &((struct vram_rep_kv_reserve *)rep)->stage);
-    else if (err == 0 && type == VRAM_REQ_EXPERT_REQUEST)
-        vc_stage_update(c, &((struct vram_rep_expert_request *)rep)->stage);
+    if (err == 0 && type == VW_REQ_KV_RESERVE)
+        vc_stage_update(c, &((struct vw_rep_kv_reserve *)rep)->stage);
+    else if (err == 0 && type == VW_REQ_EXPERT_REQUEST)
+        vc_stage_update(c, &((struct vw_rep_expert_request *)rep)->stage);
     int e = vc_apply_pending(c);
     return err < 0 ? err : e;
 }
@@ -416,14 +416,14 @@ static int do_region_grow(vram_client *c, uint32_t region, uint32_t chunks)
 {
     if (!vc_region_get(c, region))
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
-    struct vram_req_region_grow m = {.region = region, .chunks = chunks};
+    struct vw_req_region_grow m = {.region = region, .chunks = chunks};
     if (later(c))
-        return vc_bg_request(c, VRAM_REQ_REGION_GROW, &m, applied_later,
+        return vc_bg_request(c, VW_REQ_REGION_GROW, &m, applied_later,
                              "vram_region_grow");
-    struct vram_arena a = {0};
-    struct vram_rep_region_grow rep;
-    int e = map_request(c, VRAM_REQ_REGION_GROW, &m, &rep, &a, NULL, NULL);
-    vram_arena_free(&a);
+    struct vw_arena a = {0};
+    struct vw_rep_region_grow rep;
+    int e = map_request(c, VW_REQ_REGION_GROW, &m, &rep, &a, NULL, NULL);
+    vw_arena_free(&a);
     return e;
 }
 
@@ -467,13 +467,13 @@ static int do_region_move_chunk(vram_client *c, uint32_t src_region, uint32_t sr
     if (id == UINT64_MAX)
         return vc_set_error(c, -ENOENT, "no chunk at lane %u slot %u of region %u",
                             src_lane, src_slot, src_region);
-    struct vram_req_chunk_move m = {
+    struct vw_req_chunk_move m = {
         .chunk = id, .region = dst_region,
         .slot = dst_lane * b->stride_slots + dst_slot};
-    struct vram_arena ar = {0};
-    struct vram_rep_chunk_move rep;
-    int e = map_request(c, VRAM_REQ_CHUNK_MOVE, &m, &rep, &ar, NULL, NULL);
-    vram_arena_free(&ar);
+    struct vw_arena ar = {0};
+    struct vw_rep_chunk_move rep;
+    int e = map_request(c, VW_REQ_CHUNK_MOVE, &m, &rep, &ar, NULL, NULL);
+    vw_arena_free(&ar);
     return e;
 }
 
@@ -483,8 +483,8 @@ static int do_region_release(vram_client *c, uint32_t region)
     if (!r)
         return vc_set_error(c, -ENOENT, "region %u is not this client's", region);
     vc_region_forget(c, r);
-    struct vram_req_region_release m = {.region = region};
-    return vc_call(c, VRAM_REQ_REGION_RELEASE, &m, NULL, NULL);
+    struct vw_req_region_release m = {.region = region};
+    return vc_call(c, VW_REQ_REGION_RELEASE, &m, NULL, NULL);
 }
 
 /* ---- KV and loans ------------------------------------------------------- */
@@ -506,35 +506,35 @@ static int do_region_release(vram_client *c, uint32_t region)
 static int do_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
                     uint64_t output, unsigned flags, struct vram_kv_result *out)
 {
-    struct vram_req_kv_reserve m = {
+    struct vw_req_kv_reserve m = {
         .stage = stage, .prompt_tokens = prompt, .output_tokens = output,
         .has_hold = (flags & VRAM_KV_HOLD) != 0,
         .hold = (flags & VRAM_KV_HOLD) != 0};
     if (later(c)) /* out: not written, the reply is not here yet */
-        return vc_bg_request(c, VRAM_REQ_KV_RESERVE, &m, applied_later,
+        return vc_bg_request(c, VW_REQ_KV_RESERVE, &m, applied_later,
                              "vram_kv_reserve");
-    struct vram_rep_kv_reserve rep = {0};
-    struct vram_arena a = {0};
-    int e = map_request(c, VRAM_REQ_KV_RESERVE, &m, &rep, &a, NULL,
+    struct vw_rep_kv_reserve rep = {0};
+    struct vw_arena a = {0};
+    int e = map_request(c, VW_REQ_KV_RESERVE, &m, &rep, &a, NULL,
                         &rep.stage);
     if (e == 0)
         KV_RESULT(c, rep, out);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     return e;
 }
 
 static int do_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
 {
-    struct vram_req_kv_trim m = {.stage = stage, .has_tokens = tokens != 0,
+    struct vw_req_kv_trim m = {.stage = stage, .has_tokens = tokens != 0,
                                  .tokens = tokens};
-    struct vram_rep_kv_trim rep;
-    struct vram_arena a = {0};
+    struct vw_rep_kv_trim rep;
+    struct vw_arena a = {0};
     memset(&rep, 0, sizeof(rep));
-    int e = vc_call(c, VRAM_REQ_KV_TRIM, &m, &rep, &a);
+    int e = vc_call(c, VW_REQ_KV_TRIM, &m, &rep, &a);
     if (e == 0) {
         vc_stage_update(c, &rep.stage);
         e = vc_apply_pending(c);
-        struct vram_u64s unmap = rep.unmap;
+        struct vw_u64s unmap = rep.unmap;
         /* Unmapping and releasing happens on its own request below. */
         if (unmap.n) {
             uint64_t *ids = malloc(unmap.n * sizeof(*ids));
@@ -550,35 +550,35 @@ static int do_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
                 e = e2;
         }
     }
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     return e;
 }
 
 static int do_expert_request(vram_client *c, uint32_t stage, uint64_t max_bytes)
 {
-    struct vram_req_expert_request m = {.stage = stage,
+    struct vw_req_expert_request m = {.stage = stage,
                                         .has_bytes = max_bytes != 0,
                                         .bytes = max_bytes};
     if (later(c))
-        return vc_bg_request(c, VRAM_REQ_EXPERT_REQUEST, &m, applied_later,
+        return vc_bg_request(c, VW_REQ_EXPERT_REQUEST, &m, applied_later,
                              "vram_expert_request");
-    struct vram_rep_expert_request rep = {0};
-    struct vram_arena a = {0};
-    int e = map_request(c, VRAM_REQ_EXPERT_REQUEST, &m, &rep, &a, NULL,
+    struct vw_rep_expert_request rep = {0};
+    struct vw_arena a = {0};
+    int e = map_request(c, VW_REQ_EXPERT_REQUEST, &m, &rep, &a, NULL,
                         &rep.stage);
     if (e == 0)
         KV_RESULT(c, rep, (struct vram_kv_result *)NULL);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     return e;
 }
 
 static int do_expert_claim(vram_client *c, uint32_t stage, uint32_t layer,
                       const uint32_t *slots, size_t n)
 {
-    struct vram_req_expert_claim m = {
+    struct vw_req_expert_claim m = {
         .stage = stage, .layer = layer,
         .slots = {.v = (uint32_t *)slots, .n = n}};
-    int e = vc_call(c, VRAM_REQ_EXPERT_CLAIM, &m, NULL, NULL);
+    int e = vc_call(c, VW_REQ_EXPERT_CLAIM, &m, NULL, NULL);
     if (e == 0) /* remembered for a resume */
         vc_stage_claims(c, stage, layer, slots, n);
     return e;
@@ -602,22 +602,22 @@ static int do_expert_residency(const vram_client *c, uint32_t stage,
 
 static int do_status_json(vram_client *c, char **json_out)
 {
-    struct vram_req_status m = {0};
-    struct vram_rep_status rep;
-    struct vram_arena a = {0};
-    int e = vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a);
+    struct vw_req_status m = {0};
+    struct vw_rep_status rep;
+    struct vw_arena a = {0};
+    int e = vc_call(c, VW_REQ_STATUS, &m, &rep, &a);
     if (e < 0) {
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         return e;
     }
     /* Written again from what was decoded (what the catalogue says a status
      * is), laid out for people. */
-    struct vram_jw w = {0};
-    struct vram_enc enc = {.w = &w};
-    e = vram_encode_object(&enc, vram_requests[VRAM_REQ_STATUS].rep, &rep);
-    vram_arena_free(&a);
+    struct vw_jw w = {0};
+    struct vw_enc enc = {.w = &w};
+    e = vw_encode_object(&enc, vw_requests[VW_REQ_STATUS].rep, &rep);
+    vw_arena_free(&a);
     cJSON *o = e == 0 ? cJSON_Parse(w.p) : NULL;
-    vram_jw_free(&w);
+    vw_jw_free(&w);
     char *s = o ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     char *copy = s ? strdup(s) : NULL;
@@ -632,16 +632,16 @@ static int do_status_json(vram_client *c, char **json_out)
 
 static int do_devices(vram_client *c, struct vram_device_info *out, size_t max)
 {
-    struct vram_req_status m = {0};
-    struct vram_rep_status rep;
-    struct vram_arena a = {0};
-    int e = vc_call(c, VRAM_REQ_STATUS, &m, &rep, &a);
+    struct vw_req_status m = {0};
+    struct vw_rep_status rep;
+    struct vw_arena a = {0};
+    int e = vc_call(c, VW_REQ_STATUS, &m, &rep, &a);
     if (e < 0) {
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         return e;
     }
     for (size_t i = 0; out && i < rep.devices.n && i < max; i++) {
-        const struct vram_t_device *d = &rep.devices.v[i];
+        const struct vw_t_device *d = &rep.devices.v[i];
         struct vram_device_info *o = &out[i];
         memset(o, 0, sizeof(*o));
         o->id = d->id;
@@ -656,7 +656,7 @@ static int do_devices(vram_client *c, struct vram_device_info *out, size_t max)
         o->total_bytes = d->total_bytes;
     }
     int n = (int)rep.devices.n;
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     return n;
 }
 

@@ -50,8 +50,8 @@ struct vc_bg_reply {
     int type;
     vc_bg_done_fn done;
     char call[32];
-    union vram_rep_any rep;
-    struct vram_arena arena;
+    union vw_rep_any rep;
+    struct vw_arena arena;
     bool received;   /* the thread read it (or gave up) */
     int err;         /* vc_rpc_await's */
     bool refused;    /* err is the daemon's refusal: its map stands */
@@ -364,7 +364,7 @@ void vc_bg_finish(vram_client *c)
                 snprintf(why, sizeof(why), "%s", c->last_error);
             }
             if (r->err == 0)
-                vram_close_handles(vram_requests[r->type].rep, &r->rep);
+                vw_close_handles(vw_requests[r->type].rep, &r->rep);
         }
         vc_clear_pending(c); /* what done left (nothing, normally) */
         if (e < 0) {
@@ -373,7 +373,7 @@ void vc_bg_finish(vram_client *c)
                      why);
             note_failure(b, e, msg);
         }
-        vram_arena_free(&r->arena);
+        vw_arena_free(&r->arena);
         free(r);
     }
     for (size_t i = 0; i < b->n; i++)

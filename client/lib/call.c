@@ -21,12 +21,12 @@
  * so they are done, not sent again. */
 static bool done_by_resume(int type)
 {
-    return type == VRAM_REQ_CHUNK_RELEASE || type == VRAM_REQ_REGION_RELEASE ||
-           type == VRAM_REQ_STAGE_RELEASE;
+    return type == VW_REQ_CHUNK_RELEASE || type == VW_REQ_REGION_RELEASE ||
+           type == VW_REQ_STAGE_RELEASE;
 }
 
 int vc_call(vram_client *c, int type, const void *req, void *rep,
-            struct vram_arena *a)
+            struct vw_arena *a)
 {
     /* A background request that failed after its call returned: the
      * engine's next request says so instead of being sent (background.c). */

@@ -10,6 +10,6 @@
 /* vc_rpc, and when the connection broke: connect again, resume, and send
  * the request once more. */
 int vc_call(vram_client *c, int type, const void *req, void *rep,
-            struct vram_arena *a);
+            struct vw_arena *a);
 
 #endif

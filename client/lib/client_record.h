@@ -29,7 +29,7 @@ struct vram_client {
 
     /* ---- transport: the connection (transport.c) */
     vp_handle h;
-    struct vram_wire wire;
+    struct vw_wire wire;
     bool broken;
     bool blocking;       /* the socket blocks: replies are awaited in recv */
 
@@ -41,7 +41,7 @@ struct vram_client {
     uint64_t await_id;
     int await_type;
     void *await_rep;               /* its reply, decoded here */
-    struct vram_arena *await_arena;
+    struct vw_arena *await_arena;
     bool await_done;
     uint32_t await_parts;          /* its frames so far that said more */
     int await_err;                 /* the daemon refused it */

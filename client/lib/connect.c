@@ -36,13 +36,13 @@ static int connect_again(vram_client *c);
 
 /* One hello, m's versions offered; the refusal of a daemon that turns us
  * away is read even when it closed first. */
-static int say_hello(vram_client *c, const struct vram_req_hello *m,
-                     struct vram_rep_hello *rep, struct vram_arena *a)
+static int say_hello(vram_client *c, const struct vw_req_hello *m,
+                     struct vw_rep_hello *rep, struct vw_arena *a)
 {
     bool was = c->reconnecting;
     c->reconnecting = true; /* a hello is never sent again by itself */
     c->version = 0;         /* until the reply: frames of any version */
-    int e = vc_rpc(c, VRAM_REQ_HELLO, m, rep, a);
+    int e = vc_rpc(c, VW_REQ_HELLO, m, rep, a);
     c->reconnecting = was;
     if (e == -EPIPE || e == -ECONNRESET || e == -ENOTCONN) {
         /* A daemon that turns us away says why in one frame, then closes;
@@ -59,26 +59,26 @@ static int say_hello(vram_client *c, const struct vram_req_hello *m,
 int vc_hello(vram_client *c, char *error, size_t error_len)
 {
     static const char *caps[] = {"fd-passing", "host-map"};
-    struct vram_req_hello m = {
-        .version = VRAM_PROTOCOL_VERSION,
+    struct vw_req_hello m = {
+        .version = VW_PROTOCOL_VERSION,
         .has_min_version = true,
-        .min_version = VRAM_PROTOCOL_OLDEST,
+        .min_version = VW_PROTOCOL_OLDEST,
         .capabilities = {.v = (const char **)caps, .n = 2},
         .role = c->ctl ? "ctl" : "engine",
         .name = c->name,
     };
-    struct vram_rep_hello rep;
-    struct vram_arena a = {0};
+    struct vw_rep_hello rep;
+    struct vw_arena a = {0};
     int e = say_hello(c, &m, &rep, &a);
-    if (e == -EPROTONOSUPPORT && VRAM_PROTOCOL_OLDEST == 1 &&
-        VRAM_PROTOCOL_VERSION > 1 && c->path[0]) {
+    if (e == -EPROTONOSUPPORT && VW_PROTOCOL_OLDEST == 1 &&
+        VW_PROTOCOL_VERSION > 1 && c->path[0]) {
         /* A vramd of version 1 (release 0.1.0) knows no range: it refuses
          * any version but its own, and closes. Said again at version 1 on
          * a new connection, the hello is one it knows. When that fails
          * too, the first refusal says more. */
         char first[sizeof(c->last_error)];
         snprintf(first, sizeof(first), "%s", c->last_error);
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         m.version = 1;
         m.has_min_version = false;
         int r = connect_again(c);
@@ -90,7 +90,7 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
         else
             e = r;
     }
-    if (e == 0 && (rep.version < VRAM_PROTOCOL_OLDEST || rep.version > m.version ||
+    if (e == 0 && (rep.version < VW_PROTOCOL_OLDEST || rep.version > m.version ||
                    (m.has_min_version && rep.version < m.min_version))) {
         c->broken = true;
         e = vc_set_error(c, -EPROTONOSUPPORT, "vramd answered protocol version "
@@ -101,7 +101,7 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
     if (e < 0) {
         if (error && error_len)
             snprintf(error, error_len, "%s", c->last_error);
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         return e;
     }
     c->version = (uint16_t)rep.version;
@@ -109,7 +109,7 @@ int vc_hello(vram_client *c, char *error, size_t error_len)
     c->id = rep.client;
     char backend[16];
     snprintf(backend, sizeof(backend), "%s", rep.backend);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     if (c->backend[0] && strcmp(backend, c->backend) != 0) {
         c->broken = true;
         return vc_set_error(c, -ESTALE, "vramd came back with the %s backend, "
@@ -171,7 +171,7 @@ int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt
         c->path[0] = '\0';
     int e = vc_hello(c, opt ? opt->error : NULL, opt ? opt->error_len : 0);
     if (e < 0) {
-        vram_wire_fini(&c->wire);
+        vw_wire_fini(&c->wire);
         if (c->mapper && c->mapper->destroy)
             c->mapper->destroy(c);
         vp_close(&c->h);
@@ -266,7 +266,7 @@ static int connect_again(vram_client *c)
         vp_close(&h);
         return e;
     }
-    vram_wire_fini(&c->wire);
+    vw_wire_fini(&c->wire);
     vc_conn_setup(c);
     c->broken = false;
     c->nasync = 0;
@@ -306,20 +306,20 @@ static void forget_all(vram_client *c)
 
 /* What this process holds, as resume's arrays (in a): its stages, claims
  * and regions; chunks are added by part. */
-static int declare_head(vram_client *c, struct vram_req_resume *m,
-                        struct vram_arena *a)
+static int declare_head(vram_client *c, struct vw_req_resume *m,
+                        struct vw_arena *a)
 {
-    m->stages.v = vram_arena_alloc(a, (c->nstages + 1) * sizeof(*m->stages.v));
-    m->regions.v = vram_arena_alloc(a, (c->nregions + 1) * sizeof(*m->regions.v));
+    m->stages.v = vw_arena_alloc(a, (c->nstages + 1) * sizeof(*m->stages.v));
+    m->regions.v = vw_arena_alloc(a, (c->nregions + 1) * sizeof(*m->regions.v));
     size_t nclaims = 0;
     for (size_t i = 0; i < c->nstages; i++)
         nclaims += c->stages[i].nslots;
-    m->claims.v = vram_arena_alloc(a, (nclaims + 1) * sizeof(*m->claims.v));
+    m->claims.v = vw_arena_alloc(a, (nclaims + 1) * sizeof(*m->claims.v));
     if (!m->stages.v || !m->regions.v || !m->claims.v)
         return -ENOMEM;
     for (size_t i = 0; i < c->nstages; i++) {
         struct vc_stage *st = &c->stages[i];
-        m->stages.v[m->stages.n++] = (struct vram_t_resume_stage){
+        m->stages.v[m->stages.n++] = (struct vw_t_resume_stage){
             .id = st->id, .has_configured = true, .configured = st->configured,
             .has_keep_window = true, .keep_window = st->keep_window,
             .has_device = true, .device = st->info.device,
@@ -334,11 +334,11 @@ static int declare_head(vram_client *c, struct vram_req_resume *m,
              k++)
             if (st->slot_layer[k] != 0xffff)
                 m->claims.v[m->claims.n++] =
-                    (struct vram_t_resume_claim){st->id, k, st->slot_layer[k]};
+                    (struct vw_t_resume_claim){st->id, k, st->slot_layer[k]};
     }
     for (size_t i = 0; i < c->nregions; i++) {
         struct vc_region *r = c->regions[i];
-        m->regions.v[m->regions.n++] = (struct vram_t_resume_region){
+        m->regions.v[m->regions.n++] = (struct vw_t_resume_region){
             .id = r->id, .stage = r->stage, .kind = vc_kind_name(r->kind),
             .base = r->base, .lane_stride = r->lane_stride,
             .va_bytes = r->va_bytes,
@@ -349,14 +349,14 @@ static int declare_head(vram_client *c, struct vram_req_resume *m,
 
 /* Sends the declaration (in parts when large); the last part's reply goes
  * to rep. */
-static int declare(vram_client *c, uint32_t old, struct vram_rep_resume *rep,
-                   struct vram_arena *ra)
+static int declare(vram_client *c, uint32_t old, struct vw_rep_resume *rep,
+                   struct vw_arena *ra)
 {
-    struct vram_arena a = {0};
-    struct vram_req_resume m = {.client = old};
+    struct vw_arena a = {0};
+    struct vw_req_resume m = {.client = old};
     int e = declare_head(c, &m, &a);
-    struct vram_t_resume_chunk *part =
-        vram_arena_alloc(&a, CHUNKS_PER_PART * sizeof(*part));
+    struct vw_t_resume_chunk *part =
+        vw_arena_alloc(&a, CHUNKS_PER_PART * sizeof(*part));
     if (e == 0 && !part)
         e = -ENOMEM;
     for (size_t i = 0; e == 0 && i <= c->chunks.cap; i++) {
@@ -364,7 +364,7 @@ static int declare(vram_client *c, uint32_t old, struct vram_rep_resume *rep,
         if (ch && (ch->id >= UINT64_MAX - 1 || !ch->region))
             continue;
         if (ch)
-            part[m.chunks.n++] = (struct vram_t_resume_chunk){
+            part[m.chunks.n++] = (struct vw_t_resume_chunk){
                 ch->id, ch->region, ch->slot};
         bool full = m.chunks.n == CHUNKS_PER_PART;
         if (!full && ch)
@@ -373,23 +373,23 @@ static int declare(vram_client *c, uint32_t old, struct vram_rep_resume *rep,
         m.has_more = m.more = ch != NULL; /* the last part is sent after the
                                              table ends */
         if (m.more) {
-            e = vc_rpc(c, VRAM_REQ_RESUME, &m, NULL, NULL);
+            e = vc_rpc(c, VW_REQ_RESUME, &m, NULL, NULL);
             m.chunks.n = 0;
             m.stages.n = m.regions.n = m.claims.n = 0; /* sent with part one */
         } else {
-            e = vc_rpc(c, VRAM_REQ_RESUME, &m, rep, ra);
+            e = vc_rpc(c, VW_REQ_RESUME, &m, rep, ra);
         }
     }
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     return e;
 }
 
 /* What the daemon could not give back is unmapped here; the stages' figures
  * come from the daemon again. Returns the chunks lost. */
-static uint32_t apply_resume(vram_client *c, const struct vram_rep_resume *rep)
+static uint32_t apply_resume(vram_client *c, const struct vw_rep_resume *rep)
 {
     uint32_t nlost = 0;
-    const struct vram_t_lost *lost = &rep->lost;
+    const struct vw_t_lost *lost = &rep->lost;
     for (size_t i = 0; rep->has_lost && i < lost->chunks.n; i++)
         if (vc_table_get(&c->chunks, lost->chunks.v[i])) {
             vc_drop_chunk(c, lost->chunks.v[i]);
@@ -453,8 +453,8 @@ int vc_reconnect(vram_client *c)
         if (!c->resume_from)
             c->resume_from = old;
         uint32_t sent_as = c->id;
-        struct vram_rep_resume rep;
-        struct vram_arena ra = {0};
+        struct vw_rep_resume rep;
+        struct vw_arena ra = {0};
         e = declare(c, c->resume_from, &rep, &ra);
         if (e == -ENOENT && c->resume_sent_as && !c->broken)
             e = declare(c, c->resume_sent_as, &rep, &ra);
@@ -474,7 +474,7 @@ int vc_reconnect(vram_client *c)
             c->resume_from = c->resume_sent_as = 0;
             e = 0;
         }
-        vram_arena_free(&ra);
+        vw_arena_free(&ra);
         kept = (uint32_t)c->chunks.n;
     }
     c->reconnecting = false;

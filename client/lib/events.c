@@ -17,17 +17,17 @@
 
 static void on_event(vram_client *c, int evt, const void *fields)
 {
-    if (evt == VRAM_EVT_BUDGET_CHANGED) {
+    if (evt == VW_EVT_BUDGET_CHANGED) {
         /* Told when the call (or dispatch) that read it returns, after
          * whatever reply came with it was applied (call_frame.c). */
-        const struct vram_evt_budget_changed *e = fields;
+        const struct vw_evt_budget_changed *e = fields;
         struct vc_stage *st = vc_stage_get(c, e->stage);
         if (st && e->residency_version > st->res.version) {
             st->res.version = e->residency_version;
             c->tables_changed = true;
         }
-    } else if (evt == VRAM_EVT_RECALL) {
-        const struct vram_evt_recall *e = fields;
+    } else if (evt == VW_EVT_RECALL) {
+        const struct vw_evt_recall *e = fields;
         /* A stage asleep, or whose sleep is in flight, has unmapped all:
          * the sleep answers the recall (R18), a release would name chunks
          * vramd no longer counts as ours. */

@@ -25,21 +25,21 @@ static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
     c->port->settle(c);
     if (c->broken)
         return vc_set_error(c, -ENOTCONN, "the connection to vramd is closed");
-    if (c->version && !vram_since_in(vram_requests[type].since, c->version))
+    if (c->version && !vw_since_in(vw_requests[type].since, c->version))
         return vc_set_error(c, -EPROTONOSUPPORT, "%s came with protocol version "
                             "%u; the vramd on this connection speaks version %u",
-                            vram_requests[type].name,
-                            (unsigned)vram_requests[type].since, c->version);
-    struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w, .version = c->version};
+                            vw_requests[type].name,
+                            (unsigned)vw_requests[type].since, c->version);
+    struct vw_jw w = {0};
+    struct vw_enc e = {.w = &w, .version = c->version};
     uint64_t n = ++c->next_id;
-    int r = vram_encode_request(&e, &vram_requests[type], n, req);
+    int r = vw_encode_request(&e, &vw_requests[type], n, req);
     size_t len = 0;
-    char *text = r == 0 ? vram_jw_take(&w, &len) : NULL;
-    vram_jw_free(&w);
+    char *text = r == 0 ? vw_jw_take(&w, &len) : NULL;
+    vw_jw_free(&w);
     if (!text)
         return vc_set_error(c, r < 0 ? r : -ENOMEM, "cannot encode a %s request",
-                            vram_requests[type].name);
+                            vw_requests[type].name);
     r = vc_transport_send(c, text, len);
     free(text);
     if (r < 0)
@@ -48,7 +48,7 @@ static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
     return 0;
 }
 
-static int gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n);
+static int gather_map(vram_client *c, struct vw_t_map_entry *map, size_t n);
 
 /* The pump's state over one reply (pump() reads it whole). */
 struct frame_ctx {
@@ -56,32 +56,32 @@ struct frame_ctx {
     int events;
     int err;
     /* The reply waited for, over its frames. */
-    struct vram_merge merge;
+    struct vw_merge merge;
     size_t frames, wire_bytes; /* its frames, headers included */
     size_t arena_from;         /* the arena's bytes before it */
     size_t map_entries;        /* gathered from it */
 };
 
-static void on_event(struct frame_ctx *x, const struct vram_envelope *env,
+static void on_event(struct frame_ctx *x, const struct vw_envelope *env,
                      const cJSON *msg)
 {
-    int evt = vram_evt_lookup(env->type);
+    int evt = vw_evt_lookup(env->type);
     if (evt < 0)
         return; /* unknown events are tolerated */
-    union vram_evt_any ev;
-    struct vram_arena a = {0};
-    struct vram_dec d = {.arena = &a, .version = x->c->version};
-    if (vram_decode(vram_events[evt].req, msg, &ev, &d) == 0) {
+    union vw_evt_any ev;
+    struct vw_arena a = {0};
+    struct vw_dec d = {.arena = &a, .version = x->c->version};
+    if (vw_decode(vw_events[evt].req, msg, &ev, &d) == 0) {
         x->c->port->event(x->c, evt, &ev);
         x->events++;
     }
-    vram_arena_free(&a);
+    vw_arena_free(&a);
 }
 
 /* An event read on the background thread, kept for vc_rpc_deliver. One
  * that cannot be kept is lost, as one the daemon could not send would be:
  * a recall's deadline then passes, and vramd says so. */
-static void hold_event(vram_client *c, const struct vram_codec_frame *f)
+static void hold_event(vram_client *c, const struct vw_codec_frame *f)
 {
     if (c->nheld == c->capheld) {
         size_t cap = c->capheld ? c->capheld * 2 : 16;
@@ -103,26 +103,26 @@ static void hold_event(vram_client *c, const struct vram_codec_frame *f)
 static int set_daemon_error(vram_client *c, int err, const char *message)
 {
     char text[sizeof(c->last_error)]; /* cut between whole escapes */
-    vram_text_escape(text, sizeof(text), message);
+    vw_text_escape(text, sizeof(text), message);
     return vc_set_error(c, err, "%s", text);
 }
 
-/* A reply past VRAM_MAX_REPLY_BYTES, on the wire or decoded, is refused
+/* A reply past VW_MAX_REPLY_BYTES, on the wire or decoded, is refused
  * and the connection given up: the daemon might never end it, and nothing
  * after it could be trusted to be in step. */
 static bool over_bounds(struct frame_ctx *x)
 {
     vram_client *c = x->c;
     size_t held = c->await_arena->bytes - x->arena_from +
-                  x->map_entries * sizeof(struct vram_t_map_entry);
-    if (x->wire_bytes <= VRAM_MAX_REPLY_BYTES && held <= VRAM_MAX_REPLY_BYTES)
+                  x->map_entries * sizeof(struct vw_t_map_entry);
+    if (x->wire_bytes <= VW_MAX_REPLY_BYTES && held <= VW_MAX_REPLY_BYTES)
         return false;
     c->broken = true;
     int e = vc_set_error(c, -EPROTO, "the daemon's %s reply is over %u MiB "
                          "(%llu frames, %llu bytes, %llu bytes decoded), more "
                          "than any reply may be: refused, and the connection "
-                         "closed", vram_requests[c->await_type].name,
-                         VRAM_MAX_REPLY_BYTES >> 20,
+                         "closed", vw_requests[c->await_type].name,
+                         VW_MAX_REPLY_BYTES >> 20,
                          (unsigned long long)x->frames,
                          (unsigned long long)x->wire_bytes,
                          (unsigned long long)held);
@@ -133,32 +133,32 @@ static bool over_bounds(struct frame_ctx *x)
 
 /* A frame of the reply waited for: its map entries, and the fields of the
  * last one. */
-static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
-                     const cJSON *msg, struct vram_codec_frame *f)
+static void on_reply(struct frame_ctx *x, const struct vw_envelope *env,
+                     const cJSON *msg, struct vw_codec_frame *f)
 {
     vram_client *c = x->c;
-    const struct vram_tdesc *rep = vram_requests[c->await_type].rep;
-    const struct vram_fdesc *mapf = vram_field(rep, "map");
-    union vram_rep_any part;
+    const struct vw_tdesc *rep = vw_requests[c->await_type].rep;
+    const struct vw_fdesc *mapf = vw_field(rep, "map");
+    union vw_rep_any part;
     if (x->frames++ == 0)
         x->arena_from = c->await_arena->bytes;
-    x->wire_bytes += VRAM_FRAME_HEADER_SIZE + f->len;
+    x->wire_bytes += VW_FRAME_HEADER_SIZE + f->len;
     /* A reply of one frame is decoded where the caller reads it; one of
-     * several is merged frame by frame (vram_merge_add: arrays grow in
+     * several is merged frame by frame (vw_merge_add: arrays grow in
      * place, and are checked against the catalogue as a whole). After a
      * frame was refused, the rest are counted, not read. */
     bool several = env->ok && (env->more || c->await_parts);
     void *into = env->more || !env->ok || several ? &part : c->await_rep;
-    struct vram_arena scratch = {0};
-    struct vram_dec d = {.arena = several ? c->await_arena
+    struct vw_arena scratch = {0};
+    struct vw_dec d = {.arena = several ? c->await_arena
                                   : into == &part ? &scratch : c->await_arena,
                          .frame = f,
                          .partial = env->more || !env->ok,
                          .version = c->version};
     if (several && !c->await_parts)
-        vram_merge_begin(&x->merge, rep, c->await_rep, "map", c->await_arena);
-    int r = x->err ? -ECANCELED : vram_decode(rep, msg, into, &d);
-    if (r == 0 && several && (r = vram_merge_add(&x->merge, into)) < 0) {
+        vw_merge_begin(&x->merge, rep, c->await_rep, "map", c->await_arena);
+    int r = x->err ? -ECANCELED : vw_decode(rep, msg, into, &d);
+    if (r == 0 && several && (r = vw_merge_add(&x->merge, into)) < 0) {
         snprintf(d.why, sizeof(d.why), "%s", x->merge.why);
         if (r == -E2BIG) /* a reply that may never end */
             c->broken = true;
@@ -171,7 +171,7 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
         x->err = vc_set_error(c, -EPROTO, "the daemon's reply does not match "
                               "the catalogue: %s", d.why);
     } else if (r == 0 && mapf) {
-        struct vram_t_map_entry *map;
+        struct vw_t_map_entry *map;
         size_t n;
         memcpy(&map, (char *)into + mapf->off, sizeof(map));
         memcpy(&n, (char *)into + mapf->off + sizeof(void *), sizeof(n));
@@ -179,20 +179,20 @@ static void on_reply(struct frame_ctx *x, const struct vram_envelope *env,
         if (gather_map(c, map, n) < 0 && !x->err)
             x->err = vc_set_error(c, -ENOMEM, "out of memory for a reply");
     }
-    vram_arena_free(&scratch);
+    vw_arena_free(&scratch);
     if (over_bounds(x) || c->broken)
         return;
     if (env->more)
         return;
     if (!env->ok && !x->err) {
-        c->await_err = vram_errno_from_name(env->error);
+        c->await_err = vw_errno_from_name(env->error);
         set_daemon_error(c, c->await_err, env->message ? env->message
                                                        : "request refused");
     }
     c->await_done = true;
 }
 
-static int on_frame(void *ud, struct vram_codec_frame *f)
+static int on_frame(void *ud, struct vw_codec_frame *f)
 {
     struct frame_ctx *x = ud;
     vram_client *c = x->c;
@@ -200,8 +200,8 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
      * speaks (an old vramd's refusal is of its own); after it, of the one
      * it agreed on. */
     if (c->version ? f->version != c->version
-                   : f->version < VRAM_PROTOCOL_OLDEST ||
-                         f->version > VRAM_PROTOCOL_VERSION) {
+                   : f->version < VW_PROTOCOL_OLDEST ||
+                         f->version > VW_PROTOCOL_VERSION) {
         c->broken = true;
         if (c->version)
             x->err = vc_set_error(c, -EPROTONOSUPPORT, "vramd sent a frame of "
@@ -210,13 +210,13 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
         else
             x->err = vc_set_error(c, -EPROTONOSUPPORT, "protocol version "
                                   "mismatch: libvram %d to %d, vramd %u",
-                                  VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION,
+                                  VW_PROTOCOL_OLDEST, VW_PROTOCOL_VERSION,
                                   f->version);
         return -EPROTONOSUPPORT;
     }
     /* A NUL in a string would end it in C, what follows unseen: no
      * string of the protocol holds one. */
-    if (vram_json_has_nul(f->payload, f->len)) {
+    if (vw_json_has_nul(f->payload, f->len)) {
         c->broken = true;
         x->err = vc_set_error(c, -EPROTO, "the daemon sent a string holding "
                               "a NUL (\\u0000), which no string of the "
@@ -224,33 +224,33 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
         return -EPROTO;
     }
     cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
-    struct vram_envelope env;
+    struct vw_envelope env;
     char why[256];
-    if (!msg || vram_envelope_read(msg, &env, why, sizeof(why)) < 0) {
+    if (!msg || vw_envelope_read(msg, &env, why, sizeof(why)) < 0) {
         cJSON_Delete(msg);
         x->err = vc_set_error(c, -EPROTO, "the daemon sent a frame that is not "
                               "a message");
         return -EPROTO;
     }
-    if (env.kind == VRAM_MSG_EVENT) {
+    if (env.kind == VW_MSG_EVENT) {
         if (c->hold_events)
             hold_event(c, f);
         else
             on_event(x, &env, msg);
-    } else if (env.kind == VRAM_MSG_REPLY) {
+    } else if (env.kind == VW_MSG_REPLY) {
         if (c->await_id && env.id == c->await_id) {
             on_reply(x, &env, msg, f);
         } else if (env.id == 0 && !env.ok) {
             /* A connection-level error (version, limits): the daemon
              * closes. */
-            x->err = set_daemon_error(c, vram_errno_from_name(env.error),
+            x->err = set_daemon_error(c, vw_errno_from_name(env.error),
                                       env.message ? env.message : "refused");
             c->broken = true;
         } else {
             for (size_t i = 0; i < c->nasync; i++)
                 if (c->async_ids[i] == env.id) {
                     if (!env.ok)
-                        c->async_error = vram_errno_from_name(env.error);
+                        c->async_error = vw_errno_from_name(env.error);
                     if (!env.more)
                         c->async_ids[i] = c->async_ids[--c->nasync];
                     break;
@@ -294,11 +294,11 @@ static int pump(vram_client *c, uint64_t id, int *events)
 }
 
 int vc_rpc(vram_client *c, int type, const void *req, void *rep,
-           struct vram_arena *a)
+           struct vw_arena *a)
 {
     uint64_t id;
-    union vram_rep_any ignored;
-    struct vram_arena own = {0};
+    union vw_rep_any ignored;
+    struct vw_arena own = {0};
     c->await_type = type;
     c->await_rep = rep ? rep : &ignored;
     c->await_arena = a ? a : &own;
@@ -310,8 +310,8 @@ int vc_rpc(vram_client *c, int type, const void *req, void *rep,
     if (e == 0 && c->await_err)
         e = c->await_err;
     if (!rep && e == 0) /* nothing the caller reads, but handles may be */
-        vram_close_handles(vram_requests[type].rep, &ignored);
-    vram_arena_free(&own);
+        vw_close_handles(vw_requests[type].rep, &ignored);
+    vw_arena_free(&own);
     c->await_rep = NULL;
     c->await_arena = NULL;
     return e;
@@ -328,7 +328,7 @@ int vc_rpc_send(vram_client *c, int type, const void *req)
     return e;
 }
 
-int vc_rpc_await(vram_client *c, void *rep, struct vram_arena *a, bool *refused)
+int vc_rpc_await(vram_client *c, void *rep, struct vw_arena *a, bool *refused)
 {
     c->await_type = c->later_type;
     c->await_rep = rep;
@@ -360,9 +360,9 @@ int vc_rpc_deliver(vram_client *c)
     c->nheld = c->capheld = 0;
     for (size_t i = 0; i < n; i++) {
         cJSON *msg = cJSON_ParseWithLength(v[i].text, v[i].len);
-        struct vram_envelope env;
+        struct vw_envelope env;
         char why[256];
-        if (msg && vram_envelope_read(msg, &env, why, sizeof(why)) == 0)
+        if (msg && vw_envelope_read(msg, &env, why, sizeof(why)) == 0)
             on_event(&x, &env, msg);
         cJSON_Delete(msg);
         free(v[i].text);
@@ -401,7 +401,7 @@ void vc_clear_pending(vram_client *c)
 }
 
 /* Takes the map entries of one reply frame (their handles move). */
-static int gather_map(vram_client *c, struct vram_t_map_entry *map, size_t n)
+static int gather_map(vram_client *c, struct vw_t_map_entry *map, size_t n)
 {
     if (c->npend + n > c->cappend) {
         size_t cap = c->cappend ? c->cappend : 64;
@@ -446,8 +446,8 @@ void vc_send_releases(vram_client *c)
 {
     if (!c->nrelease || c->broken)
         return;
-    struct vram_req_chunk_release m = {
+    struct vw_req_chunk_release m = {
         .chunks = {.v = c->release_q, .n = c->nrelease}};
-    vc_rpc_async(c, VRAM_REQ_CHUNK_RELEASE, &m);
+    vc_rpc_async(c, VW_REQ_CHUNK_RELEASE, &m);
     c->nrelease = 0;
 }

@@ -20,7 +20,7 @@
  * struct vd_port is the same idea): the state layer fills it in at
  * connect (events.c). */
 struct vc_proto_port {
-    /* An event arrived, decoded (evt: enum vram_evt_id). */
+    /* An event arrived, decoded (evt: enum vw_evt_id). */
     void (*event)(vram_client *c, int evt, const void *fields);
     /* Before a request is sent or frames are read: what the layer above
      * has in flight (chunks mapped in the background) is settled, since a
@@ -35,13 +35,13 @@ struct pending_map {
     vp_handle h; /* VP_NONE: a chunk this client holds, moved */
 };
 
-/* Sends request type (enum vram_req_id) with its fields and waits for the
+/* Sends request type (enum vw_req_id) with its fields and waits for the
  * reply, decoded into rep (the type's reply struct, its arrays in a) and
  * checked against the catalogue; map entries are gathered into c->pend,
  * not applied. A refusal returns the daemon's error with its message in
  * last_error (map entries gathered all the same). */
 int vc_rpc(vram_client *c, int type, const void *req, void *rep,
-           struct vram_arena *a);
+           struct vw_arena *a);
 /* Sends a request whose reply is not waited for (its error is kept in
  * async_error). */
 int vc_rpc_async(vram_client *c, int type, const void *req);
@@ -54,7 +54,7 @@ int vc_rpc_async(vram_client *c, int type, const void *req);
  * that may call the engine back (the reply is applied after them, as it
  * would be after a vc_rpc). One such request at a time. */
 int vc_rpc_send(vram_client *c, int type, const void *req);
-int vc_rpc_await(vram_client *c, void *rep, struct vram_arena *a, bool *refused);
+int vc_rpc_await(vram_client *c, void *rep, struct vw_arena *a, bool *refused);
 int vc_rpc_deliver(vram_client *c);
 /* Handles what arrived without waiting; *events counts events handled. */
 int vc_rpc_poll(vram_client *c, int *events);

@@ -39,7 +39,7 @@ uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot)
     return r->base + (uint64_t)slot * r->chunk_bytes;
 }
 
-int vc_region_add(vram_client *c, const struct vram_t_region *o)
+int vc_region_add(vram_client *c, const struct vw_t_region *o)
 {
     if (!o->chunk_bytes || !o->lanes || !o->stride_slots)
         return vc_set_error(c, -EPROTO, "malformed region from the daemon");

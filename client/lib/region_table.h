@@ -15,6 +15,6 @@ int vc_kind_of(const char *name);
 struct vc_region *vc_region_get(const vram_client *c, uint32_t id);
 uint64_t vc_slot_addr(const struct vc_region *r, uint32_t slot);
 /* A region the daemon describes, reserved here (nothing when known). */
-int vc_region_add(vram_client *c, const struct vram_t_region *o);
+int vc_region_add(vram_client *c, const struct vw_t_region *o);
 
 #endif

@@ -155,13 +155,13 @@ static int give_back(vram_client *c, struct vc_stage *st, struct vc_sleep *s,
     /* Chunks a recall already took go first, so that vramd hears of them
      * before the sleep frees the rest. */
     vc_send_releases(c);
-    struct vram_req_stage_sleep m = {
+    struct vw_req_stage_sleep m = {
         .stage = st->id, .has_host_bytes = true, .host_bytes = s->host_bytes,
         .has_took_us = true, .took_us = (vp_now_ns() - t0) / 1000};
-    struct vram_rep_stage_sleep rep;
+    struct vw_rep_stage_sleep rep;
     uint32_t id = st->id;
     st->falling_asleep = true;
-    e = vc_call(c, VRAM_REQ_STAGE_SLEEP, &m, &rep, NULL);
+    e = vc_call(c, VW_REQ_STAGE_SLEEP, &m, &rep, NULL);
     st = vc_stage_get(c, id); /* the table may have moved meanwhile */
     if (st)
         st->falling_asleep = false;
@@ -169,9 +169,9 @@ static int give_back(vram_client *c, struct vc_stage *st, struct vc_sleep *s,
         /* vramd did not take the sleep (a defect, or a connection lost for
          * good): the chunks are given back as after a shrink, and the stage
          * stays asleep here; a wake takes its memory again. */
-        struct vram_req_chunk_release rel = {.chunks = {.v = u.ids, .n = u.n}};
+        struct vw_req_chunk_release rel = {.chunks = {.v = u.ids, .n = u.n}};
         if (u.n && !c->broken)
-            vc_call(c, VRAM_REQ_CHUNK_RELEASE, &rel, NULL, NULL);
+            vc_call(c, VW_REQ_CHUNK_RELEASE, &rel, NULL, NULL);
         unmapped_free(&u);
         return e;
     }
@@ -319,9 +319,9 @@ static int do_stage_wake(vram_client *c, uint32_t stage, unsigned flags)
         return vc_set_error(c, -EALREADY, "stage %u is awake", stage);
     if (flags & ~VRAM_WAKE_KEEP_HOST)
         return vc_set_error(c, -EINVAL, "unknown wake flags 0x%x", flags);
-    struct vram_req_stage_wake m = {.stage = stage};
-    struct vram_rep_stage_wake rep; /* its wake_tokens: ours, kept */
-    int e = vc_call(c, VRAM_REQ_STAGE_WAKE, &m, &rep, NULL);
+    struct vw_req_stage_wake m = {.stage = stage};
+    struct vw_rep_stage_wake rep; /* its wake_tokens: ours, kept */
+    int e = vc_call(c, VW_REQ_STAGE_WAKE, &m, &rep, NULL);
     if (e == -EALREADY) /* a sleep vramd did not take (give_back) */
         e = 0;
     if (e < 0)
@@ -364,10 +364,10 @@ static int do_stage_wake(vram_client *c, uint32_t stage, unsigned flags)
     }
     vc_sleep_free(c, s);
     st->sleep = NULL;
-    struct vram_req_stage_wake done = {
+    struct vw_req_stage_wake done = {
         .stage = stage, .has_took_us = true,
         .took_us = (vp_now_ns() - t0) / 1000};
-    vc_call(c, VRAM_REQ_STAGE_WAKE, &done, NULL, NULL);
+    vc_call(c, VW_REQ_STAGE_WAKE, &done, NULL, NULL);
     return 0;
 }
 

@@ -104,7 +104,7 @@ void vc_expert_leaving(vram_client *c, enum vram_event_type type,
 
 /* R17: a reservation a weight set backs, as the daemon describes it; what
  * registration opened for it is kept. */
-static void stage_set_update(struct vc_stage *st, const struct vram_t_stage_weights *w)
+static void stage_set_update(struct vc_stage *st, const struct vw_t_stage_weights *w)
 {
     struct vc_stage_set *s = NULL;
     for (uint32_t k = 0; k < st->nsets && !s; k++)
@@ -119,10 +119,10 @@ static void stage_set_update(struct vc_stage *st, const struct vram_t_stage_weig
     }
     snprintf(s->set, sizeof(s->set), "%s", w->set);
     s->bytes = w->bytes;
-    s->has_key = vram_hex_decode(w->key, s->key, VRAM_WEIGHTS_KEY_BYTES) == 0;
+    s->has_key = vw_hex_decode(w->key, s->key, VRAM_WEIGHTS_KEY_BYTES) == 0;
 }
 
-void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
+void vc_stage_update(vram_client *c, const struct vw_t_stage *o)
 {
     struct vc_stage *st = vc_stage_get(c, o->id);
     if (!st)
@@ -146,7 +146,7 @@ void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
         st->res.expert_loaned_bytes = in->expert_loaned_bytes;
     }
     for (size_t i = 0; i < o->regions.n; i++) {
-        const struct vram_t_region *r = &o->regions.v[i];
+        const struct vw_t_region *r = &o->regions.v[i];
         if (strcmp(r->kind, "kv") == 0)
             in->kv_region = r->id;
         else if (strcmp(r->kind, "expert") == 0)
@@ -163,7 +163,7 @@ void vc_stage_update(vram_client *c, const struct vram_t_stage *o)
     c->tables_changed = true;
 }
 
-int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o)
+int vc_stage_adopt(vram_client *c, const struct vw_t_stage *o)
 {
     if (!vc_stage_get(c, o->id)) {
         struct vc_stage *v = realloc(c->stages, (c->nstages + 1) * sizeof(*v));

@@ -25,8 +25,8 @@ void vc_expert_leaving(vram_client *c, enum vram_event_type type,
                        uint32_t deadline_ms);
 /* The daemon's description of a stage this client has; and of one it
  * registered now (its regions reserved). */
-void vc_stage_update(vram_client *c, const struct vram_t_stage *o);
-int vc_stage_adopt(vram_client *c, const struct vram_t_stage *o);
+void vc_stage_update(vram_client *c, const struct vw_t_stage *o);
+int vc_stage_adopt(vram_client *c, const struct vw_t_stage *o);
 /* Expert slots a layer claimed, remembered for a resume. */
 void vc_stage_claims(vram_client *c, uint32_t stage, uint32_t layer,
                      const uint32_t *slots, size_t n);

@@ -14,7 +14,7 @@
 
 void vc_conn_setup(vram_client *c)
 {
-    vram_wire_init(&c->wire, c->h);
+    vw_wire_init(&c->wire, c->h);
     c->blocking = vp_conn_blocking(c->h);
     if (c->blocking) /* bounds each blocking receive; deadlines are ours */
         vp_conn_set_recv_timeout(c->h, 200);
@@ -24,7 +24,7 @@ static int flush_blocking(vram_client *c)
 {
     int64_t deadline = vp_now_ms() + c->timeout_ms;
     for (;;) {
-        int r = vram_wire_flush(&c->wire);
+        int r = vw_wire_flush(&c->wire);
         if (r == 0)
             return 0;
         if (r != -EAGAIN) {
@@ -41,7 +41,7 @@ static int flush_blocking(vram_client *c)
 
 int vc_transport_send(vram_client *c, const char *payload, size_t len)
 {
-    int r = vram_wire_queue(&c->wire, payload, len, NULL, 0);
+    int r = vw_wire_queue(&c->wire, payload, len, NULL, 0);
     if (r < 0)
         return vc_set_error(c, r, "cannot queue a request: %s", strerror(-r));
     return flush_blocking(c);
@@ -57,7 +57,7 @@ void vc_transport_receive(vram_client *c, bool wait, const struct vc_receiver *r
         vp_conn_wait(c->h, VP_READABLE, c->timeout_ms);
     for (;;) {
         char why[256];
-        int r = vram_wire_read(&c->wire, rx->frame, rx->ud, why, sizeof(why));
+        int r = vw_wire_read(&c->wire, rx->frame, rx->ud, why, sizeof(why));
         if (r < 0 && !*rx->err) {
             c->broken = true;
             *rx->err = vc_set_error(c, r == -ENOTCONN ? -ECONNRESET : r,
@@ -88,5 +88,5 @@ void vc_transport_receive(vram_client *c, bool wait, const struct vc_receiver *r
 
 bool vc_transport_buffered(const vram_client *c)
 {
-    return vram_codec_rx_buffered(&c->wire.codec) > 0;
+    return vw_codec_rx_buffered(&c->wire.codec) > 0;
 }

@@ -20,9 +20,9 @@ int vc_transport_send(vram_client *c, const char *payload, size_t len);
 
 /* Where the frames a receive reads go (the protocol layer's). */
 struct vc_receiver {
-    /* One frame, as vram_wire_read gives it: 0 to read on, 1 to stop (the
+    /* One frame, as vw_wire_read gives it: 0 to read on, 1 to stop (the
      * rest stays buffered), a negative errno to give up. */
-    int (*frame)(void *ud, struct vram_codec_frame *f);
+    int (*frame)(void *ud, struct vw_codec_frame *f);
     /* Whether what the receive waits for is in. */
     bool (*done)(void *ud);
     void *ud;

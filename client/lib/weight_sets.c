@@ -82,7 +82,7 @@ static void remove_rec(vram_client *c, struct vc_wset *w)
     c->wsets[i] = c->wsets[--c->nwsets];
 }
 
-static void close_handles(struct vram_weights_handle_array *a)
+static void close_handles(struct vw_weights_handle_array *a)
 {
     for (size_t i = 0; i < a->n; i++)
         if (a->v[i].has_fd)
@@ -91,11 +91,11 @@ static void close_handles(struct vram_weights_handle_array *a)
 
 /* Takes the handles of one reply: each imported (the import owns it). */
 static int take(vram_client *c, struct vc_wset *w,
-                struct vram_weights_handle_array *a, uint32_t *got)
+                struct vw_weights_handle_array *a, uint32_t *got)
 {
     int e = 0;
     for (size_t i = 0; i < a->n; i++) {
-        struct vram_t_weights_handle *h = &a->v[i];
+        struct vw_t_weights_handle *h = &a->v[i];
         if (!h->has_fd)
             continue;
         if (e < 0 || h->index >= w->info.allocs ||
@@ -130,32 +130,32 @@ static int do_open(vram_client *c, const char *name, uint32_t device,
         return vc_set_error(c, -EINVAL, "a weight set needs a name of 1 to %d "
                             "bytes and a key", VRAM_WEIGHTS_NAME_MAX);
     char hex[2 * VRAM_WEIGHTS_KEY_BYTES + 1];
-    vram_hex_encode(key, VRAM_WEIGHTS_KEY_BYTES, hex);
+    vw_hex_encode(key, VRAM_WEIGHTS_KEY_BYTES, hex);
     /* The wait for another writer's seal stays inside this call's own
      * timeout, with a second for the reply. */
     uint32_t wait = flags & VRAM_WEIGHTS_NOWAIT ? 0
                     : c->timeout_ms > 1000     ? (uint32_t)c->timeout_ms - 1000
                                                : 0;
-    struct vram_req_weights_open m = {
+    struct vw_req_weights_open m = {
         .name = name, .device = device, .bytes = bytes, .key = hex,
         .has_wait_ms = true, .wait_ms = wait,
         .has_keep = (flags & VRAM_WEIGHTS_KEEP) != 0,
         .keep = (flags & VRAM_WEIGHTS_KEEP) != 0};
-    struct vram_rep_weights_open rep;
-    struct vram_arena a = {0};
-    int e = vc_call(c, VRAM_REQ_WEIGHTS_OPEN, &m, &rep, &a);
+    struct vw_rep_weights_open rep;
+    struct vw_arena a = {0};
+    int e = vc_call(c, VW_REQ_WEIGHTS_OPEN, &m, &rep, &a);
     if (e < 0) {
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         return e;
     }
     struct vc_wset *have = find(c, rep.set.id);
     if (have) { /* open here already (a writer's second open): the same */
         close_handles(&rep.handles);
-        vram_arena_free(&a);
+        vw_arena_free(&a);
         *info = have->info;
         return 0;
     }
-    const struct vram_t_weights_info *s = &rep.set;
+    const struct vw_t_weights_info *s = &rep.set;
     struct vc_wset w = {
         .info = {.id = s->id, .device = s->device, .base = s->base,
                  .bytes = s->bytes, .alloc_bytes = s->alloc_bytes,
@@ -187,24 +187,24 @@ static int do_open(vram_client *c, const char *name, uint32_t device,
     uint32_t got = 0;
     e = take(c, &w, &rep.handles, &got);
     while (e == 0 && got < w.info.allocs) {
-        struct vram_req_weights_handles more = {.set = w.info.id, .first = got};
-        struct vram_rep_weights_handles mrep;
-        struct vram_arena ma = {0};
-        e = vc_call(c, VRAM_REQ_WEIGHTS_HANDLES, &more, &mrep, &ma);
+        struct vw_req_weights_handles more = {.set = w.info.id, .first = got};
+        struct vw_rep_weights_handles mrep;
+        struct vw_arena ma = {0};
+        e = vc_call(c, VW_REQ_WEIGHTS_HANDLES, &more, &mrep, &ma);
         uint32_t before = got;
         if (e == 0)
             e = take(c, &w, &mrep.handles, &got);
         if (e == 0 && got == before)
             e = vc_set_error(c, -EPROTO, "weight set %u: no handles from "
                              "allocation %u on", w.info.id, got);
-        vram_arena_free(&ma);
+        vw_arena_free(&ma);
     }
     if (e == 0)
         e = map_all(c, &w, w.info.writer && !w.info.sealed);
     if (e < 0)
         goto fail;
     close_handles(&rep.handles);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     c->wsets[c->nwsets++] = w;
     *info = w.info;
     return 0;
@@ -213,12 +213,12 @@ fail:;
     snprintf(keep, sizeof(keep), "%s", c->last_error);
     close_handles(&rep.handles);
     uint32_t id = rep.set.id;
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     release(c, &w);
     /* vramd counts it mapped here: it is not. */
-    struct vram_req_weights_close cl = {.set = id};
+    struct vw_req_weights_close cl = {.set = id};
     if (!c->broken)
-        vc_call(c, VRAM_REQ_WEIGHTS_CLOSE, &cl, NULL, NULL);
+        vc_call(c, VW_REQ_WEIGHTS_CLOSE, &cl, NULL, NULL);
     snprintf(c->last_error, sizeof(c->last_error), "%s", keep);
     return e;
 }
@@ -237,11 +237,11 @@ static int do_seal(vram_client *c, uint32_t id)
     /* No writable mapping may remain anywhere for the seal to hold (the
      * host backend's refuses while one does), this one's first. */
     unmap_all(c, w);
-    struct vram_req_weights_seal m = {.set = id};
-    struct vram_rep_weights_seal rep;
-    struct vram_arena a = {0};
-    int e = vc_call(c, VRAM_REQ_WEIGHTS_SEAL, &m, &rep, &a);
-    vram_arena_free(&a);
+    struct vw_req_weights_seal m = {.set = id};
+    struct vw_rep_weights_seal rep;
+    struct vw_arena a = {0};
+    int e = vc_call(c, VW_REQ_WEIGHTS_SEAL, &m, &rep, &a);
+    vw_arena_free(&a);
     bool sealed = e == 0;
     char keep[512];
     snprintf(keep, sizeof(keep), "%s", c->last_error);
@@ -266,8 +266,8 @@ static int do_close(vram_client *c, uint32_t id, bool tell)
     remove_rec(c, w);
     if (!tell || c->broken)
         return 0;
-    struct vram_req_weights_close m = {.set = id};
-    int e = vc_call(c, VRAM_REQ_WEIGHTS_CLOSE, &m, NULL, NULL);
+    struct vw_req_weights_close m = {.set = id};
+    int e = vc_call(c, VW_REQ_WEIGHTS_CLOSE, &m, NULL, NULL);
     return e == -ENOENT ? 0 : e; /* dropped meanwhile: closed all the same */
 }
 

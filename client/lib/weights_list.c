@@ -25,7 +25,7 @@ static int state_of(const char *s)
     return -1;
 }
 
-static int entry_of(vram_client *c, const struct vram_t_weights_entry *w,
+static int entry_of(vram_client *c, const struct vw_t_weights_entry *w,
                     struct vram_weights_entry *o)
 {
     int state = state_of(w->state);
@@ -35,7 +35,7 @@ static int entry_of(vram_client *c, const struct vram_t_weights_entry *w,
                             "name is not what this libvram knows", w->id,
                             w->state ? w->state : "");
     memset(o, 0, sizeof(*o));
-    if (vram_hex_decode(w->key, o->key, VRAM_WEIGHTS_KEY_BYTES) < 0)
+    if (vw_hex_decode(w->key, o->key, VRAM_WEIGHTS_KEY_BYTES) < 0)
         return vc_set_error(c, -EPROTO, "weight set %u: its key is not %d "
                             "bytes of hex", w->id, VRAM_WEIGHTS_KEY_BYTES);
     o->id = w->id;
@@ -60,10 +60,10 @@ static int do_list(vram_client *c, struct vram_weights_entry *out, size_t max)
     if (!out && max)
         return vc_set_error(c, -EINVAL, "no room for %llu entries",
                             (unsigned long long)max);
-    struct vram_req_weights_list m = {0};
-    struct vram_rep_weights_list rep;
-    struct vram_arena a = {0};
-    int e = vc_call(c, VRAM_REQ_WEIGHTS_LIST, &m, &rep, &a);
+    struct vw_req_weights_list m = {0};
+    struct vw_rep_weights_list rep;
+    struct vw_arena a = {0};
+    int e = vc_call(c, VW_REQ_WEIGHTS_LIST, &m, &rep, &a);
     /* Every entry is read first, those past max too: a set this library
      * cannot read fails the call, whatever room the caller gave, and out
      * is written only once all of them could be. */
@@ -75,7 +75,7 @@ static int do_list(vram_client *c, struct vram_weights_entry *out, size_t max)
     /* At most 4,096 (the catalogue's bound, checked as the frames were
      * merged). */
     int n = e < 0 ? e : (int)rep.sets.n;
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     return n;
 }
 

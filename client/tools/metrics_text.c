@@ -25,12 +25,12 @@ static void head(struct tool_text *t, const char *name, const char *type,
  * newline can no longer be there, but the rule is the format's). */
 static void label_value(struct tool_text *t, const char *v)
 {
-    char small[VRAM_TEXT_ESCAPED(128)];
+    char small[VW_TEXT_ESCAPED(128)];
     struct tool_text e = {0};
     const char *s = small;
     size_t n;
     if (strlen(v ? v : "") <= 128) {
-        n = vram_text_escape(small, sizeof(small), v);
+        n = vw_text_escape(small, sizeof(small), v);
     } else {
         tool_text_peer(&e, v);
         t->oom |= e.oom;
@@ -91,80 +91,80 @@ static unsigned long long value(const void *obj, const struct metric *m)
 }
 
 static const struct metric dev[] = {
-    M64(struct vram_t_device, capacity_bytes, "vramd_device_capacity_bytes",
+    M64(struct vw_t_device, capacity_bytes, "vramd_device_capacity_bytes",
         "Bytes the device's pool holds."),
-    M64(struct vram_t_device, free_bytes, "vramd_device_free_bytes",
+    M64(struct vw_t_device, free_bytes, "vramd_device_free_bytes",
         "Bytes free in the pool."),
-    M64(struct vram_t_device, granted_bytes, "vramd_device_granted_bytes",
+    M64(struct vw_t_device, granted_bytes, "vramd_device_granted_bytes",
         "Bytes granted to KV and fixed regions."),
-    M64(struct vram_t_device, fixed_bytes, "vramd_device_fixed_bytes",
+    M64(struct vw_t_device, fixed_bytes, "vramd_device_fixed_bytes",
         "Bytes granted to fixed regions (weights, workspace, drafter KV)."),
-    M64(struct vram_t_device, kv_bytes, "vramd_device_kv_bytes",
+    M64(struct vw_t_device, kv_bytes, "vramd_device_kv_bytes",
         "Bytes granted to KV regions."),
-    M64(struct vram_t_device, loaned_bytes, "vramd_device_loaned_bytes",
+    M64(struct vw_t_device, loaned_bytes, "vramd_device_loaned_bytes",
         "Bytes lent to expert regions."),
-    M64(struct vram_t_device, recalling_bytes, "vramd_device_recalling_bytes",
+    M64(struct vw_t_device, recalling_bytes, "vramd_device_recalling_bytes",
         "Bytes being recalled."),
-    M64(struct vram_t_device, quarantined_bytes, "vramd_device_quarantined_bytes",
+    M64(struct vw_t_device, quarantined_bytes, "vramd_device_quarantined_bytes",
         "Bytes of gone clients, not yet reclaimed."),
-    M64(struct vram_t_device, reserved_bytes, "vramd_device_reserved_bytes",
+    M64(struct vw_t_device, reserved_bytes, "vramd_device_reserved_bytes",
         "Bytes reserved by configured stages (fixed and the KV window)."),
-    M64(struct vram_t_device, max_capacity_bytes,
+    M64(struct vw_t_device, max_capacity_bytes,
         "vramd_device_max_capacity_bytes",
         "The largest capacity the device may be given."),
-    M64(struct vram_t_device, total_bytes, "vramd_device_total_bytes",
+    M64(struct vw_t_device, total_bytes, "vramd_device_total_bytes",
         "The device's own size."),
-    M32(struct vram_t_device, pool_ready_chunks, "vramd_device_pool_ready_chunks",
+    M32(struct vw_t_device, pool_ready_chunks, "vramd_device_pool_ready_chunks",
         "Chunks made ahead of grants."),
-    M64_OPT(struct vram_t_device, weights_bytes, "vramd_device_weights_bytes",
+    M64_OPT(struct vw_t_device, weights_bytes, "vramd_device_weights_bytes",
             "Bytes of capacity charged to weight sets (their allocations, in "
             "whole chunks)."),
-    M64_OPT(struct vram_t_device, weights_cached_bytes,
+    M64_OPT(struct vw_t_device, weights_cached_bytes,
             "vramd_device_weights_cached_bytes",
             "Of those, bytes of sealed weight sets no client maps (cached: "
             "evicted when memory is needed, unless kept)."),
 };
 
 static const struct metric stage[] = {
-    M64(struct vram_t_stage, kv_mapped_bytes, "vramd_stage_kv_mapped_bytes",
+    M64(struct vw_t_stage, kv_mapped_bytes, "vramd_stage_kv_mapped_bytes",
         "KV bytes mapped for the stage."),
-    M64(struct vram_t_stage, kv_needed_bytes, "vramd_stage_kv_needed_bytes",
+    M64(struct vw_t_stage, kv_needed_bytes, "vramd_stage_kv_needed_bytes",
         "KV bytes the current request needs."),
-    M64(struct vram_t_stage, kv_max_bytes, "vramd_stage_kv_max_bytes",
+    M64(struct vw_t_stage, kv_max_bytes, "vramd_stage_kv_max_bytes",
         "KV bytes of the native-context window."),
-    M64(struct vram_t_stage, expert_loaned_bytes, "vramd_stage_expert_loaned_bytes",
+    M64(struct vw_t_stage, expert_loaned_bytes, "vramd_stage_expert_loaned_bytes",
         "Bytes lent to the stage's experts."),
-    M32(struct vram_t_stage, expert_slots_backed, "vramd_stage_expert_slots_backed",
+    M32(struct vw_t_stage, expert_slots_backed, "vramd_stage_expert_slots_backed",
         "Expert slots backed by loans."),
-    M32(struct vram_t_stage, recalls_pending, "vramd_stage_recalls_pending",
+    M32(struct vw_t_stage, recalls_pending, "vramd_stage_recalls_pending",
         "Chunks of the stage being recalled."),
-    M64(struct vram_t_stage, fixed_bytes, "vramd_stage_fixed_bytes",
+    M64(struct vw_t_stage, fixed_bytes, "vramd_stage_fixed_bytes",
         "Bytes mapped in the stage's fixed regions."),
-    M64(struct vram_t_stage, fixed_reserved_bytes, "vramd_stage_fixed_reserved_bytes",
+    M64(struct vw_t_stage, fixed_reserved_bytes, "vramd_stage_fixed_reserved_bytes",
         "Bytes the stage's fixed regions reserve."),
 };
 
 static const struct metric counter[] = {
-    M64(struct vram_t_counters, grants, "vramd_grants_total", "Chunks granted."),
-    M64(struct vram_t_counters, moves, "vramd_moves_total",
+    M64(struct vw_t_counters, grants, "vramd_grants_total", "Chunks granted."),
+    M64(struct vw_t_counters, moves, "vramd_moves_total",
         "Chunks moved between a client's regions."),
-    M64(struct vram_t_counters, recalls, "vramd_recalls_total", "Chunks recalled."),
-    M64(struct vram_t_counters, recalls_missed, "vramd_recalls_missed_total",
+    M64(struct vw_t_counters, recalls, "vramd_recalls_total", "Chunks recalled."),
+    M64(struct vw_t_counters, recalls_missed, "vramd_recalls_missed_total",
         "Recall deadlines missed."),
-    M64(struct vram_t_counters, releases, "vramd_releases_total",
+    M64(struct vw_t_counters, releases, "vramd_releases_total",
         "Chunks returned to the pool."),
-    M64(struct vram_t_counters, errors, "vramd_errors_total", "Requests refused."),
-    M64(struct vram_t_counters, protocol_errors, "vramd_protocol_errors_total",
+    M64(struct vw_t_counters, errors, "vramd_errors_total", "Requests refused."),
+    M64(struct vw_t_counters, protocol_errors, "vramd_protocol_errors_total",
         "Connections dropped for bad frames."),
-    M64(struct vram_t_counters, disconnects, "vramd_disconnects_total",
+    M64(struct vw_t_counters, disconnects, "vramd_disconnects_total",
         "Client connections that ended."),
-    M64(struct vram_t_counters, kept_after_release, "vramd_kept_after_release_total",
+    M64(struct vw_t_counters, kept_after_release, "vramd_kept_after_release_total",
         "Releases refused because the client still mapped or held the chunk."),
-    M64_OPT(struct vram_t_counters, weights_hits, "vramd_weights_hits_total",
+    M64_OPT(struct vw_t_counters, weights_hits, "vramd_weights_hits_total",
             "Weight set opens that mapped a sealed set."),
-    M64_OPT(struct vram_t_counters, weights_misses, "vramd_weights_misses_total",
+    M64_OPT(struct vw_t_counters, weights_misses, "vramd_weights_misses_total",
             "Weight set opens that made a new set (the opener writes it)."),
-    M64_OPT(struct vram_t_counters, weights_evictions,
+    M64_OPT(struct vw_t_counters, weights_evictions,
             "vramd_weights_evictions_total",
             "Cached weight sets evicted to make room."),
 };
@@ -175,7 +175,7 @@ static const struct metric counter[] = {
  * that says so; an older vramd sends none of these and its stages get no
  * sample. The engine reports its times in microseconds; Prometheus counts
  * seconds. */
-static void render_sleep(struct tool_text *t, const struct vram_rep_status *st)
+static void render_sleep(struct tool_text *t, const struct vw_rep_status *st)
 {
     enum { ASLEEP, HOST, SLEEPS, WAKES, SLEEP_S, WAKE_S };
     static const struct {
@@ -201,7 +201,7 @@ static void render_sleep(struct tool_text *t, const struct vram_rep_status *st)
     for (size_t k = 0; k < COUNT(per); k++) {
         head(t, per[k].name, per[k].type, per[k].help);
         for (size_t i = 0; i < st->stages.n; i++) {
-            const struct vram_t_stage *s = &st->stages.v[i];
+            const struct vw_t_stage *s = &st->stages.v[i];
             bool asleep = s->has_asleep && s->asleep;
             bool has = s->has_sleeps || asleep;
             unsigned long long v = 0;
@@ -229,7 +229,7 @@ static void render_sleep(struct tool_text *t, const struct vram_rep_status *st)
 /* Engines, and any client that holds memory: control clients (vramctl,
  * this exporter among them) come and go with new ids and hold nothing, so
  * series of theirs would only add churn. */
-static bool client_shown(const struct vram_t_client *c)
+static bool client_shown(const struct vw_t_client *c)
 {
     return !(c->role && strcmp(c->role, "ctl") == 0) || c->held_bytes ||
            c->quarantined_bytes;
@@ -238,7 +238,7 @@ static bool client_shown(const struct vram_t_client *c)
 /* A client's series are keyed by its id and name; the pid, which changes
  * with every restart of an engine, is on vramd_client_info alone (join on
  * client to read it). */
-static void client_labels(struct tool_text *t, const struct vram_t_client *c,
+static void client_labels(struct tool_text *t, const struct vw_t_client *c,
                           bool with_pid)
 {
     tool_text_printf(t, "{client=\"%u\",name=", c->id);
@@ -247,14 +247,14 @@ static void client_labels(struct tool_text *t, const struct vram_t_client *c,
         tool_text_printf(t, ",pid=\"%lld\"", (long long)c->pid);
 }
 
-static void render_clients(struct tool_text *t, const struct vram_rep_status *st)
+static void render_clients(struct tool_text *t, const struct vw_rep_status *st)
 {
     head(t, "vramd_client_info", "gauge",
          "1 for each engine client, with its pid; state: connected, "
          "quarantined (gone, its process may still map its memory) or "
          "handed-off.");
     for (size_t i = 0; i < st->clients.n; i++) {
-        const struct vram_t_client *c = &st->clients.v[i];
+        const struct vw_t_client *c = &st->clients.v[i];
         if (!client_shown(c))
             continue;
         tool_text_str(t, "vramd_client_info");
@@ -281,7 +281,7 @@ static void render_clients(struct tool_text *t, const struct vram_rep_status *st
     for (size_t k = 0; k < COUNT(per); k++) {
         head(t, per[k].name, per[k].type, per[k].help);
         for (size_t i = 0; i < st->clients.n; i++) {
-            const struct vram_t_client *c = &st->clients.v[i];
+            const struct vw_t_client *c = &st->clients.v[i];
             if (!client_shown(c))
                 continue;
             unsigned long long v = k == 0   ? c->held_bytes
@@ -296,7 +296,7 @@ static void render_clients(struct tool_text *t, const struct vram_rep_status *st
     }
 }
 
-void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
+void tool_metrics_render(struct tool_text *t, const struct vw_rep_status *st,
                          double scrape_seconds)
 {
     head(t, "vramd_up", "gauge", "1 when vramd's status was read.");
@@ -358,7 +358,7 @@ void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
     }
     int connected = 0;
     for (size_t i = 0; i < st->clients.n; i++) {
-        const struct vram_t_client *c = &st->clients.v[i];
+        const struct vw_t_client *c = &st->clients.v[i];
         connected += c->role && strcmp(c->role, "engine") == 0 && c->state &&
                      strcmp(c->state, "connected") == 0;
     }

@@ -13,7 +13,7 @@
 #define TOOL_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* Appends the exposition of st, read in scrape_seconds, to t. */
-void tool_metrics_render(struct tool_text *t, const struct vram_rep_status *st,
+void tool_metrics_render(struct tool_text *t, const struct vw_rep_status *st,
                          double scrape_seconds);
 /* Appends what is known when vramd could not be read: why, as a comment,
  * and vramd_up 0. */

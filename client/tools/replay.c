@@ -44,7 +44,7 @@ static bool table;
 static uint64_t get(const cJSON *o, const char *k)
 {
     uint64_t v = 0;
-    vram_json_u64(o, k, &v);
+    vw_json_u64(o, k, &v);
     return v;
 }
 
@@ -118,7 +118,7 @@ static int load(const char *path, struct scenario *sc)
     const cJSON *st;
     cJSON_ArrayForEach(st, cJSON_GetObjectItem(root, "stages")) {
         uint64_t id = sc->nstages;
-        vram_json_u64(st, "id", &id);
+        vw_json_u64(st, "id", &id);
         if (sc->nstages == MAX_STAGES) {
             fprintf(stderr, "vram-replay: at most %d stages\n", MAX_STAGES);
             goto out;
@@ -130,7 +130,7 @@ static int load(const char *path, struct scenario *sc)
         sc->nstages = 0;
         cJSON_ArrayForEach(st, only) {
             uint64_t id;
-            if (sc->nstages == MAX_STAGES || !vram_json_uint(st, UINT32_MAX, &id)) {
+            if (sc->nstages == MAX_STAGES || !vw_json_uint(st, UINT32_MAX, &id)) {
                 fprintf(stderr, "vram-replay: %s: scenario.stages: at most %d "
                         "stage ids (whole numbers)\n", path, MAX_STAGES);
                 goto out;
@@ -142,20 +142,20 @@ static int load(const char *path, struct scenario *sc)
     int i = 0;
     cJSON_ArrayForEach(st, steps) {
         if (sc->nsteps == MAX_STEPS ||
-            vram_json_u64(st, "prompt_tokens", &sc->steps[sc->nsteps].prompt) < 0) {
+            vw_json_u64(st, "prompt_tokens", &sc->steps[sc->nsteps].prompt) < 0) {
             fprintf(stderr, "vram-replay: %s: scenario.steps[%d].prompt_tokens: "
                     "expected a non-negative integer\n", path, i);
             goto out;
         }
         sc->steps[sc->nsteps].output = 0;
-        vram_json_u64(st, "output_tokens", &sc->steps[sc->nsteps].output);
+        vw_json_u64(st, "output_tokens", &sc->steps[sc->nsteps].output);
         sc->nsteps++;
         i++;
     }
     sc->expert_at_start = true;
     sc->trim = true;
-    vram_json_bool(scn, "expert_request_at_start", &sc->expert_at_start);
-    vram_json_bool(scn, "trim_after_each_step", &sc->trim);
+    vw_json_bool(scn, "expert_request_at_start", &sc->expert_at_start);
+    vw_json_bool(scn, "trim_after_each_step", &sc->trim);
     rc = 0;
 out:
     cJSON_Delete(root);
@@ -199,9 +199,9 @@ static int daemon_stages(struct scenario *sc)
     cJSON_ArrayForEach(s, cJSON_GetObjectItem(st, "stages")) {
         bool configured = false;
         uint64_t id;
-        vram_json_bool(s, "configured", &configured);
+        vw_json_bool(s, "configured", &configured);
         if (configured && sc->nstages < MAX_STAGES &&
-            vram_json_u64(s, "id", &id) == 0)
+            vw_json_u64(s, "id", &id) == 0)
             sc->stages[sc->nstages++] = (uint32_t)id;
     }
     cJSON_Delete(st);
@@ -268,17 +268,17 @@ static cJSON *run_step(vram_client *c, uint32_t stage, const struct step *s,
     struct vram_residency res;
     vram_expert_residency(c, stage, &res);
     cJSON *o = cJSON_CreateObject();
-    vram_json_add_u64(o, "stage", stage);
-    vram_json_add_u64(o, "device", in.device);
-    vram_json_add_u64(o, "prompt_tokens", s->prompt);
-    vram_json_add_u64(o, "output_tokens", s->output);
-    vram_json_add_u64(o, "kv_needed_bytes", r.kv_needed_bytes);
-    vram_json_add_u64(o, "kv_mapped_bytes", r.kv_mapped_bytes);
-    vram_json_add_u64(o, "expert_loaned_bytes", res.expert_loaned_bytes);
-    vram_json_add_u64(o, "expert_slots_backed", res.expert_slots_backed);
-    vram_json_add_u64(o, "recalled_chunks", r.recalled_chunks);
-    vram_json_add_u64(o, "residency_version", res.version);
-    vram_json_add_u64(o, "step_us", dt);
+    vw_json_add_u64(o, "stage", stage);
+    vw_json_add_u64(o, "device", in.device);
+    vw_json_add_u64(o, "prompt_tokens", s->prompt);
+    vw_json_add_u64(o, "output_tokens", s->output);
+    vw_json_add_u64(o, "kv_needed_bytes", r.kv_needed_bytes);
+    vw_json_add_u64(o, "kv_mapped_bytes", r.kv_mapped_bytes);
+    vw_json_add_u64(o, "expert_loaned_bytes", res.expert_loaned_bytes);
+    vw_json_add_u64(o, "expert_slots_backed", res.expert_slots_backed);
+    vw_json_add_u64(o, "recalled_chunks", r.recalled_chunks);
+    vw_json_add_u64(o, "residency_version", res.version);
+    vw_json_add_u64(o, "step_us", dt);
     if (trim && (e = vram_kv_trim(c, stage, 0)) < 0)
         fail(c, "kv_trim", e);
     return o;
@@ -393,9 +393,9 @@ static int run_processes(const struct scenario *sc, const char *scenario_path,
             fflush(w[i].cmd);
         }
         cJSON *o = cJSON_CreateObject();
-        vram_json_add_u64(o, "step", s + 1);
-        vram_json_add_u64(o, "prompt_tokens", sc->steps[s].prompt);
-        vram_json_add_u64(o, "output_tokens", sc->steps[s].output);
+        vw_json_add_u64(o, "step", s + 1);
+        vw_json_add_u64(o, "prompt_tokens", sc->steps[s].prompt);
+        vw_json_add_u64(o, "output_tokens", sc->steps[s].output);
         cJSON *arr = cJSON_AddArrayToObject(o, "stages");
         for (size_t i = 0; i < sc->nstages; i++) {
             cJSON *r = fgets(line, sizeof(line), w[i].res) ? cJSON_Parse(line) : NULL;
@@ -407,7 +407,7 @@ static int run_processes(const struct scenario *sc, const char *scenario_path,
             }
             cJSON_AddItemToArray(arr, r);
         }
-        vram_json_add_u64(o, "step_us", now_us() - t0);
+        vw_json_add_u64(o, "step_us", now_us() - t0);
         if (!rc)
             emit(o);
         cJSON_Delete(o);
@@ -436,14 +436,14 @@ static int run_one_client(const struct scenario *sc, bool hold)
     for (size_t s = 0; s < sc->nsteps; s++) {
         uint64_t t0 = now_us();
         cJSON *o2 = cJSON_CreateObject();
-        vram_json_add_u64(o2, "step", s + 1);
-        vram_json_add_u64(o2, "prompt_tokens", sc->steps[s].prompt);
-        vram_json_add_u64(o2, "output_tokens", sc->steps[s].output);
+        vw_json_add_u64(o2, "step", s + 1);
+        vw_json_add_u64(o2, "prompt_tokens", sc->steps[s].prompt);
+        vw_json_add_u64(o2, "output_tokens", sc->steps[s].output);
         cJSON *arr = cJSON_AddArrayToObject(o2, "stages");
         for (size_t i = 0; i < sc->nstages; i++)
             cJSON_AddItemToArray(arr, run_step(c, sc->stages[i], &sc->steps[s],
                                                sc->trim));
-        vram_json_add_u64(o2, "step_us", now_us() - t0);
+        vw_json_add_u64(o2, "step_us", now_us() - t0);
         emit(o2);
         cJSON_Delete(o2);
     }

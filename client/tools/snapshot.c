@@ -29,8 +29,8 @@ int tool_snapshot_fetch(vram_client *c, struct tool_snapshot *out, char *why,
             snprintf(why, why_len, "the daemon's status is not JSON");
         goto fail;
     }
-    struct vram_dec d = {.arena = &s.arena};
-    e = vram_decode(vram_requests[VRAM_REQ_STATUS].rep, doc, &s.st, &d);
+    struct vw_dec d = {.arena = &s.arena};
+    e = vw_decode(vw_requests[VW_REQ_STATUS].rep, doc, &s.st, &d);
     if (e < 0) {
         if (why)
             snprintf(why, why_len, "the daemon's status does not match this "
@@ -53,6 +53,6 @@ void tool_snapshot_free(struct tool_snapshot *s)
     if (!s)
         return;
     vram_free(s->text);
-    vram_arena_free(&s->arena);
+    vw_arena_free(&s->arena);
     memset(s, 0, sizeof(*s));
 }

@@ -13,8 +13,8 @@
 
 struct tool_snapshot {
     char *text;
-    struct vram_arena arena;
-    struct vram_rep_status st;
+    struct vw_arena arena;
+    struct vw_rep_status st;
 };
 
 /* Asks c for the status and decodes it into *out (zeroed first by the

@@ -78,9 +78,9 @@ void tool_text_peer(struct tool_text *t, const char *s)
         t->oom = true;
         return;
     }
-    if (!reserve(t, VRAM_TEXT_ESCAPED(n)))
+    if (!reserve(t, VW_TEXT_ESCAPED(n)))
         return;
-    t->len += vram_text_escape(t->p + t->len, VRAM_TEXT_ESCAPED(n), s);
+    t->len += vw_text_escape(t->p + t->len, VW_TEXT_ESCAPED(n), s);
 }
 
 const char *tool_peer_cell(const char *s, const char *none, size_t width,
@@ -88,7 +88,7 @@ const char *tool_peer_cell(const char *s, const char *none, size_t width,
 {
     if (!s || !*s)
         return none;
-    vram_text_escape(buf, width && width < len ? width + 1 : len, s);
+    vw_text_escape(buf, width && width < len ? width + 1 : len, s);
     return buf;
 }
 

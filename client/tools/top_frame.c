@@ -51,11 +51,11 @@ static void line_begin(struct line *l, struct tool_text *t,
 /* Visible text, escaped; what does not fit is dropped. */
 static void put(struct line *l, const char *s)
 {
-    char buf[VRAM_TEXT_ESCAPED(512)];
-    size_t n = vram_text_escape(buf, sizeof(buf), s);
+    char buf[VW_TEXT_ESCAPED(512)];
+    size_t n = vw_text_escape(buf, sizeof(buf), s);
     const unsigned char *p = (const unsigned char *)buf;
     for (size_t i = 0; i < n; l->pos++) {
-        size_t k = vram_utf8_len(p + i, n - i);
+        size_t k = vw_utf8_len(p + i, n - i);
         char ch = k == 1 ? (char)p[i] : '?';
         if (l->pos >= l->skip && l->used < l->max) {
             tool_text_raw(l->t, &ch, 1);
@@ -101,7 +101,7 @@ static void blank(struct tool_text *t, const struct tool_top_view *v)
 
 static const char *sz(uint64_t b, char *buf)
 {
-    return vram_size_format(b, buf, 32);
+    return vw_size_format(b, buf, 32);
 }
 
 /* width cells shared among n values in proportion (largest remainders),
@@ -212,7 +212,7 @@ static void uptime(char *buf, size_t len, uint64_t ms)
                  (unsigned)(s / 3600 % 24));
 }
 
-static void header(struct tool_text *t, const struct vram_rep_status *st,
+static void header(struct tool_text *t, const struct vw_rep_status *st,
                    const struct tool_top_view *v)
 {
     const struct tool_top_control *c = v->ctl;
@@ -268,11 +268,11 @@ static void header(struct tool_text *t, const struct vram_rep_status *st,
     blank(t, v);
 }
 
-static void devices(struct tool_text *t, const struct vram_rep_status *st,
+static void devices(struct tool_text *t, const struct vw_rep_status *st,
                     const struct tool_top_view *v)
 {
     for (size_t i = 0; i < st->devices.n; i++) {
-        const struct vram_t_device *d = &st->devices.v[i];
+        const struct vw_t_device *d = &st->devices.v[i];
         char a[32], b[32];
         struct line l;
         if (i)
@@ -321,7 +321,7 @@ static void devices(struct tool_text *t, const struct vram_rep_status *st,
     }
 }
 
-static const char *client_name(const struct vram_rep_status *st, uint32_t id)
+static const char *client_name(const struct vw_rep_status *st, uint32_t id)
 {
     for (size_t i = 0; i < st->clients.n; i++)
         if (st->clients.v[i].id == id)
@@ -330,13 +330,13 @@ static const char *client_name(const struct vram_rep_status *st, uint32_t id)
     return "-";
 }
 
-static void stages(struct tool_text *t, const struct vram_rep_status *st,
+static void stages(struct tool_text *t, const struct vw_rep_status *st,
                    const struct tool_top_view *v)
 {
     static const char *const kv_color[3] = {"32;1", "32", "2"};
     static const char *const ex_color[2] = {"36;1", "2"};
     for (size_t i = 0; i < st->stages.n; i++) {
-        const struct vram_t_stage *s = &st->stages.v[i];
+        const struct vw_t_stage *s = &st->stages.v[i];
         char a[32], b[32], c[32];
         struct line l;
         blank(t, v);
@@ -398,15 +398,15 @@ static void stages(struct tool_text *t, const struct vram_rep_status *st,
 /* Clients by what they hold, most first (or by the column s chose);
  * control clients that hold nothing (vramctl itself) are left out. Ties
  * go by id, so rows do not swap between frames. */
-static int by_id(const struct vram_t_client *a, const struct vram_t_client *b)
+static int by_id(const struct vw_t_client *a, const struct vw_t_client *b)
 {
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
 static int by_held(const void *x, const void *y)
 {
-    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
-    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    const struct vw_t_client *a = *(const struct vw_t_client *const *)x;
+    const struct vw_t_client *b = *(const struct vw_t_client *const *)y;
     uint64_t ha = a->held_bytes + a->quarantined_bytes;
     uint64_t hb = b->held_bytes + b->quarantined_bytes;
     if (ha != hb)
@@ -416,8 +416,8 @@ static int by_held(const void *x, const void *y)
 
 static int by_quarantined(const void *x, const void *y)
 {
-    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
-    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    const struct vw_t_client *a = *(const struct vw_t_client *const *)x;
+    const struct vw_t_client *b = *(const struct vw_t_client *const *)y;
     if (a->quarantined_bytes != b->quarantined_bytes)
         return a->quarantined_bytes < b->quarantined_bytes ? 1 : -1;
     return by_held(x, y);
@@ -430,16 +430,16 @@ static int by_text(const char *a, const char *b)
 
 static int by_name(const void *x, const void *y)
 {
-    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
-    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    const struct vw_t_client *a = *(const struct vw_t_client *const *)x;
+    const struct vw_t_client *b = *(const struct vw_t_client *const *)y;
     int r = by_text(a->name, b->name);
     return r ? r : by_id(a, b);
 }
 
 static int by_pid(const void *x, const void *y)
 {
-    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
-    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    const struct vw_t_client *a = *(const struct vw_t_client *const *)x;
+    const struct vw_t_client *b = *(const struct vw_t_client *const *)y;
     if (a->pid != b->pid)
         return a->pid < b->pid ? -1 : 1;
     return by_id(a, b);
@@ -447,14 +447,14 @@ static int by_pid(const void *x, const void *y)
 
 static int by_client(const void *x, const void *y)
 {
-    return by_id(*(const struct vram_t_client *const *)x,
-                 *(const struct vram_t_client *const *)y);
+    return by_id(*(const struct vw_t_client *const *)x,
+                 *(const struct vw_t_client *const *)y);
 }
 
 static int by_state(const void *x, const void *y)
 {
-    const struct vram_t_client *a = *(const struct vram_t_client *const *)x;
-    const struct vram_t_client *b = *(const struct vram_t_client *const *)y;
+    const struct vw_t_client *a = *(const struct vw_t_client *const *)x;
+    const struct vw_t_client *b = *(const struct vw_t_client *const *)y;
     int r = by_text(a->state, b->state);
     return r ? r : by_id(a, b);
 }
@@ -465,11 +465,11 @@ static int (*const sorts[TOOL_TOP_SORT_N])(const void *, const void *) = {
     [TOOL_TOP_SORT_CLIENT] = by_client, [TOOL_TOP_SORT_STATE] = by_state,
 };
 
-static void clients(struct tool_text *t, const struct vram_rep_status *st,
+static void clients(struct tool_text *t, const struct vw_rep_status *st,
                     const struct tool_top_view *v)
 {
     size_t n = 0;
-    const struct vram_t_client **list = calloc(st->clients.n + 1, sizeof(*list));
+    const struct vw_t_client **list = calloc(st->clients.n + 1, sizeof(*list));
     if (!list) {
         t->oom = true;
         return;
@@ -478,7 +478,7 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
     for (size_t i = 0; i < st->devices.n; i++)
         capacity += st->devices.v[i].capacity_bytes;
     for (size_t i = 0; i < st->clients.n; i++) {
-        const struct vram_t_client *c = &st->clients.v[i];
+        const struct vw_t_client *c = &st->clients.v[i];
         bool ctl = c->role && strcmp(c->role, "ctl") == 0;
         if (!ctl || c->held_bytes || c->quarantined_bytes)
             list[n++] = c;
@@ -489,7 +489,7 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
     qsort(list, n, sizeof(*list), sorts[sort]);
     if (reverse)
         for (size_t i = 0; i < n / 2; i++) {
-            const struct vram_t_client *x = list[i];
+            const struct vw_t_client *x = list[i];
             list[i] = list[n - 1 - i];
             list[n - 1 - i] = x;
         }
@@ -516,13 +516,13 @@ static void clients(struct tool_text *t, const struct vram_rep_status *st,
     line_end(&l);
     static const char *const held_color[2] = {"35;1", "2"};
     for (size_t i = 0; i < n; i++) {
-        const struct vram_t_client *c = list[i];
+        const struct vw_t_client *c = list[i];
         char a[32], b[32], stg[40] = "";
         for (size_t k = 0; k < c->stages.n; k++) {
             size_t len = strlen(stg);
             snprintf(stg + len, sizeof(stg) - len, "%s%u", k ? "," : "", c->stages.v[k]);
         }
-        char name[VRAM_TEXT_ESCAPED(64)];
+        char name[VW_TEXT_ESCAPED(64)];
         line_begin(&l, t, v);
         putf(&l, "%-6u %-20s %-8lld %-12s %-10s %-11s %s", c->id,
              tool_peer_cell(c->name, "-", 20, name, sizeof(name)), (long long)c->pid,
@@ -578,7 +578,7 @@ static void help(struct tool_text *t, const struct tool_top_view *v)
 }
 
 /* The figures (or the help), as lines, scrolled sideways by hscroll. */
-static void body(struct tool_text *t, const struct vram_rep_status *st,
+static void body(struct tool_text *t, const struct vw_rep_status *st,
                  const struct tool_top_view *v)
 {
     if (v->ctl && v->ctl->help)
@@ -590,7 +590,7 @@ static void body(struct tool_text *t, const struct vram_rep_status *st,
     }
 }
 
-void tool_top_frame(struct tool_text *t, const struct vram_rep_status *st,
+void tool_top_frame(struct tool_text *t, const struct vw_rep_status *st,
                     const struct tool_top_view *v)
 {
     size_t start = t->len;

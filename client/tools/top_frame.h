@@ -44,7 +44,7 @@ struct tool_top_view {
 };
 
 /* Appends the frame of st (NULL when none was read yet) to t. */
-void tool_top_frame(struct tool_text *t, const struct vram_rep_status *st,
+void tool_top_frame(struct tool_text *t, const struct vw_rep_status *st,
                     const struct tool_top_view *v);
 
 /* The glyphs of a device's bar, in its order: fixed, KV, weights (where

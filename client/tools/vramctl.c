@@ -35,17 +35,17 @@
 
 static const char *sz(uint64_t b, char *buf)
 {
-    return vram_size_format(b, buf, 32);
+    return vw_size_format(b, buf, 32);
 }
 
 /* Text from vramd in a table: escaped (textbuf.h), at most width bytes
  * (0: as much as a string of the catalogue holds). */
 struct cell {
-    char s[VRAM_TEXT_ESCAPED(96)];
+    char s[VW_TEXT_ESCAPED(96)];
 };
 #define CELL(text, none, width, c) tool_peer_cell(text, none, width, (c).s, sizeof((c).s))
 
-static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
+static void join_u32(char *buf, size_t len, const struct vw_u32s *a)
 {
     buf[0] = '\0';
     for (size_t i = 0; i < a->n; i++) {
@@ -57,7 +57,7 @@ static void join_u32(char *buf, size_t len, const struct vram_u32s *a)
 /* WEIGHTS: capacity charged to weight sets (R17: not granted, not free);
  * WEIGHTS-CACHED: of those, sealed sets no client maps, which vramd evicts
  * when an engine needs the room. "-" from a vramd without weight sets. */
-static void print_devices(const struct vram_rep_status *st, bool legend)
+static void print_devices(const struct vw_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
     struct cell name, backend, uuid;
@@ -67,7 +67,7 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
             "DEVICE", "BACKEND", "CHUNK", "CAPACITY", "RESERVED", "FREE", "GRANTED",
             "LOANED", "RECALLING", "QUARANTINED", "WEIGHTS", "WEIGHTS-CACHED");
     for (size_t i = 0; i < st->devices.n; i++) {
-        const struct vram_t_device *it = &st->devices.v[i];
+        const struct vw_t_device *it = &st->devices.v[i];
         char w[32] = "-", wc[32] = "-";
         if (it->has_weights_bytes)
             sz(it->weights_bytes, w);
@@ -87,7 +87,7 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
         tool_row("%-6s %-22s %-10s %-10s %-11s %-5s %-8s %-6s %s", "DEVICE", "NAME",
             "TOTAL", "POOL", "GRANULARITY", "VMM", "POSIX-FD", "PEERS", "UUID");
     for (size_t i = 0; i < st->devices.n; i++) {
-        const struct vram_t_device *it = &st->devices.v[i];
+        const struct vw_t_device *it = &st->devices.v[i];
         char peers[64];
         join_u32(peers, sizeof(peers), &it->peer_access);
         tool_row("%-6u %-22s %-10s %-10s %-11s %-5s %-8s %-6s %s", it->id,
@@ -107,7 +107,7 @@ static void print_devices(const struct vram_rep_status *st, bool legend)
  * BLOCKED-BY: while a registration or KV reserve of the stage is held,
  * the client it waits for (a lender that has not given recalled chunks
  * back, or a gone client whose chunks are quarantined). */
-static void print_stages(const struct vram_rep_status *st, bool legend)
+static void print_stages(const struct vw_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32], d[32];
     if (legend)
@@ -117,7 +117,7 @@ static void print_stages(const struct vram_rep_status *st, bool legend)
             "KV-NEEDED", "KV-MAX", "EXPERT-LOANS", "BACKED-SLOTS",
             "RECALLING-CHUNKS", "BLOCKED-BY");
     for (size_t i = 0; i < st->stages.n; i++) {
-        const struct vram_t_stage *it = &st->stages.v[i];
+        const struct vw_t_stage *it = &st->stages.v[i];
         char layers[24], owner[16] = "-", blocked[24] = "-", host[32] = "-";
         bool asleep = it->has_asleep && it->asleep;
         snprintf(layers, sizeof(layers), "%u-%u", it->first_layer, it->last_layer);
@@ -140,14 +140,14 @@ static void print_stages(const struct vram_rep_status *st, bool legend)
 /* Clients: a gone one (quarantined, maybe awaiting its process's resume)
  * has no name in the status: "-" then. QUARANTINED is what it holds that
  * waits for its process. */
-static void print_clients(const struct vram_rep_status *st, bool legend)
+static void print_clients(const struct vw_rep_status *st, bool legend)
 {
     char a[32], b[32];
     if (legend)
         tool_row("%-6s %-20s %-8s %-6s %-12s %-10s %-11s %s", "CLIENT", "NAME", "PID",
             "ROLE", "STATE", "HELD", "QUARANTINED", "STAGES");
     for (size_t i = 0; i < st->clients.n; i++) {
-        const struct vram_t_client *it = &st->clients.v[i];
+        const struct vw_t_client *it = &st->clients.v[i];
         char stages[64];
         struct cell name, role, state;
         join_u32(stages, sizeof(stages), &it->stages);
@@ -159,7 +159,7 @@ static void print_clients(const struct vram_rep_status *st, bool legend)
     }
 }
 
-static void print_table(const struct vram_rep_status *st, bool legend)
+static void print_table(const struct vw_rep_status *st, bool legend)
 {
     print_devices(st, legend);
     printf("\n");
@@ -168,7 +168,7 @@ static void print_table(const struct vram_rep_status *st, bool legend)
     print_clients(st, legend);
 }
 
-static void print_loans(const struct vram_rep_status *st, bool legend)
+static void print_loans(const struct vw_rep_status *st, bool legend)
 {
     char a[32], b[32], c[32];
     if (legend)
@@ -176,7 +176,7 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
             "DEVICE", "LEND", "EXPERT-LOANS", "KV-HEADROOM", "SLOT-SIZE",
             "BACKED-SLOTS", "RECALLING-CHUNKS", "RESIDENCY", "HOLD/DEADLINE");
     for (size_t i = 0; i < st->stages.n; i++) {
-        const struct vram_t_stage *it = &st->stages.v[i];
+        const struct vw_t_stage *it = &st->stages.v[i];
         if (!it->configured)
             continue;
         uint64_t max = it->kv_max_bytes, kv = it->kv_mapped_bytes;
@@ -193,7 +193,7 @@ static void print_loans(const struct vram_rep_status *st, bool legend)
 }
 
 /* The Prometheus exposition of one status (metrics_text.c). */
-static int print_metrics(const struct vram_rep_status *st, double seconds)
+static int print_metrics(const struct vw_rep_status *st, double seconds)
 {
     struct tool_text t = {0};
     tool_metrics_render(&t, st, seconds);
@@ -254,7 +254,7 @@ static int fetch(vram_client *c, struct tool_snapshot *s, const char *what)
  * U+FFFD (proto/text.h); JSON's writers have escaped the rest. */
 static int print_json(const char *text, size_t len)
 {
-    char *out = text ? vram_json_printable(text, len, NULL) : NULL;
+    char *out = text ? vw_json_printable(text, len, NULL) : NULL;
     if (!out) {
         fprintf(stderr, "vramctl: out of memory\n");
         return 1;
@@ -267,25 +267,25 @@ static int print_json(const char *text, size_t len)
 /* {"schema": N, "<key>": [...]}: one array of the status (or of
  * weights_list), re-encoded from its typed items, beside the layout's
  * schema (a field once documented keeps its name and type within it). */
-static int print_json_array(const char *key, const struct vram_tdesc *t,
+static int print_json_array(const char *key, const struct vw_tdesc *t,
                             const void *items, size_t n)
 {
-    struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w};
-    vram_jw_lit(&w, "{\"schema\":");
-    vram_jw_u64(&w, VRAM_STATUS_SCHEMA);
-    vram_jw_lit(&w, ",");
-    vram_jw_key(&w, key, true);
-    vram_jw_lit(&w, "[");
+    struct vw_jw w = {0};
+    struct vw_enc e = {.w = &w};
+    vw_jw_lit(&w, "{\"schema\":");
+    vw_jw_u64(&w, VW_STATUS_SCHEMA);
+    vw_jw_lit(&w, ",");
+    vw_jw_key(&w, key, true);
+    vw_jw_lit(&w, "[");
     for (size_t i = 0; i < n; i++) {
         if (i)
-            vram_jw_lit(&w, ",");
-        if (vram_encode_object(&e, t, (const char *)items + i * t->size) < 0)
+            vw_jw_lit(&w, ",");
+        if (vw_encode_object(&e, t, (const char *)items + i * t->size) < 0)
             w.oom = true;
     }
-    vram_jw_lit(&w, "]}");
+    vw_jw_lit(&w, "]}");
     size_t len = 0;
-    char *text = vram_jw_take(&w, &len);
+    char *text = vw_jw_take(&w, &len);
     int rc = print_json(text, len);
     free(text);
     return rc;
@@ -298,17 +298,17 @@ static int show(vram_client *c, const char *what, const struct opts *o)
     uint64_t t0 = vp_now_ns();
     int rc = fetch(c, &s, what);
     double seconds = (double)(vp_now_ns() - t0) / 1e9;
-    const struct vram_rep_status *st = &s.st;
+    const struct vw_rep_status *st = &s.st;
     if (rc)
         goto out;
     if (o->json) {
         if (strcmp(what, "status") == 0)
             rc = print_json(s.text, strlen(s.text));
         else if (strcmp(what, "clients") == 0)
-            rc = print_json_array("clients", &vram_td_client, st->clients.v,
+            rc = print_json_array("clients", &vw_td_client, st->clients.v,
                                   st->clients.n);
         else /* stages, loans */
-            rc = print_json_array("stages", &vram_td_stage, st->stages.v,
+            rc = print_json_array("stages", &vw_td_stage, st->stages.v,
                                   st->stages.n);
     } else if (strcmp(what, "status") == 0) {
         print_table(st, o->legend);
@@ -339,12 +339,12 @@ static int cmd_weights(vram_client *c, const struct opts *o)
     }
     int rc = 0;
     if (o->json) {
-        struct vram_t_weights_entry *t = calloc(w.n + 1, sizeof(*t));
+        struct vw_t_weights_entry *t = calloc(w.n + 1, sizeof(*t));
         char (*keys)[2 * VRAM_WEIGHTS_KEY_BYTES + 1] = calloc(w.n + 1, sizeof(*keys));
         if (t && keys) {
             for (size_t i = 0; i < w.n; i++)
                 tool_weights_wire(&w.v[i], keys[i], &t[i]);
-            rc = print_json_array("sets", &vram_td_weights_entry, t, w.n);
+            rc = print_json_array("sets", &vw_td_weights_entry, t, w.n);
         } else {
             fprintf(stderr, "vramctl: out of memory\n");
             rc = TOOL_EXIT_FAILED;
@@ -576,17 +576,17 @@ static int command_words(const char *cmd, const char *const *words, int first,
             fprintf(stderr, "vramctl set-capacity: '%.40s...': not a size\n", size);
             return TOOL_EXIT_USAGE;
         }
-        int e = vram_size_parse(joined, &a->capacity);
+        int e = vw_size_parse(joined, &a->capacity);
         if (e < 0) {
             char fix[96];
-            if (e == -EDOM && vram_size_binary(joined, fix, sizeof(fix)) == 0)
+            if (e == -EDOM && vw_size_binary(joined, fix, sizeof(fix)) == 0)
                 fprintf(stderr, "vramctl set-capacity: '%s%s%s': did you mean "
                         "%s? (a bare or decimal unit is powers of 1000 to some, "
                         "of 1024 to others: vramctl takes KiB, MiB, GiB, TiB)\n",
                         size, unit ? " " : "", unit ? unit : "", fix);
             else
                 fprintf(stderr, "vramctl set-capacity: '%s%s%s': %s\n", size,
-                        unit ? " " : "", unit ? unit : "", vram_size_why(e));
+                        unit ? " " : "", unit ? unit : "", vw_size_why(e));
             return TOOL_EXIT_USAGE;
         }
         used = first + (unit ? 3 : 2);
@@ -639,7 +639,7 @@ int main(int argc, char **argv)
     if (cl.nwords == 0) {
         if (v[TOOL_OPT_VERSION] && !v[TOOL_OPT_HELP]) {
             printf("vramctl %s (protocol versions %d to %d)\n", VRAM_VERSION,
-                   VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
+                   VW_PROTOCOL_OLDEST, VW_PROTOCOL_VERSION);
             return 0;
         }
         usage(v[TOOL_OPT_HELP] ? stdout : stderr);
@@ -665,7 +665,7 @@ int main(int argc, char **argv)
     }
     if (v[TOOL_OPT_VERSION]) {
         printf("vramctl %s (protocol versions %d to %d)\n", VRAM_VERSION,
-               VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
+               VW_PROTOCOL_OLDEST, VW_PROTOCOL_VERSION);
         return 0;
     }
     for (int o = 0; o < TOOL_OPT_N; o++)

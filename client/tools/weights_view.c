@@ -94,10 +94,10 @@ static void key_hex(const uint8_t *key, size_t n, char *out)
 
 void tool_weights_wire(const struct vram_weights_entry *e,
                        char key[2 * VRAM_WEIGHTS_KEY_BYTES + 1],
-                       struct vram_t_weights_entry *out)
+                       struct vw_t_weights_entry *out)
 {
     key_hex(e->key, VRAM_WEIGHTS_KEY_BYTES, key);
-    *out = (struct vram_t_weights_entry){
+    *out = (struct vw_t_weights_entry){
         .id = e->id, .name = e->name, .device = e->device, .bytes = e->bytes,
         .alloc_bytes = e->alloc_bytes, .allocs = e->allocs, .key = key,
         .state = tool_weights_state_name(e->state),
@@ -109,7 +109,7 @@ void tool_weights_wire(const struct vram_weights_entry *e,
 
 /* A set's name as a cell: escaped, whole. */
 struct name_cell {
-    char s[VRAM_TEXT_ESCAPED(VRAM_WEIGHTS_NAME_MAX + 1)];
+    char s[VW_TEXT_ESCAPED(VRAM_WEIGHTS_NAME_MAX + 1)];
 };
 
 static const char *name_of(const struct vram_weights_entry *e,
@@ -141,8 +141,8 @@ void tool_weights_table(const struct tool_weights *w, bool legend,
             snprintf(writer, sizeof(writer), "%u", e->writer);
         tool_row("%-*s %-6u %-10s %-10s %-11u %-8s %-7s %-5u %-6s %-9u %-4s %s",
                  namew, name_of(e, &name), e->device,
-                 vram_size_format(e->bytes, size, sizeof(size)),
-                 vram_size_format(e->alloc_bytes, alloc, sizeof(alloc)),
+                 vw_size_format(e->bytes, size, sizeof(size)),
+                 vw_size_format(e->alloc_bytes, alloc, sizeof(alloc)),
                  e->allocs, key, tool_weights_state_name(e->state), e->users,
                  writer, e->owner_uid, e->keep ? "yes" : "no",
                  tool_age(age, sizeof(age), now_ms, e->last_use_ms));

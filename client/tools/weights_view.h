@@ -35,7 +35,7 @@ void tool_weights_table(const struct tool_weights *w, bool legend,
  * (2 x VRAM_WEIGHTS_KEY_BYTES + 1 bytes: the key in hex). */
 void tool_weights_wire(const struct vram_weights_entry *e,
                        char key[2 * VRAM_WEIGHTS_KEY_BYTES + 1],
-                       struct vram_t_weights_entry *out);
+                       struct vw_t_weights_entry *out);
 
 /* "writing", "sealed", "cached" ("?" for none of them). */
 const char *tool_weights_state_name(enum vram_weights_state s);

@@ -134,7 +134,7 @@ static int pool_open(struct pool *p, int device, const struct tag *t)
     }
     uint64_t want = 16ull << 30;
     const char *env = getenv("VRAM_TORCH_REGION");
-    if (env && vram_size_parse(env, &want) < 0) {
+    if (env && vw_size_parse(env, &want) < 0) {
         fail("VRAM_TORCH_REGION='%s' is not a size such as 16GiB", env);
         return -EINVAL;
     }

@@ -15,7 +15,7 @@
 
 /* What a backend's chunk handles are. On POSIX an fd travels as it is and
  * this is unused. On Windows io/ duplicates each handle into the client's
- * process (platform/push.h) and must name the copy's access: a section's
+ * process (platform/win32/push.h) and must name the copy's access: a section's
  * map rights mean nothing on any other object, and a section pushed with
  * its original's access would give the client SECTION_EXTEND_SIZE and
  * WRITE_DAC over memory vramd shares out. Zero is sections: a backend that

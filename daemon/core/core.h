@@ -121,7 +121,7 @@ struct vd_core {
      * vramd kills itself after the ledger committed the first such request
      * and before any of its effects or its reply went out, which is the
      * window a real crash can hit. Unset in production. */
-    int crash_before_reply; /* enum vram_req_id, or -1 */
+    int crash_before_reply; /* enum vw_req_id, or -1 */
     /* ... and VRAMD_TEST_CRASH_MID_REPLY=<type>: after the second frame of
      * the first such reply that takes more, the window where an engine
      * holds part of a reply. */

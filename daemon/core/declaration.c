@@ -23,7 +23,7 @@ static int room(void **v, size_t *cap, size_t n, size_t more, size_t size)
 }
 
 int vd_declaration_add(struct vd_resume_acc **accp,
-                       const struct vram_req_resume *m, char *why,
+                       const struct vw_req_resume *m, char *why,
                        size_t whylen)
 {
     if (!*accp && !(*accp = calloc(1, sizeof(**accp))))
@@ -39,7 +39,7 @@ int vd_declaration_add(struct vd_resume_acc **accp,
              sizeof(*a->claims)) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < m->stages.n; i++) {
-        const struct vram_t_resume_stage *s = &m->stages.v[i];
+        const struct vw_t_resume_stage *s = &m->stages.v[i];
         if (!s->configured && (!s->has_device || !s->has_first_layer ||
                                !s->has_last_layer)) {
             snprintf(why, whylen, "resume.stages[%zu]: an ad-hoc stage needs "
@@ -54,7 +54,7 @@ int vd_declaration_add(struct vd_resume_acc **accp,
             .wake_tokens = s->wake_tokens, .host_bytes = s->host_bytes};
     }
     for (size_t i = 0; i < m->regions.n; i++) {
-        const struct vram_t_resume_region *r = &m->regions.v[i];
+        const struct vw_t_resume_region *r = &m->regions.v[i];
         int kind = vl_kind_parse(r->kind);
         if (kind < 0 || r->lane_slots.n < 1) {
             snprintf(why, whylen, "resume.regions[%zu]: %s", i,

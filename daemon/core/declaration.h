@@ -25,7 +25,7 @@ struct vd_resume_acc {
 /* Adds a part: 0, -EINVAL with why (an ad-hoc stage without its device and
  * layers, an unknown region kind), or -ENOMEM. */
 int vd_declaration_add(struct vd_resume_acc **acc,
-                       const struct vram_req_resume *m, char *why,
+                       const struct vw_req_resume *m, char *why,
                        size_t whylen);
 void vd_resume_acc_free(struct vd_resume_acc *acc); /* NULL-tolerant */
 

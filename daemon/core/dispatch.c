@@ -111,12 +111,12 @@ static void log_refusal(const struct vd_client *c, uint64_t id, int err,
     if (vlog_level() >= VLOG_DEBUG)
         vlog(VLOG_DEBUG, "client %u (%s, pid %lld): request %llu refused: %s: %s",
              c->id, c->name, (long long)c->peer.pid, (unsigned long long)id,
-             vram_errno_name(err), why);
+             vw_errno_name(err), why);
     else
         vlog_limited(&refusals, VLOG_INFO, "client %u (%s, pid %lld): request "
                      "%llu refused: %s: %s", c->id, c->name,
                      (long long)c->peer.pid, (unsigned long long)id,
-                     vram_errno_name(err), why);
+                     vw_errno_name(err), why);
 }
 
 /* A refusal outside any handler: the frame or its envelope is wrong. */
@@ -149,7 +149,7 @@ static void close_now(struct vd_core *core, struct vd_client *c, const char *why
 }
 
 void vd_core_client_frame(struct vd_core *core, uint32_t client,
-                          struct vram_codec_frame *f)
+                          struct vw_codec_frame *f)
 {
     struct vd_client *c = vd_clients_find(&core->clients, client);
     if (!c || c->closing)
@@ -157,8 +157,8 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     /* Before the hello, a frame of any version this vramd serves (a
      * hello's is 1); after it, of the version it agreed on. */
     if (c->hello ? f->version != c->version
-                 : f->version < VRAM_PROTOCOL_OLDEST ||
-                       f->version > VRAM_PROTOCOL_VERSION) {
+                 : f->version < VW_PROTOCOL_OLDEST ||
+                       f->version > VW_PROTOCOL_VERSION) {
         if (c->hello)
             refuse(core, c, 0, -1, -EPROTONOSUPPORT, "a frame of protocol "
                    "version %u on a connection that speaks version %u",
@@ -166,7 +166,7 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
         else
             refuse(core, c, 0, -1, -EPROTONOSUPPORT, "protocol version "
                    "mismatch: client %u, vramd %d to %d", f->version,
-                   VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
+                   VW_PROTOCOL_OLDEST, VW_PROTOCOL_VERSION);
         close_now(core, c, "closed after a fatal error reply", true);
         return;
     }
@@ -177,9 +177,9 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
         close_now(core, c, "frame payload is not a JSON object", false);
         return;
     }
-    struct vram_envelope env;
+    struct vw_envelope env;
     char why[256];
-    int r = vram_envelope_read(msg, &env, why, sizeof(why));
+    int r = vw_envelope_read(msg, &env, why, sizeof(why));
     if (r < 0 && !env.has_id) {
         refuse(core, c, 0, -1, -EINVAL, "request has no integer field 'id'");
         goto out;
@@ -193,9 +193,9 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
                "closed (no request carries fds)", n);
         goto out;
     }
-    int type = env.kind == VRAM_MSG_REQUEST ? vram_req_lookup(env.type) : -1;
+    int type = env.kind == VW_MSG_REQUEST ? vw_req_lookup(env.type) : -1;
     /* Hello first, before anything of the request is looked at. */
-    if (!c->hello && type != VRAM_REQ_HELLO) {
+    if (!c->hello && type != VW_REQ_HELLO) {
         refuse(core, c, env.id, -1, -EPROTO, "say hello first");
         goto out;
     }
@@ -208,22 +208,22 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
                env.type ? env.type : "");
         goto out;
     }
-    if (type == VRAM_REQ_HELLO && c->hello) {
+    if (type == VW_REQ_HELLO && c->hello) {
         refuse(core, c, env.id, type, -EPROTO, "hello was said already on this "
                "connection");
         goto out;
     }
-    if (c->hello && !vram_since_in(vram_requests[type].since, c->version)) {
+    if (c->hello && !vw_since_in(vw_requests[type].since, c->version)) {
         refuse(core, c, env.id, -1, -ENOSYS, "'%s' came with protocol version "
-               "%u; this connection speaks version %u", vram_requests[type].name,
-               (unsigned)vram_requests[type].since, c->version);
+               "%u; this connection speaks version %u", vw_requests[type].name,
+               (unsigned)vw_requests[type].since, c->version);
         goto out;
     }
-    bool may_get = type != VRAM_REQ_HELLO && type != VRAM_REQ_PING &&
-                   type != VRAM_REQ_STATUS;
+    bool may_get = type != VW_REQ_HELLO && type != VW_REQ_PING &&
+                   type != VW_REQ_STATUS;
     /* R16: its user's gone clients are counted before it may get memory,
      * unless it comes back for one of them. */
-    if (may_get && type != VRAM_REQ_RESUME &&
+    if (may_get && type != VW_REQ_RESUME &&
         (r = vl_client_admit(core->ledger, c->id)) < 0) {
         refuse(core, c, env.id, type, r, "%s", vl_why(core->ledger));
         goto out;
@@ -238,11 +238,11 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     }
     struct vd_request rq;
     vd_request_init(&rq, core, c, env.id, type);
-    union vram_req_any req;
-    union vram_rep_any rep;
+    union vw_req_any req;
+    union vw_rep_any rep;
     memset(&rep, 0, sizeof(rep));
-    struct vram_dec d = {.arena = &rq.arena, .version = c->version};
-    r = vram_decode(vram_requests[type].req, msg, &req, &d);
+    struct vw_dec d = {.arena = &rq.arena, .version = c->version};
+    r = vw_decode(vw_requests[type].req, msg, &req, &d);
     if (r < 0) {
         refuse(core, c, env.id, type, r, "%s", d.why);
         vd_request_fini(&rq);
@@ -251,7 +251,7 @@ void vd_core_client_frame(struct vd_core *core, uint32_t client,
     r = vd_handlers[type](&rq, &req, &rep);
     if (r >= 0 && type == core->crash_before_reply) {
         vlog(VLOG_WARNING, "fault injection: killed before replying to %s",
-             vram_requests[type].name);
+             vw_requests[type].name);
         vp_proc_kill_self();
     }
     if (r < 0) {

@@ -15,6 +15,6 @@
 /* A frame from client's connection (io/). Its handles are the core's to
  * close (no request carries any). */
 void vd_core_client_frame(struct vd_core *core, uint32_t client,
-                          struct vram_codec_frame *f);
+                          struct vw_codec_frame *f);
 
 #endif

@@ -24,11 +24,11 @@ void vd_effects_out_free(struct vd_effects_out *out)
     memset(out, 0, sizeof(*out));
 }
 
-static int push_map(struct vd_effects_out *o, const struct vram_t_map_entry *e)
+static int push_map(struct vd_effects_out *o, const struct vw_t_map_entry *e)
 {
     if (o->nmap == o->capmap) {
         size_t cap = o->capmap ? o->capmap * 2 : 64;
-        struct vram_t_map_entry *v = realloc(o->map, cap * sizeof(*v));
+        struct vw_t_map_entry *v = realloc(o->map, cap * sizeof(*v));
         if (!v)
             return -ENOMEM;
         o->map = v;
@@ -60,14 +60,14 @@ static void send_budget_event(struct vd_core *core, uint32_t stage)
     struct vd_client *c = vd_clients_find(&core->clients, sv.owner);
     if (!c)
         return;
-    struct vram_evt_budget_changed ev = {
+    struct vw_evt_budget_changed ev = {
         .stage = stage,
         .residency_version = sv.residency_version,
         .expert_slots_backed = sv.expert_slots_backed,
         .expert_loaned_bytes = (uint64_t)(sv.loan_chunks - sv.recalling) *
                                sv.chunk_bytes,
     };
-    vd_send_event(core, c, VRAM_EVT_BUDGET_CHANGED, &ev);
+    vd_send_event(core, c, VW_EVT_BUDGET_CHANGED, &ev);
 }
 
 void vd_effects_flush_budget(struct vd_core *core)
@@ -136,7 +136,7 @@ void vd_effects_apply(struct vd_core *core, struct vl_fxlist *list,
             /* A new chunk's handle is made when its frame goes (reply.c):
              * the daemon holds the handles of what the connection takes,
              * not of the whole grant. */
-            struct vram_t_map_entry me = {.chunk = e->chunk, .region = e->region,
+            struct vw_t_map_entry me = {.chunk = e->chunk, .region = e->region,
                                           .slot = e->slot,
                                           .fd = VP_NONE,
                                           .has_fd = e->kind == VL_FX_MAP};

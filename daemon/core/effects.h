@@ -17,7 +17,7 @@
 struct vd_effects_out {
     /* new chunks (has_fd, their handles not made yet: fd is VP_NONE until
      * reply.c makes it as its frame goes) and moved ones */
-    struct vram_t_map_entry *map;
+    struct vw_t_map_entry *map;
     size_t nmap, capmap;
     uint64_t *unmap;              /* chunks to unmap, then release */
     size_t nunmap, capunmap;

@@ -241,7 +241,7 @@ int vd_kept_refuse(struct vd_request *rq, const uint64_t *chunks, size_t n)
      * process's lines, not lines times chunks. A look before the release
      * reads a small process and takes a larger sample. */
     size_t max = now ? KEPT_SYNC_SAMPLE : KEPT_SAMPLE;
-    uint64_t *ids = vram_arena_alloc(&rq->arena, max * sizeof(uint64_t));
+    uint64_t *ids = vw_arena_alloc(&rq->arena, max * sizeof(uint64_t));
     if (!ids)
         return 0;
     size_t step = n > max ? n / max : 1;
@@ -292,7 +292,7 @@ static void gather_region(void *ud, const struct vl_region_view *r)
     for (size_t k = 0; k < slots && !g->err; k++) {
         if (r->slot_chunk[k] == VL_CHUNK_NONE)
             continue;
-        if (vram_arena_grow(&g->rq->arena, (void **)&g->ids, g->n, &g->cap,
+        if (vw_arena_grow(&g->rq->arena, (void **)&g->ids, g->n, &g->cap,
                             sizeof(uint64_t), 64) < 0)
             g->err = -ENOMEM;
         else

@@ -74,12 +74,12 @@ void vd_recall_start(struct vd_core *core, uint32_t client, uint32_t stage,
     core->counters.recalls += n;
     struct vd_client *c = vd_clients_find(&core->clients, client);
     if (c) {
-        struct vram_evt_recall ev = {
+        struct vw_evt_recall ev = {
             .stage = stage,
             .chunks = {.v = (uint64_t *)chunks, .n = n},
             .deadline_ms = deadline,
         };
-        vd_send_event(core, c, VRAM_EVT_RECALL, &ev);
+        vd_send_event(core, c, VW_EVT_RECALL, &ev);
         vlog(VLOG_INFO, "recalling %zu chunks of stage %u from client %u "
              "(%s), deadline %u ms", n, stage, client, c->name, deadline);
     }

@@ -15,7 +15,7 @@
  * stays well inside the payload limit. */
 #define MAP_PER_FRAME 1024
 
-static void set_array(void *fields, const struct vram_fdesc *f, void *v,
+static void set_array(void *fields, const struct vw_fdesc *f, void *v,
                       size_t n)
 {
     char *p = (char *)fields + f->off;
@@ -29,21 +29,21 @@ static void set_array(void *fields, const struct vram_fdesc *f, void *v,
  * limit, and small enough not to hold a peer's other replies up long. */
 #define SPLIT_BUDGET (256u << 10)
 
-static size_t encoded_len(const struct vram_tdesc *t, const void *obj)
+static size_t encoded_len(const struct vw_tdesc *t, const void *obj)
 {
-    struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w};
-    size_t n = vram_encode_object(&e, t, obj) == 0 && !w.oom ? w.len : SIZE_MAX;
-    vram_jw_free(&w);
+    struct vw_jw w = {0};
+    struct vw_enc e = {.w = &w};
+    size_t n = vw_encode_object(&e, t, obj) == 0 && !w.oom ? w.len : SIZE_MAX;
+    vw_jw_free(&w);
     return n;
 }
 
 struct split {
     struct vd_request *rq;
-    const struct vram_tdesc *t;
+    const struct vw_tdesc *t;
     const void *rep;   /* the whole reply */
-    char frame[sizeof(union vram_rep_any)]; /* the frame being filled */
-    struct vram_arena a; /* its arrays */
+    char frame[sizeof(union vw_rep_any)]; /* the frame being filled */
+    struct vw_arena a; /* its arrays */
     size_t *cap;       /* per field of t: room of the frame's array */
     size_t bytes;
     int err;
@@ -53,13 +53,13 @@ static int split_flush(struct split *sp, bool more)
 {
     int r = vd_send_reply(sp->rq->core, sp->rq->client, sp->rq->type,
                           sp->rq->id, 0, NULL, more, sp->frame, NULL, NULL);
-    const struct vram_fdesc *fs = sp->t->fields;
+    const struct vw_fdesc *fs = sp->t->fields;
     for (uint32_t i = 0; i < sp->t->nfields; i++)
-        if (fs[i].kind == VRAM_K_ARRAY) {
+        if (fs[i].kind == VW_K_ARRAY) {
             set_array(sp->frame, &fs[i], NULL, 0);
             sp->cap[i] = 0;
         }
-    vram_arena_free(&sp->a);
+    vw_arena_free(&sp->a);
     sp->bytes = 0;
     return r;
 }
@@ -68,7 +68,7 @@ static int split_flush(struct split *sp, bool more)
  * when the item would not fit. */
 static int split_add(struct split *sp, uint32_t fi, const void *item, size_t len)
 {
-    const struct vram_fdesc *f = &sp->t->fields[fi];
+    const struct vw_fdesc *f = &sp->t->fields[fi];
     if (sp->bytes && sp->bytes + len > SPLIT_BUDGET) {
         int r = split_flush(sp, true);
         if (r < 0)
@@ -80,7 +80,7 @@ static int split_add(struct split *sp, uint32_t fi, const void *item, size_t len
     size_t n;
     memcpy(&v, p, sizeof(v));
     memcpy(&n, p + sizeof(void *), sizeof(n));
-    if (vram_arena_grow(&sp->a, &v, n, &sp->cap[fi], isz, 64) < 0)
+    if (vw_arena_grow(&sp->a, &v, n, &sp->cap[fi], isz, 64) < 0)
         return -ENOMEM;
     memcpy((char *)v + n * isz, item, isz);
     set_array(sp->frame, f, v, n + 1);
@@ -89,15 +89,15 @@ static int split_add(struct split *sp, uint32_t fi, const void *item, size_t len
 }
 
 /* An item too large for a frame: copies of it, each with a slice of its
- * array of objects, which the library joins again (vram_merge). */
+ * array of objects, which the library joins again (vw_merge). */
 static int split_item(struct split *sp, uint32_t fi, const void *item)
 {
-    const struct vram_tdesc *it = sp->t->fields[fi].type;
-    const struct vram_fdesc *g = NULL;
+    const struct vw_tdesc *it = sp->t->fields[fi].type;
+    const struct vw_fdesc *g = NULL;
     for (uint32_t k = 0; it && k < it->nfields; k++)
-        if (it->fields[k].kind == VRAM_K_ARRAY && it->fields[k].item == VRAM_K_OBJECT)
+        if (it->fields[k].kind == VW_K_ARRAY && it->fields[k].item == VW_K_OBJECT)
             g = &it->fields[k];
-    if (!g || it->fields[0].kind != VRAM_K_U32)
+    if (!g || it->fields[0].kind != VW_K_U32)
         return -EMSGSIZE;
     char copy[4096];
     if (it->size > sizeof(copy))
@@ -132,7 +132,7 @@ static int split_item(struct split *sp, uint32_t fi, const void *item)
  * frame carries the other fields. */
 static int send_split(struct vd_request *rq, const void *rep)
 {
-    const struct vram_tdesc *t = vram_requests[rq->type].rep;
+    const struct vw_tdesc *t = vw_requests[rq->type].rep;
     struct split sp = {.rq = rq, .t = t, .rep = rep};
     size_t caps[64] = {0};
     if (t->nfields > 64 || t->size > sizeof(sp.frame))
@@ -140,12 +140,12 @@ static int send_split(struct vd_request *rq, const void *rep)
     sp.cap = caps;
     memcpy(sp.frame, rep, t->size);
     for (uint32_t i = 0; i < t->nfields; i++)
-        if (t->fields[i].kind == VRAM_K_ARRAY)
+        if (t->fields[i].kind == VW_K_ARRAY)
             set_array(sp.frame, &t->fields[i], NULL, 0);
     int r = 0;
     for (uint32_t i = 0; r == 0 && i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
-        if (f->kind != VRAM_K_ARRAY || f->item != VRAM_K_OBJECT)
+        const struct vw_fdesc *f = &t->fields[i];
+        if (f->kind != VW_K_ARRAY || f->item != VW_K_OBJECT)
             continue;
         char *v;
         size_t n;
@@ -160,12 +160,12 @@ static int send_split(struct vd_request *rq, const void *rep)
     }
     /* Arrays of numbers and strings go whole, in the last frame. */
     for (uint32_t i = 0; i < t->nfields; i++)
-        if (t->fields[i].kind == VRAM_K_ARRAY && t->fields[i].item != VRAM_K_OBJECT)
+        if (t->fields[i].kind == VW_K_ARRAY && t->fields[i].item != VW_K_OBJECT)
             memcpy(sp.frame + t->fields[i].off, (const char *)rep + t->fields[i].off,
                    sizeof(void *) + sizeof(size_t));
     if (r == 0)
         r = split_flush(&sp, false);
-    vram_arena_free(&sp.a);
+    vw_arena_free(&sp.a);
     return r;
 }
 
@@ -173,13 +173,13 @@ static int send_split(struct vd_request *rq, const void *rep)
 
 /* The entries of the frame that starts at entry i: up to MAP_PER_FRAME, and
  * the frame's handles at most. */
-static size_t frame_end(const struct vram_t_map_entry *map, size_t n, size_t i,
+static size_t frame_end(const struct vw_t_map_entry *map, size_t n, size_t i,
                         int *nfd)
 {
     size_t k = i;
     int f = 0;
     while (k < n && k - i < MAP_PER_FRAME) {
-        if (map[k].has_fd && f++ == VRAM_MAX_FDS_PER_FRAME) {
+        if (map[k].has_fd && f++ == VW_MAX_FDS_PER_FRAME) {
             f--;
             break;
         }
@@ -200,7 +200,7 @@ struct stream {
     uint64_t id;
     int err;         /* the reply's own error */
     char *message;   /* ... and its message */
-    struct vram_t_map_entry *map;
+    struct vw_t_map_entry *map;
     size_t nmap, next; /* the next entry to send */
     size_t last_from;  /* where the last frame starts */
     char *last_text;   /* the last frame, encoded (success only) */
@@ -235,11 +235,11 @@ static void stream_free(void *p)
 static size_t make_handles(struct vd_core *core, struct vd_client *c,
                            struct stream *s, size_t i, size_t k)
 {
-    uint64_t failed[VRAM_MAX_FDS_PER_FRAME];
+    uint64_t failed[VW_MAX_FDS_PER_FRAME];
     size_t nfailed = 0, w = i;
     bool made = false;
     for (size_t j = i; j < k; j++) {
-        struct vram_t_map_entry *e = &s->map[j];
+        struct vw_t_map_entry *e = &s->map[j];
         if (e->has_fd) {
             int r = core->backend->ops->chunk_handle(
                 core->backend, (uint32_t)(e->chunk >> 32), (uint32_t)e->chunk,
@@ -264,7 +264,7 @@ static size_t make_handles(struct vd_core *core, struct vd_client *c,
 static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
 {
     struct stream *s = p;
-    const struct vram_fdesc *mapf = vram_field(vram_requests[s->type].rep, "map");
+    const struct vw_fdesc *mapf = vw_field(vw_requests[s->type].rep, "map");
     while (s->next < s->nmap) {
         size_t i = s->next;
         int nfd;
@@ -277,7 +277,7 @@ static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
         size_t w = make_handles(core, c, s, i, k);
         int r;
         if (last && s->last_text && !s->map_error) {
-            vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
+            vp_handle hs[VW_MAX_FDS_PER_FRAME];
             int n = 0;
             for (size_t j = i; j < w; j++)
                 if (s->map[j].has_fd) {
@@ -288,7 +288,7 @@ static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
             s->last_text = NULL;
             r = vd_send_text_now(core, c, s->type, text, s->last_len, hs, n);
         } else {
-            union vram_rep_any scratch;
+            union vw_rep_any scratch;
             memset(&scratch, 0, sizeof(scratch));
             set_array(&scratch, mapf, s->map + i, w - i);
             int err = s->err ? s->err : last ? s->map_error : 0;
@@ -310,7 +310,7 @@ static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
         if (!last && ++s->frames == 2 && s->type == core->crash_mid_reply) {
             vlog(VLOG_WARNING, "fault injection: killed after two frames of "
                  "a %s reply (%zu of %zu entries sent)",
-                 vram_requests[s->type].name, s->next, s->nmap);
+                 vw_requests[s->type].name, s->next, s->nmap);
             vp_proc_kill_self();
         }
     }
@@ -319,10 +319,10 @@ static int stream_pump(struct vd_core *core, struct vd_client *c, void *p)
 
 /* Sends the reply with map (taken) over as many frames as it needs. */
 static int send_mapped(struct vd_request *rq, int err, const char *message,
-                       void *fields, struct vram_t_map_entry *map, size_t nmap)
+                       void *fields, struct vw_t_map_entry *map, size_t nmap)
 {
-    const struct vram_mdesc *m = &vram_requests[rq->type];
-    const struct vram_fdesc *mapf = vram_field(m->rep, "map");
+    const struct vw_mdesc *m = &vw_requests[rq->type];
+    const struct vw_fdesc *mapf = vw_field(m->rep, "map");
     struct stream *s = calloc(1, sizeof(*s));
     if (!s) {
         free(map);
@@ -360,14 +360,14 @@ void vd_reply(struct vd_request *rq, int err, void *rep)
     struct vd_core *core = rq->core;
     struct vd_effects_out out = {0};
     vd_effects_apply(core, &rq->fx, rq->client, &out);
-    const struct vram_mdesc *m = &vram_requests[rq->type];
+    const struct vw_mdesc *m = &vw_requests[rq->type];
     const char *message = err ? rq->why : NULL;
     if (!err && out.map_error) {
         err = out.map_error;
         message = "out of memory listing the chunks mapped";
     }
-    const struct vram_fdesc *mapf = vram_field(m->rep, "map");
-    const struct vram_fdesc *unmapf = vram_field(m->rep, "unmap");
+    const struct vw_fdesc *mapf = vw_field(m->rep, "map");
+    const struct vw_fdesc *unmapf = vw_field(m->rep, "unmap");
     void *fields = rep;
     if (fields && unmapf)
         set_array(fields, unmapf, out.unmap, out.nunmap);

@@ -20,7 +20,7 @@ void vd_request_fini(struct vd_request *rq)
     if (!rq)
         return;
     vl_fx_free(&rq->fx);
-    vram_arena_free(&rq->arena);
+    vw_arena_free(&rq->arena);
 }
 
 int vd_fail(struct vd_request *rq, int err, const char *fmt, ...)

@@ -20,9 +20,9 @@ struct vd_request {
     struct vd_core *core;
     struct vd_client *client;
     uint64_t id;
-    int type;               /* enum vram_req_id */
+    int type;               /* enum vw_req_id */
     struct vl_fxlist fx;    /* the ledger's effects, applied by reply.c */
-    struct vram_arena arena; /* the reply's arrays and strings */
+    struct vw_arena arena; /* the reply's arrays and strings */
     bool freed_memory;      /* held grows may go ahead now */
     bool close_after;       /* close the connection once the reply went */
     unsigned send_flags;    /* the reply's (VD_SEND_READ_ONLY) */

@@ -10,21 +10,21 @@
 
 /* Decodes what was encoded, as a peer will: a frame the catalogue does not
  * describe is a bug, caught in every test that runs the daemon. */
-static void self_check(const struct vram_tdesc *t, const char *text,
+static void self_check(const struct vw_tdesc *t, const char *text,
                        vp_handle *hs, int nh, bool partial)
 {
     cJSON *o = cJSON_Parse(text);
-    struct vram_codec_frame f = {.nhandles = nh};
+    struct vw_codec_frame f = {.nhandles = nh};
     for (int i = 0; i < nh; i++)
         f.handles[i] = hs[i];
     union {
-        union vram_rep_any r;
-        union vram_evt_any e;
+        union vw_rep_any r;
+        union vw_evt_any e;
     } out;
-    struct vram_arena a = {0};
-    struct vram_dec d = {.arena = &a, .frame = &f, .partial = partial};
-    int r = o ? vram_decode(t, o, &out, &d) : -EINVAL;
-    vram_arena_free(&a);
+    struct vw_arena a = {0};
+    struct vw_dec d = {.arena = &a, .frame = &f, .partial = partial};
+    int r = o ? vw_decode(t, o, &out, &d) : -EINVAL;
+    vw_arena_free(&a);
     cJSON_Delete(o);
     if (r < 0) {
         vlog(VLOG_ERR, "a message that proto/messages.json does not describe: "
@@ -203,7 +203,7 @@ static int send_text(struct vd_core *core, struct vd_client *c, char *text,
                      size_t len, vp_handle *hs, int nh, bool now, unsigned flags)
 {
     int r;
-    if (len > VRAM_MAX_PAYLOAD) {
+    if (len > VW_MAX_PAYLOAD) {
         /* Not queued: the caller splits it (reply.c), nothing is closed. */
         for (int i = 0; i < nh; i++)
             vp_close(&hs[i]);
@@ -229,11 +229,11 @@ static int send_text(struct vd_core *core, struct vd_client *c, char *text,
 }
 
 static int send_jw(struct vd_core *core, struct vd_client *c,
-                   struct vram_jw *w, vp_handle *hs, int nh, bool now,
+                   struct vw_jw *w, vp_handle *hs, int nh, bool now,
                    unsigned flags)
 {
     size_t len = 0;
-    char *text = vram_jw_take(w, &len);
+    char *text = vw_jw_take(w, &len);
     if (!text) {
         for (int i = 0; i < nh; i++)
             vp_close(&hs[i]);
@@ -247,18 +247,18 @@ int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
 {
     /* An event the connection's version does not have is not sent: its
      * client would not know it. */
-    if (!vram_since_in(vram_events[evt].since, c->version))
+    if (!vw_since_in(vw_events[evt].since, c->version))
         return 0;
-    struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w, .version = c->version};
-    int r = vram_encode_event(&e, &vram_events[evt], fields);
+    struct vw_jw w = {0};
+    struct vw_enc e = {.w = &w, .version = c->version};
+    int r = vw_encode_event(&e, &vw_events[evt], fields);
     if (r < 0) {
-        vram_jw_free(&w);
+        vw_jw_free(&w);
         return r;
     }
     if (core->check_replies) {
         /* The event's fields, as the library reads them. */
-        self_check(vram_events[evt].req, w.p, NULL, 0, false);
+        self_check(vw_events[evt].req, w.p, NULL, 0, false);
     }
     return send_jw(core, c, &w, NULL, 0, false, 0);
 }
@@ -268,18 +268,18 @@ static int reply(struct vd_core *core, struct vd_client *c, int type,
                  const void *fields, const char *only, int *taken, bool now,
                  unsigned flags)
 {
-    struct vram_jw w = {0};
-    vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
-    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME,
+    struct vw_jw w = {0};
+    vp_handle hs[VW_MAX_FDS_PER_FRAME];
+    struct vw_enc e = {.w = &w, .hs = hs, .max = VW_MAX_FDS_PER_FRAME,
                          .version = c->version};
-    const struct vram_mdesc *m = type >= 0 ? &vram_requests[type] : NULL;
-    int r = vram_encode_reply(&e, m, id, err, message, more, fields, only);
+    const struct vw_mdesc *m = type >= 0 ? &vw_requests[type] : NULL;
+    int r = vw_encode_reply(&e, m, id, err, message, more, fields, only);
     if (taken)
         *taken = e.nh;
     if (r < 0) {
         for (int i = 0; i < e.nh; i++)
             vp_close(&hs[i]);
-        vram_jw_free(&w);
+        vw_jw_free(&w);
         return r;
     }
     if (core->check_replies && m && !err)
@@ -288,7 +288,7 @@ static int reply(struct vd_core *core, struct vd_client *c, int type,
         /* Handles never wait in the outbox (only parts make them). */
         for (int i = 0; i < e.nh; i++)
             vp_close(&hs[i]);
-        vram_jw_free(&w);
+        vw_jw_free(&w);
         return -EINVAL;
     }
     return send_jw(core, c, &w, hs, e.nh, now, flags);
@@ -323,20 +323,20 @@ int vd_send_encode_reply(unsigned version, int type, uint64_t id, int err,
                          const char *message, bool more, const void *fields,
                          const char *only, char **text, size_t *len, int *nh)
 {
-    struct vram_jw w = {0};
-    vp_handle hs[VRAM_MAX_FDS_PER_FRAME];
-    struct vram_enc e = {.w = &w, .hs = hs, .max = VRAM_MAX_FDS_PER_FRAME,
+    struct vw_jw w = {0};
+    vp_handle hs[VW_MAX_FDS_PER_FRAME];
+    struct vw_enc e = {.w = &w, .hs = hs, .max = VW_MAX_FDS_PER_FRAME,
                          .version = version};
-    int r = vram_encode_reply(&e, &vram_requests[type], id, err, message, more,
+    int r = vw_encode_reply(&e, &vw_requests[type], id, err, message, more,
                               fields, only);
-    if (r == 0 && w.len > VRAM_MAX_PAYLOAD)
+    if (r == 0 && w.len > VW_MAX_PAYLOAD)
         r = -EMSGSIZE;
     if (r < 0) {
-        vram_jw_free(&w);
+        vw_jw_free(&w);
         return r;
     }
     *nh = e.nh;
-    *text = vram_jw_take(&w, len);
+    *text = vw_jw_take(&w, len);
     return *text ? 0 : -ENOMEM;
 }
 
@@ -344,6 +344,6 @@ int vd_send_text_now(struct vd_core *core, struct vd_client *c, int type,
                      char *text, size_t len, vp_handle *hs, int n)
 {
     if (core->check_replies)
-        self_check(vram_requests[type].rep, text, hs, n, false);
+        self_check(vw_requests[type].rep, text, hs, n, false);
     return send_text(core, c, text, len, hs, n, true, 0);
 }

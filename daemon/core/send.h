@@ -18,10 +18,10 @@
 #include "core.h"
 #include "msg.h"
 
-/* Sends event evt (enum vram_evt_id) with its fields to client c. */
+/* Sends event evt (enum vw_evt_id) with its fields to client c. */
 int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,
                   const void *fields);
-/* Sends one reply frame of request type (enum vram_req_id). The handle
+/* Sends one reply frame of request type (enum vw_req_id). The handle
  * fields the encoder meets, in order, go with the frame (the connection
  * takes them, or they are closed when it cannot); *taken says how many.
  * -EMSGSIZE, sending nothing, when it would exceed a frame's payload. */

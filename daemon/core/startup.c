@@ -88,7 +88,7 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
         snprintf(core->config_path, sizeof(core->config_path), "%s", config_path);
     const char *crash = getenv("VRAMD_TEST_CRASH_BEFORE_REPLY");
     if (crash && *crash) {
-        core->crash_before_reply = vram_req_lookup(crash);
+        core->crash_before_reply = vw_req_lookup(crash);
         if (core->crash_before_reply < 0) {
             vlog(VLOG_ERR, "VRAMD_TEST_CRASH_BEFORE_REPLY: '%s' is not a "
                  "request type (see proto/messages.json)", crash);
@@ -100,7 +100,7 @@ int vd_core_init(struct vd_core *core, uv_loop_t *loop,
     }
     crash = getenv("VRAMD_TEST_CRASH_MID_REPLY");
     if (crash && *crash) {
-        core->crash_mid_reply = vram_req_lookup(crash);
+        core->crash_mid_reply = vw_req_lookup(crash);
         if (core->crash_mid_reply < 0) {
             vlog(VLOG_ERR, "VRAMD_TEST_CRASH_MID_REPLY: '%s' is not a request "
                  "type (see proto/messages.json)", crash);

@@ -14,8 +14,8 @@
 
 /* ---- regions and stages ------------------------------------------------- */
 
-static int region_fill(const struct vl_region_view *r, struct vram_t_region *o,
-                       struct vram_arena *a)
+static int region_fill(const struct vl_region_view *r, struct vw_t_region *o,
+                       struct vw_arena *a)
 {
     memset(o, 0, sizeof(*o));
     o->id = r->id;
@@ -31,7 +31,7 @@ static int region_fill(const struct vl_region_view *r, struct vram_t_region *o,
     for (uint32_t l = 1; l < r->lanes; l++)
         varied |= r->lane_slots[l] != r->lane_slots[0];
     if (varied) {
-        o->lane_slot_counts.v = vram_arena_alloc(a, r->lanes * sizeof(uint32_t));
+        o->lane_slot_counts.v = vw_arena_alloc(a, r->lanes * sizeof(uint32_t));
         if (BAD_ALLOC(o->lane_slot_counts.v))
             return -ENOMEM;
         memcpy(o->lane_slot_counts.v, r->lane_slots, r->lanes * sizeof(uint32_t));
@@ -44,7 +44,7 @@ static int region_fill(const struct vl_region_view *r, struct vram_t_region *o,
 }
 
 int vd_status_region(struct vd_core *core, uint32_t region,
-                     struct vram_t_region *out, struct vram_arena *a)
+                     struct vw_t_region *out, struct vw_arena *a)
 {
     struct vl_region_view r;
     if (!vl_region_view(core->ledger, region, &r))
@@ -54,9 +54,9 @@ int vd_status_region(struct vd_core *core, uint32_t region,
 
 struct region_list {
     const struct vl_stage_view *sv; /* the stage's, for fixed regions' names */
-    struct vram_region_array *arr;
+    struct vw_region_array *arr;
     size_t cap;
-    struct vram_arena *a;
+    struct vw_arena *a;
     int err;
 };
 
@@ -65,10 +65,10 @@ static void add_region(void *ud, const struct vl_region_view *r)
     struct region_list *l = ud;
     if (l->err)
         return;
-    if ((l->err = vram_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
+    if ((l->err = vw_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
                                   sizeof(*l->arr->v), 4)) < 0)
         return;
-    struct vram_t_region *o = &l->arr->v[l->arr->n++];
+    struct vw_t_region *o = &l->arr->v[l->arr->n++];
     l->err = region_fill(r, o, l->a);
     for (uint32_t f = 0; l->sv && f < l->sv->cfg->nfixed; f++)
         if (l->sv->fixed_region[f] == r->id)
@@ -78,17 +78,17 @@ static void add_region(void *ud, const struct vl_region_view *r)
 /* A stage's figures, its regions aside. */
 /* A configured set's key as the protocol carries it (in the reply's arena;
  * NULL when out of memory, which leaves it out). */
-static const char *key_hex(struct vram_arena *a, const uint8_t *key)
+static const char *key_hex(struct vw_arena *a, const uint8_t *key)
 {
-    char *hex = vram_arena_alloc(a, 2 * VL_WSET_KEY + 1);
+    char *hex = vw_arena_alloc(a, 2 * VL_WSET_KEY + 1);
     if (hex)
-        vram_hex_encode(key, VL_WSET_KEY, hex);
+        vw_hex_encode(key, VL_WSET_KEY, hex);
     return hex;
 }
 
 static int stage_fill(struct vd_core *core, uint32_t stage,
-                      struct vram_t_stage *o, struct vl_stage_view *sv,
-                      struct vram_arena *a)
+                      struct vw_t_stage *o, struct vl_stage_view *sv,
+                      struct vw_arena *a)
 {
     struct vl_stage_view s;
     if (!vl_stage_view(core->ledger, stage, &s))
@@ -149,11 +149,11 @@ static int stage_fill(struct vd_core *core, uint32_t stage,
         if (!sc)
             continue;
         if (!o->weights.v) {
-            o->weights.v = vram_arena_alloc(a, VL_MAX_FIXED * sizeof(*o->weights.v));
+            o->weights.v = vw_arena_alloc(a, VL_MAX_FIXED * sizeof(*o->weights.v));
             if (!o->weights.v)
                 return -ENOMEM;
         }
-        o->weights.v[o->weights.n++] = (struct vram_t_stage_weights){
+        o->weights.v[o->weights.n++] = (struct vw_t_stage_weights){
             .name = fc->name, .set = sc->name, .bytes = fc->bytes,
             .key = sc->has_key ? key_hex(a, sc->key) : NULL,
             .has_set_id = s.fixed_set[f] != 0, .set_id = s.fixed_set[f]};
@@ -162,7 +162,7 @@ static int stage_fill(struct vd_core *core, uint32_t stage,
 }
 
 int vd_status_stage(struct vd_core *core, uint32_t stage,
-                    struct vram_t_stage *o, struct vram_arena *a)
+                    struct vw_t_stage *o, struct vw_arena *a)
 {
     struct vl_stage_view s;
     int e = stage_fill(core, stage, o, &s, a);
@@ -179,9 +179,9 @@ struct region_sort {
     struct vd_core *core;
     const uint32_t *stage_at; /* stage id -> entry, UINT32_MAX none */
     uint32_t nids;
-    struct vram_t_stage *stages;
+    struct vw_t_stage *stages;
     size_t *cap;
-    struct vram_arena *a;
+    struct vw_arena *a;
     int err;
 };
 
@@ -204,7 +204,7 @@ static void sort_region(void *ud, const struct vl_region_view *r)
 }
 
 int vd_status_kv(struct vd_core *core, uint32_t stage, uint32_t recalled,
-                 struct vd_kv_summary *out, struct vram_arena *a)
+                 struct vd_kv_summary *out, struct vw_arena *a)
 {
     int e = vd_status_stage(core, stage, &out->stage, a);
     if (e < 0)
@@ -220,8 +220,8 @@ int vd_status_kv(struct vd_core *core, uint32_t stage, uint32_t recalled,
 
 /* ---- devices and clients ------------------------------------------------ */
 
-static void device_fill(struct vd_core *core, uint32_t i, struct vram_t_device *o,
-                        struct vram_arena *a)
+static void device_fill(struct vd_core *core, uint32_t i, struct vw_t_device *o,
+                        struct vw_arena *a)
 {
     struct vl_device_view d;
     vl_device_view(core->ledger, i, &d);
@@ -250,7 +250,7 @@ static void device_fill(struct vd_core *core, uint32_t i, struct vram_t_device *
         o->granularity_bytes = info->granularity;
         o->vmm = info->vmm;
         o->posix_fd = info->posix_fd;
-        uint32_t *peers = vram_arena_alloc(a, 64 * sizeof(uint32_t));
+        uint32_t *peers = vw_arena_alloc(a, 64 * sizeof(uint32_t));
         for (uint32_t k = 0; peers && k < 64; k++)
             if (info->peers & (1ull << k))
                 peers[o->peer_access.n++] = k;
@@ -269,10 +269,10 @@ static void device_fill(struct vd_core *core, uint32_t i, struct vram_t_device *
 
 struct client_list {
     struct vd_core *core;
-    struct vram_client_array *arr;
+    struct vw_client_array *arr;
     size_t cap;
     uint32_t *room; /* per entry: stage ids it has room for */
-    struct vram_arena *a;
+    struct vw_arena *a;
     int err;
 };
 
@@ -309,10 +309,10 @@ static void add_client(void *ud, const struct vl_client_view *cv)
     struct client_list *l = ud;
     if (l->err)
         return;
-    if ((l->err = vram_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
+    if ((l->err = vw_arena_grow(l->a, (void **)&l->arr->v, l->arr->n, &l->cap,
                                   sizeof(*l->arr->v), 16)) < 0)
         return;
-    struct vram_t_client *o = &l->arr->v[l->arr->n++];
+    struct vw_t_client *o = &l->arr->v[l->arr->n++];
     memset(o, 0, sizeof(*o));
     struct vd_client *c = vd_clients_find(&l->core->clients, cv->id);
     /* A gone client's process, while it may still map its memory. */
@@ -339,7 +339,7 @@ static void add_client(void *ud, const struct vl_client_view *cv)
     /* Its stage ids come from one walk over the stages (vd_status_build):
      * room for as many as it owns. */
     if (cv->stages) {
-        uint32_t *ids = vram_arena_alloc(l->a, cv->stages * sizeof(uint32_t));
+        uint32_t *ids = vw_arena_alloc(l->a, cv->stages * sizeof(uint32_t));
         if (!ids) {
             l->err = -ENOMEM;
             return;
@@ -356,22 +356,22 @@ static void count_client(void *ud, const struct vl_client_view *cv)
     (*(size_t *)ud)++;
 }
 
-int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
-                    struct vram_arena *a)
+int vd_status_build(struct vd_core *core, struct vw_rep_status *o,
+                    struct vw_arena *a)
 {
     memset(o, 0, sizeof(*o));
-    o->protocol_version = VRAM_PROTOCOL_VERSION;
+    o->protocol_version = VW_PROTOCOL_VERSION;
     o->has_protocol_oldest = true;
-    o->protocol_oldest = VRAM_PROTOCOL_OLDEST;
+    o->protocol_oldest = VW_PROTOCOL_OLDEST;
     o->has_schema = true;
-    o->schema = VRAM_STATUS_SCHEMA;
+    o->schema = VW_STATUS_SCHEMA;
     o->backend = core->backend->ops->name;
     o->daemon.pid = vp_self_pid();
     o->daemon.version = VRAM_VERSION;
     o->daemon.uptime_ms = (vp_now_ns() - core->started_ns) / 1000000;
     o->daemon.chunk_fds = core->backend->ops->fds_held(core->backend);
     const struct vd_counters *k = &core->counters;
-    o->counters = (struct vram_t_counters){
+    o->counters = (struct vw_t_counters){
         .grants = k->grants, .moves = k->moves, .recalls = k->recalls,
         .recalls_missed = k->recalls_missed, .releases = k->releases,
         .errors = k->errors, .protocol_errors = k->protocol_errors,
@@ -380,7 +380,7 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
         .has_weights_misses = true, .weights_misses = k->weights_misses,
         .has_weights_evictions = true, .weights_evictions = k->weights_evictions};
     uint32_t nd = vl_device_count(core->ledger);
-    o->devices.v = vram_arena_alloc(a, nd * sizeof(*o->devices.v));
+    o->devices.v = vw_arena_alloc(a, nd * sizeof(*o->devices.v));
     if (!o->devices.v)
         return -ENOMEM;
     for (uint32_t i = 0; i < nd; i++)
@@ -392,10 +392,10 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
         ns++;
         nids = s + 1;
     }
-    o->stages.v = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(*o->stages.v));
-    uint32_t *stage_at = vram_arena_alloc(a, (nids ? nids : 1) * sizeof(uint32_t));
-    uint32_t *owner = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(uint32_t));
-    size_t *rcap = vram_arena_alloc(a, (ns ? ns : 1) * sizeof(size_t));
+    o->stages.v = vw_arena_alloc(a, (ns ? ns : 1) * sizeof(*o->stages.v));
+    uint32_t *stage_at = vw_arena_alloc(a, (nids ? nids : 1) * sizeof(uint32_t));
+    uint32_t *owner = vw_arena_alloc(a, (ns ? ns : 1) * sizeof(uint32_t));
+    size_t *rcap = vw_arena_alloc(a, (ns ? ns : 1) * sizeof(size_t));
     if (!o->stages.v || !stage_at || !owner || !rcap)
         return -ENOMEM;
     for (uint32_t i = 0; i < nids; i++)
@@ -419,12 +419,12 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
     size_t nc = 0;
     vl_each_client(core->ledger, count_client, &nc);
     struct client_list l = {.core = core, .arr = &o->clients, .a = a};
-    l.room = vram_arena_alloc(a, (nc ? nc : 1) * sizeof(uint32_t));
+    l.room = vw_arena_alloc(a, (nc ? nc : 1) * sizeof(uint32_t));
     struct client_index x = {.cap = 16};
     while (x.cap < 2 * nc)
         x.cap *= 2;
-    x.id = vram_arena_alloc(a, x.cap * sizeof(uint32_t));
-    x.at = vram_arena_alloc(a, x.cap * sizeof(uint32_t));
+    x.id = vw_arena_alloc(a, x.cap * sizeof(uint32_t));
+    x.at = vw_arena_alloc(a, x.cap * sizeof(uint32_t));
     if (!l.room || !x.id || !x.at)
         return -ENOMEM;
     memset(x.id, 0, x.cap * sizeof(uint32_t));
@@ -438,7 +438,7 @@ int vd_status_build(struct vd_core *core, struct vram_rep_status *o,
         uint32_t at = owner[j] ? ci_get(&x, owner[j]) : UINT32_MAX;
         if (at == UINT32_MAX)
             continue;
-        struct vram_t_client *c = &o->clients.v[at];
+        struct vw_t_client *c = &o->clients.v[at];
         if (c->stages.n < l.room[at])
             c->stages.v[c->stages.n++] = o->stages.v[j].id;
     }

@@ -13,13 +13,13 @@
 #include "core.h"
 #include "vram_msg.h"
 
-int vd_status_build(struct vd_core *core, struct vram_rep_status *out,
-                    struct vram_arena *a);
+int vd_status_build(struct vd_core *core, struct vw_rep_status *out,
+                    struct vw_arena *a);
 /* -ENOENT when there is no such stage or region. */
 int vd_status_stage(struct vd_core *core, uint32_t stage,
-                    struct vram_t_stage *out, struct vram_arena *a);
+                    struct vw_t_stage *out, struct vw_arena *a);
 int vd_status_region(struct vd_core *core, uint32_t region,
-                     struct vram_t_region *out, struct vram_arena *a);
+                     struct vw_t_region *out, struct vw_arena *a);
 /* What a held grow of stage waits for, for its timeout's message and the
  * log: "client 7 (engine-a, pid 123), which has not given back ..." with
  * the policy in force and what an operator can do. Writes "" and returns 0
@@ -33,10 +33,10 @@ struct vd_kv_summary {
     uint32_t expert_slots_backed;
     uint64_t residency_version;
     uint32_t recalled_chunks;
-    struct vram_t_stage stage;
+    struct vw_t_stage stage;
 };
 int vd_status_kv(struct vd_core *core, uint32_t stage, uint32_t recalled,
-                 struct vd_kv_summary *out, struct vram_arena *a);
+                 struct vd_kv_summary *out, struct vw_arena *a);
 /* Into any of those three replies (their fields have the same names). */
 #define VD_KV_COPY(rep, sum)                                                   \
     do {                                                                       \

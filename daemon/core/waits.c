@@ -14,7 +14,7 @@ struct vd_held {
     struct vd_core *core;
     uint32_t client;
     uint64_t id;
-    int type;         /* VRAM_REQ_KV_RESERVE or VRAM_REQ_STAGE_REGISTER */
+    int type;         /* VW_REQ_KV_RESERVE or VW_REQ_STAGE_REGISTER */
     uint32_t stage;
     uint64_t prompt, output;
     bool keep_window; /* stage_register */
@@ -25,7 +25,7 @@ struct vd_held {
 
 void vd_waits_reply_kv(struct vd_request *rq, uint32_t stage, uint32_t recalled)
 {
-    struct vram_rep_kv_reserve rep = {0};
+    struct vw_rep_kv_reserve rep = {0};
     struct vd_kv_summary sum;
     int e = vd_status_kv(rq->core, stage, recalled, &sum, &rq->arena);
     if (e < 0) {
@@ -59,7 +59,7 @@ static void held_remove(struct vd_held *h)
 /* The reply of a stage_register that succeeded. */
 static void reply_register(struct vd_request *rq, uint32_t stage)
 {
-    struct vram_rep_stage_register rep = {0};
+    struct vw_rep_stage_register rep = {0};
     int e = vd_status_stage(rq->core, stage, &rep.stage, &rq->arena);
     vd_reply(rq, e < 0 ? vd_fail(rq, e, "out of memory") : 0, e < 0 ? NULL : &rep);
 }
@@ -67,7 +67,7 @@ static void reply_register(struct vd_request *rq, uint32_t stage)
 /* What a held request is, in the log and its timeout's message. */
 static const char *what(const struct vd_held *h)
 {
-    return h->type == VRAM_REQ_STAGE_REGISTER ? "registration" : "KV reserve";
+    return h->type == VW_REQ_STAGE_REGISTER ? "registration" : "KV reserve";
 }
 
 /* One try of a held request: answered (and removed) unless it must wait
@@ -81,7 +81,7 @@ static bool try_held(struct vd_held *h, bool last)
     struct vd_request rq;
     vd_request_init(&rq, core, c, h->id, h->type);
     uint32_t recalled = 0;
-    int e = h->type == VRAM_REQ_STAGE_REGISTER
+    int e = h->type == VW_REQ_STAGE_REGISTER
                 ? vl_stage_register(core->ledger, h->client, h->stage,
                                     h->keep_window, &rq.fx)
                 : vl_kv_reserve(core->ledger, h->client, h->stage, h->prompt,
@@ -90,7 +90,7 @@ static bool try_held(struct vd_held *h, bool last)
     if (e == 0) {
         vlog(VLOG_INFO, "client %u: held %s of stage %u granted", h->client,
              what(h), h->stage);
-        if (h->type == VRAM_REQ_STAGE_REGISTER)
+        if (h->type == VW_REQ_STAGE_REGISTER)
             reply_register(&rq, h->stage);
         else
             vd_waits_reply_kv(&rq, h->stage, recalled);
@@ -141,9 +141,9 @@ void vd_waits_retry(struct vd_core *core)
 static int hold(struct vd_request *rq, struct vd_held *proto)
 {
     struct vd_core *core = rq->core;
-    if (rq->client->held >= VRAM_MAX_REQUESTS_IN_FLIGHT)
+    if (rq->client->held >= VW_MAX_REQUESTS_IN_FLIGHT)
         return vd_fail(rq, -EBUSY, "%d requests already held",
-                       VRAM_MAX_REQUESTS_IN_FLIGHT);
+                       VW_MAX_REQUESTS_IN_FLIGHT);
     struct vd_held *h = calloc(1, sizeof(*h));
     if (!h)
         return vd_fail(rq, -ENOMEM, "out of memory");

@@ -84,8 +84,8 @@ fail:
 }
 
 int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
-                    struct vram_t_weights_info *info,
-                    struct vram_weights_handle_array *handles)
+                    struct vw_t_weights_info *info,
+                    struct vw_weights_handle_array *handles)
 {
     struct vd_core *core = rq->core;
     struct vl_wset_view v;
@@ -93,7 +93,7 @@ int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
     if (!vl_wset_view(core->ledger, set, &v) || !r)
         return vd_fail(rq, -ENOENT, "weight set %u is gone", set);
     if (info)
-        *info = (struct vram_t_weights_info){
+        *info = (struct vw_t_weights_info){
             .id = v.id, .name = v.name, .device = v.device, .base = v.base,
             .va_bytes = v.va_bytes, .bytes = v.bytes, .alloc_bytes = v.alloc_bytes,
             .allocs = v.nalloc, .writer = v.writer == rq->client->id,
@@ -106,18 +106,18 @@ int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
     /* A reader's handles, or a sealed set's: for mapping read-only. */
     if (v.writer != rq->client->id || v.sealed)
         rq->send_flags |= VD_SEND_READ_ONLY;
-    uint32_t n = r->n - first < VRAM_MAX_FDS_PER_FRAME
+    uint32_t n = r->n - first < VW_MAX_FDS_PER_FRAME
                      ? r->n - first
-                     : VRAM_MAX_FDS_PER_FRAME;
+                     : VW_MAX_FDS_PER_FRAME;
     if ((int)n > vd_send_room(core, rq->client))
         return vd_fail(rq, -EAGAIN, "the connection holds too many handles "
                        "in flight; ask again once they are read");
-    handles->v = vram_arena_alloc(&rq->arena, (n ? n : 1) * sizeof(*handles->v));
+    handles->v = vw_arena_alloc(&rq->arena, (n ? n : 1) * sizeof(*handles->v));
     if (!handles->v)
         return vd_fail(rq, -ENOMEM, "out of memory");
     handles->n = 0;
     for (uint32_t k = 0; k < n; k++) {
-        struct vram_t_weights_handle *o = &handles->v[handles->n];
+        struct vw_t_weights_handle *o = &handles->v[handles->n];
         o->index = first + k;
         o->has_fd = true;
         if (vp_dup(r->h[first + k], &o->fd) < 0) {
@@ -147,13 +147,13 @@ static uint64_t alloc_size(struct vd_core *core, int di, uint64_t bytes)
     return (a + g - 1) / g * g;
 }
 
-int vd_weights_open(struct vd_request *rq, const struct vram_req_weights_open *m,
-                    struct vram_rep_weights_open *rep, bool may_wait)
+int vd_weights_open(struct vd_request *rq, const struct vw_req_weights_open *m,
+                    struct vw_rep_weights_open *rep, bool may_wait)
 {
     struct vd_core *core = rq->core;
     struct vd_client *c = rq->client;
     uint8_t key[VL_WSET_KEY];
-    if (vram_hex_decode(m->key, key, VL_WSET_KEY) < 0)
+    if (vw_hex_decode(m->key, key, VL_WSET_KEY) < 0)
         return vd_fail(rq, -EINVAL, "key: 64 hex digits (32 bytes)");
     uint32_t existing = vl_wset_find(core->ledger, m->name);
     struct vl_wset_view v;
@@ -216,12 +216,12 @@ static bool wait_try(struct vd_wwait *w, bool last)
     struct vd_client *c = vd_clients_find(&core->clients, w->client);
     if (!c)
         return true;
-    struct vram_req_weights_open m = {
+    struct vw_req_weights_open m = {
         .name = w->name, .device = w->device, .bytes = w->bytes, .key = w->key,
         .has_keep = w->keep, .keep = w->keep};
     struct vd_request rq;
-    vd_request_init(&rq, core, c, w->id, VRAM_REQ_WEIGHTS_OPEN);
-    struct vram_rep_weights_open rep;
+    vd_request_init(&rq, core, c, w->id, VW_REQ_WEIGHTS_OPEN);
+    struct vw_rep_weights_open rep;
     memset(&rep, 0, sizeof(rep));
     int e = vd_weights_open(&rq, &m, &rep, false);
     bool done = true;
@@ -250,12 +250,12 @@ static void wait_expired(uv_timer_t *t)
     wait_remove(w);
 }
 
-int vd_weights_hold(struct vd_request *rq, const struct vram_req_weights_open *m)
+int vd_weights_hold(struct vd_request *rq, const struct vw_req_weights_open *m)
 {
     struct vd_core *core = rq->core;
-    if (rq->client->held >= VRAM_MAX_REQUESTS_IN_FLIGHT)
+    if (rq->client->held >= VW_MAX_REQUESTS_IN_FLIGHT)
         return vd_fail(rq, -EBUSY, "%d requests already held",
-                       VRAM_MAX_REQUESTS_IN_FLIGHT);
+                       VW_MAX_REQUESTS_IN_FLIGHT);
     struct vd_wwait *w = calloc(1, sizeof(*w));
     if (!w)
         return vd_fail(rq, -ENOMEM, "out of memory");

@@ -20,19 +20,19 @@ int vd_weights_make(struct vd_request *rq, uint32_t set);
  * reply takes; none when handles is NULL) from allocation first on:
  * -EAGAIN when the connection cannot take that many handles now. */
 int vd_weights_fill(struct vd_request *rq, uint32_t set, uint32_t first,
-                    struct vram_t_weights_info *info,
-                    struct vram_weights_handle_array *handles);
+                    struct vw_t_weights_info *info,
+                    struct vw_weights_handle_array *handles);
 
 /* An open of a set another client writes waits (VD_HELD) up to wait_ms. */
-int vd_weights_hold(struct vd_request *rq, const struct vram_req_weights_open *m);
+int vd_weights_hold(struct vd_request *rq, const struct vw_req_weights_open *m);
 /* A set was sealed or dropped: the opens waiting on its name go again. */
 void vd_weights_retry(struct vd_core *core);
 /* The client is gone: its waiting opens end without a reply. */
 void vd_weights_drop_client(struct vd_core *core, uint32_t client);
 /* The open itself (handlers/weights.c), from a request or a retry: 0 with
  * the reply filled, VD_HELD, or -errno with rq's why. */
-int vd_weights_open(struct vd_request *rq, const struct vram_req_weights_open *m,
-                    struct vram_rep_weights_open *rep, bool may_wait);
+int vd_weights_open(struct vd_request *rq, const struct vw_req_weights_open *m,
+                    struct vw_rep_weights_open *rep, bool may_wait);
 void vd_weights_fini(struct vd_core *core);
 
 #endif

@@ -20,7 +20,7 @@
 struct vd_session {
     struct vd_session_state st; /* st.inflight: what the link holds */
     struct vp_link *link;
-    struct vram_codec codec;
+    struct vw_codec codec;
 };
 
 /* Asked of the codec's receive buffer, at least. */
@@ -53,13 +53,13 @@ static int flush(struct vd_session *s)
     size_t len;
     const vp_handle *hs;
     int nh, r = 0;
-    while (vram_codec_tx_peek(&s->codec, &p, &len, &hs, &nh)) {
+    while (vw_codec_tx_peek(&s->codec, &p, &len, &hs, &nh)) {
         long n = vp_link_write(s->link, p, len, hs, nh);
         if (n < 0) {
             r = n == -EAGAIN ? 0 : (int)n;
             break;
         }
-        vram_codec_tx_sent(&s->codec, (size_t)n);
+        vw_codec_tx_sent(&s->codec, (size_t)n);
     }
     s->st.inflight = vp_link_pending(s->link);
     return r;
@@ -101,7 +101,7 @@ int vd_session_send(void *session, const char *payload, size_t len,
     int r = vd_rules_send_refused(&s->st, hs, n);
     if (r < 0)
         return r;
-    if (n > VRAM_MAX_FDS_PER_FRAME) {
+    if (n > VW_MAX_FDS_PER_FRAME) {
         for (int i = 0; i < n; i++)
             vp_close(&hs[i]);
         vd_session_close(s, "a frame with too many handles", false);
@@ -111,12 +111,12 @@ int vd_session_send(void *session, const char *payload, size_t len,
      * what they are (host: memory the client maps read-write, or read-only
      * for a reader of a weight set; cuda: the driver's objects, imported
      * as they are), which is the access a copy given to the peer gets. */
-    vp_handle vals[VRAM_MAX_FDS_PER_FRAME];
+    vp_handle vals[VW_MAX_FDS_PER_FRAME];
     unsigned access = vd_handle_push_access(s->st.ss->core->backend->handles,
                                             flags & VD_SEND_READ_ONLY);
     r = n ? vp_link_give(s->link, hs, n, access, vals) : 0;
     if (r == -EBADF) {
-        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->codec) + s->st.inflight);
+        vd_rules_queue_failed(&s->st, r, vw_codec_tx_bytes(&s->codec) + s->st.inflight);
         return r;
     }
     if (r < 0) {
@@ -126,10 +126,10 @@ int vd_session_send(void *session, const char *payload, size_t len,
         vd_session_close(s, why, false);
         return r;
     }
-    r = vram_codec_tx(&s->codec, payload, len, vals, n);
+    r = vw_codec_tx(&s->codec, payload, len, vals, n);
     if (r < 0) {
         vp_link_take_back(s->link, vals, n);
-        vd_rules_queue_failed(&s->st, r, vram_codec_tx_bytes(&s->codec) + s->st.inflight);
+        vd_rules_queue_failed(&s->st, r, vw_codec_tx_bytes(&s->codec) + s->st.inflight);
         return r;
     }
     if ((r = flush(s)) < 0) {
@@ -163,7 +163,7 @@ int vd_session_pin(void *session, const struct vp_peer *peer, vp_handle *pin,
 static uint8_t *on_alloc(void *ud, size_t want, size_t *room)
 {
     struct vd_session *s = ud;
-    return vram_codec_rx_space(&s->codec, want < RECV_BYTES ? RECV_BYTES : want,
+    return vw_codec_rx_space(&s->codec, want < RECV_BYTES ? RECV_BYTES : want,
                                room);
 }
 
@@ -179,12 +179,12 @@ static void on_read(void *ud, long n, vp_handle *hs, int nh, const char *why)
 {
     struct vd_session *s = ud;
     if (s->st.closing || n <= 0) {
-        bool mid = !vram_codec_rx_idle(&s->codec) || nh;
+        bool mid = !vw_codec_rx_idle(&s->codec) || nh;
         for (int i = 0; i < nh; i++)
             vp_close(&hs[i]);
         if (s->st.closing)
             return;
-        vram_codec_rx_drop(&s->codec);
+        vw_codec_rx_drop(&s->codec);
         if (n == 0 && !mid)
             vd_session_close(s, "disconnected", false);
         else if (n == 0)
@@ -195,15 +195,15 @@ static void on_read(void *ud, long n, vp_handle *hs, int nh, const char *why)
             vd_session_close(s, conn_error((int)n), false);
         return;
     }
-    vram_codec_rx_wrote(&s->codec, (size_t)n);
+    vw_codec_rx_wrote(&s->codec, (size_t)n);
     char w[256] = "";
-    if (nh && vram_codec_rx_handles(&s->codec, hs, nh, w, sizeof(w)) < 0) {
+    if (nh && vw_codec_rx_handles(&s->codec, hs, nh, w, sizeof(w)) < 0) {
         broken(s, w);
         return;
     }
     for (;;) {
-        struct vram_codec_frame *f;
-        int r = vram_codec_next(&s->codec, &f, w, sizeof(w));
+        struct vw_codec_frame *f;
+        int r = vw_codec_next(&s->codec, &f, w, sizeof(w));
         if (r < 0) {
             broken(s, w);
             return;
@@ -233,7 +233,7 @@ static const struct vp_link_cbs link_cbs = {
 static void session_freed(void *ud)
 {
     struct vd_session *s = ud;
-    vram_codec_fini(&s->codec);
+    vw_codec_fini(&s->codec);
     vd_rules_free(&s->st, s);
 }
 
@@ -272,7 +272,7 @@ void vd_session_accept(struct vd_sessions *ss, struct vp_link *link)
     }
     s->link = link;
     vd_rules_start(&s->st, ss, s, &s->codec);
-    vram_codec_init(&s->codec, vp_handles_inline());
+    vw_codec_init(&s->codec, vp_handles_inline());
     vp_link_start(link, &link_cbs, s);
     /* Listed from here on: every way out goes through the end of a turn. */
     vd_rules_list(&s->st);

@@ -21,7 +21,7 @@
 static void on_closer(uv_idle_t *idle);
 
 void vd_rules_start(struct vd_session_state *st, struct vd_sessions *ss,
-                    void *owner, struct vram_codec *codec)
+                    void *owner, struct vw_codec *codec)
 {
     st->ss = ss;
     st->owner = owner;
@@ -48,7 +48,7 @@ void vd_rules_schedule(struct vd_session_state *st)
 
 bool vd_rules_pending(const struct vd_session_state *st)
 {
-    return vram_codec_tx_pending(st->codec) || st->inflight;
+    return vw_codec_tx_pending(st->codec) || st->inflight;
 }
 
 bool vd_rules_close(struct vd_session_state *st, const char *why,
@@ -78,7 +78,7 @@ int vd_rules_send_refused(const struct vd_session_state *st, vp_handle *hs,
 
 void vd_rules_account(struct vd_session_state *st)
 {
-    size_t now = vram_codec_tx_bytes(st->codec) + st->inflight;
+    size_t now = vw_codec_tx_bytes(st->codec) + st->inflight;
     st->ss->queued = st->ss->queued - st->queued + now;
     st->queued = now;
     if (now > st->queued_peak)
@@ -107,7 +107,7 @@ void vd_rules_enforce_queue_cap(struct vd_sessions *ss)
         /* Its queue will never go out: freed now, not at the end of the
          * loop turn (one turn may drop many such peers). What a stream
          * holds in flight goes when the stream is closed. */
-        vram_codec_tx_drop(big->codec);
+        vw_codec_tx_drop(big->codec);
         ss->queued -= big->queued;
         big->queued = 0;
     }
@@ -124,7 +124,7 @@ int vd_rules_room(const struct vd_session_state *st)
 {
     if (st->closing)
         return 0;
-    if (vram_codec_tx_bytes(st->codec) + st->inflight > ROOM_BYTES)
+    if (vw_codec_tx_bytes(st->codec) + st->inflight > ROOM_BYTES)
         return 0;
     int n = ROOM_HANDLES - st->codec->tx_handles;
     return n > 0 ? n : 0;
@@ -132,20 +132,20 @@ int vd_rules_room(const struct vd_session_state *st)
 
 void vd_rules_received(struct vd_session_state *st)
 {
-    if (vram_codec_rx_idle(st->codec))
+    if (vw_codec_rx_idle(st->codec))
         st->partial_since_ms = 0;
     else if (!st->partial_since_ms)
         st->partial_since_ms = vp_now_ms();
 }
 
-int vd_rules_queue_refusal(struct vram_codec *c, int err, const char *message)
+int vd_rules_queue_refusal(struct vw_codec *c, int err, const char *message)
 {
-    struct vram_jw jw = {0};
-    struct vram_enc e = {.w = &jw};
-    int r = vram_encode_reply(&e, NULL, 0, err, message, false, NULL, NULL);
+    struct vw_jw jw = {0};
+    struct vw_enc e = {.w = &jw};
+    int r = vw_encode_reply(&e, NULL, 0, err, message, false, NULL, NULL);
     if (r == 0)
-        r = vram_codec_tx(c, jw.p, jw.len, NULL, 0);
-    vram_jw_free(&jw);
+        r = vw_codec_tx(c, jw.p, jw.len, NULL, 0);
+    vw_jw_free(&jw);
     return r;
 }
 
@@ -251,7 +251,7 @@ void vd_rules_queue_failed(struct vd_session_state *st, int r, size_t queued)
     if (r == -ENOBUFS)
         snprintf(why, sizeof(why), "the peer does not read its connection "
                  "(%zu KiB queued, at most %u MiB or %u handles)", queued >> 10,
-                 VRAM_CODEC_MAX_TX_BYTES >> 20, VRAM_CODEC_MAX_TX_HANDLES);
+                 VW_CODEC_MAX_TX_BYTES >> 20, VW_CODEC_MAX_TX_HANDLES);
     else
         snprintf(why, sizeof(why), "cannot queue a message: %s", strerror(-r));
     st->ss->calls->close(st->owner, why, false);

@@ -46,7 +46,7 @@ struct vd_session_state {
     struct vd_session_state *next, *next_closing;
     void *owner; /* the session this is part of */
     struct vd_sessions *ss;
-    struct vram_codec *codec; /* the connection's codec (the owner's) */
+    struct vw_codec *codec; /* the connection's codec (the owner's) */
     uint32_t client;
     bool closing;  /* no more reads; closed once queued (drain) or at once */
     bool drain;    /* close once what is queued went out */
@@ -68,7 +68,7 @@ void vd_sessions_stop(struct vd_sessions *ss);
 
 /* A new session's state, accepted now; not listed yet. */
 void vd_rules_start(struct vd_session_state *st, struct vd_sessions *ss,
-                    void *owner, struct vram_codec *codec);
+                    void *owner, struct vw_codec *codec);
 /* On the list: from here on its end goes through the end of a loop turn. */
 void vd_rules_list(struct vd_session_state *st);
 /* To be closed at the end of this loop turn. */
@@ -85,7 +85,7 @@ bool vd_rules_close(struct vd_session_state *st, const char *why,
  * and -ECONNABORTED returned; 0 when the send may go on. */
 int vd_rules_send_refused(const struct vd_session_state *st, vp_handle *hs,
                           int n);
-/* A frame the codec would not queue (vram_codec_tx's r): the session is
+/* A frame the codec would not queue (vw_codec_tx's r): the session is
  * closed, saying why; queued is what waits for the peer (codec and
  * transport). */
 void vd_rules_queue_failed(struct vd_session_state *st, int r, size_t queued);
@@ -102,7 +102,7 @@ int vd_rules_room(const struct vd_session_state *st);
 /* After a receive: when a frame began and is not finished (its deadline). */
 void vd_rules_received(struct vd_session_state *st);
 /* Queues the one error frame that turns a connection away. */
-int vd_rules_queue_refusal(struct vram_codec *c, int err, const char *message);
+int vd_rules_queue_refusal(struct vw_codec *c, int err, const char *message);
 /* Frees the session's memory (mem, which holds st), and gives the heap back
  * to the system after a heavy queue. */
 void vd_rules_free(const struct vd_session_state *st, void *mem);

@@ -3,7 +3,7 @@
  * them; a weight set's can be made read-only for everyone), a reservation
  * takes exactly the range asked for (MAP_FIXED_NOREPLACE), and
  * MADV_DONTFORK keeps mappings from a forked child. The rest of mem.h is
- * portable (platform/posix/mem.c). */
+ * portable (platform/posix/mem_posix.c). */
 #include "mem.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
 /* peer.h's connections on Linux: who connected by SO_PEERCRED and
  * SO_PEERGROUPS, and the process pinned by SO_PEERPIDFD (Linux 6.5), or by
  * pid and start time before it. The accounts half of peer.h is POSIX's
- * (platform/posix/peer.c). */
+ * (platform/posix/peer_posix.c). */
 #include "peer.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Processes on Linux: pidfds (a pin that a reused pid cannot fool), and
  * from /proc start times, this program's path and the holders of memory
- * objects. The rest of proc.h is portable (platform/posix/proc.c). */
+ * objects. The rest of proc.h is portable (platform/posix/proc_posix.c). */
 #include "proc.h"
 
 #include <dirent.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The service manager's file descriptor store. keeper.c keeps the names;
+/* The service manager's file descriptor store. keeper_posix.c keeps the names;
  * these say them to the manager. Each OS implements them where its service
  * manager has a store: platform/linux/keeper_fdstore_linux.c speaks
  * systemd's protocol. An OS without one answers 0 from vpx_fdstore_usable
- * (with its note) and keeper.c uses the holder. */
+ * (with its note) and keeper_posix.c uses the holder. */
 #ifndef VRAM_PLATFORM_POSIX_KEEPER_FDSTORE_H
 #define VRAM_PLATFORM_POSIX_KEEPER_FDSTORE_H
 

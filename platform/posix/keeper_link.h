@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* vramd's side of its holder (holder.c): finding it at its socket and
+/* vramd's side of its holder (holder_posix.c): finding it at its socket and
  * making sure it is ours, starting one, and the requests of keeper_wire.h.
- * keeper.c decides when. */
+ * keeper_posix.c decides when. */
 #ifndef VRAM_PLATFORM_POSIX_KEEPER_LINK_H
 #define VRAM_PLATFORM_POSIX_KEEPER_LINK_H
 

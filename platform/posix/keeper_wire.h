@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What vramd and its holder (holder.c) say to each other: records on a
+/* What vramd and its holder (holder_posix.c) say to each other: records on a
  * Unix seqpacket socket (one record a message, so a handle always comes
  * with the record it belongs to), each a fixed header and a name, with at
  * most one fd. Same host, same build family: native byte order.

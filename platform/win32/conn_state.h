@@ -32,7 +32,7 @@ struct vpw_conn {
     HANDLE shut_ev;        /* set with shut: wakes a waiting receive */
     char *peer_path;       /* what vp_dial connected to; NULL: unknown */
     /* The write in flight: a send's bytes, copied to wbuf, that the pipe
-     * had no room for yet (conn.c says why it is never cancelled). */
+     * had no room for yet (conn_win32.c says why it is never cancelled). */
     OVERLAPPED wov;
     uint8_t *wbuf;
     bool wpending;

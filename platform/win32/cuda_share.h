@@ -10,7 +10,7 @@
  * own user (when that is not SYSTEM, as under --console), and nothing to
  * anyone else: the object has no name, so no one can open it, and a client
  * gets a handle only as vramd duplicates one into its process
- * (platform/push.h, VP_PUSH_SAME), which does not consult the descriptor.
+ * (platform/win32/push.h, VP_PUSH_SAME), which does not consult the descriptor.
  * Whether the driver also checks it when a client of another user imports
  * the handle can only be learnt on a Windows GPU machine (docs/windows.md).
  *

@@ -2,7 +2,7 @@
 /* GPU memory between processes on Windows: chunks are NT handles carrying
  * the security descriptor of cuda_share.h, and the libraries are the
  * driver's DLLs in System32, the only place vp_dl_open looks for a bare
- * name (dl.c). */
+ * name (dl_win32.c). */
 #include "gpu_share.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What vramd and its holder say to each other on Windows (keeper.c,
- * holder.c): lines of text on a named pipe, one request or answer each.
+/* What vramd and its holder say to each other on Windows (keeper_win32.c,
+ * holder_win32.c): lines of text on a named pipe, one request or answer each.
  * Handles travel as values in the process that is to use them, and the
  * holder makes every copy itself (DuplicateHandle from vramd's process on
  * a put, into it for a list), so a value vramd sends can only name one of

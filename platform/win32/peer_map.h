@@ -2,7 +2,7 @@
 /* A pipe client's identity (SIDs, identity.h) as the daemon's peer (the
  * numbers of platform/peer.h), which the core's access lists (access.allow,
  * access.admin: account names and SIDs, numbered as the configuration is
- * read) and per-user limits judge: what endpoint.c's vp_link_peer gives. */
+ * read) and per-user limits judge: what endpoint_win32.c's vp_link_peer gives. */
 #ifndef VRAM_PLATFORM_WIN32_PEER_MAP_H
 #define VRAM_PLATFORM_WIN32_PEER_MAP_H
 #include <stddef.h>

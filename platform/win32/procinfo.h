@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What platform/win32/ reads of a process handle, shared by proc.c and
+/* What platform/win32/ reads of a process handle, shared by proc_win32.c and
  * identity.c. */
 #ifndef VRAM_WIN32_PROCINFO_H
 #define VRAM_WIN32_PROCINFO_H

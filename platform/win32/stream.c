@@ -52,7 +52,7 @@ int vp_stream_open(uv_loop_t *loop, uv_pipe_t *p, vp_handle *h)
         CloseHandle(os);
         return uv_errno(e);
     }
-    /* conn.c's state of the handle (a vp_dial'd one) is not libuv's. */
+    /* conn_win32.c's state of the handle (a vp_dial'd one) is not libuv's. */
     vpw_conn_forget(os);
     /* uv_pipe_open takes a C runtime descriptor. */
     int fd = _open_osfhandle((intptr_t)os, _O_BINARY);

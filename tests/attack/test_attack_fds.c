@@ -195,12 +195,12 @@ static void unsolicited(void)
     REQUIRE(pipe(pipefd) == 0, "pipe");
     for (int k = 0; k < 200; k++) {
         const char *json = "{\"type\":\"ping\",\"id\":2}";
-        struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                      .version = VRAM_PROTOCOL_OLDEST,
+        struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                      .version = VW_PROTOCOL_OLDEST,
                                       .payload_len = (uint32_t)strlen(json),
                                       .nfds = 16};
-        uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-        vram_frame_header_encode(&h, hdr);
+        uint8_t hdr[VW_FRAME_HEADER_SIZE];
+        vw_frame_header_encode(&h, hdr);
         struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)json, strlen(json)}};
         union {
             struct cmsghdr c;

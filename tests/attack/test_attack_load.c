@@ -59,11 +59,11 @@ static int noisy(const struct daemon *d, void *p)
             if (rand() % 2) {
                 /* A header that lies about its length, or a good one cut
                  * short. */
-                struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                              .version = VRAM_PROTOCOL_OLDEST,
+                struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                              .version = VW_PROTOCOL_OLDEST,
                                               .payload_len = (uint32_t)rand(),
                                               .nfds = (uint16_t)(rand() % 40)};
-                vram_frame_header_encode(&h, buf);
+                vw_frame_header_encode(&h, buf);
             }
             if (send(fd, buf, n, MSG_NOSIGNAL) < 0)
                 break;

@@ -52,11 +52,11 @@ static bool admitted(int fd, bool hello)
      * or the refusal vramd sent before it closed (still there to read when
      * the hello found the connection closed, which is no failure here). */
     const char *json = "{\"type\":\"hello\",\"id\":1,\"version\":1,\"name\":\"hog\"}";
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_OLDEST,
+    struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                  .version = VW_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(json)};
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    vram_frame_header_encode(&h, hdr);
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
+    vw_frame_header_encode(&h, hdr);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)json, strlen(json)}};
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
     if (sendmsg(fd, &m, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
@@ -176,12 +176,12 @@ static void deadlines(void)
     cJSON_Delete(raw_recv(half, 2000));
     {
         const char *json = "{\"type\":\"ping\",\"id\":2}";
-        struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                      .version = VRAM_PROTOCOL_OLDEST,
+        struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                      .version = VW_PROTOCOL_OLDEST,
                                       .payload_len = (uint32_t)strlen(json),
                                       .nfds = 8};
-        uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-        vram_frame_header_encode(&h, hdr);
+        uint8_t hdr[VW_FRAME_HEADER_SIZE];
+        vw_frame_header_encode(&h, hdr);
         int pfd[2];
         REQUIRE(pipe(pfd) == 0, "pipe");
         struct iovec iov = {hdr, sizeof(hdr)};
@@ -207,11 +207,11 @@ static void deadlines(void)
     raw_send(slow, "{\"type\":\"hello\",\"id\":1,\"version\":1,\"name\":\"slow\"}");
     cJSON_Delete(raw_recv(slow, 2000));
     const char *json = "{\"type\":\"ping\",\"id\":3}";
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_OLDEST,
+    struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                  .version = VW_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(json)};
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    vram_frame_header_encode(&h, hdr);
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
+    vw_frame_header_encode(&h, hdr);
     bool slow_closed = false;
     for (size_t i = 0; i < sizeof(hdr) && !slow_closed; i++) {
         if (send(slow, hdr + i, 1, MSG_NOSIGNAL) != 1)

@@ -1309,10 +1309,10 @@ static void phase_ping(enum be b, const struct daemon *d)
      * id of as many digits as the ids of the measured pings. */
     char js[128];
     int id = warm + ping_reps;
-    size_t req = VRAM_FRAME_HEADER_SIZE +
+    size_t req = VW_FRAME_HEADER_SIZE +
                  (size_t)snprintf(js, sizeof(js),
                                   "{\"type\":\"ping\",\"id\":%d}", id);
-    size_t rep = VRAM_FRAME_HEADER_SIZE +
+    size_t rep = VW_FRAME_HEADER_SIZE +
                  (size_t)snprintf(js, sizeof(js),
                                   "{\"type\":\"reply\",\"id\":%d,\"ok\":true}", id);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {

@@ -1007,9 +1007,9 @@ static void measure_ping(void)
      * digits as the measured pings' (the ids go on counting). */
     char js[128];
     int id = warm + reps;
-    size_t req = VRAM_FRAME_HEADER_SIZE +
+    size_t req = VW_FRAME_HEADER_SIZE +
                  (size_t)snprintf(js, sizeof(js), "{\"type\":\"ping\",\"id\":%d}", id);
-    size_t rep = VRAM_FRAME_HEADER_SIZE +
+    size_t rep = VW_FRAME_HEADER_SIZE +
                  (size_t)snprintf(js, sizeof(js),
                                   "{\"type\":\"reply\",\"id\":%d,\"ok\":true}", id);
     int sv[2];

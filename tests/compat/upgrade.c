@@ -384,7 +384,7 @@ static void upgrade(bool crash)
     CHECK(daemon_log_contains(&d, "restart: 3 of 3 weight sets came back"),
           "%s: the sets did not all come back", how);
     st = daemon_status(&d);
-    CHECK_EQ_U(json_u64(st, "protocol_version"), VRAM_PROTOCOL_VERSION);
+    CHECK_EQ_U(json_u64(st, "protocol_version"), VW_PROTOCOL_VERSION);
     CHECK_EQ_U(status_dev(st, 0, "quarantined_bytes"),
                (uint64_t)(a.nchunks + b.nchunks) * 2 * MIB);
     CHECK_EQ_U(status_dev(st, 0, "weights_bytes"), sets_bytes);
@@ -434,7 +434,7 @@ static void upgrade(bool crash)
     CHECK(wait_dev_value(&d, 0, "quarantined_bytes", 0, 3000),
           "%s: memory still quarantined after both resumed", how);
     CHECK_EQ_U(hello_version(&d, "old-engine-a"), old_proto);
-    CHECK_EQ_U(hello_version(&d, "new-engine-b"), VRAM_PROTOCOL_VERSION);
+    CHECK_EQ_U(hello_version(&d, "new-engine-b"), VW_PROTOCOL_VERSION);
     bool mine = true;
     for (int i = 0; i < nids; i++)
         mine = mine && check_pattern(vram_region_slot(greedy, gr, 0, (uint32_t)i),

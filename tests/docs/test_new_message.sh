@@ -45,7 +45,7 @@ awk '$1 !~ /^#/ && NF == 2 { print $2 }' "$tree/tests/compat/releases.txt" |
     made=$((v + 1))
     sed -i "s/\"protocol_version\": *$v,/\"protocol_version\": $made,/" \
         "$tree/proto/messages.json"
-    sed -i "s/^#define VRAM_PROTOCOL_VERSION $v\$/#define VRAM_PROTOCOL_VERSION $made/" \
+    sed -i "s/^#define VW_PROTOCOL_VERSION $v\$/#define VW_PROTOCOL_VERSION $made/" \
         "$tree/proto/frame.h"
 }
 entry='    "echo": {
@@ -67,8 +67,8 @@ cat >"$tree/daemon/core/handlers/echo.c" <<'EOF'
 /* echo: the number sent, sent back. */
 #include "vd_dispatch.h"
 
-int vd_handle_echo(struct vd_request *rq, const struct vram_req_echo *m,
-                   struct vram_rep_echo *rep)
+int vd_handle_echo(struct vd_request *rq, const struct vw_req_echo *m,
+                   struct vw_rep_echo *rep)
 {
     (void)rq;
     rep->value = m->value;

@@ -18,16 +18,16 @@
 #include "codec.h"
 #include "wire.h"
 
-static int on_frame(void *ud, struct vram_codec_frame *f)
+static int on_frame(void *ud, struct vw_codec_frame *f)
 {
     (void)ud;
     cJSON *msg = cJSON_ParseWithLength(f->payload, f->len);
     char why[256];
     if (msg) {
-        vram_msg_validate_request(msg, why, sizeof(why));
-        vram_msg_validate_event(msg, why, sizeof(why));
+        vw_msg_validate_request(msg, why, sizeof(why));
+        vw_msg_validate_event(msg, why, sizeof(why));
         size_t len;
-        char *again = vram_json_print(msg, &len);
+        char *again = vw_json_print(msg, &len);
         free(again);
         cJSON_Delete(msg);
     }
@@ -42,8 +42,8 @@ static void through_wire(const uint8_t *data, size_t size, bool greedy)
     fcntl(sv[1], F_SETFL, O_NONBLOCK);
     size_t off = 0;
     /* Feed in pieces, so frames straddle receives. */
-    struct vram_wire w;
-    vram_wire_init(&w, (vp_handle){sv[0]});
+    struct vw_wire w;
+    vw_wire_init(&w, (vp_handle){sv[0]});
     w.max_recvs = greedy ? 1 : 0;
     char why[256];
     while (off < size) {
@@ -52,14 +52,14 @@ static void through_wire(const uint8_t *data, size_t size, bool greedy)
         if (n <= 0)
             break;
         off += (size_t)n;
-        if (vram_wire_read(&w, on_frame, NULL, why, sizeof(why)) < 0)
+        if (vw_wire_read(&w, on_frame, NULL, why, sizeof(why)) < 0)
             break;
     }
     close(sv[1]);
     for (int i = 0; i < 4; i++)
-        if (vram_wire_read(&w, on_frame, NULL, why, sizeof(why)) != 0)
+        if (vw_wire_read(&w, on_frame, NULL, why, sizeof(why)) != 0)
             break;
-    vram_wire_fini(&w);
+    vw_wire_fini(&w);
     close(sv[0]);
 }
 
@@ -67,17 +67,17 @@ static void through_wire(const uint8_t *data, size_t size, bool greedy)
  * chooses them), every frame taken out. */
 static void through_codec(const uint8_t *data, size_t size, bool inline_handles)
 {
-    struct vram_codec c;
-    vram_codec_init(&c, inline_handles);
+    struct vw_codec c;
+    vw_codec_init(&c, inline_handles);
     size_t step = size ? (size_t)(data[0] % 61) + 1 : 1;
     char why[256];
     for (size_t off = 0; off < size; off += step) {
         size_t n = size - off < step ? size - off : step;
-        if (vram_codec_rx_bytes(&c, data + off, n) < 0)
+        if (vw_codec_rx_bytes(&c, data + off, n) < 0)
             break;
-        struct vram_codec_frame *f;
+        struct vw_codec_frame *f;
         int r;
-        while ((r = vram_codec_next(&c, &f, why, sizeof(why))) > 0) {
+        while ((r = vw_codec_next(&c, &f, why, sizeof(why))) > 0) {
             /* Inline handles are only values here: never close them. */
             for (int i = 0; i < f->nhandles; i++)
                 f->handles[i] = VP_NONE;
@@ -86,17 +86,17 @@ static void through_codec(const uint8_t *data, size_t size, bool inline_handles)
         if (r < 0)
             break;
     }
-    vram_codec_fini(&c);
+    vw_codec_fini(&c);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size >= VRAM_FRAME_HEADER_SIZE) {
-        struct vram_frame_header h;
+    if (size >= VW_FRAME_HEADER_SIZE) {
+        struct vw_frame_header h;
         char why[128];
-        vram_frame_header_decode(data, &h, why, sizeof(why));
+        vw_frame_header_decode(data, &h, why, sizeof(why));
     }
     through_codec(data, size, false);
     through_codec(data, size, true);

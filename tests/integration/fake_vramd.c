@@ -92,11 +92,11 @@ static int read_all(int fd, void *p, size_t n)
 
 int fake_send(struct fake_conn *c, const char *payload, size_t len)
 {
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_OLDEST,
+    struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                  .version = VW_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)len};
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    vram_frame_header_encode(&h, hdr);
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
+    vw_frame_header_encode(&h, hdr);
     if (write_all(c->fd, hdr, sizeof(hdr)) < 0)
         return -1;
     return write_all(c->fd, payload, len);
@@ -114,11 +114,11 @@ static void *serve(void *arg)
 {
     struct fake_conn *c = arg;
     for (;;) {
-        uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-        struct vram_frame_header h;
+        uint8_t hdr[VW_FRAME_HEADER_SIZE];
+        struct vw_frame_header h;
         char why[128];
         if (read_all(c->fd, hdr, sizeof(hdr)) < 0 ||
-            vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
+            vw_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
             break;
         char *text = malloc((size_t)h.payload_len + 1);
         if (!text || read_all(c->fd, text, h.payload_len) < 0) {

@@ -360,7 +360,7 @@ int wait_child(pid_t pid)
 uint64_t json_u64(const cJSON *o, const char *key)
 {
     uint64_t v = 0;
-    vram_json_u64(o, key, &v);
+    vw_json_u64(o, key, &v);
     return v;
 }
 
@@ -448,11 +448,11 @@ int raw_connect(const struct daemon *d)
 
 void raw_send(int fd, const char *json)
 {
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_OLDEST,
+    struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                  .version = VW_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)strlen(json)};
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    vram_frame_header_encode(&h, hdr);
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
+    vw_frame_header_encode(&h, hdr);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)json, strlen(json)}};
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
     CHECK(sendmsg(fd, &m, MSG_NOSIGNAL) > 0, "sendmsg");
@@ -464,12 +464,12 @@ cJSON *raw_recv(int fd, int ms)
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, ms) <= 0)
         return NULL;
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
     if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
         return NULL;
-    struct vram_frame_header h;
+    struct vw_frame_header h;
     char why[128];
-    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
+    if (vw_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
         return NULL;
     char *buf = calloc(1, h.payload_len + 1);
     if (recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len) {

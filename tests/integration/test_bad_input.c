@@ -21,10 +21,10 @@ static void raw_frame(int fd, uint16_t version, const char *json,
                       uint32_t len_claim, uint16_t nfds_claim, const int *fds,
                       int nfds)
 {
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC, .version = version,
+    struct vw_frame_header h = {.magic = VW_FRAME_MAGIC, .version = version,
                                   .payload_len = len_claim, .nfds = nfds_claim};
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    vram_frame_header_encode(&h, hdr);
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
+    vw_frame_header_encode(&h, hdr);
     struct iovec iov[2] = {{hdr, sizeof(hdr)},
                            {(void *)json, json ? strlen(json) : 0}};
     char ctl[CMSG_SPACE(sizeof(int) * 8)];
@@ -67,12 +67,12 @@ static cJSON *recv_versioned(int fd, int ms, uint16_t *version)
     struct pollfd p = {.fd = fd, .events = POLLIN};
     if (poll(&p, 1, ms) <= 0)
         return NULL;
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
     if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) != sizeof(hdr))
         return NULL;
-    struct vram_frame_header h;
+    struct vw_frame_header h;
     char why[128];
-    if (vram_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
+    if (vw_frame_header_decode(hdr, &h, why, sizeof(why)) < 0)
         return NULL;
     char *buf = calloc(1, h.payload_len + 1);
     if (recv(fd, buf, h.payload_len, MSG_WAITALL) != (ssize_t)h.payload_len) {
@@ -216,7 +216,7 @@ int main(void)
 
     /* 3. Payload length over the limit → disconnect. */
     fd = raw_connect(&d);
-    raw_frame(fd, 1, NULL, VRAM_MAX_PAYLOAD + 1, 0, NULL, 0);
+    raw_frame(fd, 1, NULL, VW_MAX_PAYLOAD + 1, 0, NULL, 0);
     CHECK(closed_by_peer(fd, 2000), "oversized: not disconnected");
     CHECK(daemon_log_wait(&d, "exceeds the limit", 2000), "oversized: no log");
     close(fd);

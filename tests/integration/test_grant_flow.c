@@ -68,16 +68,16 @@ static int read_some(struct reader *r, int ms)
 /* The next whole frame's payload (caller frees), or NULL: more must come. */
 static cJSON *next_frame(struct reader *r)
 {
-    if (r->len < VRAM_FRAME_HEADER_SIZE)
+    if (r->len < VW_FRAME_HEADER_SIZE)
         return NULL;
-    struct vram_frame_header h;
+    struct vw_frame_header h;
     char why[128];
-    REQUIRE(vram_frame_header_decode((uint8_t *)r->buf, &h, why, sizeof(why)) == 0,
+    REQUIRE(vw_frame_header_decode((uint8_t *)r->buf, &h, why, sizeof(why)) == 0,
             "bad frame: %s", why);
-    size_t total = VRAM_FRAME_HEADER_SIZE + h.payload_len;
+    size_t total = VW_FRAME_HEADER_SIZE + h.payload_len;
     if (r->len < total)
         return NULL;
-    cJSON *j = cJSON_ParseWithLength(r->buf + VRAM_FRAME_HEADER_SIZE,
+    cJSON *j = cJSON_ParseWithLength(r->buf + VW_FRAME_HEADER_SIZE,
                                      h.payload_len);
     memmove(r->buf, r->buf + total, r->len - total);
     r->len -= total;
@@ -166,7 +166,7 @@ static int slow_reader(const struct daemon *d, void *p)
     CHECK(cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")), "the grant failed: %s",
           cJSON_GetStringValue(cJSON_GetObjectItem(j, "message")));
     cJSON_Delete(j);
-    CHECK(frames >= (int)(GRANT / VRAM_MAX_FDS_PER_FRAME), "%d frames", frames);
+    CHECK(frames >= (int)(GRANT / VW_MAX_FDS_PER_FRAME), "%d frames", frames);
     CHECK_EQ_U(r.fds, GRANT);
     j = reply_to(&r, 5, 5000, NULL);
     CHECK(j && cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")),

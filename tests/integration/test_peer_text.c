@@ -110,7 +110,7 @@ static bool clean(const char *what, const char *text, size_t len, bool json)
 {
     const unsigned char *p = (const unsigned char *)text;
     for (size_t i = 0; i < len;) {
-        size_t k = vram_utf8_len(p + i, len - i);
+        size_t k = vw_utf8_len(p + i, len - i);
         unsigned char c = p[i];
         bool bad = k == 0 || c == 0x7f || (k == 2 && c == 0xc2 && p[i + 1] < 0xa0) ||
                    (c < 0x20 && c != '\n' && !(json && c == '\t'));
@@ -243,7 +243,7 @@ int main(void)
     scrape(&f, bin, metrics);
     {
         char text[256];
-        vram_text_escape(text, sizeof(text), NAME_REAL);
+        vw_text_escape(text, sizeof(text), NAME_REAL);
         CHECK(strcmp(text, NAME_SHOWN) == 0, "the name escapes to %s", text);
     }
 

@@ -49,25 +49,25 @@ static const char *const mode_name[] = {
     "flood of empty frames", "65,536 clients in large frames",
     "65,536 clients in small frames"};
 
-static void head(struct vram_jw *w, uint64_t id, bool more)
+static void head(struct vw_jw *w, uint64_t id, bool more)
 {
     char s[96];
     snprintf(s, sizeof(s), "{\"type\":\"reply\",\"id\":%llu,\"ok\":true%s",
              (unsigned long long)id, more ? ",\"more\":true" : "");
-    vram_jw_lit(w, s);
+    vw_jw_lit(w, s);
 }
 
-static void client(struct vram_jw *w, uint32_t id)
+static void client(struct vw_jw *w, uint32_t id)
 {
     char s[320];
     snprintf(s, sizeof(s), "{\"id\":%u,\"name\":\"engine-%u\",\"pid\":%u,"
              "\"role\":\"engine\",\"state\":\"connected\",\"held_bytes\":2097152,"
              "\"quarantined_bytes\":0,\"delinquent\":false,\"missed_recalls\":0,"
              "\"stages\":[]}", id, id, 100000 + id);
-    vram_jw_lit(w, s);
+    vw_jw_lit(w, s);
 }
 
-static void stage_open(struct vram_jw *w, uint32_t id)
+static void stage_open(struct vw_jw *w, uint32_t id)
 {
     char s[640];
     snprintf(s, sizeof(s), "{\"id\":%u,\"device\":0,\"first_layer\":0,"
@@ -76,10 +76,10 @@ static void stage_open(struct vram_jw *w, uint32_t id)
              "\"expert_slots_backed\":0,\"expert_slot_bytes\":0,"
              "\"recalls_pending\":0,\"residency_version\":0,\"fixed_bytes\":0,"
              "\"fixed_reserved_bytes\":0,\"regions\":[", id);
-    vram_jw_lit(w, s);
+    vw_jw_lit(w, s);
 }
 
-static void region(struct vram_jw *w, uint32_t id, uint32_t stage, bool comma)
+static void region(struct vw_jw *w, uint32_t id, uint32_t stage, bool comma)
 {
     char s[320];
     snprintf(s, sizeof(s), "%s{\"id\":%u,\"stage\":%u,\"kind\":\"fixed\","
@@ -88,13 +88,13 @@ static void region(struct vram_jw *w, uint32_t id, uint32_t stage, bool comma)
              "\"stride_slots\":1,\"chunk_bytes\":2097152,\"chunks\":1}",
              comma ? "," : "", id, stage,
              (unsigned long long)(0x200000000000ull + (uint64_t)id * 2097152));
-    vram_jw_lit(w, s);
+    vw_jw_lit(w, s);
 }
 
 /* The fields the last frame of a status carries besides its clients. */
-static void rest(struct vram_jw *w)
+static void rest(struct vw_jw *w)
 {
-    vram_jw_lit(w, ",\"protocol_version\":1,\"backend\":\"host\","
+    vw_jw_lit(w, ",\"protocol_version\":1,\"backend\":\"host\","
                 "\"daemon\":{\"pid\":4242,\"version\":\"fake\",\"uptime_ms\":1,"
                 "\"chunk_fds\":0},\"counters\":{\"grants\":0,\"moves\":0,"
                 "\"recalls\":0,\"recalls_missed\":0,\"releases\":0,\"errors\":0,"
@@ -109,7 +109,7 @@ static void rest(struct vram_jw *w)
                 "\"stages\":[]");
 }
 
-static int send_text(struct fake_conn *c, struct vram_jw *w)
+static int send_text(struct fake_conn *c, struct vw_jw *w)
 {
     int r = w->oom ? -1 : fake_send(c, w->p, w->len);
     w->len = 0;
@@ -118,46 +118,46 @@ static int send_text(struct fake_conn *c, struct vram_jw *w)
 
 static void flood(struct fake_conn *c, uint64_t id, enum mode m)
 {
-    struct vram_jw w = {0};
+    struct vw_jw w = {0};
     for (uint32_t frame = 0;; frame++) {
         head(&w, id, true);
         if (m == FLOOD_CLIENTS) {
-            vram_jw_lit(&w, ",\"clients\":[");
+            vw_jw_lit(&w, ",\"clients\":[");
             for (uint32_t i = 0; i < 4096; i++) {
                 if (i)
-                    vram_jw_lit(&w, ",");
+                    vw_jw_lit(&w, ",");
                 client(&w, frame * 4096 + i + 1);
             }
-            vram_jw_lit(&w, "]");
+            vw_jw_lit(&w, "]");
         } else if (m == FLOOD_REGIONS) {
-            vram_jw_lit(&w, ",\"stages\":[");
+            vw_jw_lit(&w, ",\"stages\":[");
             stage_open(&w, 0);
             for (uint32_t i = 0; i < 4096; i++)
                 region(&w, frame * 4096 + i + 1, 0, i > 0);
-            vram_jw_lit(&w, "]}]");
+            vw_jw_lit(&w, "]}]");
         } else if (m == FLOOD_STAGES) {
-            vram_jw_lit(&w, ",\"stages\":[");
+            vw_jw_lit(&w, ",\"stages\":[");
             for (uint32_t s = 0; s < 64; s++) {
                 uint32_t sid = frame * 64 + s;
                 if (s)
-                    vram_jw_lit(&w, ",");
+                    vw_jw_lit(&w, ",");
                 stage_open(&w, sid);
                 for (uint32_t i = 0; i < 64; i++)
                     region(&w, sid * 64 + i + 1, sid, i > 0);
-                vram_jw_lit(&w, "]}");
+                vw_jw_lit(&w, "]}");
             }
-            vram_jw_lit(&w, "]");
+            vw_jw_lit(&w, "]");
         }
-        vram_jw_lit(&w, "}");
+        vw_jw_lit(&w, "}");
         if (send_text(c, &w) < 0)
             break;
     }
-    vram_jw_free(&w);
+    vw_jw_free(&w);
 }
 
 static void legal(struct fake_conn *c, uint64_t id, uint32_t per_frame)
 {
-    struct vram_jw w = {0};
+    struct vw_jw w = {0};
     for (uint32_t first = 1; first <= NCLIENTS; first += per_frame) {
         uint32_t end = first + per_frame;
         bool last = end > NCLIENTS;
@@ -166,17 +166,17 @@ static void legal(struct fake_conn *c, uint64_t id, uint32_t per_frame)
         head(&w, id, !last);
         if (last)
             rest(&w);
-        vram_jw_lit(&w, ",\"clients\":[");
+        vw_jw_lit(&w, ",\"clients\":[");
         for (uint32_t k = first; k < end; k++) {
             if (k > first)
-                vram_jw_lit(&w, ",");
+                vw_jw_lit(&w, ",");
             client(&w, k);
         }
-        vram_jw_lit(&w, "]}");
+        vw_jw_lit(&w, "]}");
         if (send_text(c, &w) < 0)
             break;
     }
-    vram_jw_free(&w);
+    vw_jw_free(&w);
 }
 
 static void answer(struct fake_conn *c, uint64_t id, void *ud)

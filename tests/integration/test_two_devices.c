@@ -103,8 +103,8 @@ int main(void)
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "vramctl exit %d", rc);
     cJSON *ctl = cJSON_Parse(buf);
     REQUIRE(ctl, "vramctl --json is not JSON: %.200s", buf);
-    CHECK_EQ_U(json_u64(ctl, "protocol_version"), VRAM_PROTOCOL_VERSION);
-    CHECK_EQ_U(json_u64(ctl, "protocol_oldest"), VRAM_PROTOCOL_OLDEST);
+    CHECK_EQ_U(json_u64(ctl, "protocol_version"), VW_PROTOCOL_VERSION);
+    CHECK_EQ_U(json_u64(ctl, "protocol_oldest"), VW_PROTOCOL_OLDEST);
     CHECK_EQ_U(json_u64(ctl, "schema"), 1);
     const cJSON *dev;
     cJSON_ArrayForEach(dev, cJSON_GetObjectItem(ctl, "devices")) {

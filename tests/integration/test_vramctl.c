@@ -547,7 +547,7 @@ static void second_daemon(void)
     uint64_t reserved = status_dev(st, 0, "reserved_bytes");
     cJSON_Delete(st);
     char want[32];
-    vram_size_format(reserved, want, sizeof(want));
+    vw_size_format(reserved, want, sizeof(want));
     snprintf(args, sizeof(args), "--socket %s status", d.sock);
     CHECK(run(args, out, sizeof(out)) == 0, "status: %s", out);
     CHECK(reserved > 0 && line_starting(out, "DEVICE BACKEND", hd, sizeof(hd)) &&

@@ -92,20 +92,20 @@ static pid_t version9_server(const char *path)
         int fd = accept(l, NULL, NULL);
         if (fd < 0)
             continue;
-        uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-        struct vram_frame_header h;
+        uint8_t hdr[VW_FRAME_HEADER_SIZE];
+        struct vw_frame_header h;
         char why[128], payload[4096];
         if (recv(fd, hdr, sizeof(hdr), MSG_WAITALL) == (ssize_t)sizeof(hdr) &&
-            vram_frame_header_decode(hdr, &h, why, sizeof(why)) == 0 &&
+            vw_frame_header_decode(hdr, &h, why, sizeof(why)) == 0 &&
             h.payload_len < sizeof(payload) &&
             recv(fd, payload, h.payload_len, MSG_WAITALL) == (ssize_t)h.payload_len) {
             static const char refusal[] =
                 "{\"type\":\"reply\",\"id\":1,\"ok\":false,\"error\":"
                 "\"EPROTONOSUPPORT\",\"message\":\"protocol versions: client "
                 "1 to 2, server 9 to 9\"}";
-            struct vram_frame_header o = {.magic = VRAM_FRAME_MAGIC, .version = 9,
+            struct vw_frame_header o = {.magic = VW_FRAME_MAGIC, .version = 9,
                                           .payload_len = sizeof(refusal) - 1};
-            vram_frame_header_encode(&o, hdr);
+            vw_frame_header_encode(&o, hdr);
             if (write(fd, hdr, sizeof(hdr)) < 0 ||
                 write(fd, refusal, sizeof(refusal) - 1) < 0) {
             }

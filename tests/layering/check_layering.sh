@@ -142,8 +142,8 @@ check_includes platform/linux platform platform/posix
 # daemon/io is one session and one listener for every system: no _WIN32
 # there, and of platform/ only the headers both systems implement. A header
 # of platform/ is one system's when only that system's folder includes it
-# (identity.h, pipe_listener.h, push.h and stream.h are Windows'; listener.h
-# is POSIX's); the folders' own headers are theirs.
+# (listener.h is POSIX's); the folders' own headers are theirs (Windows'
+# identity.h, pipe_listener.h, push.h and stream.h are in platform/win32/).
 one_os_header() { # header name: prints the system it belongs to, if one
     [ -f "platform/win32/$1" ] && { echo win32; return; }
     [ -f "platform/posix/$1" ] && { echo posix; return; }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The keeper's holder (platform/keeper.h, platform/posix/holder.c), with
+/* The keeper's holder (platform/keeper.h, platform/posix/holder_posix.c), with
  * real processes: a process puts memfds (some sealed) into the keeper and
  * is killed with SIGKILL, its whole process group with it; another process
  * opens the keeper and gets every handle back by name, bytes and seals

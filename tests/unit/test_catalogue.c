@@ -84,26 +84,26 @@ static int conn_pair(vp_handle sv[2])
 
 /* ---- values by the descriptors ------------------------------------------ */
 
-static cJSON *good_object(const struct vram_tdesc *t, bool all);
+static cJSON *good_object(const struct vw_tdesc *t, bool all);
 
 /* A valid value of a field's kind (an array holds one valid item). */
-static cJSON *good_kind(int kind, const struct vram_tdesc *type, bool all)
+static cJSON *good_kind(int kind, const struct vw_tdesc *type, bool all)
 {
     switch (kind) {
-    case VRAM_K_U32:
-    case VRAM_K_U64:
-    case VRAM_K_I64: return cJSON_CreateNumber(3);
-    case VRAM_K_BOOL: return cJSON_CreateTrue();
-    case VRAM_K_STRING: return cJSON_CreateString("kv");
-    case VRAM_K_HANDLE: return cJSON_CreateNumber(0);
-    case VRAM_K_OBJECT: return good_object(type, all);
+    case VW_K_U32:
+    case VW_K_U64:
+    case VW_K_I64: return cJSON_CreateNumber(3);
+    case VW_K_BOOL: return cJSON_CreateTrue();
+    case VW_K_STRING: return cJSON_CreateString("kv");
+    case VW_K_HANDLE: return cJSON_CreateNumber(0);
+    case VW_K_OBJECT: return good_object(type, all);
     default: return NULL;
     }
 }
 
-static cJSON *good_field(const struct vram_fdesc *f, bool all)
+static cJSON *good_field(const struct vw_fdesc *f, bool all)
 {
-    if (f->kind != VRAM_K_ARRAY)
+    if (f->kind != VW_K_ARRAY)
         return good_kind(f->kind, f->type, all);
     cJSON *a = cJSON_CreateArray();
     /* An array of handles would need a handle per item: one is enough. */
@@ -113,12 +113,12 @@ static cJSON *good_field(const struct vram_fdesc *f, bool all)
 
 /* Every field (all) or the required ones, valid. Handle fields are left out
  * (messages hold at most one, checked on their own below). */
-static cJSON *good_object(const struct vram_tdesc *t, bool all)
+static cJSON *good_object(const struct vw_tdesc *t, bool all)
 {
     cJSON *o = t->tuple ? cJSON_CreateArray() : cJSON_CreateObject();
     for (uint32_t i = 0; i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
-        if (!t->tuple && !f->required && (!all || f->kind == VRAM_K_HANDLE))
+        const struct vw_fdesc *f = &t->fields[i];
+        if (!t->tuple && !f->required && (!all || f->kind == VW_K_HANDLE))
             continue;
         cJSON *v = good_field(f, all);
         if (t->tuple)
@@ -136,30 +136,30 @@ static int bad_values(int kind, bool required, cJSON **out)
     if (required)
         out[n++] = cJSON_CreateNull(); /* null is absent: wrong when required */
     switch (kind) {
-    case VRAM_K_U32:
+    case VW_K_U32:
         out[n++] = cJSON_CreateNumber(4294967296.0);
         /* fall through */
-    case VRAM_K_U64:
+    case VW_K_U64:
         out[n++] = cJSON_CreateNumber(-1);
         /* fall through */
-    case VRAM_K_I64:
-    case VRAM_K_HANDLE:
+    case VW_K_I64:
+    case VW_K_HANDLE:
         out[n++] = cJSON_CreateString("3");
         out[n++] = cJSON_CreateNumber(1.5);
         out[n++] = cJSON_CreateNumber(1e300); /* beyond exact doubles */
         out[n++] = cJSON_CreateTrue();
         out[n++] = cJSON_CreateArray();
         break;
-    case VRAM_K_BOOL:
+    case VW_K_BOOL:
         out[n++] = cJSON_CreateNumber(1);
         out[n++] = cJSON_CreateString("true");
         break;
-    case VRAM_K_STRING:
+    case VW_K_STRING:
         out[n++] = cJSON_CreateNumber(1);
         out[n++] = cJSON_CreateFalse();
         out[n++] = cJSON_CreateArray();
         break;
-    case VRAM_K_ARRAY:
+    case VW_K_ARRAY:
         out[n++] = cJSON_CreateObject();
         out[n++] = cJSON_CreateString("[]");
         out[n++] = cJSON_CreateNumber(0);
@@ -172,26 +172,26 @@ static int bad_values(int kind, bool required, cJSON **out)
     return n;
 }
 
-static int decode(const struct vram_tdesc *t, const cJSON *o, char *why,
+static int decode(const struct vw_tdesc *t, const cJSON *o, char *why,
                   size_t whylen)
 {
     union {
-        union vram_req_any r;
-        union vram_rep_any p;
-        union vram_evt_any e;
+        union vw_req_any r;
+        union vw_rep_any p;
+        union vw_evt_any e;
     } out;
-    struct vram_arena arena = {0};
-    struct vram_dec d = {.arena = &arena};
-    int r = vram_decode(t, o, &out, &d);
+    struct vw_arena arena = {0};
+    struct vw_dec d = {.arena = &arena};
+    int r = vw_decode(t, o, &out, &d);
     snprintf(why, whylen, "%s", d.why);
-    vram_arena_free(&arena);
+    vw_arena_free(&arena);
     return r;
 }
 
 /* One message or reply: valid ones pass, unknown fields are tolerated, each
  * required field left out and each wrong value is refused naming it, and
  * what passes comes back the same from the encoder. */
-static void check_type(const char *what, const struct vram_tdesc *t)
+static void check_type(const char *what, const struct vw_tdesc *t)
 {
     char why[256];
     for (int all = 0; all <= 1; all++) {
@@ -201,23 +201,23 @@ static void check_type(const char *what, const struct vram_tdesc *t)
               r, why);
         /* Encoded again, the same JSON. */
         union {
-            union vram_req_any r;
-            union vram_rep_any p;
-            union vram_evt_any e;
+            union vw_req_any r;
+            union vw_rep_any p;
+            union vw_evt_any e;
         } val;
-        struct vram_arena arena = {0};
-        struct vram_dec d = {.arena = &arena};
-        if (vram_decode(t, m, &val, &d) == 0) {
-            struct vram_jw w = {0};
-            struct vram_enc e = {.w = &w};
-            CHECK(vram_encode_object(&e, t, &val) == 0, "%s: encode", what);
+        struct vw_arena arena = {0};
+        struct vw_dec d = {.arena = &arena};
+        if (vw_decode(t, m, &val, &d) == 0) {
+            struct vw_jw w = {0};
+            struct vw_enc e = {.w = &w};
+            CHECK(vw_encode_object(&e, t, &val) == 0, "%s: encode", what);
             cJSON *back = cJSON_Parse(w.p);
             CHECK(back && cJSON_Compare(back, m, true),
                   "%s: encoded as %s", what, w.p ? w.p : "(nothing)");
             cJSON_Delete(back);
-            vram_jw_free(&w);
+            vw_jw_free(&w);
         }
-        vram_arena_free(&arena);
+        vw_arena_free(&arena);
         if (!t->tuple) {
             cJSON_AddStringToObject(m, "zz_future_field", "x");
             cJSON_AddItemToObject(m, "zz_future_obj", cJSON_CreateObject());
@@ -229,8 +229,8 @@ static void check_type(const char *what, const struct vram_tdesc *t)
     if (t->tuple)
         return;
     for (uint32_t i = 0; i < t->nfields; i++) {
-        const struct vram_fdesc *f = &t->fields[i];
-        if (f->kind == VRAM_K_HANDLE)
+        const struct vw_fdesc *f = &t->fields[i];
+        if (f->kind == VW_K_HANDLE)
             continue;
         char named[128];
         snprintf(named, sizeof(named), "%s.%s", t->name, f->name);
@@ -261,12 +261,12 @@ static void check_type(const char *what, const struct vram_tdesc *t)
             cJSON_free(shown);
             cJSON_Delete(m);
         }
-        if (f->max && (f->kind == VRAM_K_ARRAY || f->kind == VRAM_K_STRING) &&
+        if (f->max && (f->kind == VW_K_ARRAY || f->kind == VW_K_STRING) &&
             f->max < 4096) {
             /* One over its limit. */
             m = good_object(t, true);
             cJSON_DeleteItemFromObjectCaseSensitive(m, f->name);
-            if (f->kind == VRAM_K_STRING) {
+            if (f->kind == VW_K_STRING) {
                 char longer[4200];
                 memset(longer, 'x', f->max + 1);
                 longer[f->max + 1] = '\0';
@@ -306,47 +306,47 @@ static void test_catalogue(void)
     cJSON *cat = read_catalogue();
     /* The file documents the same limits the code enforces. */
     uint64_t v = 0;
-    CHECK(vram_json_u64(cat, "protocol_version", &v) == 0 &&
-              v == VRAM_PROTOCOL_VERSION && v == VRAM_CATALOGUE_VERSION,
+    CHECK(vw_json_u64(cat, "protocol_version", &v) == 0 &&
+              v == VW_PROTOCOL_VERSION && v == VW_CATALOGUE_VERSION,
           "protocol_version %llu, code says %d", (unsigned long long)v,
-          VRAM_PROTOCOL_VERSION);
-    CHECK(vram_json_u64(cat, "oldest_version", &v) == 0 &&
-              v == VRAM_PROTOCOL_OLDEST && v == VRAM_CATALOGUE_OLDEST,
+          VW_PROTOCOL_VERSION);
+    CHECK(vw_json_u64(cat, "oldest_version", &v) == 0 &&
+              v == VW_PROTOCOL_OLDEST && v == VW_CATALOGUE_OLDEST,
           "oldest_version %llu, code says %d", (unsigned long long)v,
-          VRAM_PROTOCOL_OLDEST);
+          VW_PROTOCOL_OLDEST);
     const cJSON *lim = cJSON_GetObjectItemCaseSensitive(cat, "limits");
-    CHECK(vram_json_u64(lim, "max_payload_bytes", &v) == 0 &&
-              v == VRAM_MAX_PAYLOAD,
+    CHECK(vw_json_u64(lim, "max_payload_bytes", &v) == 0 &&
+              v == VW_MAX_PAYLOAD,
           "max_payload_bytes %llu", (unsigned long long)v);
-    CHECK(vram_json_u64(lim, "max_fds_per_frame", &v) == 0 &&
-              v == VRAM_MAX_FDS_PER_FRAME,
+    CHECK(vw_json_u64(lim, "max_fds_per_frame", &v) == 0 &&
+              v == VW_MAX_FDS_PER_FRAME,
           "max_fds_per_frame %llu", (unsigned long long)v);
-    CHECK(vram_json_u64(lim, "max_requests_in_flight", &v) == 0 &&
-              v == VRAM_MAX_REQUESTS_IN_FLIGHT,
+    CHECK(vw_json_u64(lim, "max_requests_in_flight", &v) == 0 &&
+              v == VW_MAX_REQUESTS_IN_FLIGHT,
           "max_requests_in_flight %llu", (unsigned long long)v);
     /* Every message of the file has its descriptor, with its doc. */
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cat, "requests")) ==
-              VRAM_REQ_COUNT,
+              VW_REQ_COUNT,
           "requests in the file and the generated table differ");
     CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cat, "events")) ==
-              VRAM_EVT_COUNT,
+              VW_EVT_COUNT,
           "events in the file and the generated table differ");
     cJSON_Delete(cat);
 
-    for (int i = 0; i < VRAM_REQ_COUNT; i++) {
-        const struct vram_mdesc *m = &vram_requests[i];
+    for (int i = 0; i < VW_REQ_COUNT; i++) {
+        const struct vw_mdesc *m = &vw_requests[i];
         CHECK(m->doc && m->doc[0], "%s: no doc", m->name);
-        CHECK(vram_req_lookup(m->name) == i, "%s: lookup", m->name);
+        CHECK(vw_req_lookup(m->name) == i, "%s: lookup", m->name);
         char what[96];
         snprintf(what, sizeof(what), "request %s", m->name);
         check_type(what, m->req);
         snprintf(what, sizeof(what), "reply of %s", m->name);
         check_type(what, m->rep);
     }
-    for (int i = 0; i < VRAM_EVT_COUNT; i++) {
-        const struct vram_mdesc *m = &vram_events[i];
+    for (int i = 0; i < VW_EVT_COUNT; i++) {
+        const struct vw_mdesc *m = &vw_events[i];
         CHECK(m->doc && m->doc[0], "%s: no doc", m->name);
-        CHECK(vram_evt_lookup(m->name) == i, "%s: lookup", m->name);
+        CHECK(vw_evt_lookup(m->name) == i, "%s: lookup", m->name);
         char what[96];
         snprintf(what, sizeof(what), "event %s", m->name);
         check_type(what, m->req);
@@ -355,9 +355,9 @@ static void test_catalogue(void)
     const char *must[] = {"hello", "stage_register", "region_create",
                           "region_grow", "region_release", "status"};
     for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
-        CHECK(vram_req_lookup(must[i]) >= 0, "request '%s' missing", must[i]);
-    CHECK(vram_req_lookup("recall") < 0, "an event found as a request");
-    CHECK(vram_evt_lookup("status") < 0, "a request found as an event");
+        CHECK(vw_req_lookup(must[i]) >= 0, "request '%s' missing", must[i]);
+    CHECK(vw_req_lookup("recall") < 0, "an event found as a request");
+    CHECK(vw_evt_lookup("status") < 0, "a request found as an event");
 }
 
 /* A reply's map entries carry handles: named by index among the frame's,
@@ -365,43 +365,43 @@ static void test_catalogue(void)
  * that index, and left in the frame when the reply is refused. */
 static void test_handles(void)
 {
-    const struct vram_mdesc *m = &vram_requests[VRAM_REQ_REGION_GROW];
-    struct vram_codec_frame f = {.nhandles = 2};
+    const struct vw_mdesc *m = &vw_requests[VW_REQ_REGION_GROW];
+    struct vw_codec_frame f = {.nhandles = 2};
     f.handles[0] = fresh();
     f.handles[1] = fresh();
     intptr_t h1 = f.handles[1].v;
     cJSON *o = cJSON_Parse("{\"map\":[{\"chunk\":5,\"region\":2,\"slot\":0},"
                            "{\"chunk\":6,\"region\":2,\"slot\":1,\"fd\":1}]}");
-    struct vram_rep_region_grow rep;
-    struct vram_arena arena = {0};
-    struct vram_dec d = {.arena = &arena, .frame = &f};
-    CHECK(vram_decode(m->rep, o, &rep, &d) == 0, "map with an fd: %s", d.why);
+    struct vw_rep_region_grow rep;
+    struct vw_arena arena = {0};
+    struct vw_dec d = {.arena = &arena, .frame = &f};
+    CHECK(vw_decode(m->rep, o, &rep, &d) == 0, "map with an fd: %s", d.why);
     CHECK(rep.map.n == 2 && !rep.map.v[0].has_fd && rep.map.v[1].has_fd &&
               rep.map.v[1].fd.v == h1 && !vp_ok(f.handles[1]),
           "the handle did not move out of the frame");
     /* Encoded, the handle goes to the frame's list, by index. */
-    struct vram_jw w = {0};
+    struct vw_jw w = {0};
     vp_handle out[4];
-    struct vram_enc e = {.w = &w, .hs = out, .max = 4};
-    CHECK(vram_encode_object(&e, m->rep, &rep) == 0 && e.nh == 1 &&
+    struct vw_enc e = {.w = &w, .hs = out, .max = 4};
+    CHECK(vw_encode_object(&e, m->rep, &rep) == 0 && e.nh == 1 &&
               out[0].v == h1 && strstr(w.p, "\"fd\":0"),
           "encoded: %s", w.p);
-    vram_jw_free(&w);
-    struct vram_enc none = {.w = &w};
-    CHECK(vram_encode_object(&none, m->rep, &rep) == -E2BIG,
+    vw_jw_free(&w);
+    struct vw_enc none = {.w = &w};
+    CHECK(vw_encode_object(&none, m->rep, &rep) == -E2BIG,
           "a handle encoded with no room for it");
-    vram_jw_free(&w);
-    vram_close_handles(m->rep, &rep);
-    vram_arena_free(&arena);
+    vw_jw_free(&w);
+    vw_close_handles(m->rep, &rep);
+    vw_arena_free(&arena);
     cJSON_Delete(o);
     /* Index beyond the frame, or taken already: refused, nothing moved. */
     o = cJSON_Parse("{\"map\":[{\"chunk\":5,\"region\":2,\"slot\":0,\"fd\":0},"
                     "{\"chunk\":6,\"region\":2,\"slot\":1,\"fd\":1}]}");
-    CHECK(vram_decode(m->rep, o, &rep, &d) == -EINVAL && strstr(d.why, "fd"),
+    CHECK(vw_decode(m->rep, o, &rep, &d) == -EINVAL && strstr(d.why, "fd"),
           "a taken handle named again: %s", d.why);
     CHECK(vp_ok(f.handles[0]), "a refused reply took a handle");
     vp_close(&f.handles[0]);
-    vram_arena_free(&arena);
+    vw_arena_free(&arena);
     cJSON_Delete(o);
 }
 
@@ -413,18 +413,18 @@ static void test_validate_envelope(void)
 
     m = cJSON_Parse("{\"type\":\"no_such_message\",\"id\":1}");
     why[0] = '\0';
-    r = vram_msg_validate_request(m, why, sizeof(why));
+    r = vw_msg_validate_request(m, why, sizeof(why));
     CHECK(r == -ENOSYS, "unknown type: %d", r);
     CHECK(strstr(why, "no_such_message") != NULL, "reason '%s'", why);
     cJSON_Delete(m);
 
     /* An event name is not a request type and vice versa. */
     m = cJSON_Parse("{\"type\":\"recall\",\"id\":1}");
-    CHECK(vram_msg_validate_request(m, why, sizeof(why)) == -ENOSYS,
+    CHECK(vw_msg_validate_request(m, why, sizeof(why)) == -ENOSYS,
           "event accepted as a request");
     cJSON_Delete(m);
     m = cJSON_Parse("{\"event\":\"status\"}");
-    CHECK(vram_msg_validate_event(m, why, sizeof(why)) == -ENOSYS,
+    CHECK(vw_msg_validate_event(m, why, sizeof(why)) == -ENOSYS,
           "request accepted as an event");
     cJSON_Delete(m);
 
@@ -440,45 +440,45 @@ static void test_validate_envelope(void)
         m = cJSON_Parse(bad[i]);
         REQUIRE(m != NULL, "test JSON %s", bad[i]);
         why[0] = '\0';
-        r = vram_msg_validate_request(m, why, sizeof(why));
+        r = vw_msg_validate_request(m, why, sizeof(why));
         CHECK(r == -EINVAL, "%s: %d", bad[i], r);
         CHECK(why[0] != '\0', "%s: no reason", bad[i]);
         cJSON_Delete(m);
     }
     why[0] = '\0';
-    CHECK(vram_msg_validate_request(NULL, why, sizeof(why)) == -EINVAL,
+    CHECK(vw_msg_validate_request(NULL, why, sizeof(why)) == -EINVAL,
           "NULL message");
 
     /* Names are case-sensitive: "Hello" is not "hello". */
     m = cJSON_Parse("{\"type\":\"Hello\",\"version\":1}");
-    CHECK(vram_msg_validate_request(m, why, sizeof(why)) == -ENOSYS,
+    CHECK(vw_msg_validate_request(m, why, sizeof(why)) == -ENOSYS,
           "type matched case-insensitively");
     cJSON_Delete(m);
     m = cJSON_Parse("{\"type\":\"hello\",\"Version\":1}");
-    CHECK(vram_msg_validate_request(m, why, sizeof(why)) == -EINVAL,
+    CHECK(vw_msg_validate_request(m, why, sizeof(why)) == -EINVAL,
           "field matched case-insensitively");
     cJSON_Delete(m);
 
     /* Envelopes. */
-    struct vram_envelope env;
+    struct vw_envelope env;
     m = cJSON_Parse("{\"type\":\"reply\",\"id\":4,\"ok\":false,\"error\":"
                     "\"ENOSPC\",\"message\":\"full\",\"more\":true}");
-    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == 0 &&
-              env.kind == VRAM_MSG_REPLY && env.id == 4 && !env.ok && env.more &&
+    CHECK(vw_envelope_read(m, &env, why, sizeof(why)) == 0 &&
+              env.kind == VW_MSG_REPLY && env.id == 4 && !env.ok && env.more &&
               strcmp(env.error, "ENOSPC") == 0 && strcmp(env.message, "full") == 0,
           "reply envelope");
     cJSON_Delete(m);
     m = cJSON_Parse("{\"type\":\"reply\",\"id\":4}");
-    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == -EINVAL,
+    CHECK(vw_envelope_read(m, &env, why, sizeof(why)) == -EINVAL,
           "a reply without ok");
     cJSON_Delete(m);
     m = cJSON_Parse("{\"type\":\"event\",\"event\":\"recall\"}");
-    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == 0 &&
-              env.kind == VRAM_MSG_EVENT && strcmp(env.type, "recall") == 0,
+    CHECK(vw_envelope_read(m, &env, why, sizeof(why)) == 0 &&
+              env.kind == VW_MSG_EVENT && strcmp(env.type, "recall") == 0,
           "event envelope");
     cJSON_Delete(m);
     m = cJSON_Parse("{\"type\":\"ping\",\"id\":-1}");
-    CHECK(vram_envelope_read(m, &env, why, sizeof(why)) == -EINVAL &&
+    CHECK(vw_envelope_read(m, &env, why, sizeof(why)) == -EINVAL &&
               strstr(why, "id"), "a negative id: %s", why);
     cJSON_Delete(m);
 }
@@ -487,17 +487,17 @@ static void test_errno_names(void)
 {
     /* Every code the catalogue documents round-trips. */
     int n = 0;
-    for (const char *const *e = vram_catalogue_errors; *e; e += 2) {
+    for (const char *const *e = vw_catalogue_errors; *e; e += 2) {
         n++;
-        int err = vram_errno_from_name(e[0]);
+        int err = vw_errno_from_name(e[0]);
         CHECK(err < 0, "%s: %d", e[0], err);
         CHECK(err != -EPROTO || strcmp(e[0], "EPROTO") == 0,
-              "documented code %s is unknown to vram_errno_from_name", e[0]);
-        const char *back = vram_errno_name(err);
+              "documented code %s is unknown to vw_errno_from_name", e[0]);
+        const char *back = vw_errno_name(err);
         CHECK(back && strcmp(back, e[0]) == 0, "%s -> %d -> %s", e[0], err,
               back ? back : "(null)");
-        CHECK(strcmp(vram_errno_name(-err), e[0]) == 0,
-              "%s: positive errno gives %s", e[0], vram_errno_name(-err));
+        CHECK(strcmp(vw_errno_name(-err), e[0]) == 0,
+              "%s: positive errno gives %s", e[0], vw_errno_name(-err));
         CHECK(e[1] && e[1][0], "%s: no meaning", e[0]);
     }
     CHECK(n >= 10, "only %d error codes documented", n);
@@ -507,18 +507,18 @@ static void test_errno_names(void)
                          EDQUOT, EBUSY, ENODEV, ENOMEM, ETIMEDOUT, EMSGSIZE,
                          EBADMSG, EIO, ENOTCONN, ECANCELED};
     for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-        const char *name = vram_errno_name(-codes[i]);
-        CHECK(vram_errno_from_name(name) == -codes[i], "%d -> %s -> %d",
-              codes[i], name, vram_errno_from_name(name));
+        const char *name = vw_errno_name(-codes[i]);
+        CHECK(vw_errno_from_name(name) == -codes[i], "%d -> %s -> %d",
+              codes[i], name, vw_errno_from_name(name));
     }
-    CHECK(strcmp(vram_errno_name(-ENOSPC), "ENOSPC") == 0, "ENOSPC");
+    CHECK(strcmp(vw_errno_name(-ENOSPC), "ENOSPC") == 0, "ENOSPC");
     /* Unknown codes map to a generic error in both directions. */
     for (int err = 0; err < 200; err++)
-        CHECK(vram_errno_name(err) != NULL, "errno %d has no name", err);
-    CHECK(vram_errno_from_name("ENOSUCHTHING") == -EPROTO, "unknown name");
-    CHECK(vram_errno_from_name("enospc") == -EPROTO, "lower-case name");
-    CHECK(vram_errno_from_name("") == -EPROTO, "empty name");
-    CHECK(vram_errno_from_name(NULL) == -EPROTO, "NULL name");
+        CHECK(vw_errno_name(err) != NULL, "errno %d has no name", err);
+    CHECK(vw_errno_from_name("ENOSUCHTHING") == -EPROTO, "unknown name");
+    CHECK(vw_errno_from_name("enospc") == -EPROTO, "lower-case name");
+    CHECK(vw_errno_from_name("") == -EPROTO, "empty name");
+    CHECK(vw_errno_from_name(NULL) == -EPROTO, "NULL name");
 }
 
 static void test_json_helpers(void)
@@ -528,24 +528,24 @@ static void test_json_helpers(void)
                            "\"over\":18014398509481984}");
     REQUIRE(o != NULL, "parse");
     uint64_t v = 77;
-    CHECK(vram_json_u64(o, "a", &v) == 0 && v == 5, "a");
+    CHECK(vw_json_u64(o, "a", &v) == 0 && v == 5, "a");
     v = 77;
-    CHECK(vram_json_u64(o, "missing", &v) == -ENOENT && v == 77, "missing");
-    CHECK(vram_json_u64(o, "neg", &v) == -EINVAL && v == 77, "neg");
-    CHECK(vram_json_u64(o, "frac", &v) == -EINVAL && v == 77, "frac");
-    CHECK(vram_json_u64(o, "s", &v) == -EINVAL && v == 77, "string");
-    CHECK(vram_json_u64(o, "over", &v) == -EINVAL && v == 77, "over 2^53");
-    CHECK(vram_json_u64(o, "max", &v) == 0 && v == 9007199254740992ull, "2^53");
+    CHECK(vw_json_u64(o, "missing", &v) == -ENOENT && v == 77, "missing");
+    CHECK(vw_json_u64(o, "neg", &v) == -EINVAL && v == 77, "neg");
+    CHECK(vw_json_u64(o, "frac", &v) == -EINVAL && v == 77, "frac");
+    CHECK(vw_json_u64(o, "s", &v) == -EINVAL && v == 77, "string");
+    CHECK(vw_json_u64(o, "over", &v) == -EINVAL && v == 77, "over 2^53");
+    CHECK(vw_json_u64(o, "max", &v) == 0 && v == 9007199254740992ull, "2^53");
     bool b = false;
-    CHECK(vram_json_bool(o, "t", &b) == 0 && b, "true");
-    CHECK(vram_json_bool(o, "f", &b) == 0 && !b, "false");
+    CHECK(vw_json_bool(o, "t", &b) == 0 && b, "true");
+    CHECK(vw_json_bool(o, "f", &b) == 0 && !b, "false");
     b = true;
-    CHECK(vram_json_bool(o, "a", &b) == -EINVAL && b, "number as bool");
-    CHECK(vram_json_bool(o, "missing", &b) == -ENOENT && b, "missing bool");
-    CHECK(vram_json_str(o, "s") && strcmp(vram_json_str(o, "s"), "x") == 0,
+    CHECK(vw_json_bool(o, "a", &b) == -EINVAL && b, "number as bool");
+    CHECK(vw_json_bool(o, "missing", &b) == -ENOENT && b, "missing bool");
+    CHECK(vw_json_str(o, "s") && strcmp(vw_json_str(o, "s"), "x") == 0,
           "str");
-    CHECK(vram_json_str(o, "a") == NULL, "number as string");
-    CHECK(vram_json_str(o, "missing") == NULL, "missing string");
+    CHECK(vw_json_str(o, "a") == NULL, "number as string");
+    CHECK(vw_json_str(o, "missing") == NULL, "missing string");
 
     /* Bytes, ids and addresses (the address window ends below 2^47) survive
      * a print/parse round trip exactly. cJSON prints with 15 significant
@@ -557,7 +557,7 @@ static void test_json_helpers(void)
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         char k[8];
         snprintf(k, sizeof(k), "k%zu", i);
-        CHECK(vram_json_add_u64(w, k, vals[i]) != NULL, "add");
+        CHECK(vw_json_add_u64(w, k, vals[i]) != NULL, "add");
     }
     char *s = cJSON_PrintUnformatted(w);
     cJSON *r = cJSON_Parse(s);
@@ -565,7 +565,7 @@ static void test_json_helpers(void)
         char k[8];
         snprintf(k, sizeof(k), "k%zu", i);
         v = 0;
-        CHECK(vram_json_u64(r, k, &v) == 0 && v == vals[i],
+        CHECK(vw_json_u64(r, k, &v) == 0 && v == vals[i],
               "%llu came back as %llu (%s)", (unsigned long long)vals[i],
               (unsigned long long)v, s);
     }
@@ -575,37 +575,37 @@ static void test_json_helpers(void)
     cJSON_Delete(o);
 }
 
-static int on_msg(void *ud, struct vram_codec_frame *f)
+static int on_msg(void *ud, struct vw_codec_frame *f)
 {
     cJSON **out = ud;
     *out = cJSON_Parse(f->payload);
     return 0;
 }
 
-/* vram_msg_queue puts the message on the wire as one frame. */
+/* vw_msg_queue puts the message on the wire as one frame. */
 static void test_msg_queue(void)
 {
     vp_handle sv[2];
     MUST(conn_pair(sv) == 0, "a connected pair");
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, sv[0]);
-    vram_wire_init(&rx, sv[1]);
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, sv[0]);
+    vw_wire_init(&rx, sv[1]);
     cJSON *m = cJSON_Parse("{\"type\":\"region_grow\",\"id\":9,"
                            "\"region\":4,\"chunks\":2}");
     REQUIRE(m != NULL, "parse");
-    CHECK(vram_msg_queue(&tx, m, NULL, 0) == 0, "queue");
-    CHECK(vram_wire_flush(&tx) == 0, "flush");
+    CHECK(vw_msg_queue(&tx, m, NULL, 0) == 0, "queue");
+    CHECK(vw_wire_flush(&tx) == 0, "flush");
     cJSON *got = NULL;
     char why[256];
-    CHECK(vram_wire_read(&rx, on_msg, &got, why, sizeof(why)) == 0, "read %s",
+    CHECK(vw_wire_read(&rx, on_msg, &got, why, sizeof(why)) == 0, "read %s",
           why);
     CHECK(got && cJSON_Compare(got, m, true), "message changed on the wire");
-    CHECK(got && vram_msg_validate_request(got, why, sizeof(why)) == 0,
+    CHECK(got && vw_msg_validate_request(got, why, sizeof(why)) == 0,
           "received message invalid: %s", why);
     cJSON_Delete(got);
     cJSON_Delete(m);
-    vram_wire_fini(&tx);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&tx);
+    vw_wire_fini(&rx);
     vp_close(&sv[0]);
     vp_close(&sv[1]);
 }
@@ -633,7 +633,7 @@ static void test_size_parse(void)
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 12345;
-        int r = vram_size_parse(ok[i].s, &v);
+        int r = vw_size_parse(ok[i].s, &v);
         CHECK(r == 0 && v == ok[i].want, "'%s' -> %d, %llu (expected %llu)",
               ok[i].s, r, (unsigned long long)v,
               (unsigned long long)ok[i].want);
@@ -646,22 +646,22 @@ static void test_size_parse(void)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 12345;
-        int r = vram_size_parse(bad[i], &v);
+        int r = vw_size_parse(bad[i], &v);
         CHECK(r < 0, "'%s' accepted as %llu", bad[i], (unsigned long long)v);
         CHECK(v == 12345, "'%s': out written on failure", bad[i]);
     }
     uint64_t v = 12345;
-    CHECK(vram_size_parse("abc", &v) == -EINVAL, "abc: not EINVAL");
-    CHECK(vram_size_parse("0.3B", &v) == -EINVAL, "0.3B: not EINVAL");
-    CHECK(vram_size_parse(NULL, &v) == -EINVAL, "NULL");
-    CHECK(vram_size_parse("8193TiB", &v) == -ERANGE, "8193 TiB not ERANGE");
-    CHECK(vram_size_parse("1e300", &v) == -ERANGE, "1e300 not ERANGE");
+    CHECK(vw_size_parse("abc", &v) == -EINVAL, "abc: not EINVAL");
+    CHECK(vw_size_parse("0.3B", &v) == -EINVAL, "0.3B: not EINVAL");
+    CHECK(vw_size_parse(NULL, &v) == -EINVAL, "NULL");
+    CHECK(vw_size_parse("8193TiB", &v) == -ERANGE, "8193 TiB not ERANGE");
+    CHECK(vw_size_parse("1e300", &v) == -ERANGE, "1e300 not ERANGE");
     /* Decimal and bare units are refused, never read as binary. */
     static const char *const decimal[] = {"16GB", "16 gb", "2M", "2mb", "2MB",
                                           "512 k", "1T", "1 TB", "3g", "4KB"};
     for (size_t i = 0; i < sizeof(decimal) / sizeof(decimal[0]); i++)
-        CHECK(vram_size_parse(decimal[i], &v) == -EDOM, "'%s' not EDOM", decimal[i]);
-    CHECK(strstr(vram_size_why(-EDOM), "did you mean GiB") != NULL, "EDOM text");
+        CHECK(vw_size_parse(decimal[i], &v) == -EDOM, "'%s' not EDOM", decimal[i]);
+    CHECK(strstr(vw_size_why(-EDOM), "did you mean GiB") != NULL, "EDOM text");
     CHECK(v == 12345, "out written on failure");
     /* The binary spelling suggested for each refused one. */
     static const char *const spelled[][2] = {
@@ -669,15 +669,15 @@ static void test_size_parse(void)
         {"512 k", "512KiB"}};
     for (size_t i = 0; i < sizeof(spelled) / sizeof(spelled[0]); i++) {
         char b[32] = "";
-        CHECK(vram_size_binary(spelled[i][0], b, sizeof(b)) == 0 &&
+        CHECK(vw_size_binary(spelled[i][0], b, sizeof(b)) == 0 &&
                   strcmp(b, spelled[i][1]) == 0,
               "'%s' spelled '%s'", spelled[i][0], b);
     }
     char b[8] = "kept";
-    CHECK(vram_size_binary("16GiB", b, sizeof(b)) == -EINVAL &&
-              vram_size_binary("lots", b, sizeof(b)) == -EINVAL &&
-              vram_size_binary("1234567GB", b, 8) == -EINVAL && strcmp(b, "kept") == 0,
-          "vram_size_binary of a size it should not spell: '%s'", b);
+    CHECK(vw_size_binary("16GiB", b, sizeof(b)) == -EINVAL &&
+              vw_size_binary("lots", b, sizeof(b)) == -EINVAL &&
+              vw_size_binary("1234567GB", b, 8) == -EINVAL && strcmp(b, "kept") == 0,
+          "vw_size_binary of a size it should not spell: '%s'", b);
 }
 
 static void test_size_format(void)
@@ -704,7 +704,7 @@ static void test_size_format(void)
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         char buf[32];
         memset(buf, 'x', sizeof(buf));
-        char *r = vram_size_format(t[i].v, buf, sizeof(buf));
+        char *r = vw_size_format(t[i].v, buf, sizeof(buf));
         CHECK(r == buf, "returns buf");
         CHECK(strcmp(buf, t[i].want) == 0, "%llu -> '%s', expected '%s'",
               (unsigned long long)t[i].v, buf, t[i].want);
@@ -714,15 +714,15 @@ static void test_size_format(void)
     for (size_t i = 0; i < sizeof(back) / sizeof(back[0]); i++) {
         char buf[32];
         uint64_t v = 1;
-        vram_size_format(back[i], buf, sizeof(buf));
-        CHECK(vram_size_parse(buf, &v) == 0 && v == back[i],
+        vw_size_format(back[i], buf, sizeof(buf));
+        CHECK(vw_size_parse(buf, &v) == 0 && v == back[i],
               "'%s' parsed as %llu, expected %llu", buf, (unsigned long long)v,
               (unsigned long long)back[i]);
     }
     /* A short buffer is cut, never overrun. */
     char small[6];
     memset(small, 'x', sizeof(small));
-    vram_size_format(17179869184ull, small, 4);
+    vw_size_format(17179869184ull, small, 4);
     CHECK(memchr(small, '\0', 4) != NULL && small[4] == 'x' && small[5] == 'x',
           "short buffer overrun");
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* platform/endpoint.h on POSIX (platform/posix/endpoint.c), on a real libuv
+/* platform/endpoint.h on POSIX (platform/posix/endpoint_posix.c), on a real libuv
  * loop and a socket in a temporary directory: the endpoint makes the
  * socket's directory and the socket, accepts a dialled connection as a
  * link, names its peer (this process), delivers bytes and the fd that came

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* vram_json_print: what it writes parses back to the same value, integers
+/* vw_json_print: what it writes parses back to the same value, integers
  * are exact, strings are escaped. */
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@ static void round_trip(const char *text)
     cJSON *a = cJSON_Parse(text);
     REQUIRE(a, "test input does not parse: %s", text);
     size_t len = 0;
-    char *out = vram_json_print(a, &len);
+    char *out = vw_json_print(a, &len);
     REQUIRE(out, "print failed");
     CHECK(strlen(out) == len, "length %zu, string %zu", len, strlen(out));
     cJSON *b = cJSON_Parse(out);
@@ -35,15 +35,15 @@ int main(void)
 
     /* Integers are written as integers, exactly, up to 2^53. */
     cJSON *o = cJSON_CreateObject();
-    vram_json_add_u64(o, "a", 9007199254740992ull);
-    vram_json_add_u64(o, "b", 140737488355328ull); /* 2^47 */
-    vram_json_add_u64(o, "c", 4294967296ull + 17);
-    char *t = vram_json_print(o, NULL);
+    vw_json_add_u64(o, "a", 9007199254740992ull);
+    vw_json_add_u64(o, "b", 140737488355328ull); /* 2^47 */
+    vw_json_add_u64(o, "c", 4294967296ull + 17);
+    char *t = vw_json_print(o, NULL);
     CHECK(strcmp(t, "{\"a\":9007199254740992,\"b\":140737488355328,\"c\":4294967313}") == 0,
           "integers: %s", t);
     cJSON *back = cJSON_Parse(t);
     uint64_t v = 0;
-    CHECK(vram_json_u64(back, "a", &v) == 0 && v == 9007199254740992ull,
+    CHECK(vw_json_u64(back, "a", &v) == 0 && v == 9007199254740992ull,
           "2^53 came back as %llu", (unsigned long long)v);
     cJSON_Delete(back);
     free(t);
@@ -52,7 +52,7 @@ int main(void)
     /* Not-a-number has no JSON form: null, as cJSON writes it. */
     o = cJSON_CreateArray();
     cJSON_AddItemToArray(o, cJSON_CreateNumber(NAN));
-    t = vram_json_print(o, NULL);
+    t = vw_json_print(o, NULL);
     CHECK(strcmp(t, "[null]") == 0, "nan: %s", t);
     free(t);
     cJSON_Delete(o);
@@ -60,7 +60,7 @@ int main(void)
     /* Raw items go out as they are (the daemon's map entries). */
     o = cJSON_CreateObject();
     cJSON_AddRawToObject(o, "map", "[{\"chunk\":1,\"slot\":2}]");
-    t = vram_json_print(o, NULL);
+    t = vw_json_print(o, NULL);
     CHECK(strcmp(t, "{\"map\":[{\"chunk\":1,\"slot\":2}]}") == 0, "raw: %s", t);
     free(t);
     cJSON_Delete(o);
@@ -72,7 +72,7 @@ int main(void)
     ctl[31] = 0;
     o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "ctl", ctl);
-    t = vram_json_print(o, NULL);
+    t = vw_json_print(o, NULL);
     back = cJSON_Parse(t);
     CHECK(back && strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(back, "ctl")), ctl) == 0,
           "control characters did not survive: %s", t);

@@ -24,15 +24,15 @@ static bool has_line(const char *text, const char *line)
 
 int main(void)
 {
-    struct vram_t_device dev = {.id = 3, .backend = "cuda", .capacity_bytes = 1024,
+    struct vw_t_device dev = {.id = 3, .backend = "cuda", .capacity_bytes = 1024,
                                 .kv_bytes = 64, .free_bytes = 960,
                                 .has_weights_bytes = true, .weights_bytes = 50331648,
                                 .has_weights_cached_bytes = true,
                                 .weights_cached_bytes = 16777216};
     uint32_t stg[2] = {0, 5};
-    struct vram_t_stage stage = {.id = 5, .device = 3, .kv_needed_bytes = 77856768,
+    struct vw_t_stage stage = {.id = 5, .device = 3, .kv_needed_bytes = 77856768,
                                  .has_expert_slots = true, .expert_slots = 7};
-    struct vram_t_client cl[3] = {
+    struct vw_t_client cl[3] = {
         {.id = 9, .name = "we\"ird\\na\nme\x01\xff\xc3\xa9", .pid = 4242,
          .role = "engine", .state = "quarantined", .quarantined_bytes = 2097152,
          .stages = {.v = stg, .n = 2}, .missed_recalls = 3, .delinquent = true},
@@ -40,7 +40,7 @@ int main(void)
         {.id = 11, .name = "", .pid = 77, .role = "engine", .state = "connected",
          .held_bytes = 4096},
     };
-    struct vram_rep_status st = {
+    struct vw_rep_status st = {
         .backend = "cuda",
         .daemon = {.version = "0.1.0", .uptime_ms = 1500, .chunk_fds = 2},
         .devices = {.v = &dev, .n = 1},

@@ -76,9 +76,9 @@ static void generated(void)
     const char *want[] = {
         "int vram_x_sum(vram_client *c, uint64_t b, uint32_t a, const char *s, "
         "uint32_t o, uint64_t *r_out, int64_t *k_out)\n",
-        "struct vram_req_sum m = {.b = b, .a = a, .s = s, .has_o = true, .o = o};",
+        "struct vw_req_sum m = {.b = b, .a = a, .s = s, .has_o = true, .o = o};",
         "    if (!s)\n        return vc_leave(c, vc_set_error(c, -EINVAL, \"no s\"));\n",
-        "int e = vc_call(c, VRAM_REQ_SUM, &m, &rep, NULL);",
+        "int e = vc_call(c, VW_REQ_SUM, &m, &rep, NULL);",
         "    if (e == 0 && r_out)\n        *r_out = rep.r;\n",
         "    if (e == 0 && k_out)\n        *k_out = rep.k;\n",
         "    return vc_leave(c, e);\n",
@@ -95,7 +95,7 @@ static void generated(void)
     CHECK(st == 0, "defaults: status %d: %s", st, err);
     CHECK(strstr(out, "int vram_x_sum(vram_client *c, uint32_t a, uint64_t b, const char *s, "
                       "uint32_t o)\n"), "the default order: %s", out);
-    CHECK(strstr(out, "vc_call(c, VRAM_REQ_SUM, &m, NULL, NULL)") && !strstr(out, "struct vram_rep_"),
+    CHECK(strstr(out, "vc_call(c, VW_REQ_SUM, &m, NULL, NULL)") && !strstr(out, "struct vw_rep_"),
           "a call without a reply: %s", out);
     CHECK(!strstr(out, "OTHER"), "a request without client got a call: %s", out);
 
@@ -105,7 +105,7 @@ static void generated(void)
              " \"reply\": {}" TAIL,
              "vram_msg.c", out, sizeof(out), err, sizeof(err));
     CHECK(st == 0, "a message of version 2: status %d: %s", st, err);
-    CHECK(strstr(out, "offsetof(struct vram_req_late, v), .has_off = UINT32_MAX, .since = 2}"),
+    CHECK(strstr(out, "offsetof(struct vw_req_late, v), .has_off = UINT32_MAX, .since = 2}"),
           "its field's version is not its message's: %s", out);
 }
 

@@ -15,7 +15,7 @@
 static void escapes(const char *in, const char *want)
 {
     char out[256];
-    size_t n = vram_text_escape(out, sizeof(out), in);
+    size_t n = vw_text_escape(out, sizeof(out), in);
     CHECK(strcmp(out, want) == 0 && n == strlen(want), "escape: '%s', want '%s'",
           out, want);
 }
@@ -23,14 +23,14 @@ static void escapes(const char *in, const char *want)
 static void cut(const char *in, size_t len, const char *want)
 {
     char out[64];
-    vram_text_escape(out, len, in);
+    vw_text_escape(out, len, in);
     CHECK(strcmp(out, want) == 0, "escape into %zu bytes: '%s', want '%s'", len,
           out, want);
 }
 
 static void nul(const char *json, bool want)
 {
-    CHECK(vram_json_has_nul(json, strlen(json)) == want, "has_nul(%s) is not %d",
+    CHECK(vw_json_has_nul(json, strlen(json)) == want, "has_nul(%s) is not %d",
           json, want);
 }
 
@@ -39,12 +39,12 @@ static void nul(const char *json, bool want)
 static void printable(const char *json, const char *want_string)
 {
     size_t n;
-    char *out = vram_json_printable(json, strlen(json), &n);
+    char *out = vw_json_printable(json, strlen(json), &n);
     REQUIRE(out, "out of memory");
     CHECK(n == strlen(out), "length %zu", n);
     bool clean = true;
     for (const unsigned char *p = (const unsigned char *)out; *p; p++) {
-        size_t k = vram_utf8_len(p, strlen((const char *)p));
+        size_t k = vw_utf8_len(p, strlen((const char *)p));
         clean &= k > 0 && (*p >= 0x20 || *p == '\n' || *p == '\t') && *p != 0x7f &&
                  !(k == 2 && p[0] == 0xc2 && p[1] < 0xa0);
         p += k ? k - 1 : 0;

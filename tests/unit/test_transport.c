@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The wire (proto/wire.c: the codec over platform/posix/conn.c) on a real
+/* The wire (proto/wire.c: the codec over platform/posix/conn_posix.c) on a real
  * socketpair: fds arrive working, in their own frame, exactly once, with
  * FD_CLOEXEC; every lie a peer can tell about fds (a wrong count, fds too
  * many for the control buffer, fds with a frame that announced none) fails
@@ -7,7 +7,7 @@
  * re-attach fds; the outgoing queue takes the fds it is given and is
  * bounded.
  *
- * Lying peers are written by hand with sendmsg, since vram_wire_queue refuses
+ * Lying peers are written by hand with sendmsg, since vw_wire_queue refuses
  * to produce such frames. Leaks are measured by counting /proc/self/fd. */
 #include <dirent.h>
 #include <errno.h>
@@ -45,14 +45,14 @@ static vp_handle H(int fd)
 /* Copies of fds for a queue, which takes what it is given. */
 static vp_handle *dups(const int *fds, int n)
 {
-    static vp_handle v[4 * VRAM_MAX_FDS_PER_FRAME];
+    static vp_handle v[4 * VW_MAX_FDS_PER_FRAME];
     for (int i = 0; i < n; i++)
         v[i] = H(fcntl(fds[i], F_DUPFD_CLOEXEC, 3));
     return v;
 }
 
 #define MAXF 16
-#define NFD VRAM_MAX_FDS_PER_FRAME
+#define NFD VW_MAX_FDS_PER_FRAME
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -146,17 +146,17 @@ static void send_raw(int s, const void *buf, size_t len, const int *fds,
 static size_t craft(uint8_t *buf, uint32_t len, uint16_t nfds,
                     const char *payload)
 {
-    struct vram_frame_header h = {
-        .magic = VRAM_FRAME_MAGIC,
-        .version = VRAM_PROTOCOL_OLDEST,
+    struct vw_frame_header h = {
+        .magic = VW_FRAME_MAGIC,
+        .version = VW_PROTOCOL_OLDEST,
         .payload_len = len,
         .nfds = nfds,
     };
-    vram_frame_header_encode(&h, buf);
+    vw_frame_header_encode(&h, buf);
     size_t plen = payload ? strlen(payload) : 0;
     if (plen)
-        memcpy(buf + VRAM_FRAME_HEADER_SIZE, payload, plen);
-    return VRAM_FRAME_HEADER_SIZE + plen;
+        memcpy(buf + VW_FRAME_HEADER_SIZE, payload, plen);
+    return VW_FRAME_HEADER_SIZE + plen;
 }
 
 /* Collects delivered frames; optionally takes ownership of their fds. */
@@ -177,7 +177,7 @@ struct collector {
     int bad_nul;
 };
 
-static int on_frame(void *ud, struct vram_codec_frame *f)
+static int on_frame(void *ud, struct vw_codec_frame *f)
 {
     struct collector *c = ud;
     REQUIRE(c->n < MAXF, "too many frames");
@@ -223,31 +223,31 @@ static void test_fds_arrive_working(void)
     make_pair(sv);
     MUST(pipe(p) == 0, "pipe");
     int m = make_memfd("hello from the sender");
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, H(sv[0]));
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, H(sv[0]));
+    vw_wire_init(&rx, H(sv[1]));
 
     const char *json = "{\"type\":\"status\",\"id\":7}";
     int fds[2] = {m, p[1]};
-    CHECK(vram_wire_queue(&tx, json, strlen(json), dups(fds, 2), 2) == 0, "queue");
-    CHECK(vram_wire_pending(&tx), "nothing pending after queue");
+    CHECK(vw_wire_queue(&tx, json, strlen(json), dups(fds, 2), 2) == 0, "queue");
+    CHECK(vw_wire_pending(&tx), "nothing pending after queue");
     /* An fd-less frame and an fd-only (empty payload) frame behind it. */
-    CHECK(vram_wire_queue(&tx, "{}", 2, NULL, 0) == 0, "queue no fds");
-    CHECK(vram_wire_queue(&tx, "", 0, dups(&m, 1), 1) == 0, "queue empty payload");
-    CHECK(vram_wire_flush(&tx) == 0, "flush");
-    CHECK(!vram_wire_pending(&tx), "still pending after flush");
+    CHECK(vw_wire_queue(&tx, "{}", 2, NULL, 0) == 0, "queue no fds");
+    CHECK(vw_wire_queue(&tx, "", 0, dups(&m, 1), 1) == 0, "queue empty payload");
+    CHECK(vw_wire_flush(&tx) == 0, "flush");
+    CHECK(!vw_wire_pending(&tx), "still pending after flush");
 
     struct collector c = {.take_fds = true};
     char why[256];
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 0, "read returned %d: %s", r, why);
     REQUIRE(c.n == 3, "%d frames delivered, expected 3", c.n);
-    CHECK(vram_wire_idle_rx(&rx), "receiver not idle between frames");
+    CHECK(vw_wire_idle_rx(&rx), "receiver not idle between frames");
 
     CHECK_EQ_U(c.f[0].len, strlen(json));
     CHECK(strcmp(c.f[0].payload, json) == 0, "payload differs: %s",
           c.f[0].payload);
-    CHECK_EQ_U(c.f[0].version, VRAM_PROTOCOL_OLDEST);
+    CHECK_EQ_U(c.f[0].version, VW_PROTOCOL_OLDEST);
     REQUIRE(c.f[0].nfds == 2, "frame 0 has %d fds", c.f[0].nfds);
     CHECK(c.f[0].fds[0] != m && c.f[0].fds[1] != p[1], "fds not new");
     CHECK(same_file(c.f[0].fds[0], m), "memfd is another file");
@@ -277,12 +277,12 @@ static void test_fds_arrive_working(void)
     CHECK_EQ_U(rx.codec.handles_in, 3);
 
     /* Nothing more to read: would block, not an error. */
-    r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 0, "empty socket: read returned %d: %s", r, why);
 
     collector_free(&c);
-    vram_wire_fini(&tx);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&tx);
+    vw_wire_fini(&rx);
     close(m);
     close(p[0]);
     close(p[1]);
@@ -298,17 +298,17 @@ static void test_callback_ownership(void)
     int sv[2];
     make_pair(sv);
     int m1 = make_memfd(NULL), m2 = make_memfd(NULL);
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, H(sv[0]));
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, H(sv[0]));
+    vw_wire_init(&rx, H(sv[1]));
     int fds[2] = {m1, m2};
-    MUST(vram_wire_queue(&tx, "x", 1, dups(fds, 2), 2) == 0, "queue");
-    MUST(vram_wire_flush(&tx) == 0, "flush");
+    MUST(vw_wire_queue(&tx, "x", 1, dups(fds, 2), 2) == 0, "queue");
+    MUST(vw_wire_flush(&tx) == 0, "flush");
     int base = count_fds();
 
     struct collector c = {.take_fds = false};
     char why[256];
-    CHECK(vram_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
+    CHECK(vw_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
           why);
     CHECK(c.n == 1 && c.f[0].nfds == 2, "frame not delivered");
     CHECK(count_fds() == base, "fds not taken by the callback were left open");
@@ -316,9 +316,9 @@ static void test_callback_ownership(void)
     /* Now take them: both stay open, exactly two more fds. */
     collector_free(&c);
     c.take_fds = true;
-    MUST(vram_wire_queue(&tx, "y", 1, dups(fds, 2), 2) == 0, "queue");
-    MUST(vram_wire_flush(&tx) == 0, "flush");
-    CHECK(vram_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
+    MUST(vw_wire_queue(&tx, "y", 1, dups(fds, 2), 2) == 0, "queue");
+    MUST(vw_wire_flush(&tx) == 0, "flush");
+    CHECK(vw_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
           why);
     CHECK(count_fds() == base + 2, "taken fds: %d open, expected %d",
           count_fds(), base + 2);
@@ -329,14 +329,14 @@ static void test_callback_ownership(void)
 
     /* A callback returning >0 stops after its frame; the next read goes on.
      * One returning <0 fails the read with a reason. */
-    MUST(vram_wire_queue(&tx, "a", 1, NULL, 0) == 0, "queue");
-    MUST(vram_wire_queue(&tx, "b", 1, NULL, 0) == 0, "queue");
-    MUST(vram_wire_flush(&tx) == 0, "flush");
+    MUST(vw_wire_queue(&tx, "a", 1, NULL, 0) == 0, "queue");
+    MUST(vw_wire_queue(&tx, "b", 1, NULL, 0) == 0, "queue");
+    MUST(vw_wire_flush(&tx) == 0, "flush");
     c.ret = 5;
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 5 && c.n == 1, "stop: read returned %d after %d frames", r, c.n);
     c.ret = -EPERM;
-    r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == -EPERM && c.n == 2, "fail: read returned %d after %d frames", r,
           c.n);
     CHECK(why[0] != '\0', "no reason for a failing handler");
@@ -345,8 +345,8 @@ static void test_callback_ownership(void)
               c.f[1].payload);
     collector_free(&c);
 
-    vram_wire_fini(&tx);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&tx);
+    vw_wire_fini(&rx);
     close(m1);
     close(m2);
     close(sv[0]);
@@ -361,9 +361,9 @@ static void test_batched_fds(void)
     int base = count_fds();
     int sv[2];
     make_pair(sv);
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, H(sv[0]));
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, H(sv[0]));
+    vw_wire_init(&rx, H(sv[1]));
 
     int m[FRAMES][NFD];
     ino_t ino[FRAMES][NFD];
@@ -374,7 +374,7 @@ static void test_batched_fds(void)
         }
         char json[64];
         snprintf(json, sizeof(json), "{\"batch\":%d}", k);
-        MUST(vram_wire_queue(&tx, json, strlen(json), dups(m[k], NFD), NFD) == 0,
+        MUST(vw_wire_queue(&tx, json, strlen(json), dups(m[k], NFD), NFD) == 0,
                 "queue frame %d", k);
     }
     CHECK(tx.codec.tx_handles == FRAMES * NFD, "queued handles %d",
@@ -383,13 +383,13 @@ static void test_batched_fds(void)
     for (int k = 0; k < FRAMES; k++)
         for (int i = 0; i < NFD; i++)
             close(m[k][i]);
-    MUST(vram_wire_flush(&tx) == 0, "flush");
+    MUST(vw_wire_flush(&tx) == 0, "flush");
     CHECK(tx.codec.tx_handles == 0, "queued handles %d after flush",
           tx.codec.tx_handles);
 
     struct collector c = {.take_fds = true};
     char why[256];
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 0, "read returned %d: %s", r, why);
     REQUIRE(c.n == FRAMES, "%d frames delivered in one read, expected %d", c.n,
             FRAMES);
@@ -408,8 +408,8 @@ static void test_batched_fds(void)
     CHECK_EQ_U(rx.codec.handles_in, FRAMES * NFD);
     collector_free(&c);
 
-    vram_wire_fini(&tx);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&tx);
+    vw_wire_fini(&rx);
     close(sv[0]);
     close(sv[1]);
     CHECK(count_fds() == base, "fd leak: %d open, %d before", count_fds(), base);
@@ -422,8 +422,8 @@ static void test_two_frames_one_sendmsg(void)
     int sv[2];
     make_pair(sv);
     int m = make_memfd(NULL);
-    struct vram_wire rx;
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire rx;
+    vw_wire_init(&rx, H(sv[1]));
     uint8_t buf[128];
     size_t n = craft(buf, 3, 1, "one");
     n += craft(buf + n, 3, 0, "two");
@@ -431,7 +431,7 @@ static void test_two_frames_one_sendmsg(void)
 
     struct collector c = {.take_fds = true};
     char why[256];
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 0, "read returned %d: %s", r, why);
     CHECK(c.n == 2, "%d frames", c.n);
     if (c.n == 2) {
@@ -440,7 +440,7 @@ static void test_two_frames_one_sendmsg(void)
         CHECK(c.f[1].nfds == 0, "second frame got %d fds", c.f[1].nfds);
     }
     collector_free(&c);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&rx);
     close(m);
     close(sv[0]);
     close(sv[1]);
@@ -448,7 +448,7 @@ static void test_two_frames_one_sendmsg(void)
 
 /* Sends buf with fds from a fresh socketpair, reads it, and expects the read
  * to fail with err after delivering `frames` good frames, with no fd of ours
- * left open, before vram_wire_fini. */
+ * left open, before vw_wire_fini. */
 static void expect_refused(const char *what, const uint8_t *const *parts,
                            const size_t *lens, const int *nfds_per_part,
                            int nparts, int frames, int err, const char *in_why)
@@ -463,11 +463,11 @@ static void expect_refused(const char *what, const uint8_t *const *parts,
     for (int i = 0; i < nparts; i++)
         send_raw(sv[0], parts[i], lens[i], fds, nfds_per_part[i]);
 
-    struct vram_wire rx;
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire rx;
+    vw_wire_init(&rx, H(sv[1]));
     struct collector c = {.take_fds = false};
     char why[256];
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == err, "%s: read returned %d (%s), expected %d (%s); why: %s",
           what, r, strerror(-r), err, strerror(-err), why);
     CHECK(why[0] != '\0', "%s: no reason", what);
@@ -480,7 +480,7 @@ static void expect_refused(const char *what, const uint8_t *const *parts,
      * logs and drops the peer later must not hold them meanwhile. */
     CHECK(count_fds() == base, "%s: %d fds open after the refusal, %d before",
           what, count_fds(), base);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&rx);
     CHECK(count_fds() == base, "%s: %d fds open after fini, %d before", what,
           count_fds(), base);
     collector_free(&c);
@@ -522,11 +522,11 @@ static void test_spoofed_fd_count(void)
         lens[1] = craft(b, 2, 0, "{}");
         send_raw(sv[0], a, lens[0], NULL, 0);
         send_raw(sv[0], b, lens[1], &m, 1);
-        struct vram_wire rx;
-        vram_wire_init(&rx, H(sv[1]));
+        struct vw_wire rx;
+        vw_wire_init(&rx, H(sv[1]));
         struct collector c = {.take_fds = true};
         char why[256];
-        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == 0 && c.n == 2, "fd sent with the next frame: read %d, %d "
               "frames: %s", r, c.n, why);
         if (c.n == 2)
@@ -535,7 +535,7 @@ static void test_spoofed_fd_count(void)
                   "fds not matched by count in order: %d, %d", c.f[0].nfds,
                   c.f[1].nfds);
         collector_free(&c);
-        vram_wire_fini(&rx);
+        vw_wire_fini(&rx);
         close(m);
         close(sv[0]);
         close(sv[1]);
@@ -595,15 +595,15 @@ static void test_too_many_fds_in_pieces(void)
         fds[i] = m;
     send_raw(sv[0], a, lens[0], fds, NFD / 2);
     send_raw(sv[0], b, lens[1], fds, NFD - NFD / 2);
-    struct vram_wire rx;
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire rx;
+    vw_wire_init(&rx, H(sv[1]));
     struct collector c = {0};
     char why[256];
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 0 && c.n == 1 && c.f[0].nfds == NFD,
           "fds in two pieces: read %d, %d frames: %s", r, c.n, why);
     collector_free(&c);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&rx);
     close(m);
     close(sv[0]);
     close(sv[1]);
@@ -633,8 +633,8 @@ static void test_full_fd_table(void)
     uint8_t a[64];
     size_t len = craft(a, 2, 3, "{}");
     send_raw(sv[0], a, len, fds, 3);
-    struct vram_wire rx;
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire rx;
+    vw_wire_init(&rx, H(sv[1]));
     int base = count_fds();
 
     struct rlimit old;
@@ -660,7 +660,7 @@ static void test_full_fd_table(void)
 
     struct collector c = {0};
     char why[256] = "";
-    int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
 
     for (int i = 0; i < nfill; i++)
         close(filler[i]);
@@ -672,7 +672,7 @@ static void test_full_fd_table(void)
     CHECK(count_fds() == base, "full fd table: %d fds open, %d before",
           count_fds(), base);
     collector_free(&c);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&rx);
     close(m);
     close(sv[0]);
     close(sv[1]);
@@ -687,7 +687,7 @@ static void test_bad_headers(void)
 
     /* Only the header is sent: the read must fail at once, not wait for a
      * megabyte that will never come. */
-    lens[0] = craft(a, VRAM_MAX_PAYLOAD + 1, 1, NULL);
+    lens[0] = craft(a, VW_MAX_PAYLOAD + 1, 1, NULL);
     expect_refused("oversized frame", parts, lens, nf, 1, 0, -EMSGSIZE, NULL);
     lens[0] = craft(a, 2, NFD + 1, NULL);
     expect_refused("too many fds announced", parts, lens, nf, 1, 0, -E2BIG,
@@ -705,37 +705,37 @@ static void test_bad_headers(void)
     /* The largest payload is accepted (boundary of the check above). */
     int sv[2];
     make_pair(sv);
-    uint8_t *big = malloc(VRAM_FRAME_HEADER_SIZE + VRAM_MAX_PAYLOAD);
+    uint8_t *big = malloc(VW_FRAME_HEADER_SIZE + VW_MAX_PAYLOAD);
     REQUIRE(big != NULL, "malloc");
-    craft(big, VRAM_MAX_PAYLOAD, 0, NULL);
-    memset(big + VRAM_FRAME_HEADER_SIZE, 'z', VRAM_MAX_PAYLOAD);
-    struct vram_wire rx;
-    vram_wire_init(&rx, H(sv[1]));
+    craft(big, VW_MAX_PAYLOAD, 0, NULL);
+    memset(big + VW_FRAME_HEADER_SIZE, 'z', VW_MAX_PAYLOAD);
+    struct vw_wire rx;
+    vw_wire_init(&rx, H(sv[1]));
     struct collector c = {0};
     char why[256];
     size_t sent = 0;
     int r = 0;
-    while (sent < VRAM_FRAME_HEADER_SIZE + VRAM_MAX_PAYLOAD && r == 0) {
+    while (sent < VW_FRAME_HEADER_SIZE + VW_MAX_PAYLOAD && r == 0) {
         ssize_t n = send(sv[0], big + sent,
-                         VRAM_FRAME_HEADER_SIZE + VRAM_MAX_PAYLOAD - sent,
+                         VW_FRAME_HEADER_SIZE + VW_MAX_PAYLOAD - sent,
                          MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0)
             sent += (size_t)n;
         else
             REQUIRE(errno == EAGAIN, "send: %s", strerror(errno));
-        r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     }
-    r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+    r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
     CHECK(r == 0 && c.n == 1, "max payload: read %d, %d frames: %s", r, c.n,
           why);
     if (c.n == 1)
-        CHECK(c.f[0].len == VRAM_MAX_PAYLOAD &&
-                  memcmp(c.f[0].payload, big + VRAM_FRAME_HEADER_SIZE,
-                         VRAM_MAX_PAYLOAD) == 0,
+        CHECK(c.f[0].len == VW_MAX_PAYLOAD &&
+                  memcmp(c.f[0].payload, big + VW_FRAME_HEADER_SIZE,
+                         VW_MAX_PAYLOAD) == 0,
               "max payload differs");
     free(big);
     collector_free(&c);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&rx);
     close(sv[0]);
     close(sv[1]);
 }
@@ -749,16 +749,16 @@ static void test_eof(void)
     {
         int sv[2];
         make_pair(sv);
-        struct vram_wire rx;
-        vram_wire_init(&rx, H(sv[1]));
+        struct vw_wire rx;
+        vw_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
-        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == 0, "idle socket: %d %s", r, why);
         close(sv[0]);
-        r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == -ENOTCONN, "EOF without any frame: %d %s", r, why);
         CHECK(why[0] != '\0', "no reason for EOF");
-        vram_wire_fini(&rx);
+        vw_wire_fini(&rx);
         close(sv[1]);
     }
     /* A whole frame then EOF: the frame is delivered, then ENOTCONN. */
@@ -768,14 +768,14 @@ static void test_eof(void)
         size_t n = craft(a, 2, 0, "{}");
         send_raw(sv[0], a, n, NULL, 0);
         close(sv[0]);
-        struct vram_wire rx;
-        vram_wire_init(&rx, H(sv[1]));
+        struct vw_wire rx;
+        vw_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
-        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == -ENOTCONN && c.n == 1,
               "clean EOF between frames: %d after %d frames: %s", r, c.n, why);
         collector_free(&c);
-        vram_wire_fini(&rx);
+        vw_wire_fini(&rx);
         close(sv[1]);
     }
     /* Part of a header, then EOF; the fd sent with it is closed. */
@@ -786,20 +786,20 @@ static void test_eof(void)
         int base = count_fds();
         craft(a, 2, 1, "{}");
         send_raw(sv[0], a, 7, &m, 1);
-        struct vram_wire rx;
-        vram_wire_init(&rx, H(sv[1]));
+        struct vw_wire rx;
+        vw_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
-        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == 0, "partial header: %d %s", r, why);
-        CHECK(!vram_wire_idle_rx(&rx), "idle with 7 header bytes buffered");
+        CHECK(!vw_wire_idle_rx(&rx), "idle with 7 header bytes buffered");
         close(sv[0]);
-        r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == -ECONNRESET, "truncated header then EOF: %d %s", r, why);
         CHECK(strstr(why, "mid-frame") != NULL, "reason: '%s'", why);
         CHECK(count_fds() == base - 1, "truncated header: %d fds open, %d",
               count_fds(), base - 1);
         CHECK(c.n == 0, "frame delivered");
-        vram_wire_fini(&rx);
+        vw_wire_fini(&rx);
         close(m);
         close(sv[1]);
     }
@@ -810,14 +810,14 @@ static void test_eof(void)
         size_t n = craft(a, 10, 0, "abcde");
         send_raw(sv[0], a, n, NULL, 0);
         close(sv[0]);
-        struct vram_wire rx;
-        vram_wire_init(&rx, H(sv[1]));
+        struct vw_wire rx;
+        vw_wire_init(&rx, H(sv[1]));
         struct collector c = {0};
-        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         CHECK(r == -ECONNRESET, "truncated payload then EOF: %d %s", r, why);
         CHECK(strstr(why, "mid-frame") != NULL, "reason: '%s'", why);
         CHECK(c.n == 0, "frame delivered");
-        vram_wire_fini(&rx);
+        vw_wire_fini(&rx);
         close(sv[1]);
     }
 }
@@ -838,10 +838,10 @@ static void test_partial_writes(void)
             "SO_SNDBUF: %s", strerror(errno));
     int m1 = make_memfd("one"), m2 = make_memfd("two"), m3 = make_memfd("3");
 
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, H(sv[0]));
-    vram_wire_init(&rx, H(sv[1]));
-    const size_t lens[3] = {VRAM_MAX_PAYLOAD, 5, VRAM_MAX_PAYLOAD / 2 + 3};
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, H(sv[0]));
+    vw_wire_init(&rx, H(sv[1]));
+    const size_t lens[3] = {VW_MAX_PAYLOAD, 5, VW_MAX_PAYLOAD / 2 + 3};
     char *pay[3];
     for (int k = 0; k < 3; k++) {
         pay[k] = malloc(lens[k]);
@@ -850,9 +850,9 @@ static void test_partial_writes(void)
             pay[k][i] = (char)('a' + (i * 7 + i / 4093 + (size_t)k) % 26);
     }
     int f0[3] = {m1, p[1], m2};
-    MUST(vram_wire_queue(&tx, pay[0], lens[0], dups(f0, 3), 3) == 0, "queue 0");
-    MUST(vram_wire_queue(&tx, pay[1], lens[1], dups(&m3, 1), 1) == 0, "queue 1");
-    MUST(vram_wire_queue(&tx, pay[2], lens[2], NULL, 0) == 0, "queue 2");
+    MUST(vw_wire_queue(&tx, pay[0], lens[0], dups(f0, 3), 3) == 0, "queue 0");
+    MUST(vw_wire_queue(&tx, pay[1], lens[1], dups(&m3, 1), 1) == 0, "queue 1");
+    MUST(vw_wire_queue(&tx, pay[2], lens[2], NULL, 0) == 0, "queue 2");
     close(p[1]); /* the queue holds its own copy */
 
     struct collector c = {.take_fds = true};
@@ -860,8 +860,8 @@ static void test_partial_writes(void)
     int eagain = 0, iter;
     bool fds_dropped_after_first_write = true;
     for (iter = 0; iter < 1000000; iter++) {
-        if (vram_wire_pending(&tx)) {
-            int r = vram_wire_flush(&tx);
+        if (vw_wire_pending(&tx)) {
+            int r = vw_wire_flush(&tx);
             if (r == -EAGAIN) {
                 eagain++;
                 /* Frame 0 has started with the first flush: its fds went
@@ -874,9 +874,9 @@ static void test_partial_writes(void)
                 REQUIRE(r == 0, "flush: %d", r);
             }
         }
-        int r = vram_wire_read(&rx, on_frame, &c, why, sizeof(why));
+        int r = vw_wire_read(&rx, on_frame, &c, why, sizeof(why));
         REQUIRE(r == 0, "read returned %d: %s", r, why);
-        if (!vram_wire_pending(&tx) && c.n == 3)
+        if (!vw_wire_pending(&tx) && c.n == 3)
             break;
     }
     REQUIRE(c.n == 3, "%d frames after %d rounds", c.n, iter);
@@ -911,8 +911,8 @@ static void test_partial_writes(void)
     for (int k = 0; k < 3; k++)
         free(pay[k]);
     collector_free(&c);
-    vram_wire_fini(&tx);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&tx);
+    vw_wire_fini(&rx);
     close(m1);
     close(m2);
     close(m3);
@@ -922,7 +922,7 @@ static void test_partial_writes(void)
     CHECK(count_fds() == base, "fd leak: %d open, %d before", count_fds(), base);
 }
 
-/* vram_wire_queue takes the fds it is given (no copy: a grant of thousands
+/* vw_wire_queue takes the fds it is given (no copy: a grant of thousands
  * of chunks costs no extra fds): each is closed once it has gone with its
  * frame, or at fini for a frame never sent. */
 static void test_queue_takes_fds(void)
@@ -930,23 +930,23 @@ static void test_queue_takes_fds(void)
     int base = count_fds();
     int sv[2];
     make_pair(sv);
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, H(sv[0]));
-    vram_wire_init(&rx, H(sv[1]));
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, H(sv[0]));
+    vw_wire_init(&rx, H(sv[1]));
 
     int a = make_memfd("A");
     ino_t ino_a = inode_of(a);
     int before = count_fds();
     vp_handle ha = H(a);
-    MUST(vram_wire_queue(&tx, "x", 1, &ha, 1) == 0, "queue");
+    MUST(vw_wire_queue(&tx, "x", 1, &ha, 1) == 0, "queue");
     CHECK(!vp_ok(ha), "the queue did not take the fd");
     CHECK(count_fds() == before, "queue duplicated the fd");
-    MUST(vram_wire_flush(&tx) == 0, "flush");
+    MUST(vw_wire_flush(&tx) == 0, "flush");
     CHECK(count_fds() == before - 1, "queued fd not closed after the send");
 
     struct collector c = {.take_fds = true};
     char why[256];
-    CHECK(vram_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
+    CHECK(vw_wire_read(&rx, on_frame, &c, why, sizeof(why)) == 0, "read: %s",
           why);
     REQUIRE(c.n == 1 && c.f[0].nfds == 1, "frame not received");
     CHECK(inode_of(c.f[0].fds[0]) == ino_a, "another file arrived");
@@ -961,16 +961,16 @@ static void test_queue_takes_fds(void)
     for (int i = 0; i < NFD; i++)
         fds[i] = m;
     before = count_fds();
-    MUST(vram_wire_queue(&tx, "y", 1, dups(fds, NFD), NFD) == 0, "queue");
-    MUST(vram_wire_queue(&tx, "z", 1, dups(fds, 3), 3) == 0, "queue");
+    MUST(vw_wire_queue(&tx, "y", 1, dups(fds, NFD), NFD) == 0, "queue");
+    MUST(vw_wire_queue(&tx, "z", 1, dups(fds, 3), 3) == 0, "queue");
     CHECK(count_fds() == before + NFD + 3, "%d fds, expected %d", count_fds(),
           before + NFD + 3);
-    vram_wire_fini(&tx);
+    vw_wire_fini(&tx);
     CHECK(count_fds() == before, "fini left queued fds open");
-    CHECK(!vram_wire_pending(&tx), "queue not empty after fini");
+    CHECK(!vw_wire_pending(&tx), "queue not empty after fini");
     close(m);
 
-    vram_wire_fini(&rx);
+    vw_wire_fini(&rx);
     close(sv[0]);
     close(sv[1]);
     CHECK(count_fds() == base, "fd leak: %d open, %d before", count_fds(), base);
@@ -981,25 +981,25 @@ static void test_queue_limits(void)
     int base = count_fds();
     int sv[2];
     make_pair(sv);
-    struct vram_wire w;
-    vram_wire_init(&w, H(sv[0]));
+    struct vw_wire w;
+    vw_wire_init(&w, H(sv[0]));
     int m = make_memfd(NULL);
     int fds[NFD + 1];
     for (int i = 0; i <= NFD; i++)
         fds[i] = m;
-    char *big = calloc(1, VRAM_MAX_PAYLOAD + 1);
+    char *big = calloc(1, VW_MAX_PAYLOAD + 1);
     REQUIRE(big != NULL, "calloc");
 
     /* Per-frame limits; a refused frame's fds are closed (they were
      * given). */
-    CHECK(vram_wire_queue(&w, big, VRAM_MAX_PAYLOAD + 1, NULL, 0) == -EMSGSIZE,
+    CHECK(vw_wire_queue(&w, big, VW_MAX_PAYLOAD + 1, NULL, 0) == -EMSGSIZE,
           "payload over the limit accepted");
-    CHECK(vram_wire_queue(&w, "x", 1, dups(fds, NFD + 1), NFD + 1) == -E2BIG,
+    CHECK(vw_wire_queue(&w, "x", 1, dups(fds, NFD + 1), NFD + 1) == -E2BIG,
           "too many fds accepted");
-    CHECK(vram_wire_queue(&w, "x", 1, dups(fds, 1), -1) < 0,
+    CHECK(vw_wire_queue(&w, "x", 1, dups(fds, 1), -1) < 0,
           "negative nfds accepted");
     close((int)dups(fds, 0)[0].v); /* the one a negative count left */
-    CHECK(!vram_wire_pending(&w) && vram_codec_tx_bytes(&w.codec) == 0 &&
+    CHECK(!vw_wire_pending(&w) && vw_codec_tx_bytes(&w.codec) == 0 &&
               w.codec.tx_handles == 0,
           "a refused frame changed the queue");
     CHECK(count_fds() == base + 3, "refused frames left fds open");
@@ -1008,35 +1008,35 @@ static void test_queue_limits(void)
     vp_handle mixed[3];
     memcpy(mixed, dups(fds, 2), 2 * sizeof(vp_handle));
     mixed[2] = H(999999);
-    CHECK(vram_wire_queue(&w, "x", 1, mixed, 3) == -EBADF, "bad fd accepted");
+    CHECK(vw_wire_queue(&w, "x", 1, mixed, 3) == -EBADF, "bad fd accepted");
     CHECK(count_fds() == base + 3, "fds of a refused frame left open");
-    CHECK(!vram_wire_pending(&w), "a refused frame was queued");
+    CHECK(!vw_wire_pending(&w), "a refused frame was queued");
 
     /* Byte limit, to the exact byte: 63 full frames fit in 64 MiB. */
-    size_t frame = VRAM_FRAME_HEADER_SIZE + VRAM_MAX_PAYLOAD;
-    size_t nfull = VRAM_CODEC_MAX_TX_BYTES / frame;
+    size_t frame = VW_FRAME_HEADER_SIZE + VW_MAX_PAYLOAD;
+    size_t nfull = VW_CODEC_MAX_TX_BYTES / frame;
     for (size_t i = 0; i < nfull; i++)
-        MUST(vram_wire_queue(&w, big, VRAM_MAX_PAYLOAD, NULL, 0) == 0,
+        MUST(vw_wire_queue(&w, big, VW_MAX_PAYLOAD, NULL, 0) == 0,
                 "full frame %zu refused", i);
-    CHECK(vram_wire_queue(&w, big, VRAM_MAX_PAYLOAD, NULL, 0) == -ENOBUFS,
+    CHECK(vw_wire_queue(&w, big, VW_MAX_PAYLOAD, NULL, 0) == -ENOBUFS,
           "frame past the byte limit accepted");
-    size_t room = VRAM_CODEC_MAX_TX_BYTES - nfull * frame;
-    REQUIRE(room > VRAM_FRAME_HEADER_SIZE, "no room left to test the edge");
-    CHECK(vram_wire_queue(&w, big, room - VRAM_FRAME_HEADER_SIZE + 1, NULL,
+    size_t room = VW_CODEC_MAX_TX_BYTES - nfull * frame;
+    REQUIRE(room > VW_FRAME_HEADER_SIZE, "no room left to test the edge");
+    CHECK(vw_wire_queue(&w, big, room - VW_FRAME_HEADER_SIZE + 1, NULL,
                           0) == -ENOBUFS,
           "frame one byte past the limit accepted");
-    CHECK(vram_wire_queue(&w, big, room - VRAM_FRAME_HEADER_SIZE, NULL, 0) == 0,
+    CHECK(vw_wire_queue(&w, big, room - VW_FRAME_HEADER_SIZE, NULL, 0) == 0,
           "frame filling the queue exactly refused");
-    CHECK_EQ_U(vram_codec_tx_bytes(&w.codec), VRAM_CODEC_MAX_TX_BYTES);
-    CHECK(vram_wire_queue(&w, NULL, 0, NULL, 0) == -ENOBUFS,
+    CHECK_EQ_U(vw_codec_tx_bytes(&w.codec), VW_CODEC_MAX_TX_BYTES);
+    CHECK(vw_wire_queue(&w, NULL, 0, NULL, 0) == -ENOBUFS,
           "an empty frame fits in a full queue");
-    vram_wire_fini(&w);
-    CHECK(!vram_wire_pending(&w), "fini left a queue");
+    vw_wire_fini(&w);
+    CHECK(!vw_wire_pending(&w), "fini left a queue");
 
-    /* fd limit: the queue holds at most VRAM_CODEC_MAX_TX_HANDLES fds. */
+    /* fd limit: the queue holds at most VW_CODEC_MAX_TX_HANDLES fds. */
     struct rlimit lim;
     MUST(getrlimit(RLIMIT_NOFILE, &lim) == 0, "getrlimit");
-    rlim_t need = (rlim_t)VRAM_CODEC_MAX_TX_HANDLES + (rlim_t)highest_fd() + 128;
+    rlim_t need = (rlim_t)VW_CODEC_MAX_TX_HANDLES + (rlim_t)highest_fd() + 128;
     if (lim.rlim_cur < need && lim.rlim_max >= need) {
         lim.rlim_cur = need;
         MUST(setrlimit(RLIMIT_NOFILE, &lim) == 0, "setrlimit");
@@ -1044,20 +1044,20 @@ static void test_queue_limits(void)
     REQUIRE(lim.rlim_cur >= need,
             "RLIMIT_NOFILE %llu is below the %llu this test needs",
             (unsigned long long)lim.rlim_cur, (unsigned long long)need);
-    vram_wire_init(&w, H(sv[0]));
-    int frames = VRAM_CODEC_MAX_TX_HANDLES / NFD;
+    vw_wire_init(&w, H(sv[0]));
+    int frames = VW_CODEC_MAX_TX_HANDLES / NFD;
     for (int i = 0; i < frames; i++)
-        MUST(vram_wire_queue(&w, "f", 1, dups(fds, NFD), NFD) == 0,
+        MUST(vw_wire_queue(&w, "f", 1, dups(fds, NFD), NFD) == 0,
                 "frame %d with fds refused", i);
-    CHECK_EQ_U(w.codec.tx_handles, VRAM_CODEC_MAX_TX_HANDLES);
-    CHECK(vram_wire_queue(&w, "f", 1, dups(fds, 1), 1) == -ENOBUFS,
+    CHECK_EQ_U(w.codec.tx_handles, VW_CODEC_MAX_TX_HANDLES);
+    CHECK(vw_wire_queue(&w, "f", 1, dups(fds, 1), 1) == -ENOBUFS,
           "fd past the queue's fd limit accepted");
-    CHECK(vram_wire_queue(&w, "f", 1, NULL, 0) == 0,
+    CHECK(vw_wire_queue(&w, "f", 1, NULL, 0) == 0,
           "an fd-less frame refused while only fds are at their limit");
-    CHECK(count_fds() == base + 3 + VRAM_CODEC_MAX_TX_HANDLES,
+    CHECK(count_fds() == base + 3 + VW_CODEC_MAX_TX_HANDLES,
           "%d fds open, expected %d", count_fds(),
-          base + 3 + VRAM_CODEC_MAX_TX_HANDLES);
-    vram_wire_fini(&w);
+          base + 3 + VW_CODEC_MAX_TX_HANDLES);
+    vw_wire_fini(&w);
     CHECK(count_fds() == base + 3, "fini left %d queued fds open",
           count_fds() - base - 3);
 
@@ -1076,13 +1076,13 @@ static void test_flush_to_closed_peer(void)
     int sv[2];
     make_pair(sv);
     int m = make_memfd(NULL);
-    struct vram_wire tx;
-    vram_wire_init(&tx, H(sv[0]));
+    struct vw_wire tx;
+    vw_wire_init(&tx, H(sv[0]));
     close(sv[1]);
-    MUST(vram_wire_queue(&tx, "x", 1, dups(&m, 1), 1) == 0, "queue");
-    int r = vram_wire_flush(&tx);
+    MUST(vw_wire_queue(&tx, "x", 1, dups(&m, 1), 1) == 0, "queue");
+    int r = vw_wire_flush(&tx);
     CHECK(r == -EPIPE, "flush to a closed peer returned %d", r);
-    vram_wire_fini(&tx);
+    vw_wire_fini(&tx);
     close(m);
     close(sv[0]);
     CHECK(count_fds() == base, "fd leak: %d open, %d before", count_fds(), base);

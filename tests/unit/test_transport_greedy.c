@@ -23,7 +23,7 @@ struct got {
     int stop_after;
 };
 
-static int on_frame(void *ud, struct vram_codec_frame *f)
+static int on_frame(void *ud, struct vw_codec_frame *f)
 {
     struct got *g = ud;
     if (g->n < 8) {
@@ -43,12 +43,12 @@ static int on_frame(void *ud, struct vram_codec_frame *f)
 static void send_frame(int fd, const char *payload, size_t len, int claim,
                        const int *fds, int nfds)
 {
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-    struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                  .version = VRAM_PROTOCOL_OLDEST,
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
+    struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                  .version = VW_PROTOCOL_OLDEST,
                                   .payload_len = (uint32_t)len,
                                   .nfds = (uint16_t)claim};
-    vram_frame_header_encode(&h, hdr);
+    vw_frame_header_encode(&h, hdr);
     struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, len}};
     char ctl[CMSG_SPACE(sizeof(int) * 4)];
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
@@ -65,10 +65,10 @@ static void send_frame(int fd, const char *payload, size_t len, int claim,
     REQUIRE(sendmsg(fd, &m, 0) == (ssize_t)(sizeof(hdr) + len), "sendmsg");
 }
 
-static void pair(int sv[2], struct vram_wire *w)
+static void pair(int sv[2], struct vw_wire *w)
 {
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
-    vram_wire_init(w, (vp_handle){sv[0]});
+    vw_wire_init(w, (vp_handle){sv[0]});
     w->max_recvs = 1;
 }
 
@@ -76,7 +76,7 @@ int main(void)
 {
     char why[256];
     int sv[2];
-    struct vram_wire w;
+    struct vw_wire w;
 
     /* Three frames waiting: one call delivers them all. */
     {
@@ -85,16 +85,16 @@ int main(void)
         send_frame(sv[1], "{\"a\":1}", 7, 0, NULL, 0);
         send_frame(sv[1], "{\"b\":2}", 7, 0, NULL, 0);
         send_frame(sv[1], "{\"c\":3}", 7, 0, NULL, 0);
-        int r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        int r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0, "read: %d %s", r, why);
         CHECK_EQ_U(g.n, 3);
         CHECK(strcmp(g.payload[2], "{\"c\":3}") == 0, "third: %s", g.payload[2]);
-        r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0 && g.n == 3, "nothing more: %d", r);
         close(sv[1]);
-        r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == -ENOTCONN, "EOF: %d", r);
-        vram_wire_fini(&w);
+        vw_wire_fini(&w);
         close(sv[0]);
     }
     /* fds go to the frame that carried them, not to the one before. */
@@ -110,7 +110,7 @@ int main(void)
         send_frame(sv[1], "{\"with\":2}", 10, 2, fds, 2);
         int r = 0;
         for (int i = 0; i < 4 && g.n < 2; i++)
-            r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+            r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0 && g.n == 2, "frames %d, r %d %s", g.n, r, why);
         CHECK_EQ_U(g.nfds[0], 0);
         CHECK_EQ_U(g.nfds[1], 2);
@@ -118,7 +118,7 @@ int main(void)
               "the fds are not the ones sent");
         close(m1);
         close(m2);
-        vram_wire_fini(&w);
+        vw_wire_fini(&w);
         close(sv[0]);
         close(sv[1]);
     }
@@ -135,12 +135,12 @@ int main(void)
         send_frame(sv[1], "{\"after\":1}", 11, 0, NULL, 0);
         int r = 0;
         for (int i = 0; i < 8 && g.n < 2; i++)
-            r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+            r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0 && g.n == 2, "frames %d, r %d %s", g.n, r, why);
         CHECK(strlen(g.payload[0]) == 12000 && g.payload[0][5000] == 'x',
               "big frame damaged");
         CHECK(strcmp(g.payload[1], "{\"after\":1}") == 0, "second: %s", g.payload[1]);
-        vram_wire_fini(&w);
+        vw_wire_fini(&w);
         close(sv[0]);
         close(sv[1]);
     }
@@ -148,19 +148,19 @@ int main(void)
     {
         struct got g = {0};
         pair(sv, &w);
-        uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
-        struct vram_frame_header h = {.magic = VRAM_FRAME_MAGIC,
-                                      .version = VRAM_PROTOCOL_OLDEST,
+        uint8_t hdr[VW_FRAME_HEADER_SIZE];
+        struct vw_frame_header h = {.magic = VW_FRAME_MAGIC,
+                                      .version = VW_PROTOCOL_OLDEST,
                                       .payload_len = 2};
-        vram_frame_header_encode(&h, hdr);
+        vw_frame_header_encode(&h, hdr);
         REQUIRE(write(sv[1], hdr, 5) == 5, "write");
-        int r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        int r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0 && g.n == 0, "partial: %d", r);
         REQUIRE(write(sv[1], hdr + 5, 11) == 11, "write");
         REQUIRE(write(sv[1], "{}", 2) == 2, "write");
-        r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0 && g.n == 1, "completed: %d %d %s", r, g.n, why);
-        vram_wire_fini(&w);
+        vw_wire_fini(&w);
         close(sv[0]);
         close(sv[1]);
     }
@@ -172,11 +172,11 @@ int main(void)
         int before = m1;
         send_frame(sv[1], "{}", 2, 2, &m1, 1);
         close(m1);
-        int r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        int r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == -EBADMSG, "mismatch: %d %s", r, why);
         /* Nothing of ours still open at that number. */
         CHECK(fcntl(before, F_GETFD) < 0, "a received fd was left open");
-        vram_wire_fini(&w);
+        vw_wire_fini(&w);
         close(sv[0]);
         close(sv[1]);
     }
@@ -187,13 +187,13 @@ int main(void)
         pair(sv, &w);
         send_frame(sv[1], "{\"a\":1}", 7, 0, NULL, 0);
         send_frame(sv[1], "{\"b\":2}", 7, 0, NULL, 0);
-        int r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        int r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 1 && g.n == 1, "stop: %d %d", r, g.n);
         g.stop_after = 0;
-        r = vram_wire_read(&w, on_frame, &g, why, sizeof(why));
+        r = vw_wire_read(&w, on_frame, &g, why, sizeof(why));
         CHECK(r == 0 && g.n == 2 && strcmp(g.payload[1], "{\"b\":2}") == 0,
               "after a stop: %d %d", r, g.n);
-        vram_wire_fini(&w);
+        vw_wire_fini(&w);
         close(sv[0]);
         close(sv[1]);
     }

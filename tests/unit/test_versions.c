@@ -26,22 +26,22 @@ struct two {
     uint32_t b;
 };
 
-static const struct vram_fdesc two_fields[] = {
-    {.name = "a", .kind = VRAM_K_U32, .required = true,
+static const struct vw_fdesc two_fields[] = {
+    {.name = "a", .kind = VW_K_U32, .required = true,
      .off = offsetof(struct two, a), .has_off = UINT32_MAX},
-    {.name = "b", .kind = VRAM_K_U32, .off = offsetof(struct two, b),
+    {.name = "b", .kind = VW_K_U32, .off = offsetof(struct two, b),
      .has_off = offsetof(struct two, has_b), .since = 2},
 };
-static const struct vram_tdesc two_t = {.name = "two", .size = sizeof(struct two),
+static const struct vw_tdesc two_t = {.name = "two", .size = sizeof(struct two),
                                         .fields = two_fields, .nfields = 2};
 
 static char *encode_at(unsigned version, const struct two *in)
 {
-    struct vram_jw w = {0};
-    struct vram_enc e = {.w = &w, .version = version};
-    CHECK(vram_encode_object(&e, &two_t, in) == 0, "encode at %u", version);
+    struct vw_jw w = {0};
+    struct vw_enc e = {.w = &w, .version = version};
+    CHECK(vw_encode_object(&e, &two_t, in) == 0, "encode at %u", version);
     size_t n;
-    return vram_jw_take(&w, &n);
+    return vw_jw_take(&w, &n);
 }
 
 static void fields(void)
@@ -57,28 +57,28 @@ static void fields(void)
 
     cJSON *o = cJSON_Parse("{\"a\":7,\"b\":9}");
     for (unsigned v = 0; v <= 3; v++) {
-        struct vram_arena a = {0};
-        struct vram_dec d = {.arena = &a, .version = v};
+        struct vw_arena a = {0};
+        struct vw_dec d = {.arena = &a, .version = v};
         struct two out;
-        CHECK(vram_decode(&two_t, o, &out, &d) == 0, "decode at %u: %s", v, d.why);
+        CHECK(vw_decode(&two_t, o, &out, &d) == 0, "decode at %u: %s", v, d.why);
         bool want_b = v == 0 || v >= 2;
         CHECK(out.a == 7 && out.has_b == want_b && out.b == (want_b ? 9u : 0u),
               "decoded at %u: a %u, has_b %d, b %u", v, out.a, out.has_b, out.b);
-        vram_arena_free(&a);
+        vw_arena_free(&a);
     }
     /* A field a version does not have is unknown to it: even a malformed
      * one is ignored, as any unknown field. */
     cJSON_Delete(o);
     o = cJSON_Parse("{\"a\":7,\"b\":\"not a number\"}");
-    struct vram_arena a = {0};
-    struct vram_dec d = {.arena = &a, .version = 1};
+    struct vw_arena a = {0};
+    struct vw_dec d = {.arena = &a, .version = 1};
     struct two out;
-    CHECK(vram_decode(&two_t, o, &out, &d) == 0 && !out.has_b,
+    CHECK(vw_decode(&two_t, o, &out, &d) == 0 && !out.has_b,
           "version 1 read a field of version 2: %s", d.why);
-    d = (struct vram_dec){.arena = &a, .version = 2};
-    CHECK(vram_decode(&two_t, o, &out, &d) == -EINVAL && strstr(d.why, "two.b"),
+    d = (struct vw_dec){.arena = &a, .version = 2};
+    CHECK(vw_decode(&two_t, o, &out, &d) == -EINVAL && strstr(d.why, "two.b"),
           "version 2 took a malformed b: %s", d.why);
-    vram_arena_free(&a);
+    vw_arena_free(&a);
     cJSON_Delete(o);
 }
 
@@ -87,23 +87,23 @@ static void catalogue(void)
     /* Every error of the catalogue is of a version this build speaks, and
      * a peer of the oldest is told it as it is, or as its fallback. */
     int n = 0;
-    for (const struct vram_errdesc *e = vram_errdescs; e->name; e++, n++) {
-        CHECK(e->since >= 1 && e->since <= VRAM_PROTOCOL_VERSION, "%s since %u",
+    for (const struct vw_errdesc *e = vw_errdescs; e->name; e++, n++) {
+        CHECK(e->since >= 1 && e->since <= VW_PROTOCOL_VERSION, "%s since %u",
               e->name, e->since);
         CHECK(e->since == 1 || e->fallback, "%s has no fallback", e->name);
     }
     CHECK(n > 10, "only %d errors", n);
-    CHECK(strcmp(vram_error_name_at(-ENOENT, 1), "ENOENT") == 0, "ENOENT at 1");
+    CHECK(strcmp(vw_error_name_at(-ENOENT, 1), "ENOENT") == 0, "ENOENT at 1");
     /* Every request and event is of a version from 1 to the newest. */
-    for (int i = 0; i < VRAM_REQ_COUNT; i++)
-        CHECK(vram_requests[i].since >= 1 &&
-                  vram_requests[i].since <= VRAM_PROTOCOL_VERSION,
-              "%s since %u", vram_requests[i].name, vram_requests[i].since);
+    for (int i = 0; i < VW_REQ_COUNT; i++)
+        CHECK(vw_requests[i].since >= 1 &&
+                  vw_requests[i].since <= VW_PROTOCOL_VERSION,
+              "%s since %u", vw_requests[i].name, vw_requests[i].since);
     /* hello's range, and status's schema, came with version 2. */
-    const struct vram_fdesc *f =
-        vram_field(vram_requests[VRAM_REQ_HELLO].req, "min_version");
+    const struct vw_fdesc *f =
+        vw_field(vw_requests[VW_REQ_HELLO].req, "min_version");
     CHECK(f && f->since == 2 && !f->required, "hello.min_version");
-    f = vram_field(vram_requests[VRAM_REQ_STATUS].rep, "schema");
+    f = vw_field(vw_requests[VW_REQ_STATUS].rep, "schema");
     CHECK(f && f->since == 2, "status.schema");
 }
 

@@ -3,7 +3,7 @@
  * access.allow and access.admin name users and groups by account name or
  * SID, and the daemon judges a pipe client's token by them
  * (daemon/config.c, platform/win32/peer_map.c, daemon/core/access.c, the
- * numbering in platform/win32/peer.c), with per-user counting by SID and
+ * numbering in platform/win32/peer_win32.c), with per-user counting by SID and
  * the pipe's security descriptor made from the same lists.
  *
  * Under wine every process is an administrator, so no real client can be

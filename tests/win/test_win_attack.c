@@ -9,7 +9,7 @@
  * 6 connections in all), hello and half-frame deadlines of 2.5 s and 1.5 s,
  * and limits.queued_bytes at its minimum, 1 MiB. Its log (-l debug) goes to
  * a file. The attackers are raw clients of this test: the pipe opened with
- * GENERIC_READ | FILE_WRITE_DATA, as platform/win32/conn.c's vp_dial opens
+ * GENERIC_READ | FILE_WRITE_DATA, as platform/win32/conn_win32.c's vp_dial opens
  * it, valid frames made with the project's encoder (proto/frame.h) and
  * malformed ones written byte by byte; handles travel inline (8 bytes a
  * value after the payload, proto/codec.h).
@@ -283,18 +283,18 @@ static bool send_frame(HANDLE h, uint16_t version, uint16_t flags, const char *j
                        uint32_t len_claim, uint16_t nfds, const uint64_t *values,
                        int nvalues)
 {
-    struct vram_frame_header fh = {.magic = VRAM_FRAME_MAGIC, .version = version,
+    struct vw_frame_header fh = {.magic = VW_FRAME_MAGIC, .version = version,
                                    .flags = flags, .payload_len = len_claim,
                                    .nfds = nfds};
     size_t jl = json ? strlen(json) : 0;
-    size_t n = VRAM_FRAME_HEADER_SIZE + jl + 8 * (size_t)nvalues;
+    size_t n = VW_FRAME_HEADER_SIZE + jl + 8 * (size_t)nvalues;
     uint8_t *b = xmalloc(n);
-    vram_frame_header_encode(&fh, b);
+    vw_frame_header_encode(&fh, b);
     if (jl)
-        memcpy(b + VRAM_FRAME_HEADER_SIZE, json, jl);
+        memcpy(b + VW_FRAME_HEADER_SIZE, json, jl);
     for (int i = 0; i < nvalues; i++)
         for (int k = 0; k < 8; k++)
-            b[VRAM_FRAME_HEADER_SIZE + jl + 8 * (size_t)i + (size_t)k] =
+            b[VW_FRAME_HEADER_SIZE + jl + 8 * (size_t)i + (size_t)k] =
                 (uint8_t)(values[i] >> (8 * k));
     bool ok = send_bytes(h, b, n);
     free(b);
@@ -303,7 +303,7 @@ static bool send_frame(HANDLE h, uint16_t version, uint16_t flags, const char *j
 
 static bool send_json(HANDLE h, const char *json)
 {
-    return send_frame(h, VRAM_PROTOCOL_OLDEST, 0, json, (uint32_t)strlen(json), 0,
+    return send_frame(h, VW_PROTOCOL_OLDEST, 0, json, (uint32_t)strlen(json), 0,
                       NULL, 0);
 }
 
@@ -312,7 +312,7 @@ static bool send_json(HANDLE h, const char *json)
  * a close (*closed says which). */
 static cJSON *recv_frame(HANDLE h, DWORD ms, uint64_t *vals, int *nvals, bool *closed)
 {
-    uint8_t hdr[VRAM_FRAME_HEADER_SIZE];
+    uint8_t hdr[VW_FRAME_HEADER_SIZE];
     if (nvals)
         *nvals = 0;
     int r = io_all(h, false, hdr, sizeof(hdr), ms);
@@ -320,13 +320,13 @@ static cJSON *recv_frame(HANDLE h, DWORD ms, uint64_t *vals, int *nvals, bool *c
         *closed = r == IO_CLOSED;
     if (r != IO_OK)
         return NULL;
-    struct vram_frame_header fh;
+    struct vw_frame_header fh;
     char why[128];
-    if (vram_frame_header_decode(hdr, &fh, why, sizeof(why)) < 0) {
+    if (vw_frame_header_decode(hdr, &fh, why, sizeof(why)) < 0) {
         CHECK(false, "vramd sent a bad header: %s", why);
         return NULL;
     }
-    if (fh.version != VRAM_PROTOCOL_OLDEST)
+    if (fh.version != VW_PROTOCOL_OLDEST)
         CHECK(false, "vramd's frame has version %u", fh.version);
     size_t trailer = 8 * (size_t)fh.nfds;
     char *p = xmalloc(fh.payload_len + trailer + 1);
@@ -608,13 +608,13 @@ static void bad_frames(void)
 
     /* A length over the limit: refused from the header alone. */
     at = attack_begin("payload of 1048577 bytes exceeds the limit of 1048576", false);
-    attack_end_silent(&at, send_frame(at.h, 1, 0, NULL, VRAM_MAX_PAYLOAD + 1, 0, NULL, 0),
+    attack_end_silent(&at, send_frame(at.h, 1, 0, NULL, VW_MAX_PAYLOAD + 1, 0, NULL, 0),
                       "a length over the frame limit");
 
     /* More handles announced than a frame may carry. */
     at = attack_begin("frame announces 33 fds, the limit is 32", false);
     attack_end_silent(&at,
-                      send_frame(at.h, 1, 0, NULL, 0, VRAM_MAX_FDS_PER_FRAME + 1, NULL, 0),
+                      send_frame(at.h, 1, 0, NULL, 0, VW_MAX_FDS_PER_FRAME + 1, NULL, 0),
                       "33 handles announced");
 
     /* A payload that is not JSON. */
@@ -675,13 +675,13 @@ static void handles_sent(void)
 {
     struct attack at = attack_begin("sent handles (no request carries any)", false);
     hello(at.h, "handles", "engine");
-    uint64_t vals[VRAM_MAX_FDS_PER_FRAME];
-    for (int i = 0; i < VRAM_MAX_FDS_PER_FRAME; i++)
+    uint64_t vals[VW_MAX_FDS_PER_FRAME];
+    for (int i = 0; i < VW_MAX_FDS_PER_FRAME; i++)
         vals[i] = 4 * (uint64_t)(i + 1);
     const char *st = "{\"type\":\"status\",\"id\":2}";
     attack_end_silent(&at,
                       send_frame(at.h, 1, 0, st, (uint32_t)strlen(st),
-                                 VRAM_MAX_FDS_PER_FRAME, vals, VRAM_MAX_FDS_PER_FRAME),
+                                 VW_MAX_FDS_PER_FRAME, vals, VW_MAX_FDS_PER_FRAME),
                       "a request with 32 handle values");
 }
 
@@ -710,12 +710,12 @@ static void deadlines(void)
         at = attack_begin(needle, false);
         hello(at.h, "half", "engine");
         uint8_t b[64];
-        struct vram_frame_header fh = {.magic = VRAM_FRAME_MAGIC,
-                                       .version = VRAM_PROTOCOL_OLDEST,
+        struct vw_frame_header fh = {.magic = VW_FRAME_MAGIC,
+                                       .version = VW_PROTOCOL_OLDEST,
                                        .payload_len = (uint32_t)strlen(ping)};
-        vram_frame_header_encode(&fh, b);
-        memcpy(b + VRAM_FRAME_HEADER_SIZE, ping, strlen(ping));
-        size_t n = part == 0 ? VRAM_FRAME_HEADER_SIZE / 2 : VRAM_FRAME_HEADER_SIZE + 8;
+        vw_frame_header_encode(&fh, b);
+        memcpy(b + VW_FRAME_HEADER_SIZE, ping, strlen(ping));
+        size_t n = part == 0 ? VW_FRAME_HEADER_SIZE / 2 : VW_FRAME_HEADER_SIZE + 8;
         t0 = GetTickCount();
         CHECK(send_bytes(at.h, b, n), "write");
         CHECK(!closed_within(at.h, FRAME_MS - 200, NULL),
@@ -900,7 +900,7 @@ static void foreign(void)
              "\"chunks\":1}", (unsigned long long)region);
     /* The chunk comes as a section pushed into this process, its value
      * inline. */
-    uint64_t vals[VRAM_MAX_FDS_PER_FRAME];
+    uint64_t vals[VW_MAX_FDS_PER_FRAME];
     int nv = 0;
     REQUIRE(send_json(a, m), "write");
     r = recv_frame(a, 10000, vals, &nv, NULL);

@@ -102,7 +102,7 @@ static bool had(const struct sections *s, unsigned v)
     return false;
 }
 
-/* The kinds' access: what vp_link_give (platform/win32/endpoint.c) pushes each backend's handles with. */
+/* The kinds' access: what vp_link_give (platform/win32/endpoint_win32.c) pushes each backend's handles with. */
 static void test_kinds(void)
 {
     CHECK_EQ_U(vd_handle_push_access(VD_HANDLES_SECTIONS, false),

@@ -296,7 +296,7 @@ struct frames {
     char first[4];
 };
 
-static int on_frame(void *ud, struct vram_codec_frame *f)
+static int on_frame(void *ud, struct vw_codec_frame *f)
 {
     struct frames *x = ud;
     if (x->n < 4) {
@@ -312,23 +312,23 @@ static void test_wire(void)
 {
     vp_handle s, c;
     pair(&s, &c, 4096);
-    struct vram_wire tx, rx;
-    vram_wire_init(&tx, c);
-    vram_wire_init(&rx, s);
+    struct vw_wire tx, rx;
+    vw_wire_init(&tx, c);
+    vw_wire_init(&rx, s);
     CHECK(tx.codec.inline_handles, "inline codec");
     static char big[1 << 20];
     memset(big, 'b', sizeof(big));
-    CHECK(vram_wire_queue(&tx, "{\"a\":1}", 7, NULL, 0) == 0, "queue a");
-    CHECK(vram_wire_queue(&tx, big, sizeof(big), NULL, 0) == 0, "queue big");
-    CHECK(vram_wire_queue(&tx, "{\"c\":3}", 7, NULL, 0) == 0, "queue c");
+    CHECK(vw_wire_queue(&tx, "{\"a\":1}", 7, NULL, 0) == 0, "queue a");
+    CHECK(vw_wire_queue(&tx, big, sizeof(big), NULL, 0) == 0, "queue big");
+    CHECK(vw_wire_queue(&tx, "{\"c\":3}", 7, NULL, 0) == 0, "queue c");
     struct frames got = {0};
     char why[256];
     int64_t deadline = vp_now_ms() + 20000;
     int r = -EAGAIN;
     while ((r == -EAGAIN || got.n < 3) && vp_now_ms() < deadline) {
-        r = vram_wire_flush(&tx);
+        r = vw_wire_flush(&tx);
         CHECK(r == 0 || r == -EAGAIN, "flush %d", r);
-        int e = vram_wire_read(&rx, on_frame, &got, why, sizeof(why));
+        int e = vw_wire_read(&rx, on_frame, &got, why, sizeof(why));
         CHECK(e == 0, "read %d: %s", e, why);
         if (r == -EAGAIN)
             vp_conn_wait(c, VP_WRITABLE, 10);
@@ -336,8 +336,8 @@ static void test_wire(void)
     CHECK(got.n == 3 && got.len[0] == 7 && got.len[1] == sizeof(big) &&
               got.len[2] == 7 && got.first[0] == '{' && got.first[1] == 'b',
           "%d frames", got.n);
-    vram_wire_fini(&tx);
-    vram_wire_fini(&rx);
+    vw_wire_fini(&tx);
+    vw_wire_fini(&rx);
     vp_close(&c);
     vp_close(&s);
 }

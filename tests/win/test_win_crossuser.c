@@ -693,7 +693,7 @@ static int64_t start_vramd(void)
     if (m)
         CloseServiceHandle(m);
     REQUIRE(vram_service_start(svc_name) == 0, "starting %s", svc_name);
-    struct vram_service_state st = {0};
+    struct vpw_scm_status st = {0};
     for (int t = 0; t < 30000; t += 100) {
         if (vram_service_query(svc_name, &st) == 0 &&
             (st.state == SERVICE_RUNNING || st.state == SERVICE_STOPPED))
@@ -791,7 +791,7 @@ static void test_serving(void)
         show("win_vramd_client as userB", &r);
 
     /* vramd goes on serving: the same process, userA served again. */
-    struct vram_service_state st = {0};
+    struct vpw_scm_status st = {0};
     CHECK(vram_service_query(svc_name, &st) == 0, "query %s", svc_name);
     at = log_size();
     client_as(&ua, 0x33, NULL, &r);
@@ -806,7 +806,7 @@ static void test_serving(void)
         show("win_vramd_client as userA, again", &r);
 
     /* libvram as a standard user, told which service serves the pipe:
-     * it asks the service manager for the service's pid (conn.c's
+     * it asks the service manager for the service's pid (conn_win32.c's
      * service_status), which takes SERVICE_QUERY_STATUS on vramd's
      * service. */
     wchar_t *env = env_with_service();

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Peer identity (platform/identity.h) under wine: SIDs, account names, the
+/* Peer identity (platform/win32/identity.h) under wine: SIDs, account names, the
  * access lists, the identity of a pipe's client (this process, and a child
  * process started for it), the start-time guard against a reused pid, the
  * client's check of the server's pid, and the pin's liveness. The

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The keeper on Windows (platform/win32/keeper.c, holder.c) under wine:
+/* The keeper on Windows (platform/win32/keeper_win32.c, holder_win32.c) under wine:
  * a process puts page-file-backed sections with bytes of their own into
  * the keeper, which starts vramd-holder.exe, and is killed
  * (TerminateProcess); another process opens the keeper and gets every

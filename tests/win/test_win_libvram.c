@@ -10,7 +10,7 @@
  * Windows: sections whose handle values travel after the payload (inline
  * handles, proto/codec.h). The stand-in shares this process, so a value it
  * duplicated here is valid for the library as one pushed into the client's
- * process by vramd would be (platform/push.h). */
+ * process by vramd would be (platform/win32/push.h). */
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 
@@ -292,8 +292,8 @@ static void test_loaded_from_dll(void)
           "libvram.dll does not export vram_client_connect");
     /* What vram.h does not declare stays inside. */
     CHECK(m && GetProcAddress(m, "vp_dial") == NULL, "libvram.dll exports vp_dial");
-    CHECK(m && GetProcAddress(m, "vram_codec_init") == NULL,
-          "libvram.dll exports vram_codec_init");
+    CHECK(m && GetProcAddress(m, "vw_codec_init") == NULL,
+          "libvram.dll exports vw_codec_init");
 }
 
 static void test_strerror(void)
@@ -410,7 +410,7 @@ static void test_stand_in(void)
     CHECK(f.others == 0, "other requests: %s", f.other_types);
 }
 
-/* The library's event thread (platform/win32/thread.c: a thread and a
+/* The library's event thread (platform/win32/thread_win32.c: a thread and a
  * recursive lock) beside the engine's own calls. */
 static void test_event_thread(void)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The named-pipe listener (platform/pipe_listener.h) under wine: the
+/* The named-pipe listener (platform/win32/pipe_listener.h) under wine: the
  * security descriptor it writes and the one the pipe gets, a new one set
  * while it listens (vp_pipe_listen_set_allow: every instance has it, also
  * while another thread accepts, and a bad list changes nothing), one

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The state file's platform calls on Windows (platform/win32/mapfile.c):
+/* The state file's platform calls on Windows (platform/win32/mapfile_win32.c):
  * a file made and mapped for writing, read back mapped read-only, renamed
  * over (the state's NAME.state.new replaces NAME.state), and
  * what vp_mapfile_open refuses as not vramd's state: a directory, a

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Handles pushed into a child process (platform/push.h) under wine: a
+/* Handles pushed into a child process (platform/win32/push.h) under wine: a
  * page-file-backed section the parent wrote is duplicated into a child
  * (win_child.exe) with least access, its value sent over the pipe; the
  * child maps it and reads what the parent wrote, cannot map a read-only

@@ -166,10 +166,10 @@ static void test_not_under_scm(void)
     CHECK(GetTickCount64() - t0 < 60000, "and at once");
 }
 
-static struct vram_service_state wait_state(uint32_t want, int timeout_ms, bool *saw_pending,
+static struct vpw_scm_status wait_state(uint32_t want, int timeout_ms, bool *saw_pending,
                                             uint32_t *max_checkpoint, uint32_t *hint)
 {
-    struct vram_service_state st = {0};
+    struct vpw_scm_status st = {0};
     for (int waited = 0; waited <= timeout_ms; waited += 10) {
         int e = vram_service_query(name, &st);
         MUST(e == 0, "query: %d", e);
@@ -237,7 +237,7 @@ static void install(void)
 static void test_lifecycle(void)
 {
     char why[512], reply[512];
-    struct vram_service_state st;
+    struct vpw_scm_status st;
     CHECK(vram_service_query(name, &st) == -ENOENT, "not installed yet");
     install();
     char *args[] = {"--service", NULL};

@@ -125,10 +125,10 @@ static void print_log(void)
     wt_show_log(wlog_path, log_path);
 }
 
-static struct vram_service_state wait_state(uint32_t want, int timeout_ms, bool *saw_pending,
+static struct vpw_scm_status wait_state(uint32_t want, int timeout_ms, bool *saw_pending,
                                             uint32_t *max_checkpoint, uint32_t *hint)
 {
-    struct vram_service_state st = {0};
+    struct vpw_scm_status st = {0};
     for (int waited = 0; waited <= timeout_ms; waited += 10) {
         int e = vram_service_query(name, &st);
         MUST(e == 0, "query: %d", e);
@@ -226,7 +226,7 @@ static void test_outside_scm(void)
 
 static void test_service(void)
 {
-    struct vram_service_state st;
+    struct vpw_scm_status st;
     CHECK(vram_service_query(name, &st) == -ENOENT, "not installed yet");
     char *inst[] = {exe,      "--install-service", "--service-name", name, "-s", pipe_name,
                     "-r",     dir,                 "-c",             cfg_path, "-l",

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Connected instances as libuv streams (platform/stream.h) under wine: the
+/* Connected instances as libuv streams (platform/win32/stream.h) under wine: the
  * acceptor thread delivers instances of vramd's own pipe to a libuv loop,
  * which names each client (vp_identity_of_pipe), opens it as a uv_pipe_t
  * and reads and writes it with uv_read_start and uv_write; the client

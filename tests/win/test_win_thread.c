@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* platform/win32/'s threads, recursive locks and run-time loading
- * (thread.c, dl.c), which libvram's event thread and its CUDA driver
+ * (thread_win32.c, dl_win32.c), which libvram's event thread and its CUDA driver
  * loader stand on. */
 #include "wintest.h"
 

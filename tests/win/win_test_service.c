@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A small service built on the platform entry (platform/entry.h), for
  * test_win_service: what vramd's main does, with a named pipe
- * (platform/pipe_listener.h) to ask it how it is.
+ * (platform/win32/pipe_listener.h) to ask it how it is.
  *
  *   win_test_service.exe MODE --service-name NAME --run-dir DIR --pipe PIPE
  *   MODE: --service | --console

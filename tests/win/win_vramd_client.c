@@ -279,7 +279,7 @@ int main(int argc, char **argv)
     }
     /* "hold": end here, holding the chunks (no release, no close): vramd
      * must keep them quarantined until this process is gone, which it
-     * learns from the process handle (platform/win32/watch.c). */
+     * learns from the process handle (platform/win32/watch_win32.c). */
     if (resuming)
         return resume(c, region, stage, chunk, ids, fill, thread);
     if (argc > 3 && strcmp(argv[3], "hold") == 0) {

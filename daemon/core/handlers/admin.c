@@ -13,7 +13,7 @@
 
 struct blocked {
     struct vd_core *core;
-    struct vram_rep_status *rep;
+    struct vw_rep_status *rep;
 };
 
 /* A stage with a held request shows whom it waits for (stages come in
@@ -38,8 +38,8 @@ static void mark_blocked(void *ud, uint32_t stage)
     b->rep->stages.v[lo].has_blocked_by = true;
 }
 
-int vd_handle_status(struct vd_request *rq, const struct vram_req_status *m,
-                     struct vram_rep_status *rep)
+int vd_handle_status(struct vd_request *rq, const struct vw_req_status *m,
+                     struct vw_rep_status *rep)
 {
     (void)m;
     int e = vd_status_build(rq->core, rep, &rq->arena);
@@ -49,8 +49,8 @@ int vd_handle_status(struct vd_request *rq, const struct vram_req_status *m,
     return 0;
 }
 
-int vd_handle_ping(struct vd_request *rq, const struct vram_req_ping *m,
-                   struct vram_rep_ping *rep)
+int vd_handle_ping(struct vd_request *rq, const struct vw_req_ping *m,
+                   struct vw_rep_ping *rep)
 {
     (void)rq;
     (void)m;
@@ -59,8 +59,8 @@ int vd_handle_ping(struct vd_request *rq, const struct vram_req_ping *m,
 }
 
 int vd_handle_device_set_capacity(struct vd_request *rq,
-                                  const struct vram_req_device_set_capacity *m,
-                                  struct vram_rep_device_set_capacity *rep)
+                                  const struct vw_req_device_set_capacity *m,
+                                  struct vw_rep_device_set_capacity *rep)
 {
     (void)rep;
     struct vd_client *c = rq->client;
@@ -78,8 +78,8 @@ int vd_handle_device_set_capacity(struct vd_request *rq,
 }
 
 int vd_handle_client_evict(struct vd_request *rq,
-                           const struct vram_req_client_evict *m,
-                           struct vram_rep_client_evict *rep)
+                           const struct vw_req_client_evict *m,
+                           struct vw_rep_client_evict *rep)
 {
     (void)rep;
     struct vd_client *c = rq->client;

@@ -8,19 +8,19 @@
 #include "state.h"
 #include "vd_dispatch.h"
 
-int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
-                    struct vram_rep_hello *rep)
+int vd_handle_hello(struct vd_request *rq, const struct vw_req_hello *m,
+                    struct vw_rep_hello *rep)
 {
     struct vd_client *c = rq->client;
     /* The client speaks [min_version, version] (a client of version 1 says
      * only version); the connection speaks the newest both do. */
     uint32_t hi = m->version, lo = m->has_min_version ? m->min_version : m->version;
-    uint32_t v = hi < VRAM_PROTOCOL_VERSION ? hi : VRAM_PROTOCOL_VERSION;
-    if (lo > hi || v < lo || v < VRAM_PROTOCOL_OLDEST) {
+    uint32_t v = hi < VW_PROTOCOL_VERSION ? hi : VW_PROTOCOL_VERSION;
+    if (lo > hi || v < lo || v < VW_PROTOCOL_OLDEST) {
         rq->close_after = true;
         return vd_fail(rq, -EPROTONOSUPPORT, "protocol versions: client %u to %u, "
                        "vramd %d to %d: none in common", lo, hi,
-                       VRAM_PROTOCOL_OLDEST, VRAM_PROTOCOL_VERSION);
+                       VW_PROTOCOL_OLDEST, VW_PROTOCOL_VERSION);
     }
 
     if (m->role && strcmp(m->role, "ctl") && strcmp(m->role, "engine"))

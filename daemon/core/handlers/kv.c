@@ -19,8 +19,8 @@ static int summary(struct vd_request *rq, uint32_t stage, uint32_t recalled,
 }
 
 int vd_handle_kv_reserve(struct vd_request *rq,
-                         const struct vram_req_kv_reserve *m,
-                         struct vram_rep_kv_reserve *rep)
+                         const struct vw_req_kv_reserve *m,
+                         struct vw_rep_kv_reserve *rep)
 {
     uint32_t recalled = 0;
     int e = vl_kv_reserve(rq->core->ledger, rq->client->id, m->stage,
@@ -44,8 +44,8 @@ int vd_handle_kv_reserve(struct vd_request *rq,
     return 0;
 }
 
-int vd_handle_kv_trim(struct vd_request *rq, const struct vram_req_kv_trim *m,
-                      struct vram_rep_kv_trim *rep)
+int vd_handle_kv_trim(struct vd_request *rq, const struct vw_req_kv_trim *m,
+                      struct vw_rep_kv_trim *rep)
 {
     int e = vl_kv_trim(rq->core->ledger, rq->client->id, m->stage,
                        m->has_tokens ? m->tokens : 0, &rq->fx);
@@ -59,8 +59,8 @@ int vd_handle_kv_trim(struct vd_request *rq, const struct vram_req_kv_trim *m,
 }
 
 int vd_handle_expert_request(struct vd_request *rq,
-                             const struct vram_req_expert_request *m,
-                             struct vram_rep_expert_request *rep)
+                             const struct vw_req_expert_request *m,
+                             struct vw_rep_expert_request *rep)
 {
     int e = vl_expert_request(rq->core->ledger, rq->client->id, m->stage,
                               m->has_bytes ? m->bytes : 0, &rq->fx);
@@ -74,8 +74,8 @@ int vd_handle_expert_request(struct vd_request *rq,
 }
 
 int vd_handle_expert_claim(struct vd_request *rq,
-                           const struct vram_req_expert_claim *m,
-                           struct vram_rep_expert_claim *rep)
+                           const struct vw_req_expert_claim *m,
+                           struct vw_rep_expert_claim *rep)
 {
     int e = vl_expert_claim(rq->core->ledger, rq->client->id, m->stage, m->layer,
                             m->slots.v, m->slots.n);

@@ -7,8 +7,8 @@
 #include "vd_dispatch.h"
 
 int vd_handle_region_create(struct vd_request *rq,
-                            const struct vram_req_region_create *m,
-                            struct vram_rep_region_create *rep)
+                            const struct vw_req_region_create *m,
+                            struct vw_rep_region_create *rep)
 {
     int kind = vl_kind_parse(m->kind);
     if (kind < 0)
@@ -23,8 +23,8 @@ int vd_handle_region_create(struct vd_request *rq,
 }
 
 int vd_handle_region_grow(struct vd_request *rq,
-                          const struct vram_req_region_grow *m,
-                          struct vram_rep_region_grow *rep)
+                          const struct vw_req_region_grow *m,
+                          struct vw_rep_region_grow *rep)
 {
     (void)rep;
     int e = vl_region_grow(rq->core->ledger, rq->client->id, m->region,
@@ -33,8 +33,8 @@ int vd_handle_region_grow(struct vd_request *rq,
 }
 
 int vd_handle_region_release(struct vd_request *rq,
-                             const struct vram_req_region_release *m,
-                             struct vram_rep_region_release *rep)
+                             const struct vw_req_region_release *m,
+                             struct vw_rep_region_release *rep)
 {
     (void)rep;
     int e = vd_kept_refuse_region(rq, m->region);
@@ -48,8 +48,8 @@ int vd_handle_region_release(struct vd_request *rq,
 }
 
 int vd_handle_chunk_release(struct vd_request *rq,
-                            const struct vram_req_chunk_release *m,
-                            struct vram_rep_chunk_release *rep)
+                            const struct vw_req_chunk_release *m,
+                            struct vw_rep_chunk_release *rep)
 {
     int e = vd_kept_refuse(rq, m->chunks.v, m->chunks.n);
     if (e < 0)
@@ -64,8 +64,8 @@ int vd_handle_chunk_release(struct vd_request *rq,
 }
 
 int vd_handle_chunk_move(struct vd_request *rq,
-                         const struct vram_req_chunk_move *m,
-                         struct vram_rep_chunk_move *rep)
+                         const struct vw_req_chunk_move *m,
+                         struct vw_rep_chunk_move *rep)
 {
     (void)rep;
     int e = vl_chunk_move(rq->core->ledger, rq->client->id, m->chunk, m->region,

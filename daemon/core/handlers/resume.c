@@ -34,12 +34,12 @@ static void log_lost(const struct vd_client *c, const struct vl_resume *rs)
         if (rs->stages[i].lost)
             vlog(VLOG_WARNING, "client %u (%s): stage %u not taken back: %s",
                  c->id, c->name, rs->stages[i].id,
-                 vram_errno_name(rs->stages[i].lost));
+                 vw_errno_name(rs->stages[i].lost));
     for (size_t i = 0; i < rs->nregions; i++)
         if (rs->regions[i].lost)
             vlog(VLOG_WARNING, "client %u (%s): region %u (stage %u) not "
                  "taken back: %s", c->id, c->name, rs->regions[i].id,
-                 rs->regions[i].stage, vram_errno_name(rs->regions[i].lost));
+                 rs->regions[i].stage, vw_errno_name(rs->regions[i].lost));
     static const int why[] = {-ENOENT, -EEXIST, -EXDEV, -EINVAL, -ESTALE,
                               -EBUSY, -EADDRINUSE};
     for (size_t w = 0; w < sizeof(why) / sizeof(why[0]); w++) {
@@ -50,29 +50,29 @@ static void log_lost(const struct vd_client *c, const struct vl_resume *rs)
         if (n)
             vlog(VLOG_WARNING, "client %u (%s): %zu chunks not taken back: %s "
                  "(first: chunk %llu, region %u, slot %u)", c->id, c->name, n,
-                 vram_errno_name(why[w]),
+                 vw_errno_name(why[w]),
                  (unsigned long long)rs->chunks[first].chunk,
                  rs->chunks[first].region, rs->chunks[first].slot);
     }
 }
 
 /* What was lost, for the reply. */
-static int lost_fill(const struct vl_resume *rs, struct vram_t_lost *o,
-                     struct vram_arena *a)
+static int lost_fill(const struct vl_resume *rs, struct vw_t_lost *o,
+                     struct vw_arena *a)
 {
-    o->stages.v = vram_arena_alloc(a, (rs->nstages + 1) * sizeof(*o->stages.v));
-    o->regions.v = vram_arena_alloc(a, (rs->nregions + 1) * sizeof(*o->regions.v));
-    o->chunks.v = vram_arena_alloc(a, (rs->nchunks + 1) * sizeof(*o->chunks.v));
+    o->stages.v = vw_arena_alloc(a, (rs->nstages + 1) * sizeof(*o->stages.v));
+    o->regions.v = vw_arena_alloc(a, (rs->nregions + 1) * sizeof(*o->regions.v));
+    o->chunks.v = vw_arena_alloc(a, (rs->nchunks + 1) * sizeof(*o->chunks.v));
     if (!o->stages.v || !o->regions.v || !o->chunks.v)
         return -ENOMEM;
     for (size_t i = 0; i < rs->nstages; i++)
         if (rs->stages[i].lost)
-            o->stages.v[o->stages.n++] = (struct vram_t_lost_item){
-                rs->stages[i].id, vram_errno_name(rs->stages[i].lost)};
+            o->stages.v[o->stages.n++] = (struct vw_t_lost_item){
+                rs->stages[i].id, vw_errno_name(rs->stages[i].lost)};
     for (size_t i = 0; i < rs->nregions; i++)
         if (rs->regions[i].lost)
-            o->regions.v[o->regions.n++] = (struct vram_t_lost_item){
-                rs->regions[i].id, vram_errno_name(rs->regions[i].lost)};
+            o->regions.v[o->regions.n++] = (struct vw_t_lost_item){
+                rs->regions[i].id, vw_errno_name(rs->regions[i].lost)};
     for (size_t i = 0; i < rs->nchunks; i++)
         if (rs->chunks[i].lost)
             o->chunks.v[o->chunks.n++] = rs->chunks[i].chunk;
@@ -100,8 +100,8 @@ static uint32_t chunks_of(struct vd_core *core, uint32_t client)
     return vl_client_view(core->ledger, client, &v) ? v.chunks : 0;
 }
 
-int vd_handle_resume(struct vd_request *rq, const struct vram_req_resume *m,
-                     struct vram_rep_resume *rep)
+int vd_handle_resume(struct vd_request *rq, const struct vw_req_resume *m,
+                     struct vw_rep_resume *rep)
 {
     struct vd_core *core = rq->core;
     struct vd_client *c = rq->client;
@@ -190,7 +190,7 @@ int vd_handle_resume(struct vd_request *rq, const struct vram_req_resume *m,
     rep->from = from;
     rep->kept_chunks = kept;
     rep->freed_chunks = freed;
-    rep->stages.v = vram_arena_alloc(&rq->arena,
+    rep->stages.v = vw_arena_alloc(&rq->arena,
                                      (rs.nstages + 1) * sizeof(*rep->stages.v));
     rep->has_lost = true;
     e = rep->stages.v ? lost_fill(&rs, &rep->lost, &rq->arena) : -ENOMEM;

@@ -8,8 +8,8 @@
 #include "waits.h"
 
 int vd_handle_stage_register(struct vd_request *rq,
-                             const struct vram_req_stage_register *m,
-                             struct vram_rep_stage_register *rep)
+                             const struct vw_req_stage_register *m,
+                             struct vw_rep_stage_register *rep)
 {
     struct vd_core *core = rq->core;
     uint32_t stage = m->stage;
@@ -41,8 +41,8 @@ int vd_handle_stage_register(struct vd_request *rq,
 }
 
 int vd_handle_stage_release(struct vd_request *rq,
-                            const struct vram_req_stage_release *m,
-                            struct vram_rep_stage_release *rep)
+                            const struct vw_req_stage_release *m,
+                            struct vw_rep_stage_release *rep)
 {
     (void)rep;
     int e = vd_kept_refuse_stage(rq, m->stage);
@@ -58,8 +58,8 @@ int vd_handle_stage_release(struct vd_request *rq,
 /* R18: the owner copied and unmapped; everything the stage holds goes
  * back to the pool. */
 int vd_handle_stage_sleep(struct vd_request *rq,
-                          const struct vram_req_stage_sleep *m,
-                          struct vram_rep_stage_sleep *rep)
+                          const struct vw_req_stage_sleep *m,
+                          struct vw_rep_stage_sleep *rep)
 {
     int e = vd_kept_refuse_stage(rq, m->stage);
     if (e < 0)
@@ -80,8 +80,8 @@ int vd_handle_stage_sleep(struct vd_request *rq,
 }
 
 int vd_handle_stage_wake(struct vd_request *rq,
-                         const struct vram_req_stage_wake *m,
-                         struct vram_rep_stage_wake *rep)
+                         const struct vw_req_stage_wake *m,
+                         struct vw_rep_stage_wake *rep)
 {
     struct vd_core *core = rq->core;
     int e;

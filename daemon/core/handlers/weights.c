@@ -13,8 +13,8 @@
 #include "wsets.h"
 
 int vd_handle_weights_open(struct vd_request *rq,
-                           const struct vram_req_weights_open *m,
-                           struct vram_rep_weights_open *rep)
+                           const struct vw_req_weights_open *m,
+                           struct vw_rep_weights_open *rep)
 {
     if (m->has_keep && m->keep && !rq->client->admin)
         return vd_fail(rq, -EPERM, "keeping a weight set is for "
@@ -24,8 +24,8 @@ int vd_handle_weights_open(struct vd_request *rq,
 }
 
 int vd_handle_weights_handles(struct vd_request *rq,
-                              const struct vram_req_weights_handles *m,
-                              struct vram_rep_weights_handles *rep)
+                              const struct vw_req_weights_handles *m,
+                              struct vw_rep_weights_handles *rep)
 {
     struct vl_wset_view v;
     bool mine = false;
@@ -38,8 +38,8 @@ int vd_handle_weights_handles(struct vd_request *rq,
 }
 
 int vd_handle_weights_seal(struct vd_request *rq,
-                           const struct vram_req_weights_seal *m,
-                           struct vram_rep_weights_seal *rep)
+                           const struct vw_req_weights_seal *m,
+                           struct vw_rep_weights_seal *rep)
 {
     struct vd_core *core = rq->core;
     struct vl_wset_view v;
@@ -84,8 +84,8 @@ int vd_handle_weights_seal(struct vd_request *rq,
 }
 
 int vd_handle_weights_close(struct vd_request *rq,
-                            const struct vram_req_weights_close *m,
-                            struct vram_rep_weights_close *rep)
+                            const struct vw_req_weights_close *m,
+                            struct vw_rep_weights_close *rep)
 {
     (void)rep;
     int e = vl_weights_close(rq->core->ledger, rq->client->id, m->set, &rq->fx);
@@ -98,14 +98,14 @@ int vd_handle_weights_close(struct vd_request *rq,
 
 struct listing {
     struct vd_request *rq;
-    struct vram_weights_entry_array *a;
+    struct vw_weights_entry_array *a;
     int err;
 };
 
 static void list_one(void *ud, const struct vl_wset_view *v)
 {
     struct listing *l = ud;
-    char *key = vram_arena_alloc(&l->rq->arena, 2 * VL_WSET_KEY + 1);
+    char *key = vw_arena_alloc(&l->rq->arena, 2 * VL_WSET_KEY + 1);
     if (!key) {
         l->err = -ENOMEM;
         return;
@@ -114,7 +114,7 @@ static void list_one(void *ud, const struct vl_wset_view *v)
         snprintf(key + 2 * i, 3, "%02x", v->key[i]);
     uint64_t created, sealed, last;
     vd_wsets_times(l->rq->core, v->id, &created, &sealed, &last);
-    l->a->v[l->a->n++] = (struct vram_t_weights_entry){
+    l->a->v[l->a->n++] = (struct vw_t_weights_entry){
         .id = v->id, .name = v->name, .device = v->device, .bytes = v->bytes,
         .alloc_bytes = v->alloc_bytes, .allocs = v->nalloc, .key = key,
         .state = !v->sealed ? "writing" : v->users ? "sealed" : "cached",
@@ -130,13 +130,13 @@ static void count_one(void *ud, const struct vl_wset_view *v)
 }
 
 int vd_handle_weights_list(struct vd_request *rq,
-                           const struct vram_req_weights_list *m,
-                           struct vram_rep_weights_list *rep)
+                           const struct vw_req_weights_list *m,
+                           struct vw_rep_weights_list *rep)
 {
     (void)m;
     size_t n = 0;
     vl_each_wset(rq->core->ledger, count_one, &n);
-    rep->sets.v = vram_arena_alloc(&rq->arena, (n ? n : 1) * sizeof(*rep->sets.v));
+    rep->sets.v = vw_arena_alloc(&rq->arena, (n ? n : 1) * sizeof(*rep->sets.v));
     if (!rep->sets.v)
         return vd_fail(rq, -ENOMEM, "out of memory");
     struct listing l = {.rq = rq, .a = &rep->sets};
@@ -145,8 +145,8 @@ int vd_handle_weights_list(struct vd_request *rq,
 }
 
 int vd_handle_weights_drop(struct vd_request *rq,
-                           const struct vram_req_weights_drop *m,
-                           struct vram_rep_weights_drop *rep)
+                           const struct vw_req_weights_drop *m,
+                           struct vw_rep_weights_drop *rep)
 {
     (void)rep;
     if (!rq->client->admin)

@@ -4,7 +4,7 @@
  * (RegisterWaitForSingleObject, one shot) posts to the loop with
  * uv_async_send, and the loop's thread calls the watcher: the callback
  * never runs on the pool's thread. Pipes are not watched here: the daemon's
- * connections are libuv streams (platform/stream.h). */
+ * connections are libuv streams (platform/win32/stream.h). */
 #include "watch.h"
 
 #define WIN32_LEAN_AND_MEAN

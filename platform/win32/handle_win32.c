@@ -37,7 +37,7 @@ bool vp_valid(vp_handle h)
 
 int vp_dup(vp_handle h, vp_handle *out)
 {
-    /* The copy is a connection of its own for conn.c: blocking, no receive
+    /* The copy is a connection of its own for conn_win32.c: blocking, no receive
      * timeout (POSIX shares O_NONBLOCK between the two; nothing here needs
      * that). */
     HANDLE d;

@@ -21,8 +21,8 @@
  * connected one is handed on, so the name is never free between two.
  *
  * A connected instance is an ordinary connection (platform/conn.h), or a
- * libuv stream (platform/stream.h), and names its client through
- * platform/identity.h. */
+ * libuv stream (platform/win32/stream.h), and names its client through
+ * platform/win32/identity.h. */
 #ifndef VRAM_PLATFORM_PIPE_LISTENER_H
 #define VRAM_PLATFORM_PIPE_LISTENER_H
 

@@ -4,7 +4,7 @@
  * and sends the value the handle has there (vp_handles_inline, the
  * catalogue's handle type). proc is a handle to that process with
  * PROCESS_DUP_HANDLE (vp_identity_of_pipe's pin, or vp_proc_pin). The
- * daemon's connections send handles so (endpoint.c's vp_link_give). */
+ * daemon's connections send handles so (endpoint_win32.c's vp_link_give). */
 #ifndef VRAM_PLATFORM_PUSH_H
 #define VRAM_PLATFORM_PUSH_H
 

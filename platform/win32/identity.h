@@ -59,7 +59,7 @@ struct vp_identity {
  * user and passed to another's process).
  *
  * With pin non-NULL, *pin gets a handle to that process (liveness,
- * quarantine, vp_proc_kill, and pushing handles into it, platform/push.h);
+ * quarantine, vp_proc_kill, and pushing handles into it, platform/win32/push.h);
  * the caller closes it. Writes *out (and *pin) only on success; why says
  * what failed. */
 int vp_identity_of_pipe(vp_handle c, uint64_t connected_at,
@@ -92,7 +92,7 @@ int vp_account_lookup(const char *name, struct vp_sid *out,
  * vp_user_id, vp_group_id, vp_self_uid), which the core's access lists and
  * per-user limits compare. Each SID gets its number the first time it is
  * named (by the configuration, or as a connecting user), and keeps it for
- * the life of the process. The number is the SID's hash (peer.c), so it is
+ * the life of the process. The number is the SID's hash (peer_win32.c), so it is
  * the same in the vramd that runs after a restart, whose state file holds
  * its clients' numbers. Numbers lie in [VP_SID_ID_BASE, 2 * VP_SID_ID_BASE):
  * never root's 0, nor -1.

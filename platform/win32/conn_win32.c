@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Connections on Windows: byte-mode named pipes opened for overlapped I/O
- * (vp_dial here; the listener's vp_pipe_accept, platform/pipe_listener.h),
+ * (vp_dial here; the listener's vp_pipe_accept, platform/win32/pipe_listener.h),
  * with handles carried inline in the frames (vp_handles_inline), never
  * beside the bytes.
  *
@@ -67,7 +67,7 @@ int vp_dial(const char *path, vp_handle *out)
         /* SECURITY_IDENTIFICATION: the daemon may read who we are from our
          * token, not act as us. Not inheritable (no security attributes).
          * FILE_WRITE_DATA, not GENERIC_WRITE: vramd's pipe grants its
-         * clients no more (platform/pipe_listener.h says why). */
+         * clients no more (platform/win32/pipe_listener.h says why). */
         h = CreateFileW(name, GENERIC_READ | FILE_WRITE_DATA, 0, NULL,
                         OPEN_EXISTING,
                         FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT |
@@ -366,7 +366,7 @@ static int service_status(const char *service, SERVICE_STATUS_PROCESS *out)
 
 /* The pipe at path, if the process serving it is expected_pid: a
  * service's name pinned to its process (identity.h). Here, with the dial
- * it wraps, so that conn.c and identity.c do not call each other. */
+ * it wraps, so that conn_win32.c and identity.c do not call each other. */
 int vp_dial_server(const char *path, int64_t expected_pid, vp_handle *out,
                    char *why, size_t whylen)
 {

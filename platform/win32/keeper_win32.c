@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The keeper on Windows: the holder only (holder.c). Windows has no
+/* The keeper on Windows: the holder only (holder_win32.c). Windows has no
  * service manager that keeps a service's handles across its restarts (the
  * SCM keeps none), so VP_KEEPER_FDSTORE is -ENOTSUP; a holder process keeps
  * its own duplicates of vramd's handles, and a section or a CUDA
@@ -352,7 +352,7 @@ static int linked(struct vp_keeper *k, char *why, size_t whylen)
 }
 
 /* One put (h non-NULL) or remove, with one more try after a broken link,
- * as on POSIX (keeper.c there). */
+ * as on POSIX (keeper_posix.c there). */
 static int holder_call(struct vp_keeper *k, const char *name, const vp_handle *h,
                        char *why, size_t whylen)
 {

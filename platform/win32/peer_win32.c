@@ -5,7 +5,7 @@
  * work on SIDs unchanged: the configuration's account names and SID
  * strings resolve to those numbers (vp_user_id, vp_group_id), and a
  * connecting client's user and listed groups get theirs (peer_map.c, for
- * endpoint.c's vp_link_peer). Connections are identified with
+ * endpoint_win32.c's vp_link_peer). Connections are identified with
  * vp_identity_of_pipe, not with vp_peer_of. */
 #include "peer.h"
 
