@@ -99,13 +99,20 @@ set(VRAMD_CONFIG_SOURCES daemon/config.c)
 set(VRAMD_IO_SOURCES daemon/io/io.c daemon/io/io_port.c daemon/io/session.c
   daemon/io/session_rules.c)
 set(VRAMD_CORE_SOURCES
-  daemon/core/access.c daemon/core/clients.c daemon/core/declaration.c daemon/core/dispatch.c
-  daemon/core/effects.c daemon/core/lifecycle.c daemon/core/reapers.c daemon/core/recalls.c
-  daemon/core/refill.c daemon/core/kept.c daemon/core/handoff.c daemon/core/reply.c daemon/core/request.c daemon/core/send.c
-  daemon/core/startup.c daemon/core/status.c daemon/core/waits.c
-  daemon/core/handlers/admin.c daemon/core/handlers/hello.c daemon/core/handlers/kv.c
-  daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c
-  daemon/core/weights.c daemon/core/wsets.c daemon/core/handlers/weights.c
+  daemon/core/daemon/startup.c daemon/core/daemon/refill.c
+  daemon/core/requests/dispatch.c daemon/core/requests/request.c
+  daemon/core/requests/reply.c daemon/core/requests/send.c
+  daemon/core/requests/effects.c daemon/core/requests/waits.c
+  daemon/core/requests/recalls.c daemon/core/requests/status.c
+  daemon/core/requests/lifecycle.c daemon/core/requests/declaration.c
+  daemon/core/requests/kept.c daemon/core/requests/weights.c
+  daemon/core/requests/wsets.c
+  daemon/core/requests/handlers/admin.c daemon/core/requests/handlers/hello.c
+  daemon/core/requests/handlers/kv.c daemon/core/requests/handlers/regions.c
+  daemon/core/requests/handlers/resume.c daemon/core/requests/handlers/stages.c
+  daemon/core/requests/handlers/weights.c
+  daemon/core/clients/clients.c daemon/core/clients/access.c
+  daemon/core/clients/handoff.c daemon/core/clients/reapers.c
   ${VRAM_GEN_DIR}/vd_dispatch.c)
 set(VRAMD_BACKEND_SOURCES daemon/backends/registry.c daemon/backends/host.c
   daemon/backends/cuda.c daemon/backends/standby.c)

@@ -307,7 +307,8 @@ target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
 add_executable(vramd ${VRAMD_SOURCES})
 # daemon/io by -iquote only: its io.h would otherwise be taken for the C
 # runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).
-target_include_directories(vramd PRIVATE daemon daemon/core daemon/backends
+target_include_directories(vramd PRIVATE daemon daemon/core
+  daemon/core/requests daemon/core/clients daemon/core/daemon daemon/backends
   daemon/state)
 target_compile_options(vramd PRIVATE -iquote ${PROJECT_SOURCE_DIR}/daemon/io)
 # log.h's and request.h's format(printf) attributes are checked against
@@ -389,13 +390,14 @@ if(VRAM_BUILD_TESTS)
   # the daemon's own sources (config, core/access) and platform/win32/
   # peer_map.c.
   vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
-    ${VRAMD_CONFIG_SOURCES} ${VRAMD_LOG_SOURCES} daemon/core/access.c
+    ${VRAMD_CONFIG_SOURCES} ${VRAMD_LOG_SOURCES} daemon/core/clients/access.c
     ${VRAMD_BACKEND_SOURCES}
     LIBS vram_ledger vram_proto vram_platform vram_cjson)
   if(VRAM_CUDA_INCLUDE_DIR)
     target_link_libraries(test_win_access PRIVATE vram_cuda)
   endif()
   target_include_directories(test_win_access PRIVATE daemon daemon/core
+    daemon/core/clients
     daemon/backends platform/win32)
   target_compile_options(test_win_access PRIVATE
     -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)

@@ -129,9 +129,14 @@ check_includes() { # folder, allowed folders of included headers
 check_includes daemon/ledger
 check_includes daemon/state daemon/ledger platform daemon
 check_includes daemon/backends platform common daemon
-check_includes daemon/core daemon/ledger daemon/backends daemon/state proto platform daemon
-check_includes daemon/core/handlers daemon/core daemon/ledger daemon/backends daemon/state proto platform daemon
-check_includes daemon/io daemon/core daemon/ledger daemon/backends daemon/state proto platform daemon
+# daemon/core/: daemon/ (its own life) -> requests/ -> clients/, and core.h
+# (the core's shared state) beside them.
+check_includes daemon/core daemon/core/clients daemon/ledger daemon/backends daemon/state proto platform daemon
+check_includes daemon/core/daemon daemon/core daemon/core/requests daemon/core/clients daemon/ledger daemon/backends daemon/state proto platform daemon
+check_includes daemon/core/requests daemon/core daemon/core/clients daemon/ledger daemon/backends daemon/state proto platform daemon
+check_includes daemon/core/requests/handlers daemon/core daemon/core/requests daemon/core/clients daemon/ledger daemon/backends daemon/state proto platform daemon
+check_includes daemon/core/clients daemon/core daemon/ledger daemon/backends daemon/state proto platform daemon
+check_includes daemon/io daemon/core daemon/core/daemon daemon/core/requests daemon/core/clients daemon/ledger daemon/backends daemon/state proto platform daemon
 check_includes proto platform
 check_includes common platform
 check_includes client/lib proto platform common client/include
@@ -192,7 +197,7 @@ no_loops() { # the part, then its folders
     loop=$(printf '%s\n' "$edges" | tsort 2>&1 >/dev/null)
     [ -n "$loop" ] && say "$part: files call each other in a circle: $(echo $loop)"
 }
-no_loops daemon daemon daemon/io daemon/core daemon/core/handlers daemon/backends daemon/state
+no_loops daemon daemon daemon/io daemon/core daemon/core/daemon daemon/core/requests daemon/core/requests/handlers daemon/core/clients daemon/backends daemon/state
 no_loops libvram client/lib
 
 [ $fail = 0 ] && echo "layering: OS code only in platform/, dependencies one way"

@@ -2,7 +2,7 @@
 /* vramd's access lists on Windows, under wine: the configuration's
  * access.allow and access.admin name users and groups by account name or
  * SID, and the daemon judges a pipe client's token by them
- * (daemon/config.c, platform/win32/peer_map.c, daemon/core/access.c, the
+ * (daemon/config.c, platform/win32/peer_map.c, daemon/core/clients/access.c, the
  * numbering in platform/win32/peer.c), with per-user counting by SID and
  * the pipe's security descriptor made from the same lists.
  *
