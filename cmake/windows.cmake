@@ -305,12 +305,9 @@ target_link_libraries(vram_winsvc PUBLIC vram_platform advapi32)
 # lock go. (windows-service/installer_winsvc.c is its installer, chosen
 # in cmake/sources.cmake.)
 add_executable(vramd ${VRAMD_SOURCES})
-# daemon/io by -iquote only: its io.h would otherwise be taken for the C
-# runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).
-target_include_directories(vramd PRIVATE daemon daemon/core
+target_include_directories(vramd PRIVATE daemon daemon/io daemon/core
   daemon/core/requests daemon/core/clients daemon/core/daemon daemon/backends
   daemon/state)
-target_compile_options(vramd PRIVATE -iquote ${PROJECT_SOURCE_DIR}/daemon/io)
 # log.h's and request.h's format(printf) attributes are checked against
 # msvcrt's printf here (no %zu), while the calls go to the C99 printf
 # (__USE_MINGW_ANSI_STDIO), as for proto/msg.c above: the Linux build
@@ -399,8 +396,7 @@ if(VRAM_BUILD_TESTS)
   target_include_directories(test_win_access PRIVATE daemon daemon/core
     daemon/core/clients
     daemon/backends platform/win32)
-  target_compile_options(test_win_access PRIVATE
-    -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
+  target_compile_options(test_win_access PRIVATE -Wno-format)
   # The first integration test: the real vramd.exe serving
   # win_vramd_client.exe (vram.h and libvram.dll.a only) over its pipe.
   add_executable(win_vramd_client tests/win/win_vramd_client.c)

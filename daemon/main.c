@@ -13,7 +13,7 @@
 #include "config.h"
 #include "entry.h"
 #include "installer.h"
-#include "io.h"
+#include "connections.h"
 #include "log.h"
 #include "platform.h"
 #include "registry.h"

@@ -95,10 +95,10 @@ struct vd_core {
                                        connections */
     struct vd_held *held;        /* KV grows waiting for recalls (FIFO) */
     struct vd_recall *recalls;   /* recall deadlines */
-    struct vd_kept *kept;        /* looks for released memory (kept.c) */
-    struct vd_wset_rec *wsets;   /* weight sets' handles (weights.c) */
+    struct vd_kept *kept;        /* looks for released memory (still_held.c) */
+    struct vd_wset_rec *wsets;   /* weight sets' handles (weight_records.c) */
     size_t nwsets, wsets_cap;
-    struct vd_wwait *wwaits;     /* opens waiting for a seal (weights.c) */
+    struct vd_wwait *wwaits;     /* opens waiting for a seal (weight_opens.c) */
     bool wsets_changed;          /* a set went: waiting opens may go on */
     struct vp_keeper *keeper;    /* sealed sets' handles across restarts */
     struct vd_counters counters;

@@ -2,7 +2,7 @@
 /* Restore: a restarted vramd rebuilds, from its state file, the gone
  * clients of processes that still run, as if each had just disconnected.
  *
- * Enforces R13 (restart); the resume that follows is resume.c. */
+ * Enforces R13 (restart); the resume that follows is resume_claims.c. */
 #include "internal.h"
 
 #include <errno.h>

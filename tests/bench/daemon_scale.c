@@ -697,7 +697,7 @@ static double timed(struct worker *w, int op, uint64_t a, uint64_t b,
 
 /* What the daemon spends after a release, once it is quiet again: its
  * looks for memory the client may have kept, which a large process gets
- * later, off the loop (daemon/core/requests/kept.h). ms of CPU. */
+ * later, off the loop (daemon/core/requests/still_held.h). ms of CPU. */
 static double audit_after(void)
 {
     uint64_t c0 = dcpu_ns();

@@ -6,7 +6,7 @@
 # touched:
 #   1. its entry in proto/messages.json, with "client" naming its call;
 #   2. its handler, in a new file of daemon/core/requests/handlers/ named beside
-#      handlers/admin.c in each list of vramd's sources;
+#      handlers/handle_admin.c in each list of vramd's sources;
 #   3. its public function in client/include/vram.h;
 #   4. the two committed generated files regenerated (Python's ctypes
 #      table, PROTOCOL.md's reference).
@@ -61,8 +61,8 @@ awk -v f="$tmp/entry" '/^    "ping": \{$/ { while ((getline l < f) > 0) print l 
 cp "$tmp/messages.json" "$tree/proto/messages.json"
 grep -q '"echo": {' "$tree/proto/messages.json" || fail "no place for echo in messages.json"
 
-# 2. Its handler, a file of its own, named beside handlers/admin.c.
-cat >"$tree/daemon/core/requests/handlers/echo.c" <<'EOF'
+# 2. Its handler, a file of its own, named beside handlers/handle_admin.c.
+cat >"$tree/daemon/core/requests/handlers/handle_echo.c" <<'EOF'
 /* SPDX-License-Identifier: Apache-2.0 */
 /* echo: the number sent, sent back. */
 #include "vd_dispatch.h"
@@ -75,10 +75,10 @@ int vd_handle_echo(struct vd_request *rq, const struct vram_req_echo *m,
     return 0;
 }
 EOF
-lists=$(cd "$tree" && grep -l 'daemon/core/requests/handlers/admin\.c' CMakeLists.txt cmake/*.cmake)
-[ -n "$lists" ] || fail "no source list names daemon/core/requests/handlers/admin.c"
+lists=$(cd "$tree" && grep -l 'daemon/core/requests/handlers/handle_admin\.c' CMakeLists.txt cmake/*.cmake)
+[ -n "$lists" ] || fail "no source list names daemon/core/requests/handlers/handle_admin.c"
 for f in $lists; do
-    sed -i 's|daemon/core/requests/handlers/admin\.c|& daemon/core/requests/handlers/echo.c|' "$tree/$f"
+    sed -i 's|daemon/core/requests/handlers/handle_admin\.c|& daemon/core/requests/handlers/handle_echo.c|' "$tree/$f"
 done
 
 # 3. The public function.

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "access.h"
-#include "declaration.h"
-#include "handoff.h"
-#include "kept.h"
+#include "resume_declaration.h"
+#include "orphans.h"
+#include "still_held.h"
 #include "lifecycle.h"
 #include "reapers.h"
 #include "lock.h"
@@ -20,8 +20,8 @@
 #include "send.h"
 #include "vram_msg.h"
 #include "waits.h"
-#include "weights.h"
-#include "wsets.h"
+#include "weight_opens.h"
+#include "weight_records.h"
 #include "keeper.h"
 
 uint64_t vd_core_capacity_of(const struct vd_device_conf *dc, uint64_t total)

@@ -20,7 +20,7 @@
 #include "vd_dispatch.h"
 #include "vram_msg.h"
 #include "waits.h"
-#include "weights.h"
+#include "weight_opens.h"
 
 /* ---- a request's JSON tree ----------------------------------------------- */
 

@@ -7,15 +7,15 @@
 #include <string.h>
 
 #include "access.h"
-#include "declaration.h"
-#include "effects.h"
-#include "handoff.h"
+#include "resume_declaration.h"
+#include "apply_effects.h"
+#include "orphans.h"
 #include "log.h"
 #include "platform.h"
 #include "reapers.h"
 #include "send.h"
 #include "waits.h"
-#include "weights.h"
+#include "weight_opens.h"
 
 /* ---- reaping ------------------------------------------------------------ */
 
@@ -44,7 +44,7 @@ static void reap(struct vd_core *core, uint32_t client, bool recorded)
 /* ---- handed-off connections --------------------------------------------- */
 
 /* Its process exited and its connection lives on in another: closed, and
- * its memory kept as an orphan's (handoff.h). */
+ * its memory kept as an orphan's (orphans.h). */
 static void handed_off(struct vd_core *core, uint32_t client)
 {
     struct vd_client *c = vd_clients_find(&core->clients, client);

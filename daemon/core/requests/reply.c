@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "effects.h"
+#include "apply_effects.h"
 #include "log.h"
 #include "platform.h"
 #include "send.h"

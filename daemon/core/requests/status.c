@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "hexkey.h"
-#include "handoff.h"
+#include "orphans.h"
 #include "reapers.h"
 #include "platform.h"
 

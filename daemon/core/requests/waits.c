@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "effects.h"
+#include "apply_effects.h"
 #include "log.h"
 #include "reply.h"
 #include "status.h"

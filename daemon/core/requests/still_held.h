@@ -15,8 +15,8 @@
  * time and at most a twentieth of the time; a chunk found then is counted
  * and logged, and the release stands (a host chunk's next grant is fresh
  * memory: what the client kept is its own). */
-#ifndef VRAMD_KEPT_H
-#define VRAMD_KEPT_H
+#ifndef VRAMD_STILL_HELD_H
+#define VRAMD_STILL_HELD_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * one), chunks the requester must unmap, recalls of other clients' loans
  * (events with deadlines), chunks that left their holder back to the
  * backend, and budget changes announced after the reply. */
-#ifndef VRAMD_EFFECTS_H
-#define VRAMD_EFFECTS_H
+#ifndef VRAMD_APPLY_EFFECTS_H
+#define VRAMD_APPLY_EFFECTS_H
 
 #include <stddef.h>
 #include <stdint.h>

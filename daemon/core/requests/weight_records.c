@@ -3,7 +3,7 @@
  * handles of its allocations (with the clients' own, the only references
  * to its memory: closing them is what frees it) and its times. Below the
  * effects, which forget a set the ledger dropped. */
-#include "wsets.h"
+#include "weight_records.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -2,12 +2,12 @@
 /* resume (R13): a process that was a client, after a reconnect, declares
  * what it still holds and takes it back with the same ids at the same
  * addresses. The declaration may come in parts ("more") when it does not
- * fit one frame (declaration.c gathers them). */
+ * fit one frame (resume_declaration.c gathers them). */
 #include <errno.h>
 #include <string.h>
 
-#include "declaration.h"
-#include "effects.h"
+#include "resume_declaration.h"
+#include "apply_effects.h"
 #include "errnames.h"
 #include "lifecycle.h"
 #include "log.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "handoff.h"
+#include "orphans.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -9,8 +9,8 @@
 #include "platform.h"
 #include "request.h"
 #include "vd_dispatch.h"
-#include "weights.h"
-#include "wsets.h"
+#include "weight_opens.h"
+#include "weight_records.h"
 
 int vd_handle_weights_open(struct vd_request *rq,
                            const struct vram_req_weights_open *m,

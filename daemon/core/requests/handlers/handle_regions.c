@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Regions of ad-hoc stages and their chunks: region_create, region_grow,
  * region_release, chunk_release, chunk_move. */
-#include "kept.h"
+#include "still_held.h"
 #include "request.h"
 #include "status.h"
 #include "vd_dispatch.h"

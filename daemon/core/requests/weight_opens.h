@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Weight sets (R17) as requests meet them: making a set's allocations,
  * what an open's reply carries, and the opens that wait for another
- * client's seal. The handles themselves are kept in wsets.h. */
-#ifndef VRAMD_WEIGHTS_H
-#define VRAMD_WEIGHTS_H
+ * client's seal. The handles themselves are kept in weight_records.h. */
+#ifndef VRAMD_WEIGHT_OPENS_H
+#define VRAMD_WEIGHT_OPENS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,7 +29,7 @@ int vd_weights_hold(struct vd_request *rq, const struct vram_req_weights_open *m
 void vd_weights_retry(struct vd_core *core);
 /* The client is gone: its waiting opens end without a reply. */
 void vd_weights_drop_client(struct vd_core *core, uint32_t client);
-/* The open itself (handlers/weights.c), from a request or a retry: 0 with
+/* The open itself (handlers/handle_weights.c), from a request or a retry: 0 with
  * the reply filled, VD_HELD, or -errno with rq's why. */
 int vd_weights_open(struct vd_request *rq, const struct vram_req_weights_open *m,
                     struct vram_rep_weights_open *rep, bool may_wait);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The weight sets' records (R17): for each set the ledger knows, the
  * handles of its allocations and its times. Below the effects (which
- * forget a set the ledger dropped); weights.h is what requests use. */
-#ifndef VRAMD_WSETS_H
-#define VRAMD_WSETS_H
+ * forget a set the ledger dropped); weight_opens.h is what requests use. */
+#ifndef VRAMD_WEIGHT_RECORDS_H
+#define VRAMD_WEIGHT_RECORDS_H
 
 #include <stdbool.h>
 #include <stdint.h>

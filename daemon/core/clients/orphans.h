@@ -8,8 +8,8 @@
  * until no process is seen holding it (host chunks, looked for among every
  * process's mappings and handles) or an admin evicts it (GPU chunks cannot
  * be seen). */
-#ifndef VRAMD_HANDOFF_H
-#define VRAMD_HANDOFF_H
+#ifndef VRAMD_ORPHANS_H
+#define VRAMD_ORPHANS_H
 
 #include <stdbool.h>
 #include <stdint.h>

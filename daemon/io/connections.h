@@ -4,8 +4,8 @@
  * sessions (session.c). This is the layer above the core: it calls the
  * core for each connection and frame, and the core answers through the
  * port io registers. */
-#ifndef VRAMD_IO_H
-#define VRAMD_IO_H
+#ifndef VRAMD_CONNECTIONS_H
+#define VRAMD_CONNECTIONS_H
 
 #include <stdbool.h>
 

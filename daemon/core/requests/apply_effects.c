@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "effects.h"
+#include "apply_effects.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
-#include "wsets.h"
+#include "weight_records.h"
 #include "platform.h"
 #include "recalls.h"
 #include "send.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "kept.h"
+#include "still_held.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * (access.admin) device_set_capacity and client_evict. */
 #include <stdio.h>
 
-#include "handoff.h"
+#include "orphans.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "request.h"

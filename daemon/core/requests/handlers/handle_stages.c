@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* stage_register, stage_release, stage_sleep and stage_wake. */
 #include "log.h"
-#include "kept.h"
+#include "still_held.h"
 #include "request.h"
 #include "status.h"
 #include "vd_dispatch.h"

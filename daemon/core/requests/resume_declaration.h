@@ -2,8 +2,8 @@
 /* A resume's declaration (R13) as it arrives, in parts when it is larger
  * than a frame: what the process says it still holds, gathered into the
  * ledger's resume arrays. */
-#ifndef VRAMD_DECLARATION_H
-#define VRAMD_DECLARATION_H
+#ifndef VRAMD_RESUME_DECLARATION_H
+#define VRAMD_RESUME_DECLARATION_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "io.h"
+#include "connections.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * (the handles of its allocations: with the clients' own, the only
  * references to its memory, so closing them is what frees it), and the
  * opens that wait for another client to seal a set. */
-#include "weights.h"
+#include "weight_opens.h"
 
 
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include "platform.h"
 #include "reply.h"
 #include "send.h"
-#include "wsets.h"
+#include "weight_records.h"
 
 struct vd_wwait {
     struct vd_wwait *next;
