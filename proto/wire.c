@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "conn.h"
+#include "platform/conn.h"
 
 void vram_wire_init(struct vram_wire *w, vp_handle h)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Installing, removing and asking about the service through the SCM. */
-#include "install.h"
+#include "windows-service/install.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "win32/scm_errno.h"
-#include "win32/wstr.h"
+#include "platform/win32/scm_errno.h"
+#include "platform/win32/wstr.h"
 
 #define DEFAULT_NAME "vramd"
 #define DEFAULT_DISPLAY "vramd GPU memory broker"

@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "background.h"
-#include "chunk_table.h"
-#include "client_record.h"
-#include "mappers.h"
-#include "region_table.h"
+#include "client/lib/background.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/mappers.h"
+#include "client/lib/region_table.h"
 
 bool vc_bg_wanted(const vram_client *c)
 {

@@ -22,13 +22,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "backend.h"
-#include "clients.h"
-#include "config.h"
-#include "handle.h"
-#include "ledger.h"
-#include "log.h"
-#include "state.h"
+#include "daemon/backends/backend.h"
+#include "daemon/core/clients/clients.h"
+#include "daemon/config.h"
+#include "platform/handle.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/log.h"
+#include "daemon/state/state.h"
 
 /* The frame's handles are for mapping read-only (a sealed weight set's, to
  * a reader): where the OS lets a handle carry its access (Windows

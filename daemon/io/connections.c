@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "connections.h"
+#include "daemon/io/connections.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
+#include "daemon/log.h"
 
 static struct vlog_limit accept_limit = {.interval_ms = 10000};
 

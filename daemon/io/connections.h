@@ -9,10 +9,10 @@
 
 #include <stdbool.h>
 
-#include "core.h"
-#include "endpoint.h"
-#include "io_port.h"
-#include "session.h"
+#include "daemon/core/core.h"
+#include "platform/endpoint.h"
+#include "daemon/io/io_port.h"
+#include "daemon/io/session.h"
 
 struct vd_io {
     uv_loop_t *loop;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ledger.h"
+#include "daemon/ledger/ledger.h"
 
 /* ---- the ledger's state (opaque outside this folder) ---- */
 

@@ -6,7 +6,7 @@
  * own loans, then recalls), R6 (a grow needing recalls waits, up to the
  * stage's hold bound), R7, R8 (trim, and a reserve that waits for unmaps
  * after a trim) and R15 (a delinquent client's trim lends nothing). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

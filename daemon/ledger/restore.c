@@ -3,7 +3,7 @@
  * clients of processes that still run, as if each had just disconnected.
  *
  * Enforces R13 (restart); the resume that follows is resume_claims.c. */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

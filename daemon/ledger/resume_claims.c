@@ -5,7 +5,7 @@
  * Enforces R13 (restart: same ids, addresses and slots; nothing a live
  * process may map goes to anyone else) and keeps R4 and R11 across it (a
  * configured stage comes back whole or stays quarantined). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

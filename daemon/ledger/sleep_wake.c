@@ -5,7 +5,7 @@
  * back with the usual grants.
  *
  * Enforces R18. */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

@@ -9,7 +9,7 @@
  * keeps them, so no chunk moves), taken only from memory no promise needs
  * (R2 holds whatever sets exist), and carves its address range from the
  * window once: the same range in every process that maps it. */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdio.h>

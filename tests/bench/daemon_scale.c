@@ -67,9 +67,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_util.h"
-#include "frame.h"
-#include "vram.h"
+#include "tests/bench/bench_util.h"
+#include "proto/frame.h"
+#include "client/include/vram.h"
 
 #define MIB (1ull << 20)
 #define CHUNK (2 * MIB)

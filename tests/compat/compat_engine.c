@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 #define MAX_REGIONS 16
 #define MAX_SLOTS 4096

@@ -65,7 +65,7 @@ grep -q '"echo": {' "$tree/proto/messages.json" || fail "no place for echo in me
 cat >"$tree/daemon/core/requests/handlers/handle_echo.c" <<'EOF'
 /* SPDX-License-Identifier: Apache-2.0 */
 /* echo: the number sent, sent back. */
-#include "vd_dispatch.h"
+#include "gen/vd_dispatch.h"
 
 int vd_handle_echo(struct vd_request *rq, const struct vram_req_echo *m,
                    struct vram_rep_echo *rep)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Judging peers against the configuration's allow and admin lists. */
-#include "access.h"
+#include "daemon/core/clients/access.h"
 
 static bool in_list(const struct vd_access_list *l, const struct vp_peer *p)
 {

@@ -6,8 +6,8 @@
 
 #include <stdbool.h>
 
-#include "config.h"
-#include "peer.h"
+#include "daemon/config.h"
+#include "platform/peer.h"
 /* Root always; then the configured allow-list, or by default the daemon's
  * own user and the members of group vramd. */
 bool vd_access_connect(const struct vd_config *cfg, const struct vp_peer *p);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "clients.h"
+#include "daemon/core/clients/clients.h"
 
 #include <stdlib.h>
 #include <string.h>

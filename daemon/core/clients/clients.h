@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
-#include "peer.h"
+#include "platform/handle.h"
+#include "platform/peer.h"
 
 struct vd_resume_acc;
 struct vd_outbox;

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "orphans.h"
+#include "daemon/core/clients/orphans.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#include "log.h"
-#include "platform.h"
-#include "watch.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "platform/watch.h"
 
 /* A process's fds close before it is seen to exit, so its connection's end
  * is normally read in the same loop turn; one still open after this was

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core.h"
+#include "daemon/core/core.h"
 
 /* Called when a watched client's process exited and its connection did
  * not end with it; and when an orphan's memory is no longer held. */

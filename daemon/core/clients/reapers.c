@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "reapers.h"
+#include "daemon/core/clients/reapers.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "watch.h"
+#include "platform/watch.h"
 
 struct vd_reaper {
     struct vd_reaper *next;

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core.h"
+#include "daemon/core/core.h"
 
 typedef void (*vd_reaper_fn)(struct vd_core *core, struct vd_reaper *rp);
 

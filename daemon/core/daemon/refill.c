@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "refill.h"
+#include "daemon/core/daemon/refill.h"
 
-#include "clock.h"
-#include "ledger.h"
+#include "platform/clock.h"
+#include "daemon/ledger/ledger.h"
 
 static void on_idle(uv_idle_t *h)
 {

@@ -5,7 +5,7 @@
 #ifndef VRAMD_REFILL_H
 #define VRAMD_REFILL_H
 
-#include "core.h"
+#include "daemon/core/core.h"
 
 void vd_refill_start(struct vd_core *core);
 

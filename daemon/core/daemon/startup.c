@@ -1,28 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "startup.h"
+#include "daemon/core/daemon/startup.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
-#include "resume_declaration.h"
-#include "orphans.h"
-#include "still_held.h"
-#include "lifecycle.h"
-#include "reapers.h"
-#include "lock.h"
-#include "log.h"
-#include "platform.h"
-#include "recalls.h"
-#include "refill.h"
-#include "send.h"
-#include "vram_msg.h"
-#include "waits.h"
-#include "weight_opens.h"
-#include "weight_records.h"
-#include "keeper.h"
+#include "daemon/core/clients/access.h"
+#include "daemon/core/requests/resume_declaration.h"
+#include "daemon/core/clients/orphans.h"
+#include "daemon/core/requests/still_held.h"
+#include "daemon/core/requests/lifecycle.h"
+#include "daemon/core/clients/reapers.h"
+#include "platform/lock.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "daemon/core/requests/recalls.h"
+#include "daemon/core/daemon/refill.h"
+#include "daemon/core/requests/send.h"
+#include "gen/vram_msg.h"
+#include "daemon/core/requests/waits.h"
+#include "daemon/core/requests/weight_opens.h"
+#include "daemon/core/requests/weight_records.h"
+#include "platform/keeper.h"
 
 uint64_t vd_core_capacity_of(const struct vd_device_conf *dc, uint64_t total)
 {

@@ -5,7 +5,7 @@
 #ifndef VRAMD_STARTUP_H
 #define VRAMD_STARTUP_H
 
-#include "core.h"
+#include "daemon/core/core.h"
 
 /* Builds the ledger from cfg (devices sized by the backend, stages
  * configured, limits set); the port is how replies and events leave. Logs

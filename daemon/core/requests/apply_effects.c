@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "apply_effects.h"
+#include "daemon/core/requests/apply_effects.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "weight_records.h"
-#include "platform.h"
-#include "recalls.h"
-#include "send.h"
-#include "vram_msg.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/weight_records.h"
+#include "platform/platform.h"
+#include "daemon/core/requests/recalls.h"
+#include "daemon/core/requests/send.h"
+#include "gen/vram_msg.h"
 
 void vd_effects_out_free(struct vd_effects_out *out)
 {

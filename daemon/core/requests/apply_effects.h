@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "vram_msg.h"
+#include "daemon/core/core.h"
+#include "gen/vram_msg.h"
 
 /* What the effects of a request mean for the client that asked. */
 struct vd_effects_out {

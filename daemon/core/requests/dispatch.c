@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "dispatch.h"
+#include "daemon/core/requests/dispatch.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -8,19 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errnames.h"
-#include "ledger.h"
-#include "lifecycle.h"
-#include "log.h"
-#include "msg.h"
-#include "platform.h"
-#include "reply.h"
-#include "request.h"
-#include "send.h"
-#include "vd_dispatch.h"
-#include "vram_msg.h"
-#include "waits.h"
-#include "weight_opens.h"
+#include "proto/errnames.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/core/requests/lifecycle.h"
+#include "daemon/log.h"
+#include "proto/msg.h"
+#include "platform/platform.h"
+#include "daemon/core/requests/reply.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/core/requests/send.h"
+#include "gen/vd_dispatch.h"
+#include "gen/vram_msg.h"
+#include "daemon/core/requests/waits.h"
+#include "daemon/core/requests/weight_opens.h"
 
 /* ---- a request's JSON tree ----------------------------------------------- */
 

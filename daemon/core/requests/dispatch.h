@@ -9,8 +9,8 @@
 
 #include <stdint.h>
 
-#include "codec.h"
-#include "core.h"
+#include "proto/codec.h"
+#include "daemon/core/core.h"
 
 /* A frame from client's connection (io/). Its handles are the core's to
  * close (no request carries any). */

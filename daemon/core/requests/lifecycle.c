@@ -1,21 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "lifecycle.h"
+#include "daemon/core/requests/lifecycle.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
-#include "resume_declaration.h"
-#include "apply_effects.h"
-#include "orphans.h"
-#include "log.h"
-#include "platform.h"
-#include "reapers.h"
-#include "send.h"
-#include "waits.h"
-#include "weight_opens.h"
+#include "daemon/core/clients/access.h"
+#include "daemon/core/requests/resume_declaration.h"
+#include "daemon/core/requests/apply_effects.h"
+#include "daemon/core/clients/orphans.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "daemon/core/clients/reapers.h"
+#include "daemon/core/requests/send.h"
+#include "daemon/core/requests/waits.h"
+#include "daemon/core/requests/weight_opens.h"
 
 /* ---- reaping ------------------------------------------------------------ */
 

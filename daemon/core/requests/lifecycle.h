@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "peer.h"
-#include "reapers.h"
+#include "daemon/core/core.h"
+#include "platform/peer.h"
+#include "daemon/core/clients/reapers.h"
 
 /* Why a connection is turned away. */
 struct vd_refusal {

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "recalls.h"
+#include "daemon/core/requests/recalls.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "proc.h"
-#include "send.h"
-#include "vram_msg.h"
+#include "daemon/log.h"
+#include "platform/proc.h"
+#include "daemon/core/requests/send.h"
+#include "gen/vram_msg.h"
 
 struct vd_recall {
     struct vd_recall *next;

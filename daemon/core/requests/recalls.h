@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core.h"
+#include "daemon/core/core.h"
 
 /* Asks client for chunks of stage back, by the stage's deadline. */
 void vd_recall_start(struct vd_core *core, uint32_t client, uint32_t stage,

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "reply.h"
+#include "daemon/core/requests/reply.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "apply_effects.h"
-#include "log.h"
-#include "platform.h"
-#include "send.h"
-#include "vram_msg.h"
+#include "daemon/core/requests/apply_effects.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "daemon/core/requests/send.h"
+#include "gen/vram_msg.h"
 
 /* Map entries one frame carries at most, besides its 32 handles: a frame
  * stays well inside the payload limit. */

@@ -5,7 +5,7 @@
 #ifndef VRAMD_REPLY_H
 #define VRAMD_REPLY_H
 
-#include "request.h"
+#include "daemon/core/requests/request.h"
 
 /* Answers rq: err 0 with rep (the request type's reply struct; its map and
  * unmap come from the effects), or err < 0 with rq->why (rep NULL; chunks

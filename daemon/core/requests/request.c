@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "request.h"
+#include "daemon/core/requests/request.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "arena.h"
-#include "core.h"
-#include "ledger.h"
+#include "proto/arena.h"
+#include "daemon/core/core.h"
+#include "daemon/ledger/ledger.h"
 
 /* A handler's result besides 0 (reply now) and a negative errno (refuse):
  * the request waits (its reply comes later, from waits.c). */

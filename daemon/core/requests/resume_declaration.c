@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "resume_declaration.h"
+#include "daemon/core/requests/resume_declaration.h"
 
 #include <errno.h>
 #include <stdio.h>

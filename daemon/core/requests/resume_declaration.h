@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ledger.h"
-#include "vram_msg.h"
+#include "daemon/ledger/ledger.h"
+#include "gen/vram_msg.h"
 
 struct vd_resume_acc {
     struct vl_resume_stage *stages;

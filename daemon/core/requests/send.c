@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "send.h"
+#include "daemon/core/requests/send.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#include "clients.h"
-#include "log.h"
-#include "vram_msg.h"
+#include "daemon/core/clients/clients.h"
+#include "daemon/log.h"
+#include "gen/vram_msg.h"
 
 /* Decodes what was encoded, as a peer will: a frame the catalogue does not
  * describe is a bug, caught in every test that runs the daemon. */

@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "msg.h"
+#include "daemon/core/core.h"
+#include "proto/msg.h"
 
 /* Sends event evt (enum vram_evt_id) with its fields to client c. */
 int vd_send_event(struct vd_core *core, struct vd_client *c, int evt,

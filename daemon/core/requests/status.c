@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "status.h"
+#include "daemon/core/requests/status.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "hexkey.h"
-#include "orphans.h"
-#include "reapers.h"
-#include "platform.h"
+#include "proto/hexkey.h"
+#include "daemon/core/clients/orphans.h"
+#include "daemon/core/clients/reapers.h"
+#include "platform/platform.h"
 
 #define BAD_ALLOC(p) ((p) == NULL)
 

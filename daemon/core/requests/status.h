@@ -9,9 +9,9 @@
 
 #include <stdint.h>
 
-#include "arena.h"
-#include "core.h"
-#include "vram_msg.h"
+#include "proto/arena.h"
+#include "daemon/core/core.h"
+#include "gen/vram_msg.h"
 
 int vd_status_build(struct vd_core *core, struct vram_rep_status *out,
                     struct vram_arena *a);

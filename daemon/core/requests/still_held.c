@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "still_held.h"
+#include "daemon/core/requests/still_held.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "platform.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
 
 /* Memory ids looked for at once: the look reads the process once whatever
  * their number, and compares each line with each id. Before a release (a

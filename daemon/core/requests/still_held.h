@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "request.h"
+#include "daemon/core/requests/request.h"
 
 /* Refuses rq (returns its error) when one of chunks, which the requester
  * holds, is still in its process; 0 when none is or none can be seen (or

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "waits.h"
+#include "daemon/core/requests/waits.h"
 
 #include <stdlib.h>
 
-#include "apply_effects.h"
-#include "log.h"
-#include "reply.h"
-#include "status.h"
-#include "vram_msg.h"
+#include "daemon/core/requests/apply_effects.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/reply.h"
+#include "daemon/core/requests/status.h"
+#include "gen/vram_msg.h"
 
 struct vd_held {
     struct vd_held *next;

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "request.h"
+#include "daemon/core/requests/request.h"
 
 /* Holds rq (a kv_reserve of stage for prompt + output tokens): VD_HELD,
  * or a negative errno (with rq->why) when it cannot wait. */

@@ -3,7 +3,7 @@
  * (the handles of its allocations: with the clients' own, the only
  * references to its memory, so closing them is what frees it), and the
  * opens that wait for another client to seal a set. */
-#include "weight_opens.h"
+#include "daemon/core/requests/weight_opens.h"
 
 
 #include <errno.h>
@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "access.h"
-#include "errnames.h"
-#include "hexkey.h"
-#include "log.h"
-#include "platform.h"
-#include "reply.h"
-#include "send.h"
-#include "weight_records.h"
+#include "daemon/core/clients/access.h"
+#include "proto/errnames.h"
+#include "proto/hexkey.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "daemon/core/requests/reply.h"
+#include "daemon/core/requests/send.h"
+#include "daemon/core/requests/weight_records.h"
 
 struct vd_wwait {
     struct vd_wwait *next;

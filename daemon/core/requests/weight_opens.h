@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "request.h"
-#include "vram_msg.h"
+#include "daemon/core/core.h"
+#include "daemon/core/requests/request.h"
+#include "gen/vram_msg.h"
 
 /* Makes the allocations of set (just opened in the ledger, its writer the
  * request's client) and keeps their handles; -errno with rq's why, the

@@ -3,14 +3,14 @@
  * handles of its allocations (with the clients' own, the only references
  * to its memory: closing them is what frees it) and its times. Below the
  * effects, which forget a set the ledger dropped. */
-#include "weight_records.h"
+#include "daemon/core/requests/weight_records.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#include "keeper.h"
-#include "log.h"
-#include "platform.h"
+#include "platform/keeper.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
 
 #include <stdio.h>
 

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core.h"
-#include "handle.h"
+#include "daemon/core/core.h"
+#include "platform/handle.h"
 
 struct vd_wset_rec {
     uint32_t set;

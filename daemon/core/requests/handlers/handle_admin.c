@@ -3,13 +3,13 @@
  * (access.admin) device_set_capacity and client_evict. */
 #include <stdio.h>
 
-#include "orphans.h"
-#include "lifecycle.h"
-#include "log.h"
-#include "request.h"
-#include "status.h"
-#include "vd_dispatch.h"
-#include "waits.h"
+#include "daemon/core/clients/orphans.h"
+#include "daemon/core/requests/lifecycle.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/core/requests/status.h"
+#include "gen/vd_dispatch.h"
+#include "daemon/core/requests/waits.h"
 
 struct blocked {
     struct vd_core *core;

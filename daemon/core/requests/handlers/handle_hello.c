@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "request.h"
-#include "state.h"
-#include "vd_dispatch.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/state/state.h"
+#include "gen/vd_dispatch.h"
 
 int vd_handle_hello(struct vd_request *rq, const struct vram_req_hello *m,
                     struct vram_rep_hello *rep)

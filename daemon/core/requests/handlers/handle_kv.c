@@ -4,10 +4,10 @@
  * expert_claim. */
 #include <stdio.h>
 
-#include "request.h"
-#include "status.h"
-#include "vd_dispatch.h"
-#include "waits.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/core/requests/status.h"
+#include "gen/vd_dispatch.h"
+#include "daemon/core/requests/waits.h"
 
 /* The stage's KV and loan figures after the change, as every reply here
  * carries them (VD_KV_COPY fills the reply). */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Regions of ad-hoc stages and their chunks: region_create, region_grow,
  * region_release, chunk_release, chunk_move. */
-#include "still_held.h"
-#include "request.h"
-#include "status.h"
-#include "vd_dispatch.h"
+#include "daemon/core/requests/still_held.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/core/requests/status.h"
+#include "gen/vd_dispatch.h"
 
 int vd_handle_region_create(struct vd_request *rq,
                             const struct vram_req_region_create *m,

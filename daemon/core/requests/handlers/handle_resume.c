@@ -6,14 +6,14 @@
 #include <errno.h>
 #include <string.h>
 
-#include "resume_declaration.h"
-#include "apply_effects.h"
-#include "errnames.h"
-#include "lifecycle.h"
-#include "log.h"
-#include "request.h"
-#include "status.h"
-#include "vd_dispatch.h"
+#include "daemon/core/requests/resume_declaration.h"
+#include "daemon/core/requests/apply_effects.h"
+#include "proto/errnames.h"
+#include "daemon/core/requests/lifecycle.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/core/requests/status.h"
+#include "gen/vd_dispatch.h"
 
 /* Most regions and slot claims one declaration may carry. */
 #define RESUME_MAX_REGIONS 4096

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* stage_register, stage_release, stage_sleep and stage_wake. */
-#include "log.h"
-#include "still_held.h"
-#include "request.h"
-#include "status.h"
-#include "vd_dispatch.h"
-#include "waits.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/still_held.h"
+#include "daemon/core/requests/request.h"
+#include "daemon/core/requests/status.h"
+#include "gen/vd_dispatch.h"
+#include "daemon/core/requests/waits.h"
 
 int vd_handle_stage_register(struct vd_request *rq,
                              const struct vram_req_stage_register *m,

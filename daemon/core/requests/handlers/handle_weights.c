@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "platform.h"
-#include "request.h"
-#include "vd_dispatch.h"
-#include "weight_opens.h"
-#include "weight_records.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "daemon/core/requests/request.h"
+#include "gen/vd_dispatch.h"
+#include "daemon/core/requests/weight_opens.h"
+#include "daemon/core/requests/weight_records.h"
 
 int vd_handle_weights_open(struct vd_request *rq,
                            const struct vram_req_weights_open *m,
