@@ -83,7 +83,7 @@ set(VRAM_PROTO_SOURCES proto/frame.c proto/codec.c proto/wire.c proto/json.c
     ${VRAM_GEN_DIR}/vram_msg.c)
 
 # The ledger: pure, a library of its own so unit tests link it alone.
-set(VRAM_LEDGER_SOURCES daemon/ledger/pool.c daemon/ledger/fxlist.c daemon/ledger/observer.c daemon/ledger/va.c daemon/ledger/region.c daemon/ledger/chunk.c daemon/ledger/promise.c daemon/ledger/admission.c daemon/ledger/stage.c daemon/ledger/kv.c daemon/ledger/loans.c daemon/ledger/slots.c daemon/ledger/client.c daemon/ledger/capacity.c daemon/ledger/restore.c daemon/ledger/resume.c daemon/ledger/check.c daemon/ledger/views.c daemon/ledger/weights.c daemon/ledger/sleep.c)
+set(VRAM_LEDGER_SOURCES daemon/ledger/pool.c daemon/ledger/fxlist.c daemon/ledger/observer.c daemon/ledger/va.c daemon/ledger/region.c daemon/ledger/chunk.c daemon/ledger/promise.c daemon/ledger/admission.c daemon/ledger/stage.c daemon/ledger/kv_budgets.c daemon/ledger/loans.c daemon/ledger/slots.c daemon/ledger/client.c daemon/ledger/capacity.c daemon/ledger/restore.c daemon/ledger/resume_claims.c daemon/ledger/check.c daemon/ledger/views.c daemon/ledger/weight_cache.c daemon/ledger/sleep_wake.c)
 
 # The CUDA driver's loader (libvram compiles it in) and NVML's: vram_cuda
 # (cmake/vram_cuda.cmake).
@@ -96,16 +96,26 @@ set(VRAM_CUDA_SOURCES ${VRAM_CUDA_DRIVER_SOURCES} common/nvml.c)
 # the tests and fuzzers that compile them without the rest.
 set(VRAMD_LOG_SOURCES daemon/log.c)
 set(VRAMD_CONFIG_SOURCES daemon/config.c)
-set(VRAMD_IO_SOURCES daemon/io/io.c daemon/io/io_port.c daemon/io/session.c
+set(VRAMD_IO_SOURCES daemon/io/connections.c daemon/io/io_port.c daemon/io/session.c
   daemon/io/session_rules.c)
 set(VRAMD_CORE_SOURCES
-  daemon/core/access.c daemon/core/clients.c daemon/core/declaration.c daemon/core/dispatch.c
-  daemon/core/effects.c daemon/core/lifecycle.c daemon/core/reapers.c daemon/core/recalls.c
-  daemon/core/refill.c daemon/core/kept.c daemon/core/handoff.c daemon/core/reply.c daemon/core/request.c daemon/core/send.c
-  daemon/core/startup.c daemon/core/status.c daemon/core/waits.c
-  daemon/core/handlers/admin.c daemon/core/handlers/hello.c daemon/core/handlers/kv.c
-  daemon/core/handlers/regions.c daemon/core/handlers/resume.c daemon/core/handlers/stages.c
-  daemon/core/weights.c daemon/core/wsets.c daemon/core/handlers/weights.c
+  daemon/core/daemon/startup.c daemon/core/daemon/refill.c
+  daemon/core/requests/dispatch.c daemon/core/requests/request.c
+  daemon/core/requests/reply.c daemon/core/requests/send.c
+  daemon/core/requests/apply_effects.c daemon/core/requests/waits.c
+  daemon/core/requests/recalls.c daemon/core/requests/status.c
+  daemon/core/requests/lifecycle.c daemon/core/requests/resume_declaration.c
+  daemon/core/requests/still_held.c daemon/core/requests/weight_opens.c
+  daemon/core/requests/weight_records.c
+  daemon/core/requests/handlers/handle_admin.c
+  daemon/core/requests/handlers/handle_hello.c
+  daemon/core/requests/handlers/handle_kv.c
+  daemon/core/requests/handlers/handle_regions.c
+  daemon/core/requests/handlers/handle_resume.c
+  daemon/core/requests/handlers/handle_stages.c
+  daemon/core/requests/handlers/handle_weights.c
+  daemon/core/clients/clients.c daemon/core/clients/access.c
+  daemon/core/clients/orphans.c daemon/core/clients/reapers.c
   ${VRAM_GEN_DIR}/vd_dispatch.c)
 set(VRAMD_BACKEND_SOURCES daemon/backends/registry.c daemon/backends/host.c
   daemon/backends/cuda.c daemon/backends/standby.c)

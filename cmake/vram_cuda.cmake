@@ -7,7 +7,6 @@
 # cuda.h nothing is made. libvram compiles the driver's loader itself.
 if(VRAM_CUDA_INCLUDE_DIR)
   add_library(vram_cuda STATIC ${VRAM_CUDA_SOURCES})
-  target_include_directories(vram_cuda PUBLIC common)
   target_include_directories(vram_cuda SYSTEM PUBLIC ${VRAM_CUDA_INCLUDE_DIR})
   target_compile_definitions(vram_cuda PUBLIC VRAM_HAVE_CUDA_H)
   target_link_libraries(vram_cuda PUBLIC vram_platform)

@@ -164,7 +164,6 @@ include_directories(BEFORE SYSTEM ${PROJECT_SOURCE_DIR}/platform/win32/include)
 
 # The ledger.
 add_library(vram_ledger STATIC ${VRAM_LEDGER_SOURCES})
-target_include_directories(vram_ledger PUBLIC daemon/ledger daemon)
 
 # The message catalogue, proto/messages.json, becomes C at build time, as in
 # the Linux build: vram_msggen writes the structs and descriptors into gen/.
@@ -206,8 +205,6 @@ add_custom_command(
   COMMENT "Generating the protocol's C from proto/messages.json"
   VERBATIM)
 add_custom_target(vram_generated DEPENDS ${VRAM_GEN_OUTPUTS})
-set_source_files_properties(${VRAM_GEN_DIR}/vc_stubs.c PROPERTIES
-  INCLUDE_DIRECTORIES ${PROJECT_SOURCE_DIR}/client/lib)
 
 # The platform layer for Windows (platform/win32/, cmake/sources.cmake's
 # per-OS block), as far as it goes: handles, clocks, connections over
@@ -216,7 +213,6 @@ set_source_files_properties(${VRAM_GEN_DIR}/vc_stubs.c PROPERTIES
 # overlapped I/O (conn_state.c).
 add_library(vram_platform STATIC ${VRAM_PLATFORM_SOURCES}
   ${VRAM_PLATFORM_LOOP_SOURCES} ${VRAM_KEEPER_SOURCES})
-target_include_directories(vram_platform PUBLIC platform)
 # The entry's run directory: SHGetKnownFolderPath (shell32), CoTaskMemFree
 # (ole32), FOLDERID_ProgramData (uuid), its security (advapi32).
 target_link_libraries(vram_platform PUBLIC ntdll uv_a shell32 ole32 uuid advapi32)
@@ -228,7 +224,6 @@ target_link_options(vramd-holder PRIVATE -static-libgcc)
 
 # The protocol.
 add_library(vram_proto STATIC ${VRAM_PROTO_SOURCES})
-target_include_directories(vram_proto PUBLIC proto ${VRAM_GEN_DIR})
 target_link_libraries(vram_proto PUBLIC vram_platform vram_cjson m)
 # On mingw, gcc checks format(printf, ...) attributes against msvcrt's
 # printf, which has no %zu; the calls go to the C99 printf
@@ -271,7 +266,6 @@ add_custom_command(
   VERBATIM)
 add_library(vram SHARED ${VRAM_WIN_CLIENT_SOURCES} ${VRAM_DEF})
 target_include_directories(vram PUBLIC ${PROJECT_SOURCE_DIR}/client/include)
-target_include_directories(vram PRIVATE common)
 target_link_libraries(vram PRIVATE vram_proto vram_platform vram_cjson)
 if(VRAM_CUDA_INCLUDE_DIR)
   # libvram exports nothing new: libvram.def, from vram.h, is the same.
@@ -291,7 +285,6 @@ target_link_options(vram PRIVATE -static-libgcc)
 # vramd.exe reaches this through its installer (installer_winsvc.c, one of
 # vramd's sources, as systemd/installer_systemd.c is on Linux).
 add_library(vram_winsvc STATIC ${VRAM_WINSVC_SOURCES})
-target_include_directories(vram_winsvc PUBLIC windows-service)
 target_link_libraries(vram_winsvc PUBLIC vram_platform)
 
 # vramd.exe: the Linux build's daemon sources (io/ over platform/endpoint.h,
@@ -305,11 +298,6 @@ target_link_libraries(vram_winsvc PUBLIC vram_platform)
 # lock go. (windows-service/installer_winsvc.c is its installer, chosen
 # in cmake/sources.cmake.)
 add_executable(vramd ${VRAMD_SOURCES})
-# daemon/io by -iquote only: its io.h would otherwise be taken for the C
-# runtime's <io.h> (which mingw's <fcntl.h>, under uv.h, includes).
-target_include_directories(vramd PRIVATE daemon daemon/core daemon/backends
-  daemon/state)
-target_compile_options(vramd PRIVATE -iquote ${PROJECT_SOURCE_DIR}/daemon/io)
 # log.h's and request.h's format(printf) attributes are checked against
 # msvcrt's printf here (no %zu), while the calls go to the C99 printf
 # (__USE_MINGW_ANSI_STDIO), as for proto/msg.c above: the Linux build
@@ -328,10 +316,6 @@ if(VRAM_BUILD_TESTS)
   function(vram_win_test name)
     cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
     add_executable(${name} ${T_SOURCES})
-    # Tests reach Windows' own headers (identity.h, pipe_listener.h, push.h,
-    # stream.h: platform/win32/'s, for platform/ and its tests only).
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests
-      ${PROJECT_SOURCE_DIR}/platform/win32)
     target_link_libraries(${name} PRIVATE ${T_LIBS})
     add_test(NAME ${name} COMMAND ${name})
     if(NOT T_TIMEOUT)
@@ -354,7 +338,6 @@ if(VRAM_BUILD_TESTS)
   # libuv streams, handles pushed into a child (win_child.exe, a helper
   # the tests start), sections and fixed-address views.
   add_executable(win_child tests/win/win_child.c)
-  target_include_directories(win_child PRIVATE tests platform/win32)
   target_link_libraries(win_child PRIVATE vram_platform)
   foreach(t listener identity stream push mem thread mapfile)
     vram_win_test(test_win_${t} SOURCES tests/win/test_win_${t}.c LIBS vram_platform)
@@ -365,7 +348,6 @@ if(VRAM_BUILD_TESTS)
   # wineserver for the run: without it, wineserver kills the service 3 s
   # after the last ordinary process ends.
   add_executable(win_test_service tests/win/win_test_service.c)
-  target_include_directories(win_test_service PRIVATE tests platform/win32)
   target_link_libraries(win_test_service PRIVATE vram_winsvc vram_platform)
   vram_win_test(test_win_service SOURCES tests/win/test_win_service.c
                 LIBS vram_winsvc vram_platform TIMEOUT 240)
@@ -391,20 +373,16 @@ if(VRAM_BUILD_TESTS)
   # the daemon's own sources (config, core/access) and platform/win32/
   # peer_map.c.
   vram_win_test(test_win_access SOURCES tests/win/test_win_access.c
-    ${VRAMD_CONFIG_SOURCES} ${VRAMD_LOG_SOURCES} daemon/core/access.c
+    ${VRAMD_CONFIG_SOURCES} ${VRAMD_LOG_SOURCES} daemon/core/clients/access.c
     ${VRAMD_BACKEND_SOURCES}
     LIBS vram_ledger vram_proto vram_platform vram_cjson)
   if(VRAM_CUDA_INCLUDE_DIR)
     target_link_libraries(test_win_access PRIVATE vram_cuda)
   endif()
-  target_include_directories(test_win_access PRIVATE daemon daemon/core
-    daemon/backends)
-  target_compile_options(test_win_access PRIVATE
-    -iquote ${PROJECT_SOURCE_DIR}/daemon/io -Wno-format)
+  target_compile_options(test_win_access PRIVATE -Wno-format)
   # The first integration test: the real vramd.exe serving
   # win_vramd_client.exe (vram.h and libvram.dll.a only) over its pipe.
   add_executable(win_vramd_client tests/win/win_vramd_client.c)
-  target_include_directories(win_vramd_client PRIVATE tests)
   target_link_libraries(win_vramd_client PRIVATE vram)
   vram_win_test(test_win_vramd SOURCES tests/win/test_win_vramd.c TIMEOUT 240)
   add_dependencies(test_win_vramd vramd win_vramd_client)
@@ -414,7 +392,6 @@ if(VRAM_BUILD_TESTS)
   # the access their backend's kind asks for (backend.h).
   vram_win_test(test_win_backend SOURCES tests/win/test_win_backend.c
                 LIBS vram ntdll TIMEOUT 240)
-  target_include_directories(test_win_backend PRIVATE daemon/backends platform)
   if(VRAM_CUDA_INCLUDE_DIR)
     target_compile_definitions(test_win_backend PRIVATE VRAM_HAVE_CUDA_H)
   endif()

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "cuda_driver.h"
-#include "dl.h"
+#include "common/cuda_driver.h"
+#include "platform/dl.h"
 
 #include <errno.h>
 #include <stdio.h>

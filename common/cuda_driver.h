@@ -11,7 +11,7 @@
 
 #include <cuda.h>
 
-#include "gpu_share.h"
+#include "platform/gpu_share.h"
 
 /* How a chunk is shared between processes, as this system has it
  * (platform/gpu_share.h: a POSIX fd on Linux, an NT HANDLE on Windows).

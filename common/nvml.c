@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "nvml.h"
+#include "common/nvml.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "dl.h"
-#include "gpu_share.h"
+#include "platform/dl.h"
+#include "platform/gpu_share.h"
 
 /* nvmlMemory_t, whose layout NVML keeps stable (the v1 structure). */
 struct vnvml_memory {

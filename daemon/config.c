@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "config.h"
+#include "daemon/config.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hexkey.h"
-#include "message.h"
-#include "peer.h"
-#include "registry.h"
-#include "units.h"
+#include "proto/hexkey.h"
+#include "proto/message.h"
+#include "platform/peer.h"
+#include "daemon/backends/registry.h"
+#include "proto/units.h"
 
 struct ctx {
     char (*errs)[256];

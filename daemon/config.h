@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ledger.h"
-#include "section.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/backends/section.h"
 
 #define VD_MAX_CONFIG_ERRORS 32
 /* pool.prefill_chunks when the file does not say: cuda fills the pool up to

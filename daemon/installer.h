@@ -8,7 +8,7 @@
 #ifndef VRAMD_INSTALLER_H
 #define VRAMD_INSTALLER_H
 
-#include "entry.h"
+#include "platform/entry.h"
 
 /* NULL: this system's service program installs no service itself. */
 const struct vp_entry_installer *vd_service_installer(void);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "log.h"
+#include "daemon/log.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "service.h"
-#include "text.h"
+#include "platform/clock.h"
+#include "platform/service.h"
+#include "proto/text.h"
 
 static int level = VLOG_INFO;
 static bool journal;

@@ -9,17 +9,17 @@
 
 #include <uv.h>
 
-#include "backend.h"
-#include "config.h"
-#include "entry.h"
-#include "installer.h"
-#include "io.h"
-#include "log.h"
-#include "platform.h"
-#include "registry.h"
-#include "startup.h"
-#include "units.h"
-#include "vram_msg.h"
+#include "daemon/backends/backend.h"
+#include "daemon/config.h"
+#include "platform/entry.h"
+#include "daemon/installer.h"
+#include "daemon/io/connections.h"
+#include "daemon/log.h"
+#include "platform/platform.h"
+#include "daemon/backends/registry.h"
+#include "daemon/core/daemon/startup.h"
+#include "proto/units.h"
+#include "gen/vram_msg.h"
 
 /* Linux: /run/vramd/vramd.sock; Windows: \\.\pipe\vramd (conn.h). */
 #define DEFAULT_SOCKET VP_DEFAULT_ENDPOINT

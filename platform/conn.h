@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* Where vramd listens unless configured otherwise: its socket on POSIX,
  * its named pipe on Windows (platform/win32/pipe_listener.h). */

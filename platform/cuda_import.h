@@ -6,7 +6,7 @@
 #ifndef VRAM_PLATFORM_CUDA_IMPORT_H
 #define VRAM_PLATFORM_CUDA_IMPORT_H
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* Takes the shareable handle just imported; returns the one the chunk
  * keeps (closed at its release), VP_NONE where it was closed here. */

@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
-#include "peer.h"
+#include "platform/handle.h"
+#include "platform/peer.h"
 
 struct uv_loop_s; /* libuv's uv_loop_t */
 

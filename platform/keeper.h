@@ -81,7 +81,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* A name: 1 to VP_KEEPER_NAME_MAX bytes of [A-Za-z0-9._/-], not ending in
  * ".socket" (systemd's name for a socket unit's fds, which are the

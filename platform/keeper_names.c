@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The kept names: open addressing, linear probing, deletion by shifting
  * back (no tombstones), grown by doubling. */
-#include "keeper_names.h"
+#include "platform/keeper_names.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "keeper.h"
+#include "platform/keeper.h"
 
 struct vpx_name_slot {
     char name[VP_KEEPER_NAME_MAX + 1]; /* "" when free */

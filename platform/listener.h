@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 struct vp_listen_cfg {
     const char *path;

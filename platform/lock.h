@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* Takes the lock of the directory that holds socket_path without waiting:
  * 0, -EADDRINUSE when another process holds it, or another negative errno

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* A new zero-filled memory object of bytes that nobody can resize. */
 int vp_mem_create(uint64_t bytes, const char *name, vp_handle *out);

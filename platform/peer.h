@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 #define VP_MAX_GROUPS 64
 

@@ -6,18 +6,18 @@
 #ifndef VRAM_PLATFORM_H
 #define VRAM_PLATFORM_H
 
-#include "clock.h"
-#include "conn.h"
-#include "dl.h"
-#include "handle.h"
-#include "keeper.h"
-#include "listener.h"
-#include "lock.h"
-#include "mapfile.h"
-#include "mem.h"
-#include "peer.h"
-#include "proc.h"
-#include "service.h"
-#include "thread.h"
+#include "platform/clock.h"
+#include "platform/conn.h"
+#include "platform/dl.h"
+#include "platform/handle.h"
+#include "platform/keeper.h"
+#include "platform/listener.h"
+#include "platform/lock.h"
+#include "platform/mapfile.h"
+#include "platform/mem.h"
+#include "platform/peer.h"
+#include "platform/proc.h"
+#include "platform/service.h"
+#include "platform/thread.h"
 
 #endif

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* The start time of process pid (clock ticks since boot on Linux): with
  * the pid it names one process for good. 0 when unknown. */

@@ -8,8 +8,8 @@
 
 #include <uv.h>
 
-#include "conn.h"
-#include "handle.h"
+#include "platform/conn.h"
+#include "platform/handle.h"
 
 struct vp_watch;
 /* status < 0: the handle failed (a negative errno, such as -ECONNRESET);

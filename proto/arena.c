@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "arena.h"
+#include "proto/arena.h"
 
 #include <errno.h>
 #include <stdalign.h>

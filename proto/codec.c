@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "codec.h"
+#include "proto/codec.h"
 
 #include <errno.h>
 #include <stdio.h>

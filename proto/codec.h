@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frame.h"
-#include "handle.h"
+#include "proto/frame.h"
+#include "platform/handle.h"
 
 /* Handles received but not yet claimed by a frame, at most. */
 #define VW_CODEC_MAX_PARKED (2 * VW_MAX_FDS_PER_FRAME)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "errnames.h"
+#include "proto/errnames.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "frame.h"
+#include "proto/frame.h"
 
 #include <errno.h>
 #include <stdio.h>

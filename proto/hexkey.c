@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "hexkey.h"
+#include "proto/hexkey.h"
 
 #include <errno.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "json.h"
+#include "proto/json.h"
 
 #include <math.h>
 #include <stdio.h>

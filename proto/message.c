@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "message.h"
+#include "proto/message.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "errnames.h"
-#include "json.h"
-#include "msg.h"
-#include "vram_msg.h"
+#include "proto/errnames.h"
+#include "proto/json.h"
+#include "proto/msg.h"
+#include "gen/vram_msg.h"
 
 /* Checks msg as the catalogue's message of that name: decoded into a
  * scratch struct (requests carry no handles) and thrown away. */

@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "wire.h"
+#include "proto/wire.h"
 
 /* Checks a request: a known type, and every required field present with its
  * type. Returns 0, -ENOSYS (unknown type) or -EINVAL, with why set. */
@@ -22,8 +22,8 @@ int vw_msg_validate_request(const cJSON *msg, char *why, size_t whylen);
 /* Same for an event, used by the client library. */
 int vw_msg_validate_event(const cJSON *msg, char *why, size_t whylen);
 
-#include "errnames.h"
-#include "json.h"
+#include "proto/errnames.h"
+#include "proto/json.h"
 
 /* Serialises msg and queues it with handles (taken, see vw_codec_tx). */
 int vw_msg_queue(struct vw_wire *w, const cJSON *msg, vp_handle *hs,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "msg.h"
+#include "proto/msg.h"
 
 #include <errno.h>
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "errnames.h"
+#include "proto/errnames.h"
 
 #define NO_HAS UINT32_MAX
 

@@ -24,10 +24,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "arena.h"
-#include "codec.h"
-#include "handle.h"
-#include "json.h"
+#include "proto/arena.h"
+#include "proto/codec.h"
+#include "platform/handle.h"
+#include "proto/json.h"
 
 enum vw_kind {
     VW_K_U32,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "units.h"
+#include "proto/units.h"
 
 #include <ctype.h>
 #include <errno.h>

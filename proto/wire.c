@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "wire.h"
+#include "proto/wire.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "conn.h"
+#include "platform/conn.h"
 
 void vw_wire_init(struct vw_wire *w, vp_handle h)
 {

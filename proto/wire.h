@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec.h"
-#include "handle.h"
+#include "proto/codec.h"
+#include "platform/handle.h"
 
 /* Bytes asked of one receive. */
 #define VW_WIRE_RECV 4096

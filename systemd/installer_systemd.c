@@ -3,7 +3,7 @@
  * (vramd.service, vramd.socket, sysusers and tmpfiles) are installed with
  * the package and enabled with systemctl, so the daemon never installs
  * itself, and its platform entry has no --install-service. */
-#include "installer.h"
+#include "daemon/installer.h"
 
 #include <stddef.h>
 

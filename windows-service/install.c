@@ -2,7 +2,7 @@
 /* Installing, removing and asking about the service: what to install and
  * what to say; the service manager's calls are platform/win32/'s
  * (scm_install.h). */
-#include "install.h"
+#include "windows-service/install.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "proc.h"
+#include "platform/clock.h"
+#include "platform/proc.h"
 
 #define DEFAULT_NAME "vramd"
 #define DEFAULT_DISPLAY "vramd GPU memory broker"

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "win32/scm_install.h" /* struct vpw_scm_status, VPW_SERVICE_* */
+#include "platform/win32/scm_install.h" /* struct vpw_scm_status, VPW_SERVICE_* */
 
 struct vram_service_install_cfg {
     const char *name;         /* NULL: "vramd" */

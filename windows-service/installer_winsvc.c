@@ -2,9 +2,9 @@
 /* vramd's installer on Windows: what --install-service and
  * --uninstall-service do (the platform entry, platform/win32/entry_win32.c,
  * hands them here), on install.h. */
-#include "installer.h"
+#include "daemon/installer.h"
 
-#include "install.h"
+#include "windows-service/install.h"
 
 static int install(const char *name, char *const *argv, char *why,
                    size_t whylen)

@@ -10,20 +10,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "background.h"
-#include "call.h"
-#include "call_frame.h"
-#include "chunk_table.h"
-#include "client_record.h"
-#include "error.h"
-#include "event_thread.h"
-#include "mappers.h"
-#include "mapping.h"
-#include "msg.h"
-#include "protocol.h"
-#include "region_table.h"
-#include "stage_table.h"
-#include "weight_sets.h"
+#include "client/lib/background.h"
+#include "client/lib/call.h"
+#include "client/lib/call_frame.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "client/lib/event_thread.h"
+#include "client/lib/mappers.h"
+#include "client/lib/mapping.h"
+#include "proto/msg.h"
+#include "client/lib/protocol.h"
+#include "client/lib/region_table.h"
+#include "client/lib/stage_table.h"
+#include "client/lib/weight_sets.h"
 
 /* ---- the client itself -------------------------------------------------- */
 

@@ -37,14 +37,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "background.h"
-#include "chunk_table.h"
-#include "client_record.h"
-#include "error.h"
-#include "mappers.h"
-#include "msg.h"
-#include "protocol.h"
-#include "region_table.h"
+#include "client/lib/background.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "client/lib/mappers.h"
+#include "proto/msg.h"
+#include "client/lib/protocol.h"
+#include "client/lib/region_table.h"
 
 struct vc_bg_reply {
     int type;

@@ -7,9 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client_state.h"
-#include "handle.h"
-#include "vram.h"
+#include "client/lib/client_state.h"
+#include "platform/handle.h"
+#include "client/include/vram.h"
 
 /* Whether the new chunks of the reply being applied go to the background:
  * it is on, and this is an engine's own call (not one nested in a

@@ -7,14 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "background.h"
-#include "call.h"
-#include "call_frame.h"
-#include "client_record.h"
-#include "connect.h"
-#include "error.h"
-#include "mapping.h"
-#include "protocol.h"
+#include "client/lib/background.h"
+#include "client/lib/call.h"
+#include "client/lib/call_frame.h"
+#include "client/lib/client_record.h"
+#include "client/lib/connect.h"
+#include "client/lib/error.h"
+#include "client/lib/mapping.h"
+#include "client/lib/protocol.h"
 
 /* Requests whose effect the library made before sending (it unmapped and
  * forgot the memory): after a reconnect the resume already left them out,

@@ -4,8 +4,8 @@
 #ifndef VRAM_CLIENT_CALL_H
 #define VRAM_CLIENT_CALL_H
 
-#include "arena.h"
-#include "vram.h"
+#include "proto/arena.h"
+#include "client/include/vram.h"
 
 /* vc_rpc, and when the connection broke: connect again, resume, and send
  * the request once more. */

@@ -5,11 +5,11 @@
  * residency changes not told yet. So BUDGET_CHANGED has one place in the
  * order: after the reply that caused it was applied, before the call
  * returns, whatever order the daemon's frames came in. */
-#include "background.h"
-#include "call_frame.h"
-#include "client_record.h"
-#include "protocol.h"
-#include "stage_table.h"
+#include "client/lib/background.h"
+#include "client/lib/call_frame.h"
+#include "client/lib/client_record.h"
+#include "client/lib/protocol.h"
+#include "client/lib/stage_table.h"
 
 void vc_enter(const vram_client *cc)
 {

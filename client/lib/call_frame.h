@@ -3,7 +3,7 @@
 #ifndef VRAM_CLIENT_CALL_FRAME_H
 #define VRAM_CLIENT_CALL_FRAME_H
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 /* Takes the client's lock (with an event thread) and counts the call. */
 void vc_enter(const vram_client *c);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunk_table.h"
+#include "client/lib/chunk_table.h"
 
 #define EMPTY UINT64_MAX
 #define TOMB (UINT64_MAX - 1)

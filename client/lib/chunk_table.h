@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "client_state.h"
+#include "client/lib/client_state.h"
 
 int vc_table_put(struct vc_chunk_table *t, const struct vc_chunk *c);
 struct vc_chunk *vc_table_get(struct vc_chunk_table *t, uint64_t id);

@@ -11,13 +11,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
-#include "client_state.h"
-#include "handle.h"
-#include "protocol.h"
-#include "thread.h"
-#include "vram.h"
-#include "wire.h"
+#include "proto/arena.h"
+#include "client/lib/client_state.h"
+#include "platform/handle.h"
+#include "client/lib/protocol.h"
+#include "platform/thread.h"
+#include "client/include/vram.h"
+#include "proto/wire.h"
 
 struct vc_mapper;
 struct vc_wset;

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
-#include "thread.h"
-#include "vram.h"
+#include "platform/handle.h"
+#include "platform/thread.h"
+#include "client/include/vram.h"
 
 /* A chunk this client holds: its handle stays open while held, so a move
  * between regions never needs the daemon to send the fd again. */

@@ -11,18 +11,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunk_table.h"
-#include "client_record.h"
-#include "connect.h"
-#include "error.h"
-#include "events.h"
-#include "mappers.h"
-#include "mapping.h"
-#include "platform.h"
-#include "protocol.h"
-#include "region_table.h"
-#include "stage_table.h"
-#include "transport.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/connect.h"
+#include "client/lib/error.h"
+#include "client/lib/events.h"
+#include "client/lib/mappers.h"
+#include "client/lib/mapping.h"
+#include "platform/platform.h"
+#include "client/lib/protocol.h"
+#include "client/lib/region_table.h"
+#include "client/lib/stage_table.h"
+#include "client/lib/transport.h"
 
 #define DEFAULT_SOCKET VP_DEFAULT_ENDPOINT
 

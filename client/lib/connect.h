@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 /* Hello on the current connection: the version agreed, the mapper for the
  * daemon's backend chosen (error: where the caller wants the message). */

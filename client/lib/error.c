@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "errnames.h"
-#include "client_record.h"
-#include "error.h"
+#include "proto/errnames.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
 
 int vc_set_error(vram_client *c, int err, const char *fmt, ...)
 {

@@ -3,7 +3,7 @@
 #ifndef VRAM_CLIENT_ERROR_H
 #define VRAM_CLIENT_ERROR_H
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 /* Writes the message into last_error; returns err. */
 int vc_set_error(vram_client *c, int err, const char *fmt, ...)

@@ -7,11 +7,11 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "call_frame.h"
-#include "client_record.h"
-#include "conn.h"
-#include "error.h"
-#include "event_thread.h"
+#include "client/lib/call_frame.h"
+#include "client/lib/client_record.h"
+#include "platform/conn.h"
+#include "client/lib/error.h"
+#include "client/lib/event_thread.h"
 
 /* The connection to wait on, read under the lock: a reconnect on another
  * thread may replace it (connect.c), and on Windows it then has another

@@ -3,7 +3,7 @@
 #ifndef VRAM_CLIENT_EVENT_THREAD_H
 #define VRAM_CLIENT_EVENT_THREAD_H
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 /* Ends it (the connection receives no more after). */
 void vc_thread_stop(vram_client *c);

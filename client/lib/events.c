@@ -7,13 +7,13 @@
  * protocol layer calls up through. */
 #include <stdlib.h>
 
-#include "background.h"
-#include "chunk_table.h"
-#include "client_record.h"
-#include "events.h"
-#include "mapping.h"
-#include "protocol.h"
-#include "stage_table.h"
+#include "client/lib/background.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/events.h"
+#include "client/lib/mapping.h"
+#include "client/lib/protocol.h"
+#include "client/lib/stage_table.h"
 
 static void on_event(vram_client *c, int evt, const void *fields)
 {

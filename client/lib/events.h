@@ -4,7 +4,7 @@
 #ifndef VRAM_CLIENT_EVENTS_H
 #define VRAM_CLIENT_EVENTS_H
 
-#include "protocol.h"
+#include "client/lib/protocol.h"
 
 extern const struct vc_proto_port vc_state_port;
 

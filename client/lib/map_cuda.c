@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_record.h"
-#include "mappers.h"
+#include "client/lib/client_record.h"
+#include "client/lib/mappers.h"
 
 #ifdef VRAM_HAVE_CUDA_H
-#include "cuda_driver.h"
-#include "cuda_import.h"
+#include "common/cuda_driver.h"
+#include "platform/cuda_import.h"
 
 struct vc_cuda {
     struct vcu cu;

@@ -5,9 +5,9 @@
  * is never left for someone else's mapping to take (platform/mem.h). */
 #include <string.h>
 
-#include "client_record.h"
-#include "mappers.h"
-#include "mem.h"
+#include "client/lib/client_record.h"
+#include "client/lib/mappers.h"
+#include "platform/mem.h"
 
 static int host_reserve(vram_client *c, uint64_t base, uint64_t size)
 {

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "client_record.h"
-#include "mappers.h"
+#include "client/lib/client_record.h"
+#include "client/lib/mappers.h"
 
 static const struct vc_mapper *host_open(vram_client *c, char *why,
                                          size_t whylen)

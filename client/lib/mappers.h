@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client_state.h"
-#include "handle.h"
-#include "vram.h"
+#include "client/lib/client_state.h"
+#include "platform/handle.h"
+#include "client/include/vram.h"
 
 /* How chunks become memory in this process: mmap for host chunks, CUDA VMM
  * for cuda chunks. */

@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "background.h"
-#include "chunk_table.h"
-#include "client_record.h"
-#include "error.h"
-#include "mappers.h"
-#include "mapping.h"
-#include "region_table.h"
-#include "stage_table.h"
+#include "client/lib/background.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "client/lib/mappers.h"
+#include "client/lib/mapping.h"
+#include "client/lib/region_table.h"
+#include "client/lib/stage_table.h"
 
 /* Unmaps a chunk from its slot. On failure it stays where it is (and is
  * declared after a reconnect), unless forced: a chunk being dropped is

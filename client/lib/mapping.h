@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client_state.h"
-#include "vram.h"
+#include "client/lib/client_state.h"
+#include "client/include/vram.h"
 
 /* A held chunk out of its slot, its handle kept (0); on failure it stays
  * mapped unless forced. And back into a slot of r. */

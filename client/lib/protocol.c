@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_record.h"
-#include "errnames.h"
-#include "error.h"
-#include "msg.h"
-#include "platform.h"
-#include "protocol.h"
-#include "text.h"
-#include "transport.h"
+#include "client/lib/client_record.h"
+#include "proto/errnames.h"
+#include "client/lib/error.h"
+#include "proto/msg.h"
+#include "platform/platform.h"
+#include "client/lib/protocol.h"
+#include "proto/text.h"
+#include "client/lib/transport.h"
 
 static int send_request(vram_client *c, int type, const void *req, uint64_t *id)
 {

@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arena.h"
-#include "handle.h"
-#include "vram.h"
-#include "vram_msg.h"
+#include "proto/arena.h"
+#include "platform/handle.h"
+#include "client/include/vram.h"
+#include "gen/vram_msg.h"
 
 /* How the protocol layer reaches the one above it (the daemon's
  * struct vd_port is the same idea): the state layer fills it in at

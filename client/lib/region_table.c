@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_record.h"
-#include "error.h"
-#include "mappers.h"
-#include "region_table.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "client/lib/mappers.h"
+#include "client/lib/region_table.h"
 
 static const char *const kinds[] = {"kv", "expert", "fixed", "draft_kv"};
 

@@ -5,9 +5,9 @@
 
 #include <stdint.h>
 
-#include "client_state.h"
-#include "vram.h"
-#include "vram_msg.h"
+#include "client/lib/client_state.h"
+#include "client/include/vram.h"
+#include "gen/vram_msg.h"
 
 /* Region kinds by name (enum vram_region_kind), -1 for none. */
 const char *vc_kind_name(int kind);

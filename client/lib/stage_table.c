@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunk_table.h"
-#include "client_record.h"
-#include "hexkey.h"
-#include "mappers.h"
-#include "region_table.h"
-#include "stage_table.h"
+#include "client/lib/chunk_table.h"
+#include "client/lib/client_record.h"
+#include "proto/hexkey.h"
+#include "client/lib/mappers.h"
+#include "client/lib/region_table.h"
+#include "client/lib/stage_table.h"
 
 struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id)
 {

@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client_state.h"
-#include "vram.h"
-#include "vram_msg.h"
+#include "client/lib/client_state.h"
+#include "client/include/vram.h"
+#include "gen/vram_msg.h"
 
 struct vc_stage *vc_stage_get(const vram_client *c, uint32_t id);
 /* Tells the engine (its callback, when it set one). */

@@ -7,10 +7,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "client_record.h"
-#include "error.h"
-#include "platform.h"
-#include "transport.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "platform/platform.h"
+#include "client/lib/transport.h"
 
 void vc_conn_setup(vram_client *c)
 {

@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "codec.h"
-#include "vram.h"
+#include "proto/codec.h"
+#include "client/include/vram.h"
 
 /* The wire and receive settings of a connection, new or made again. */
 void vc_conn_setup(vram_client *c);

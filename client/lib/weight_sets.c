@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "call.h"
-#include "call_frame.h"
-#include "client_record.h"
-#include "error.h"
-#include "hexkey.h"
-#include "mappers.h"
-#include "mem.h"
-#include "weight_sets.h"
+#include "client/lib/call.h"
+#include "client/lib/call_frame.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "proto/hexkey.h"
+#include "client/lib/mappers.h"
+#include "platform/mem.h"
+#include "client/lib/weight_sets.h"
 
 static struct vc_wset *find(const vram_client *c, uint32_t id)
 {

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client_state.h"
-#include "vram.h"
+#include "client/lib/client_state.h"
+#include "client/include/vram.h"
 
 /* A weight set this client has open (weight_sets.c): its allocations are
  * imported and mapped at info.base + i x alloc_bytes, outside the chunk

@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "call.h"
-#include "call_frame.h"
-#include "client_record.h"
-#include "error.h"
-#include "hexkey.h"
+#include "client/lib/call.h"
+#include "client/lib/call_frame.h"
+#include "client/lib/client_record.h"
+#include "client/lib/error.h"
+#include "proto/hexkey.h"
 
 static int state_of(const char *s)
 {

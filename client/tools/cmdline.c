@@ -3,7 +3,7 @@
  * command were once refused or read by hand, each differently) and
  * permutes argv without it, where a size's unit ("12 GiB") or a weight
  * set's name after "--" must stay words in their place. */
-#include "cmdline.h"
+#include "client/tools/cmdline.h"
 
 #include <errno.h>
 #include <stdbool.h>

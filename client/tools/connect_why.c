@@ -5,13 +5,13 @@
  * nonsense to someone who only ran vramctl status; so that case is said
  * here, and the library's text kept for the others (it names the socket
  * and, for a refusal, vramd's reason). */
-#include "connect_why.h"
+#include "client/tools/connect_why.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 void tool_connect_why(char *buf, size_t len, int e, const char *socket,
                       const char *lib_error)

@@ -2,7 +2,7 @@
 /* Exit statuses. 0 to 4 are what vramctl has always returned (the package
  * test relies on 4, the metrics timer's docs and test_http on 3); 5 came
  * with protocol versions, which before were a plain failure (1). */
-#include "exits.h"
+#include "client/tools/exits.h"
 
 #include <errno.h>
 #include <stdbool.h>

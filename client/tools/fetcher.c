@@ -2,14 +2,14 @@
 /* Status fetches on libuv's thread pool. The work function and the loop
  * never touch the fetcher at once: the loop only reads it while no work is
  * queued (busy is false), and the work only runs while busy. */
-#include "fetcher.h"
+#include "client/tools/fetcher.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "connect_why.h"
+#include "client/tools/connect_why.h"
 
 struct tool_fetcher {
     uv_loop_t *loop;

@@ -12,8 +12,8 @@
 
 #include <uv.h>
 
-#include "snapshot.h"
-#include "vram.h"
+#include "client/tools/snapshot.h"
+#include "client/include/vram.h"
 
 struct tool_fetcher;
 

@@ -3,7 +3,7 @@
  * the bytes from the start again, so a partial head costs nothing to keep
  * and its faults are found in the bytes that show them. A head is at most
  * a few KiB, so parsing again is cheap. */
-#include "http_request.h"
+#include "client/tools/http_request.h"
 
 #include <errno.h>
 #include <string.h>

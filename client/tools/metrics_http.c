@@ -16,8 +16,8 @@
  * when its peer is the one at its limit (metrics_slots.c). A scraper sends
  * its request at once and is served; what holds a slot without a request
  * is pushed out by whoever comes next. */
-#include "metrics_http.h"
-#include "metrics_slots.h"
+#include "client/tools/metrics_http.h"
+#include "client/tools/metrics_slots.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -28,11 +28,11 @@
 
 #include <uv.h>
 
-#include "fetcher.h"
-#include "http_request.h"
-#include "metrics_text.h"
-#include "platform.h"
-#include "textbuf.h"
+#include "client/tools/fetcher.h"
+#include "client/tools/http_request.h"
+#include "client/tools/metrics_text.h"
+#include "platform/platform.h"
+#include "client/tools/textbuf.h"
 
 /* The bounds (docs/metrics.md and README, Security, say the same). A
  * scrape takes one connection for a few milliseconds; these leave room

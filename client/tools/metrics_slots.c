@@ -2,7 +2,7 @@
 /* The metrics endpoint's connection slots. Every walk here is over the
  * admitted slots, at most the endpoint's cap (64): a new connection costs
  * that many comparisons at most, whatever the number of peers trying. */
-#include "metrics_slots.h"
+#include "client/tools/metrics_slots.h"
 
 #include <errno.h>
 #include <string.h>

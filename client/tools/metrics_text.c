@@ -4,14 +4,14 @@
  * that come from peers (client names) are escaped as every view escapes
  * them (control characters and bytes that are not UTF-8 as \xNN, so the
  * exposition stays valid UTF-8), then as the format says. */
-#include "metrics_text.h"
+#include "client/tools/metrics_text.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "text.h"
+#include "proto/text.h"
 
 static void head(struct tool_text *t, const char *name, const char *type,
                  const char *help)

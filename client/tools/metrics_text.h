@@ -6,8 +6,8 @@
 #ifndef VRAM_TOOLS_METRICS_TEXT_H
 #define VRAM_TOOLS_METRICS_TEXT_H
 
-#include "textbuf.h"
-#include "vram_msg.h"
+#include "client/tools/textbuf.h"
+#include "gen/vram_msg.h"
 
 /* The media type both answer with. */
 #define TOOL_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

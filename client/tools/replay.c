@@ -18,10 +18,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "message.h"
-#include "platform.h"
-#include "vram.h"
-#include "table.h"
+#include "proto/message.h"
+#include "platform/platform.h"
+#include "client/include/vram.h"
+#include "client/tools/table.h"
 
 #define MAX_STAGES 64
 #define MAX_STEPS 4096

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A status reply, fetched and decoded into the catalogue's typed structs,
  * so the tools name struct members the compiler checks, never string keys. */
-#include "snapshot.h"
+#include "client/tools/snapshot.h"
 
 #include <errno.h>
 #include <stdio.h>

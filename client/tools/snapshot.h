@@ -7,9 +7,9 @@
 
 #include <stddef.h>
 
-#include "msg.h"
-#include "vram.h"
-#include "vram_msg.h"
+#include "proto/msg.h"
+#include "client/include/vram.h"
+#include "gen/vram_msg.h"
 
 struct tool_snapshot {
     char *text;

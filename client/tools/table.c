@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Table rows: printf-formatted, padded columns, no trailing spaces (a row
  * compared or piped must not end in padding). */
-#include "table.h"
+#include "client/tools/table.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A growable text buffer. A failed allocation marks the text incomplete
  * (oom) instead of failing each call, so builders check once at the end. */
-#include "textbuf.h"
+#include "client/tools/textbuf.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
+#include "proto/text.h"
 
 static bool reserve(struct tool_text *t, size_t more)
 {

@@ -18,7 +18,7 @@
  * handlers), a new dependency for the package and a third-party build in
  * the Windows dependencies, for redrawing that the frame does in place
  * already; the frame stays plain text (top_frame.c) that the tests read. */
-#include "top.h"
+#include "client/tools/top.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,14 +27,14 @@
 
 #include <uv.h>
 
-#include "exits.h"
-#include "fetcher.h"
-#include "platform.h"
-#include "snapshot.h"
-#include "textbuf.h"
-#include "top_control.h"
-#include "top_frame.h"
-#include "top_keys.h"
+#include "client/tools/exits.h"
+#include "client/tools/fetcher.h"
+#include "platform/platform.h"
+#include "client/tools/snapshot.h"
+#include "client/tools/textbuf.h"
+#include "client/tools/top_control.h"
+#include "client/tools/top_frame.h"
+#include "client/tools/top_keys.h"
 
 /* Alternate screen and hidden cursor on; and off, colours reset. */
 #define SCREEN_ENTER "\033[?1049h\033[?25l\033[H\033[2J"

@@ -6,7 +6,7 @@
 #ifndef VRAM_TOOLS_TOP_H
 #define VRAM_TOOLS_TOP_H
 
-#include "vram.h"
+#include "client/include/vram.h"
 
 /* Runs the view over c (taken over: closed when the view ends) for the
  * daemon on socket, fetching every interval_ms. Returns the exit status:

@@ -2,7 +2,7 @@
 /* The keys' effects. Scrolling only moves the offsets: the frame clamps
  * them to what it has (top_frame.c returns the one it used), so holding
  * Down past the end does not pile up lines to come back through. */
-#include "top_control.h"
+#include "client/tools/top_control.h"
 
 #include <limits.h>
 #include <stdio.h>

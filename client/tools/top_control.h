@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "top_keys.h"
+#include "client/tools/top_keys.h"
 
 /* The clients table's orders, in the order s goes through them. */
 enum tool_top_sort {

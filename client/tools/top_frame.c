@@ -7,7 +7,7 @@
  * \xNN, proto/text.h), so a name cannot send escapes to the terminal; a
  * character beyond ASCII is then shown as one '?', so that every column
  * counts one cell. */
-#include "top_frame.h"
+#include "client/tools/top_frame.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
-#include "units.h"
+#include "proto/text.h"
+#include "proto/units.h"
 
 const char tool_top_glyphs[7] = {'#', '=', 'w', '+', '!', 'x', '.'};
 

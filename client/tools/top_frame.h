@@ -10,9 +10,9 @@
 
 #include <stdbool.h>
 
-#include "textbuf.h"
-#include "top_control.h"
-#include "vram_msg.h"
+#include "client/tools/textbuf.h"
+#include "client/tools/top_control.h"
+#include "gen/vram_msg.h"
 
 /* What a frame showed, for the keys that move it (top_control.h). */
 struct tool_top_shown {

@@ -4,7 +4,7 @@
  * sequence is taken whole, known or not, and none leaks its tail as
  * characters ("[A" typed by an arrow). Modifiers ("ESC [ 1 ; 5 A", ^Up)
  * give the plain key. */
-#include "top_keys.h"
+#include "client/tools/top_keys.h"
 
 /* The key a final byte names (A B C D H F), or of "ESC [ n ~". */
 static enum tool_key_kind by_final(char f)

@@ -2,17 +2,17 @@
 /* vramctl weights: the list of weight sets, read through libvram's
  * vram_weights_list, shown as a table or re-encoded in the catalogue's
  * terms for --json. */
-#include "weights_view.h"
+#include "client/tools/weights_view.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "table.h"
-#include "text.h"
-#include "textbuf.h"
-#include "units.h"
+#include "client/tools/table.h"
+#include "proto/text.h"
+#include "client/tools/textbuf.h"
+#include "proto/units.h"
 
 int tool_weights_fetch(vram_client *c, struct tool_weights *out, char *why,
                        size_t why_len)

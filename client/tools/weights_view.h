@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vram.h"
-#include "vram_msg.h"
+#include "client/include/vram.h"
+#include "gen/vram_msg.h"
 
 struct tool_weights {
     struct vram_weights_entry *v;

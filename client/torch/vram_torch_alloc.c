@@ -37,9 +37,9 @@
 #include <stddef.h>
 #include <threads.h>
 
-#include "vram.h"
-#include "units.h"
-#include "vram_torch_alloc.h"
+#include "client/include/vram.h"
+#include "proto/units.h"
+#include "client/torch/vram_torch_alloc.h"
 
 #define ALIGN 512u
 #define MAX_DEVICES 64

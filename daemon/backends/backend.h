@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "endpoint.h" /* VP_PUSH_*: what a handle given to a client may do */
-#include "handle.h"
+#include "platform/endpoint.h" /* VP_PUSH_*: what a handle given to a client may do */
+#include "platform/handle.h"
 
 /* What a backend's chunk handles are. On POSIX an fd travels as it is and
  * this is unused. On Windows io/ duplicates each handle into the client's

@@ -31,10 +31,10 @@
  * fit in NVML's dedicated free memory, because WDDM pages an oversubscribed
  * allocation to system memory instead of failing it. That path is compiled
  * but has never run: there is no Windows GPU machine here. */
-#include "backend.h"
-#include "standby.h"
-#include "config.h"
-#include "section.h"
+#include "daemon/backends/backend.h"
+#include "daemon/backends/standby.h"
+#include "daemon/config.h"
+#include "daemon/backends/section.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -85,12 +85,12 @@ const struct vd_backend_section vd_backend_cuda_section = {
 };
 
 #ifdef VRAM_HAVE_CUDA_H
-#include "clock.h"
-#include "cuda_driver.h"
-#include "handle.h"
-#include "log.h"
-#include "gpu_share.h"
-#include "nvml.h"
+#include "platform/clock.h"
+#include "common/cuda_driver.h"
+#include "platform/handle.h"
+#include "daemon/log.h"
+#include "platform/gpu_share.h"
+#include "common/nvml.h"
 
 #define NONE ((CUmemGenericAllocationHandle)0)
 

@@ -5,16 +5,16 @@
  * holder, and the next grant of that chunk gets a new, zero-filled object
  * from the pre-filled pool. The daemon keeps only what identifies the
  * memory (to see a client that keeps mapping a chunk it released). */
-#include "backend.h"
+#include "daemon/backends/backend.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "standby.h"
-#include "mem.h"
+#include "daemon/config.h"
+#include "daemon/backends/standby.h"
+#include "platform/mem.h"
 
 struct host_dev {
     uint64_t chunk_bytes;

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "registry.h"
+#include "daemon/backends/registry.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
+#include "daemon/log.h"
 
 static const struct {
     const char *name;

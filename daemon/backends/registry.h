@@ -10,8 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "backend.h"
-#include "section.h"
+#include "daemon/backends/backend.h"
+#include "daemon/backends/section.h"
 
 struct vd_config;
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "standby.h"
+#include "daemon/backends/standby.h"
 
 uint64_t vd_standby_default(uint64_t total, bool wddm)
 {

@@ -22,13 +22,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "backend.h"
-#include "clients.h"
-#include "config.h"
-#include "handle.h"
-#include "ledger.h"
-#include "log.h"
-#include "state.h"
+#include "daemon/backends/backend.h"
+#include "daemon/core/clients/clients.h"
+#include "daemon/config.h"
+#include "platform/handle.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/log.h"
+#include "daemon/state/state.h"
 
 /* The frame's handles are for mapping read-only (a sealed weight set's, to
  * a reader): where the OS lets a handle carry its access (Windows
@@ -95,10 +95,10 @@ struct vd_core {
                                        connections */
     struct vd_held *held;        /* KV grows waiting for recalls (FIFO) */
     struct vd_recall *recalls;   /* recall deadlines */
-    struct vd_kept *kept;        /* looks for released memory (kept.c) */
-    struct vd_wset_rec *wsets;   /* weight sets' handles (weights.c) */
+    struct vd_kept *kept;        /* looks for released memory (still_held.c) */
+    struct vd_wset_rec *wsets;   /* weight sets' handles (weight_records.c) */
     size_t nwsets, wsets_cap;
-    struct vd_wwait *wwaits;     /* opens waiting for a seal (weights.c) */
+    struct vd_wwait *wwaits;     /* opens waiting for a seal (weight_opens.c) */
     bool wsets_changed;          /* a set went: waiting opens may go on */
     struct vp_keeper *keeper;    /* sealed sets' handles across restarts */
     struct vd_counters counters;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "io_port.h"
+#include "daemon/io/io_port.h"
 
-#include "session.h"
+#include "daemon/io/session.h"
 
 /* The sessions need no context of io's: each connection is its session. */
 static int port_send(void *ctx, void *conn, const char *payload, size_t len,

@@ -4,7 +4,7 @@
 #ifndef VRAMD_IO_PORT_H
 #define VRAMD_IO_PORT_H
 
-#include "core.h"
+#include "daemon/core/core.h"
 
 struct vd_io;
 

@@ -4,18 +4,18 @@
  * pushed into the peer's process and written inline on Windows); the codec
  * turns them into frames and back; the core gets the frames. The rules it
  * obeys are session_rules.c's. */
-#include "session.h"
+#include "daemon/io/session.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "dispatch.h"
-#include "lifecycle.h"
-#include "log.h"
-#include "send.h"
+#include "proto/codec.h"
+#include "daemon/core/requests/dispatch.h"
+#include "daemon/core/requests/lifecycle.h"
+#include "daemon/log.h"
+#include "daemon/core/requests/send.h"
 
 struct vd_session {
     struct vd_session_state st; /* st.inflight: what the link holds */

@@ -11,9 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "endpoint.h"
-#include "handle.h"
-#include "session_rules.h"
+#include "platform/endpoint.h"
+#include "platform/handle.h"
+#include "daemon/io/session_rules.h"
 
 /* What the rules call back (vd_sessions_init). */
 extern const struct vd_session_calls vd_session_calls;

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "session_rules.h"
+#include "daemon/io/session_rules.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "lifecycle.h"
-#include "mem.h"
-#include "msg.h"
+#include "platform/clock.h"
+#include "daemon/core/requests/lifecycle.h"
+#include "platform/mem.h"
+#include "proto/msg.h"
 
 /* What the core may queue before it waits for the peer to read: a reply's
  * handles are made only as they fit here (the connection holds more in

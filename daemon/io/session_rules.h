@@ -15,9 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec.h"
-#include "core.h"
-#include "handle.h"
+#include "proto/codec.h"
+#include "daemon/core/core.h"
+#include "platform/handle.h"
 #include <uv.h>
 
 /* What the rules ask of a session (its owner): session.c's. */

@@ -3,7 +3,7 @@
  * reservation counted against its device, once, before clients connect.
  *
  * Enforces R2 (admission) and R7 (no-loan safety is decided here). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 /* A device's capacity changed at run time.
  *
  * Enforces R12 (capacity at run time). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdio.h>

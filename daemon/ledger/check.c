@@ -5,7 +5,7 @@
  * R10 (no foreign chunk in a region), R11 (quarantine counted per stage),
  * R13 (held address ranges) and R14 (what each client holds, as its
  * quotas and views count it). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  *
  * Enforces R10 (foreign chunks) and the release side of R11 (a recalled
  * or trimmed chunk is free only once its holder gave it back). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

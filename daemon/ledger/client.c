@@ -4,7 +4,7 @@
  *
  * Enforces R11 (quarantine) and R13 (a gone client keeps its chunks,
  * address ranges and ad-hoc stage ids until its process is gone). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  *
  * No rule of its own: it is how every rule's consequences leave the
  * ledger. */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

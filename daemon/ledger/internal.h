@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ledger.h"
+#include "daemon/ledger/ledger.h"
 
 /* ---- the ledger's state (opaque outside this folder) ---- */
 
@@ -330,7 +330,7 @@ void vli_stage_set_owner(struct vl_ledger *L, struct vl_stage *s,
 int vli_own_stage(struct vl_ledger *L, uint32_t client, uint32_t stage,
                   struct vl_stage **out);
 void vli_stage_reset(struct vl_ledger *L, struct vl_stage *s);
-/* sleep.c: 0, or -EBUSY when the stage sleeps (R18). */
+/* sleep_wake.c: 0, or -EBUSY when the stage sleeps (R18). */
 int vli_stage_awake(struct vl_ledger *L, const struct vl_stage *s);
 
 /* client.c: clients, what they hold (R14), and quarantine that stands for
@@ -355,7 +355,7 @@ int vli_recall_pool_loans(struct vl_ledger *L, struct vl_stage *s,
                           struct vl_device *d, uint32_t short_by,
                           struct vl_fxlist *fx);
 
-/* weights.c: weight sets (R17) */
+/* weight_cache.c: weight sets (R17) */
 /* Client's uses of sets end (its process is gone): it maps none, and its
  * unsealed sets are dropped. */
 void vli_weights_client_gone(struct vl_ledger *L, uint32_t client,

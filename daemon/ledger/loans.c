@@ -6,7 +6,7 @@
  * Enforces R5 (loans), R6 (hold: recalls are issued, nothing else
  * changes), the recall side of R4, R14 (loans count against the chunk
  * quota) and R15 (missed recalls: deadline, delinquency, policy). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

@@ -4,7 +4,7 @@
  * taken), told to the daemon, which mirrors it into its state file.
  *
  * Enforces R13 (what a restart finds is what was held). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 /* R13: every change of a chunk's holder is told, so that a restarted vramd
  * knows what each live process may still map. r: the region the chunk was

@@ -6,7 +6,7 @@
  *
  * Enforces R1 (pools: one holder per held chunk, one (region, slot) while
  * mapped) and the free side of R12 (withheld chunks are out of reach). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * Enforces R2 (promises and hard promises), R4 (the window stays covered),
  * R5 (pool loans leave every promise alone), R7 (a no-loan window is hard)
  * and R11 (quarantined chunks stand for their stage's promise). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 static uint32_t sub0(uint32_t a, uint32_t b)
 {

@@ -7,7 +7,7 @@
  * memory no promise needs; a fixed region only its reservation), R13 (a
  * gone client's address ranges stay held) and R14 (ad-hoc regions and
  * chunks per client). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

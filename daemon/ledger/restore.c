@@ -2,8 +2,8 @@
 /* Restore: a restarted vramd rebuilds, from its state file, the gone
  * clients of processes that still run, as if each had just disconnected.
  *
- * Enforces R13 (restart); the resume that follows is resume.c. */
-#include "internal.h"
+ * Enforces R13 (restart); the resume that follows is resume_claims.c. */
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

@@ -2,7 +2,7 @@
 /* Expert slots: which are backed by loans, and the layers that claim them.
  *
  * Enforces R9 (slots: layer-scoped claims on backed slots only). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

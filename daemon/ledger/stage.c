@@ -6,7 +6,7 @@
  * (pool loans found in a registering stage's window come back as its KV
  * grows), R11 (no registration while the old owner's chunks are
  * quarantined) and R14 (stages per client). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

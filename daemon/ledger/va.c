@@ -5,7 +5,7 @@
  *
  * Enforces the address side of R13 (a range a live process may still have
  * reserved is given to nobody else). */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

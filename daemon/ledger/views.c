@@ -7,7 +7,7 @@
  *
  * No rule of its own: it shows the counters R1 (pools) and R14 (what a
  * client holds) keep; vl_check verifies those. */
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 #include <errno.h>
 

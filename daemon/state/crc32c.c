@@ -2,7 +2,7 @@
 /* Slice-by-8: eight tables let each step fold 8 bytes with 8 lookups, about
  * 5x the byte-at-a-time loop, which matters because every change to the
  * state file sums a block (about 512 bytes) on the ledger's path. */
-#include "crc32c.h"
+#include "daemon/state/crc32c.h"
 
 #include <stdbool.h>
 #include <string.h>

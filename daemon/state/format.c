@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "format.h"
+#include "daemon/state/format.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "crc32c.h"
+#include "daemon/state/crc32c.h"
 
 /* A version 2 holder is a version 3 one without its name. */
 _Static_assert(offsetof(struct vd_state_holder, name) == VD_STATE_HOLDER_V2_BYTES,

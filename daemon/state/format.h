@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ledger.h"
+#include "daemon/ledger/ledger.h"
 
 #define VD_STATE_MAGIC "VRMDSTA1"
 /* 4: sealed weight sets and who maps them (R17), in tables the header's

@@ -10,11 +10,11 @@
  * Each change ends before the ledger's observer returns, so a record the
  * daemon acts on (a grant a client is then told of) is never one a kill
  * could roll back: only the change being made when vramd died can be. */
-#include "journal.h"
+#include "daemon/state/journal.h"
 
 #include <string.h>
 
-#include "crc32c.h"
+#include "daemon/state/crc32c.h"
 
 static void order(void)
 {

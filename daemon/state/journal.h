@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "format.h"
+#include "daemon/state/format.h"
 
 struct vd_journal {
     uint8_t *map;

@@ -7,19 +7,19 @@
  * that holds its record (journal.h), so that the checksums hold after a
  * kill too; the record-level ordering stays, for a reader of a file made
  * before. */
-#include "state.h"
+#include "daemon/state/state.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
-#include "journal.h"
-#include "ledger.h"
-#include "log.h"
-#include "mapfile.h"
-#include "proc.h"
+#include "daemon/state/format.h"
+#include "daemon/state/journal.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/log.h"
+#include "platform/mapfile.h"
+#include "platform/proc.h"
 
 #define hdr vd_state_hdr
 #define holder vd_state_holder

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format.h"
-#include "handle.h"
+#include "daemon/state/format.h"
+#include "platform/handle.h"
 
 struct vl_ledger;
 struct vd_state;

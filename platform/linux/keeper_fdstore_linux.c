@@ -8,8 +8,8 @@
  * or POLLERR on it, which suits sockets, not memory. What a driver's
  * exported allocation reports to poll() is the driver's business; vramd
  * removes its handles itself and wants no other reason to lose them. */
-#include "posix/keeper_fdstore.h"
-#include "posix/keeper_wire.h"
+#include "platform/posix/keeper_fdstore.h"
+#include "platform/posix/keeper_wire.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -22,7 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "keeper.h"
+#include "platform/keeper.h"
 
 int vpx_fdstore_usable(unsigned *max, char *note, size_t len)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The boot's identifier on Linux: the kernel's random boot id, new at each
  * boot. The rest of mapfile.h is portable (platform/posix/mapfile_posix.c). */
-#include "mapfile.h"
+#include "platform/mapfile.h"
 
 #include <fcntl.h>
 #include <string.h>

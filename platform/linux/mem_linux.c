@@ -4,7 +4,7 @@
  * takes exactly the range asked for (MAP_FIXED_NOREPLACE), and
  * MADV_DONTFORK keeps mappings from a forked child. The rest of mem.h is
  * portable (platform/posix/mem_posix.c). */
-#include "mem.h"
+#include "platform/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>

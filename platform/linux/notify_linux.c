@@ -2,7 +2,7 @@
 /* systemd's readiness protocol (sd_notify), spoken directly: a datagram to
  * $NOTIFY_SOCKET, a path or, with a leading '@', Linux's abstract socket
  * namespace. */
-#include "service.h"
+#include "platform/service.h"
 
 #include <errno.h>
 #include <stddef.h>

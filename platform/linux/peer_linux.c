@@ -3,12 +3,12 @@
  * SO_PEERGROUPS, and the process pinned by SO_PEERPIDFD (Linux 6.5), or by
  * pid and start time before it. The accounts half of peer.h is POSIX's
  * (platform/posix/peer_posix.c). */
-#include "peer.h"
+#include "platform/peer.h"
 
 #include <errno.h>
 #include <sys/socket.h>
 
-#include "proc.h"
+#include "platform/proc.h"
 
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59

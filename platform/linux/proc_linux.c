@@ -2,7 +2,7 @@
 /* Processes on Linux: pidfds (a pin that a reused pid cannot fool), and
  * from /proc start times, this program's path and the holders of memory
  * objects. The rest of proc.h is portable (platform/posix/proc_posix.c). */
-#include "proc.h"
+#include "platform/proc.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
 /* A local socket's peer on Linux: SO_PEERCRED, fixed when the connection
  * was made (connect or listen), so a process that passed the socket on
  * is still the one named. */
-#include "posix/sockcred.h"
+#include "platform/posix/sockcred.h"
 
 #include <errno.h>
 #include <sys/socket.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Clocks on POSIX. */
-#include "clock.h"
+#include "platform/clock.h"
 
 #include <stdio.h>
 #include <time.h>

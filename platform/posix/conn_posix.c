@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Connections on POSIX: Unix stream sockets, with handles as SCM_RIGHTS. */
-#include "conn.h"
+#include "platform/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * H200 (the driver drops the export behind it), a fifth of a grant's time
  * per chunk, and it cannot overlap the imports (the driver serializes
  * them): so not on the grant's path. */
-#include "cuda_import.h"
+#include "platform/cuda_import.h"
 
 vp_handle vp_cuda_import_kept(vp_handle shared)
 {

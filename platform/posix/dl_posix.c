@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Run-time loading on POSIX. */
-#include "dl.h"
+#include "platform/dl.h"
 
 #include <dlfcn.h>
 #include <stddef.h>

@@ -4,16 +4,16 @@
  * a socket watched on the loop (watch.h), its bytes and handles through
  * conn.h's vp_send and vp_recv (handles as SCM_RIGHTS beside the bytes),
  * its peer by SO_PEERCRED (peer.h). */
-#include "endpoint.h"
+#include "platform/endpoint.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "listener.h"
-#include "watch.h"
+#include "platform/conn.h"
+#include "platform/listener.h"
+#include "platform/watch.h"
 
 /* Out of fds, a listener stays readable: watching it would spin. Accepting
  * pauses instead, and tries again after a while; the connections wait in

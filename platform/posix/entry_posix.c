@@ -3,12 +3,12 @@
  * runs vramd as an ordinary process, stops it with SIGTERM, reloads it with
  * SIGHUP and hears from it through sd_notify (vp_service_notify); the
  * state file and the lock go beside the socket. */
-#include "entry.h"
+#include "platform/entry.h"
 
 #include <signal.h>
 #include <stdio.h>
 
-#include "service.h"
+#include "platform/service.h"
 
 #define DEFAULT_CONFIG "/etc/vramd/vramd.json"
 

@@ -2,7 +2,7 @@
 /* GPU memory between processes on Linux: chunks are file descriptors,
  * which need no security of their own (they reach a client only over its
  * socket), and the libraries are the driver's sonames. */
-#include "gpu_share.h"
+#include "platform/gpu_share.h"
 
 const struct vp_gpu_system *vp_gpu_system(void)
 {

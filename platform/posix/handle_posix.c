@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Handles on POSIX are file descriptors. */
-#include "handle.h"
+#include "platform/handle.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -28,11 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handle.h"
-#include "keeper_names.h"
-#include "keeper_wire.h"
-#include "listener.h"
-#include "sockcred.h"
+#include "platform/handle.h"
+#include "platform/keeper_names.h"
+#include "platform/posix/keeper_wire.h"
+#include "platform/listener.h"
+#include "platform/posix/sockcred.h"
 
 #define HELLO_MS 5000
 #define GRACE_MS 10000

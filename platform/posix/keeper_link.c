@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's side of its holder. */
-#include "keeper_link.h"
+#include "platform/posix/keeper_link.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "keeper_names.h"
-#include "keeper_wire.h"
-#include "proc.h"
-#include "sockcred.h"
+#include "platform/keeper_names.h"
+#include "platform/posix/keeper_wire.h"
+#include "platform/proc.h"
+#include "platform/posix/sockcred.h"
 
 /* Where the holder is installed, from vramd's directory (CMake says). */
 #ifndef VRAM_BIN_TO_HOLDER

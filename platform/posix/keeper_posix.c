@@ -2,7 +2,7 @@
 /* The keeper on POSIX: the service manager's fd store (keeper_fdstore.h,
  * each OS's own) or the holder (keeper_link.c), with the kept names here
  * (keeper_names.c). */
-#include "keeper.h"
+#include "platform/keeper.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -13,12 +13,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "keeper_fdstore.h"
-#include "keeper_link.h"
-#include "keeper_names.h"
-#include "keeper_wire.h"
-#include "listener.h"
-#include "passed.h"
+#include "platform/posix/keeper_fdstore.h"
+#include "platform/posix/keeper_link.h"
+#include "platform/keeper_names.h"
+#include "platform/posix/keeper_wire.h"
+#include "platform/listener.h"
+#include "platform/posix/passed.h"
 
 struct vp_keeper {
     enum vp_keeper_kind kind;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Records between vramd and its holder, on a seqpacket socket. */
-#include "keeper_wire.h"
+#include "platform/posix/keeper_wire.h"
 
 #include <errno.h>
 #include <poll.h>

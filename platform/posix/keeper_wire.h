@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "keeper.h"
+#include "platform/keeper.h"
 
 #define VPX_KEEPER_MAGIC 0x504b5256u /* "VRKP" */
 #define VPX_KEEPER_VERSION 1

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The listening socket on POSIX. */
-#include "listener.h"
+#include "platform/listener.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "passed.h"
+#include "platform/posix/passed.h"
 
 int vp_listen_check_dir(const char *path, char *why, size_t whylen)
 {

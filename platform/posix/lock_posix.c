@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's lock on POSIX: flock on the socket's directory. */
-#include "lock.h"
+#include "platform/lock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The state file on POSIX: a shared mapping of a file only this user owns.
  * The boot's identifier is each OS's own (platform/linux/mapfile_linux.c). */
-#include "mapfile.h"
+#include "platform/mapfile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * never left for someone else's mmap to take. Creating and sealing memory
  * objects, reserving an exact range and keeping mappings from a fork are
  * each OS's own (platform/linux/mem_linux.c). */
-#include "mem.h"
+#include "platform/mem.h"
 
 #include <errno.h>
 #ifdef __GLIBC__

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The service manager's passed fds, read once and shared out. */
-#include "passed.h"
+#include "platform/posix/passed.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * group databases), and uids as numbers of the system's own. Who is at the
  * other end of a connection is each system's (platform/linux/
  * peer_linux.c: SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD). */
-#include "peer.h"
+#include "platform/peer.h"
 
 #include <errno.h>
 #include <grp.h>

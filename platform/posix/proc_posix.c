@@ -2,7 +2,7 @@
 /* Processes on POSIX: signals, fork and exec, waiting for a child. Pinning
  * a process, its start time, this program's path and who holds a memory
  * object are each OS's own (platform/linux/proc_linux.c). */
-#include "proc.h"
+#include "platform/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Service life on POSIX: the journal's stream, SIGPIPE. (sd_notify is
  * Linux's: platform/linux/notify_linux.c.) */
-#include "service.h"
+#include "platform/service.h"
 
 #include <signal.h>
 #include <stdio.h>

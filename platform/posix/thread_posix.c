@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Threads and recursive mutexes on POSIX threads. */
-#include "thread.h"
+#include "platform/thread.h"
 
 #include <errno.h>
 #include <pthread.h>

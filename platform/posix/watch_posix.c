@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Watching fds from the libuv loop on POSIX: uv_poll. */
-#include "watch.h"
+#include "platform/watch.h"
 
-#include "conn.h"
+#include "platform/conn.h"
 
 static void on_poll(uv_poll_t *p, int status, int events)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Clocks on Windows: the performance counter (monotonic, and not moved by
  * changes to the wall clock) and the local time of day. */
-#include "clock.h"
+#include "platform/clock.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The table of connection entries: a hash of handle values, chained,
  * doubling as it fills, under one slim reader/writer lock. */
-#include "conn_state.h"
+#include "platform/win32/conn_state.h"
 
 #include <winternl.h>
 

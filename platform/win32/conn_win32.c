@@ -22,7 +22,7 @@
  * of a byte pipe completes as soon as any byte is there). Readability is
  * waited for with a zero-byte read, which completes when data arrives, as
  * libuv does on pipes. */
-#include "conn.h"
+#include "platform/conn.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -33,11 +33,11 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "clock.h"
-#include "conn_state.h"
-#include "identity.h"
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/clock.h"
+#include "platform/win32/conn_state.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 /* Where pipes live: a dial to anything else would open a file. */
 #define PIPE_PREFIX L"\\\\.\\pipe\\"

@@ -4,7 +4,7 @@
  * nothing here uses it again (a move maps the allocation handle), and
  * Windows has no fd limit that holding it would count against. What
  * closing costs on Windows is not measured. */
-#include "cuda_import.h"
+#include "platform/cuda_import.h"
 
 vp_handle vp_cuda_import_kept(vp_handle shared)
 {

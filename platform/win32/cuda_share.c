@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The security descriptor of CUDA chunks' Win32 handles, as an
  * OBJECT_ATTRIBUTES for cuMemCreate (cuda_share.h says why). */
-#include "cuda_share.h"
+#include "platform/win32/cuda_share.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 #define SDDL_MAX (64 + VP_SID_STRING_MAX)
 

@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "identity.h"
+#include "platform/win32/identity.h"
 
 /* "D:P(A;;GA;;;SY)(A;;GA;;;BA)(A;;GA;;;<self>)", the last ACE left out when
  * self is SYSTEM. self NULL: this process's user. 0, -ENOSPC when len is

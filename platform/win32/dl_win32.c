@@ -4,7 +4,7 @@
  * search order would also try the program's and the current directory,
  * where anyone who can write there could plant a DLL of that name. A name
  * with a directory is loaded from there. */
-#include "dl.h"
+#include "platform/dl.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "wstr.h"
+#include "platform/win32/wstr.h"
 
 void *vp_dl_open(const char *name)
 {

@@ -9,18 +9,18 @@
  * Why streams rather than a watch on the pipe: libuv polls only sockets
  * on Windows, and a stream moves the bytes itself (uv_read_start into the
  * caller's buffer, uv_write of owned copies). */
-#include "endpoint.h"
+#include "platform/endpoint.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "identity.h"
-#include "peer_map.h"
-#include "pipe_listener.h"
-#include "push.h"
-#include "stream.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/peer_map.h"
+#include "platform/win32/pipe_listener.h"
+#include "platform/win32/push.h"
+#include "platform/win32/stream.h"
 
 struct vp_endpoint {
     uv_loop_t *loop;

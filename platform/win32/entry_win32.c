@@ -3,7 +3,7 @@
  * Manager, the same main in a console, the entry's options, and handing
  * --install-service and --uninstall-service to the service program's
  * installer (entry.h). */
-#include "entry.h"
+#include "platform/entry.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -17,10 +17,10 @@
 
 #include <uv.h> /* its SIGHUP, which libuv raises when the console closes */
 
-#include "scm_errno.h"
-#include "service.h"
-#include "service_dirs.h"
-#include "wstr.h"
+#include "platform/win32/scm_errno.h"
+#include "platform/service.h"
+#include "platform/win32/service_dirs.h"
+#include "platform/win32/wstr.h"
 
 #define DEFAULT_NAME "vramd"
 #define DEFAULT_HINT_MS 30000

@@ -3,13 +3,13 @@
  * the security descriptor of cuda_share.h, and the libraries are the
  * driver's DLLs in System32, the only place vp_dl_open looks for a bare
  * name (dl_win32.c). */
-#include "gpu_share.h"
+#include "platform/gpu_share.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_share.h"
+#include "platform/win32/cuda_share.h"
 
 const struct vp_gpu_system *vp_gpu_system(void)
 {

@@ -2,15 +2,15 @@
 /* Handles on Windows are HANDLEs: pipes, sections, processes and events,
  * named by a value in this process's handle table. None is inheritable:
  * every one the platform makes is created so, and vp_dup keeps it so. */
-#include "handle.h"
+#include "platform/handle.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 
 #include <errno.h>
 
-#include "conn_state.h"
-#include "winerr.h"
+#include "platform/win32/conn_state.h"
+#include "platform/win32/winerr.h"
 
 static HANDLE H(vp_handle h)
 {

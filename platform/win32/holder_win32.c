@@ -27,13 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "identity.h"
-#include "keeper_lines.h"
-#include "keeper_names.h"
-#include "pipe_listener.h"
-#include "push.h"
+#include "platform/clock.h"
+#include "platform/conn.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/keeper_lines.h"
+#include "platform/keeper_names.h"
+#include "platform/win32/pipe_listener.h"
+#include "platform/win32/push.h"
 
 #define HELLO_MS 5000
 #define GRACE_MS 10000

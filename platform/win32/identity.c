@@ -5,7 +5,7 @@
  * is opened at once and kept as the pin. A pid can be reused between the
  * connect and the OpenProcess: a process created after the connect cannot
  * have made it, so its start time is compared with the connect's time. */
-#include "identity.h"
+#include "platform/win32/identity.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "procinfo.h"
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/conn.h"
+#include "platform/win32/procinfo.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 /* What the daemon does with a client's process: waits for its exit,
  * reads its token and start time, pushes handles into it, and may end it

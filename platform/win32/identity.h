@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 /* SECURITY_MAX_SID_SIZE: 8 bytes of header, 15 sub-authorities of 4. */
 #define VP_SID_BYTES 68

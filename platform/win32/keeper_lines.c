@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Lines on a pipe, for the keeper and its holder. */
-#include "keeper_lines.h"
+#include "platform/win32/keeper_lines.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "conn.h"
+#include "platform/clock.h"
+#include "platform/conn.h"
 
 int vpw_line_send(vp_handle c, int timeout_ms, const char *fmt, ...)
 {

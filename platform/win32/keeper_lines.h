@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "handle.h"
+#include "platform/handle.h"
 
 #define VPW_KEEPER_VERSION 1
 #define VPW_KEEPER_SUFFIX ".keeper"

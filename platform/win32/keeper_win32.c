@@ -5,7 +5,7 @@
  * its own duplicates of vramd's handles, and a section or a CUDA
  * allocation's NT handle lives as long as one handle to it does, in any
  * process. */
-#include "keeper.h"
+#include "platform/keeper.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -17,14 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "conn.h"
-#include "identity.h"
-#include "keeper_lines.h"
-#include "keeper_names.h"
-#include "proc.h"
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/clock.h"
+#include "platform/conn.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/keeper_lines.h"
+#include "platform/keeper_names.h"
+#include "platform/proc.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 #define PATH_BYTES (MAX_PATH * 3)
 

@@ -6,7 +6,7 @@
  * operator's for --run-dir), so nobody else can make the file first.
  * One vramd per pipe name is the pipe's own rule (pipe_listener.h): this
  * lock guards the state file beside it. */
-#include "lock.h"
+#include "platform/lock.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 int vp_lock_take(const char *socket_path, vp_handle *out, char *dir_out,
                  size_t dirlen, char *why, size_t whylen)

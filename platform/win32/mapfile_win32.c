@@ -8,7 +8,7 @@
  * junction)", and an owner that is vramd's: its user, the owner its token
  * gives new files (Administrators, for an elevated one), SYSTEM or
  * Administrators. */
-#include "mapfile.h"
+#include "platform/mapfile.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -20,8 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 static int wide_path(const char *path, wchar_t *w, size_t n, char *why,
                      size_t whylen)

@@ -13,7 +13,7 @@
  * wine 8 has the three but refuses placeholders (error 87): without them
  * this falls back to plain reservations (mem_win32.h says what that
  * costs), which is what runs under wine. */
-#include "mem.h"
+#include "platform/mem.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mem_win32.h"
-#include "winerr.h"
+#include "platform/win32/mem_win32.h"
+#include "platform/win32/winerr.h"
 
 /* winnt.h's values, which mingw-w64 10 lacks. */
 #define PLACEHOLDER_RESERVE 0x00040000u  /* MEM_RESERVE_PLACEHOLDER */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "peer_map.h"
+#include "platform/win32/peer_map.h"
 
 #include <errno.h>
 #include <stdio.h>

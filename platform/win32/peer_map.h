@@ -6,8 +6,8 @@
 #ifndef VRAM_PLATFORM_WIN32_PEER_MAP_H
 #define VRAM_PLATFORM_WIN32_PEER_MAP_H
 #include <stddef.h>
-#include "identity.h"
-#include "peer.h"
+#include "platform/win32/identity.h"
+#include "platform/peer.h"
 /* SYSTEM, and a token with Administrators enabled, become uid 0 (root:
  * always allowed, an admin, no per-user bound). Anyone else gets their
  * user's number (vp_sid_id) and the numbers of those of their groups that

@@ -7,7 +7,7 @@
  * connecting client's user and listed groups get theirs (peer_map.c, for
  * endpoint_win32.c's vp_link_peer). Connections are identified with
  * vp_identity_of_pipe, not with vp_peer_of. */
-#include "peer.h"
+#include "platform/peer.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <windows.h>
 
-#include "identity.h"
+#include "platform/win32/identity.h"
 
 /* A SID's number comes from its bytes: FNV-1a folded to 30 bits above
  * VP_SID_ID_BASE. So the same SID has the same number in every vramd

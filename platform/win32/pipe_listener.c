@@ -14,7 +14,7 @@
  * closes instances while another thread may set the descriptor: the lock
  * keeps the handle alive while it is used, and says which descriptor a
  * new instance gets. */
-#include "pipe_listener.h"
+#include "platform/win32/pipe_listener.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -26,8 +26,8 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 #define DEFAULT_NAME "\\\\.\\pipe\\vramd"
 #define PIPE_PREFIX L"\\\\.\\pipe\\"

@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "handle.h"
-#include "identity.h"
+#include "platform/handle.h"
+#include "platform/win32/identity.h"
 
 struct vp_pipe_listen_cfg {
     const char *name; /* "\\\\.\\pipe\\vramd"; NULL: that */

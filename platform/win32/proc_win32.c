@@ -8,7 +8,7 @@
  * vp_procs_holding: Linux reads /proc; Windows would need the system's
  * handle table, NtQuerySystemInformation, which this port avoids by
  * holding process handles for liveness instead). They return -ENOSYS. */
-#include "proc.h"
+#include "platform/proc.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -20,9 +20,9 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "procinfo.h"
-#include "winerr.h"
-#include "wstr.h"
+#include "platform/win32/procinfo.h"
+#include "platform/win32/winerr.h"
+#include "platform/win32/wstr.h"
 
 #define PIN_ACCESS                                                             \
     (SYNCHRONIZE | PROCESS_QUERY_LIMITED_INFORMATION | PROCESS_DUP_HANDLE |    \

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Pushing handles into another process with DuplicateHandle, and taking
  * them back. */
-#include "push.h"
+#include "platform/win32/push.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
 
 #include <errno.h>
 
-#include "winerr.h"
+#include "platform/win32/winerr.h"
 
 int vp_handle_push(vp_handle proc, vp_handle h, unsigned access, uint64_t *value)
 {

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "endpoint.h" /* what the copy may do: VP_PUSH_* */
-#include "handle.h"
+#include "platform/endpoint.h" /* what the copy may do: VP_PUSH_* */
+#include "platform/handle.h"
 
 /* Duplicates h into the process proc with the access asked for (nothing
  * more: no SECTION_QUERY, no WRITE_DAC), not inheritable. *value is what

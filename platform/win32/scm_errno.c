@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Service Control Manager's errors as errno values. */
-#include "scm_errno.h"
+#include "platform/win32/scm_errno.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>

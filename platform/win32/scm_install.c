@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The service control manager's calls for windows-service/. */
-#include "scm_install.h"
+#include "platform/win32/scm_install.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <wchar.h>
 
-#include "scm_errno.h"
-#include "wstr.h"
+#include "platform/win32/scm_errno.h"
+#include "platform/win32/wstr.h"
 
 _Static_assert(VPW_SERVICE_STOPPED == SERVICE_STOPPED, "SCM state");
 _Static_assert(VPW_SERVICE_START_PENDING == SERVICE_START_PENDING, "SCM state");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* %ProgramData%\vramd, its configuration path and the log file. */
-#include "service_dirs.h"
+#include "platform/win32/service_dirs.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scm_errno.h"
-#include "wstr.h"
+#include "platform/win32/scm_errno.h"
+#include "platform/win32/wstr.h"
 
 #define DIR_NAME "vramd"
 #define CONFIG_NAME "vramd.json"

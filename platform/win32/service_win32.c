@@ -2,7 +2,7 @@
 /* Living as a service on Windows, the parts platform/service.h names: the
  * SCM's side (readiness, stop, reload) is the entry's (entry_win32.c),
  * so there is no readiness message to send here, and no journal. */
-#include "service.h"
+#include "platform/service.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -11,7 +11,7 @@
 #include <io.h>
 #include <stdio.h>
 
-#include "wstr.h"
+#include "platform/win32/wstr.h"
 
 int vp_service_notify(const char *state)
 {

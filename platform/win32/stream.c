@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Pipe connections handed to libuv, and the acceptor thread that feeds a
  * loop with connected instances. */
-#include "stream.h"
+#include "platform/win32/stream.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "conn_state.h"
+#include "platform/win32/conn_state.h"
 
 /* libuv's error codes on Windows are its own numbers, not the C runtime's
  * errno values: the ones uv_pipe_init and uv_pipe_open return. */

@@ -12,8 +12,8 @@
 
 #include <uv.h>
 
-#include "handle.h"
-#include "pipe_listener.h"
+#include "platform/handle.h"
+#include "platform/win32/pipe_listener.h"
 
 /* Initialises p on loop and gives it the connection *h (a pipe opened for
  * overlapped I/O: a connected instance, or one vp_dial made). The handle

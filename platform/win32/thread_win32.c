@@ -2,7 +2,7 @@
 /* Threads and recursive mutexes on Windows. A CRITICAL_SECTION is recursive
  * already: the thread that holds it may enter it again, and must leave it
  * as often. */
-#include "thread.h"
+#include "platform/thread.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>
@@ -11,7 +11,7 @@
 #include <process.h>
 #include <stdlib.h>
 
-#include "winerr.h"
+#include "platform/win32/winerr.h"
 
 struct vp_thread {
     HANDLE h;

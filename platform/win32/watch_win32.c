@@ -5,7 +5,7 @@
  * uv_async_send, and the loop's thread calls the watcher: the callback
  * never runs on the pool's thread. Pipes are not watched here: the daemon's
  * connections are libuv streams (platform/win32/stream.h). */
-#include "watch.h"
+#include "platform/watch.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>

@@ -2,7 +2,7 @@
 /* Win32 error codes as errno values: the ones the platform's calls can
  * meet, named after what the POSIX implementation would report in the same
  * situation (a peer gone is EPIPE on a send, whatever the pipe calls it). */
-#include "winerr.h"
+#include "platform/win32/winerr.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>

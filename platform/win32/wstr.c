@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "wstr.h"
+#include "platform/win32/wstr.h"
 
 #define WIN32_LEAN_AND_MEAN
 #include <windows.h>

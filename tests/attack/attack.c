@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "attack.h"
+#include "tests/attack/attack.h"
 
 #include <errno.h>
 #include <signal.h>

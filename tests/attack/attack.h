@@ -7,7 +7,7 @@
 #ifndef VRAM_TEST_ATTACK_H
 #define VRAM_TEST_ATTACK_H
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* Under AddressSanitizer freed memory is held back (its quarantine) and
  * RSS says nothing about leaks: the RSS checks are the plain build's. */

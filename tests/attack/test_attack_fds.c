@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "attack.h"
-#include "frame.h"
+#include "tests/attack/attack.h"
+#include "proto/frame.h"
 
 static void set_nofile(const struct daemon *d, rlim_t soft)
 {

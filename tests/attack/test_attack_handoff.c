@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "attack.h"
+#include "tests/attack/attack.h"
 
 /* The clients in a state (the test has one engine at a time). */
 static int in_state(const struct daemon *d, const char *want)

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attack.h"
+#include "tests/attack/attack.h"
 
 static char user[32];
 

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "attack.h"
-#include "frame.h"
+#include "tests/attack/attack.h"
+#include "proto/frame.h"
 
 #define ENGINES 6
 #define NOISY 2

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attack.h"
+#include "tests/attack/attack.h"
 
 /* Lines of the log that begin with prefix (a forged line would). */
 static int lines_starting(const struct daemon *d, const char *prefix)

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "attack.h"
+#include "tests/attack/attack.h"
 
 #define PEERS 30
 

@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "attack.h"
-#include "format.h"
+#include "tests/attack/attack.h"
+#include "daemon/state/format.h"
 
 static char state_path[200];
 

@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attack.h"
-#include "frame.h"
+#include "tests/attack/attack.h"
+#include "proto/frame.h"
 
 /* The deadlines are what deadlines() waits out: 3 s, long enough that
  * this process, starved on a loaded machine, still says its own hellos in

@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attack.h"
-#include "crc32c.h"
-#include "format.h"
+#include "tests/attack/attack.h"
+#include "daemon/state/crc32c.h"
+#include "daemon/state/format.h"
 
 static char good[1 << 22];
 static size_t good_len;

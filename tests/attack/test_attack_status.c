@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "attack.h"
-#include "frame.h"
+#include "tests/attack/attack.h"
+#include "proto/frame.h"
 
 #define NCLIENTS 256
 #define NREGIONS 256

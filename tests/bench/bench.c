@@ -43,13 +43,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_util.h"
-#include "frame.h"
-#include "harness.h"
+#include "tests/bench/bench_util.h"
+#include "proto/frame.h"
+#include "tests/integration/harness.h"
 
 #ifdef VRAM_HAVE_CUDA_H
-#include "bench_cuda.h"
-#include "cuda_driver.h"
+#include "tests/bench/bench_cuda.h"
+#include "common/cuda_driver.h"
 #endif
 
 /* Chunk size (--chunk): 2 MiB, the GPUs' granularity, unless asked. */

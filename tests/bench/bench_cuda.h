@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cuda_driver.h"
+#include "common/cuda_driver.h"
 
 /* Device memory of GPU 0; shareable: with the handle type vramd's chunks
  * ask for (an fd), else none (what an engine allocates in-process). */

@@ -67,9 +67,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_util.h"
-#include "frame.h"
-#include "vram.h"
+#include "tests/bench/bench_util.h"
+#include "proto/frame.h"
+#include "client/include/vram.h"
 
 #define MIB (1ull << 20)
 #define CHUNK (2 * MIB)
@@ -188,7 +188,7 @@ static uint64_t quiet(int max_ms)
 }
 
 /* Quiet, and past the pool refill that follows a grant by 250 ms
- * (daemon/core/refill.c): what is measured next is the request alone. */
+ * (daemon/core/daemon/refill.c): what is measured next is the request alone. */
 static uint64_t settle(void)
 {
     sleep_us(400000);
@@ -697,7 +697,7 @@ static double timed(struct worker *w, int op, uint64_t a, uint64_t b,
 
 /* What the daemon spends after a release, once it is quiet again: its
  * looks for memory the client may have kept, which a large process gets
- * later, off the loop (daemon/core/kept.h). ms of CPU. */
+ * later, off the loop (daemon/core/requests/still_held.h). ms of CPU. */
 static double audit_after(void)
 {
     uint64_t c0 = dcpu_ns();

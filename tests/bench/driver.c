@@ -37,11 +37,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench_util.h"
+#include "tests/bench/bench_util.h"
 
 #ifdef VRAM_HAVE_CUDA_H
-#include "bench_cuda.h"
-#include "cuda_driver.h"
+#include "tests/bench/bench_cuda.h"
+#include "common/cuda_driver.h"
 
 #define CHUNK (2ull << 20)
 #define FD_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR

@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench_util.h"
-#include "handle.h"
+#include "tests/bench/bench_util.h"
+#include "platform/handle.h"
 
 #define NFDS 2048
 #define PER 253

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "daemon/ledger/internal.h"
 
 static struct vl_fxlist fx;
 

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vram.h"
+#include <vram.h> /* as an engine does: each release's own, by -I */
 
 #define MAX_REGIONS 16
 #define MAX_SLOTS 4096

@@ -41,9 +41,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "harness.h"
-#include "holders.h"
+#include "proto/frame.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/holders.h"
 
 /* 256 chunks. Stage 0: two KV lanes of 256 bytes per token (32 chunks
  * each), 4 MiB of scratch, 8 MiB of weights backed by a keyed set; stage

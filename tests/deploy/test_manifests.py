@@ -163,7 +163,7 @@ def sec(spec, c, key):
 
 
 def allowed(cfg, daemon_uid, uid, gids):
-    """daemon/core/access.c: may (uid, gids) connect?"""
+    """daemon/core/clients/access.c: may (uid, gids) connect?"""
     if uid == 0:
         return True
     acc = cfg.get("access") or {}

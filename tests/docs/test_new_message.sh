@@ -5,8 +5,8 @@
 # back) is added exactly as "A new message" says, and nothing else is
 # touched:
 #   1. its entry in proto/messages.json, with "client" naming its call;
-#   2. its handler, in a new file of daemon/core/handlers/ named beside
-#      handlers/admin.c in each list of vramd's sources;
+#   2. its handler, in a new file of daemon/core/requests/handlers/ named beside
+#      handlers/handle_admin.c in each list of vramd's sources;
 #   3. its public function in client/include/vram.h;
 #   4. the two committed generated files regenerated (Python's ctypes
 #      table, PROTOCOL.md's reference).
@@ -61,11 +61,11 @@ awk -v f="$tmp/entry" '/^    "ping": \{$/ { while ((getline l < f) > 0) print l 
 cp "$tmp/messages.json" "$tree/proto/messages.json"
 grep -q '"echo": {' "$tree/proto/messages.json" || fail "no place for echo in messages.json"
 
-# 2. Its handler, a file of its own, named beside handlers/admin.c.
-cat >"$tree/daemon/core/handlers/echo.c" <<'EOF'
+# 2. Its handler, a file of its own, named beside handlers/handle_admin.c.
+cat >"$tree/daemon/core/requests/handlers/handle_echo.c" <<'EOF'
 /* SPDX-License-Identifier: Apache-2.0 */
 /* echo: the number sent, sent back. */
-#include "vd_dispatch.h"
+#include "gen/vd_dispatch.h"
 
 int vd_handle_echo(struct vd_request *rq, const struct vw_req_echo *m,
                    struct vw_rep_echo *rep)
@@ -75,10 +75,10 @@ int vd_handle_echo(struct vd_request *rq, const struct vw_req_echo *m,
     return 0;
 }
 EOF
-lists=$(cd "$tree" && grep -l 'daemon/core/handlers/admin\.c' CMakeLists.txt cmake/*.cmake)
-[ -n "$lists" ] || fail "no source list names daemon/core/handlers/admin.c"
+lists=$(cd "$tree" && grep -l 'daemon/core/requests/handlers/handle_admin\.c' CMakeLists.txt cmake/*.cmake)
+[ -n "$lists" ] || fail "no source list names daemon/core/requests/handlers/handle_admin.c"
 for f in $lists; do
-    sed -i 's|daemon/core/handlers/admin\.c|& daemon/core/handlers/echo.c|' "$tree/$f"
+    sed -i 's|daemon/core/requests/handlers/handle_admin\.c|& daemon/core/requests/handlers/handle_echo.c|' "$tree/$f"
 done
 
 # 3. The public function.

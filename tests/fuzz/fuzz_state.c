@@ -21,13 +21,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format.h"
-#include "ledger.h"
-#include "log.h"
-#include "state.h"
-#include "crc32c.h"
-#include "../unit/state_meaning.h"
-#include "../unit/state_rebuild.h"
+#include "daemon/state/format.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/log.h"
+#include "daemon/state/state.h"
+#include "daemon/state/crc32c.h"
+#include "tests/unit/state_meaning.h"
+#include "tests/unit/state_rebuild.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -13,10 +13,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "message.h"
-#include "codec.h"
-#include "wire.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "proto/codec.h"
+#include "proto/wire.h"
 
 static int on_frame(void *ud, struct vw_codec_frame *f)
 {

@@ -37,7 +37,7 @@
 
 #include <cuda.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define CK(call)                                                               \
     do {                                                                       \

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "fake_vramd.h"
+#include "tests/integration/fake_vramd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,8 +21,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "frame.h"
+#include "tests/check.h"
+#include "proto/frame.h"
 
 bool under_asan(void)
 {

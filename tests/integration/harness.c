@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "message.h"
+#include "proto/frame.h"
+#include "proto/message.h"
 
 static void sleep_ms(int ms)
 {

@@ -10,8 +10,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "vram.h"
+#include "tests/check.h"
+#include "client/include/vram.h"
 
 struct daemon {
     pid_t pid;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static int daemon_holders(const struct daemon *d, pid_t *first)
 {

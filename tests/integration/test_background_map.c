@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* 128 chunks of 2 MiB. Stage 0: a 64 MiB weights region, one KV lane (16
  * chunks, initial 2), 2 MiB expert slots. Stage 1: one lane of 32 chunks,

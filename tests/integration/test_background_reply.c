@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* 64 chunks of 2 MiB, 4 made ahead: a grow of more makes them when asked. */
 static const char *adhoc_config =

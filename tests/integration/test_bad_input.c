@@ -12,9 +12,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "harness.h"
-#include "message.h"
+#include "proto/frame.h"
+#include "tests/integration/harness.h"
+#include "proto/message.h"
 
 /* Sends a frame with explicit header fields (to lie on purpose). */
 static void raw_frame(int fd, uint16_t version, const char *json,

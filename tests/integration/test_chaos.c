@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define WORKERS 6
 #define SLOTS 24

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static int victim(const struct daemon *d, void *p)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* 128 chunks of 2 MiB. Stage 0: lanes of 256 and 128 bytes per token
  * (windows 32 + 16 chunks, initial 2 + 1), 3 MiB expert slots (not a

@@ -18,8 +18,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "harness.h"
+#include "proto/frame.h"
+#include "tests/integration/harness.h"
 
 #define GRANT 8000u
 

@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 int main(void)
 {

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static int run(const char *env, const char *fallback, const char *args,
                char *out, size_t len)

@@ -8,7 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static bool wait_for(int fd, const char *needle, char *buf, size_t len)
 {

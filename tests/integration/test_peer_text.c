@@ -23,9 +23,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "fake_vramd.h"
-#include "text.h"
+#include "tests/check.h"
+#include "tests/integration/fake_vramd.h"
+#include "proto/text.h"
 
 #define DEADLINE_MS 60000
 

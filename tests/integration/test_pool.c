@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define POOL(n, why) \
     CHECK(wait_dev_value(&d, 0, "pool_ready_chunks", (n), 5000), \

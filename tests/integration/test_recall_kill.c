@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static const char *config =
     "{\"devices\": [{\"id\": 0, \"capacity\": \"256MiB\", \"lend_unreserved\": true}],"

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static void write_config(const struct daemon *d, const char *text)
 {

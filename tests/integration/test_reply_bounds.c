@@ -25,10 +25,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "fake_vramd.h"
-#include "json.h"
-#include "vram.h"
+#include "tests/check.h"
+#include "tests/integration/fake_vramd.h"
+#include "proto/json.h"
+#include "client/include/vram.h"
 
 #define NCLIENTS 65536
 #define RSS_LIMIT_KIB (256L * 1024)

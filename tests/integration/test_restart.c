@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "message.h"
+#include "tests/integration/harness.h"
+#include "proto/message.h"
 
 static const char *config =
     "{\"devices\": [{\"id\": 0, \"capacity\": \"512MiB\", \"chunk\": \"2MiB\"},"

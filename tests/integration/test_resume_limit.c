@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #define ENGINES 64 /* the default gone_clients_per_user and connections_per_user */
 #define USER 20004

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static const cJSON *stage_of(const cJSON *step, uint32_t stage)
 {

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* 512 MiB = 256 chunks. Stage 0: a window of 262144 tokens x 256 B = 64 MiB
  * = 32 chunks (initial 16384 tokens: 2), 8 MiB of fixed weights. Stage 1:

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "harness.h"
+#include "proto/frame.h"
+#include "tests/integration/harness.h"
 
 struct arg {
     int device;

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "units.h"
+#include "tests/integration/harness.h"
+#include "proto/units.h"
 
 static const char *vramctl(void)
 {

@@ -30,9 +30,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fake_vramd.h"
-#include "frame.h"
-#include "harness.h"
+#include "tests/integration/fake_vramd.h"
+#include "proto/frame.h"
+#include "tests/integration/harness.h"
 
 static const char *bin(void)
 {

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 static const char *config =
     "{\"devices\": [{\"id\": 0, \"capacity\": \"256MiB\", \"chunk\": \"2MiB\"}],"

@@ -30,7 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* Device 0 for weight sets (in allocations of 8 MiB), device 1 lent to
  * experts out of memory no stage reserves, with two configured stages. */

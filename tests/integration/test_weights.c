@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* 256 MiB in 2 MiB chunks, weights in 8 MiB allocations. */
 static const char *config =

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
-#include "holders.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/holders.h"
 
 static const char *config =
     "{\"devices\": [{\"id\": 0, \"capacity\": \"256MiB\"}],"

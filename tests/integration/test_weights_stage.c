@@ -22,7 +22,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 /* 32 bytes {0x5e, 0x70, 0, ...} in hex, upper case as an operator may
  * write it. */

@@ -8,7 +8,9 @@
 # through function pointers (the daemon's struct vd_port, the backends'
 # operations, libuv's callbacks) are not references: they are how a lower
 # file answers the one above it.
-# Fails, naming the files of each circle and the calls between them.
+# daemon/core/'s folders call one way: daemon/ -> requests/ -> clients/.
+# Fails, naming the files of each circle and the calls between them, and
+# each call up the core's folders.
 # Usage: check_calls.sh NM [--cc CC] --program NAME OBJECT... [--program ...]
 # (each program: its own objects and those of the libraries it links);
 # with --cc, first proves on three small objects that a circle is found and
@@ -27,6 +29,9 @@ say() {
 # reason it is not broken yet. Empty: no circle is allowed, and a new one
 # fails the test. A line here for a call that is made no more fails too.
 allowed=''
+
+# The daemon's core in folders that call one way, the one above first.
+order='daemon/core/daemon/ daemon/core/requests/ daemon/core/clients/'
 
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -107,6 +112,25 @@ check() {
             printf '%s\n' $line | sort | tr '\n' ' ' | sed 's/ $//'
             echo
         done | sort >"$tmp/circles"
+    # The core's folders call one way (docs/architecture.md): a file of a
+    # folder calls none of a folder before it in order.
+    awk -v order="$order" '
+        function rank(f,   i) {
+            for (i = 1; i <= n; i++)
+                if (index(f, o[i]) == 1) return i
+            return 0
+        }
+        BEGIN { n = split(order, o, " ") }
+        {
+            a = rank($1)
+            b = rank($2)
+            if (a && b && a > b)
+                printf "calls: %s: %s calls %s (%s), a folder above its own (the order: %s)\n", prog, $1, $2, $3, order
+        }' prog="$prog" "$tmp/edges" >"$tmp/up"
+    if [ -s "$tmp/up" ]; then
+        cat "$tmp/up"
+        [ -s "$tmp/circles" ] || return 1
+    fi
     [ -s "$tmp/circles" ] || return 0
     while read -r circle; do
         echo "calls: $prog: files that call each other in a circle: $circle"
@@ -146,7 +170,18 @@ calls:   daemon/core/b.c -> daemon/core/a.c (a)'
         printf 'calls: self-test: expected\n%s\ncalls: self-test: got\n%s\n' "$want" "$out"
         return 1
     }
-    echo "calls: self-test: a circle found and named, the ledger's files one module"
+    # A file of clients/ calling one of requests/: up, against the order.
+    mkdir -p "$d/daemon/core/requests" "$d/daemon/core/clients" || return 2
+    printf 'int r(void) { return 1; }\n' >"$tmp/r.c"
+    printf 'int r(void);\nint k(void) { return r(); }\n' >"$tmp/k.c"
+    "$cc" -c -o "$d/daemon/core/requests/r.c.o" "$tmp/r.c" || return 2
+    "$cc" -c -o "$d/daemon/core/clients/k.c.o" "$tmp/k.c" || return 2
+    out=$(check self2 "$d"/daemon/core/requests/r.c.o "$d"/daemon/core/clients/k.c.o)
+    [ $? = 1 ] && printf '%s\n' "$out" | grep -q 'daemon/core/clients/k.c calls daemon/core/requests/r.c (r), a folder above' || {
+        printf 'calls: self-test: the call up from clients/ to requests/ was not found: %s\n' "$out"
+        return 1
+    }
+    echo "calls: self-test: a circle found and named, the ledger's files one module, a call up the core's folders found"
 }
 
 if [ "${1:-}" = --cc ]; then

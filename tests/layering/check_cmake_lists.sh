@@ -22,7 +22,7 @@ say() {
 # it beside the target's list; so do per-file settings.
 allowed='
 daemon/backends/standby.c 2   test_standby: the standby policy alone
-daemon/core/access.c 2        test_win_access: the access lists with the configuration
+daemon/core/clients/access.c 2        test_win_access: the access lists with the configuration
 proto/text.c 3                fuzz_state, test_state_fuzz: the state layer without the rest of the protocol
 proto/units.c 2               vram_torch_alloc: the size units, which libvram does not export
 proto/msg.c 2                 cmake/windows.cmake: -Wno-format for msvcrt-checked formats

@@ -29,12 +29,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "handle.h"
-#include "keeper.h"
-#include "keeper_test.h"
-#include "listener.h"
-#include "proc.h"
-#include "service.h"
+#include "platform/handle.h"
+#include "platform/keeper.h"
+#include "tests/platform/keeper_test.h"
+#include "platform/listener.h"
+#include "platform/proc.h"
+#include "platform/service.h"
 
 static char dir[64], notify_path[96];
 static int notify_fd = -1;

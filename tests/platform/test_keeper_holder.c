@@ -24,11 +24,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handle.h"
-#include "keeper.h"
-#include "keeper_test.h"
-#include "keeper_wire.h"
-#include "proc.h"
+#include "platform/handle.h"
+#include "platform/keeper.h"
+#include "tests/platform/keeper_test.h"
+#include "platform/posix/keeper_wire.h"
+#include "platform/proc.h"
 
 #define N 48 /* handles put by the first process */
 

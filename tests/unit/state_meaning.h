@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format.h"
+#include "daemon/state/format.h"
 
 struct meaning {
     uint8_t *b;

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ledger.h"
-#include "state.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/state/state.h"
 
 static int state_rebuild(const struct vd_state_params *prm, const char *path,
                          size_t *orphans)

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #endif
 
-#include "check.h"
+#include "tests/check.h"
 
 /* check.h's REQUIRE evaluates its condition twice; MUST evaluates it once,
  * for conditions that call something (socketpair, queue, flush...). */
@@ -27,18 +27,18 @@
         if (check_failures != must_failures_)                                  \
             exit(1);                                                           \
     } while (0)
-#include "frame.h"
-#include "message.h"
-#include "msg.h"
-#include "vram_msg.h"
-#include "wire.h"
-#include "units.h"
-#include "conn.h"
+#include "proto/frame.h"
+#include "proto/message.h"
+#include "proto/msg.h"
+#include "gen/vram_msg.h"
+#include "proto/wire.h"
+#include "proto/units.h"
+#include "platform/conn.h"
 
 /* ---- fixtures: a handle to close, a connected pair ---------------------- */
 
 #ifdef _WIN32
-#include "../win/unique.h" /* pipe names that never repeat */
+#include "tests/win/unique.h" /* pipe names that never repeat */
 
 static vp_handle fresh(void)
 {

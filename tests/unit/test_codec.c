@@ -22,8 +22,8 @@
 #include <unistd.h>
 #endif
 
-#include "check.h"
-#include "codec.h"
+#include "tests/check.h"
+#include "proto/codec.h"
 
 #ifdef _WIN32
 /* wine has no handle count (GetProcessHandleCount says 0): the handles

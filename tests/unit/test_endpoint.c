@@ -15,10 +15,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "check.h"
-#include "conn.h"
-#include "endpoint.h"
-#include "handle.h"
+#include "tests/check.h"
+#include "platform/conn.h"
+#include "platform/endpoint.h"
+#include "platform/handle.h"
 
 struct t {
     struct vp_link *link;

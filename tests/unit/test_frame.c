@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
-#include "frame.h"
+#include "tests/check.h"
+#include "proto/frame.h"
 
 static struct vw_frame_header good(void)
 {

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "http_request.h"
+#include "tests/check.h"
+#include "client/tools/http_request.h"
 
 #define MAX 8192
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "message.h"
+#include "tests/check.h"
+#include "proto/message.h"
 
 static void round_trip(const char *text)
 {

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "check.h"
-#include "internal.h"
+#include "tests/check.h"
+#include "daemon/ledger/internal.h"
 
 #define MiB (1024ull * 1024)
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "internal.h"
+#include "tests/check.h"
+#include "daemon/ledger/internal.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)

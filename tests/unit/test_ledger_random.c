@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
-#include "internal.h"
+#include "tests/check.h"
+#include "daemon/ledger/internal.h"
 
 #define MiB (1ull << 20)
 #define VA_BASE (1ull << 40)

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "json.h"
-#include "msg.h"
-#include "vram_msg.h"
+#include "tests/check.h"
+#include "proto/json.h"
+#include "proto/msg.h"
+#include "gen/vram_msg.h"
 
 static const struct vw_tdesc *status_t(void)
 {

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "check.h"
-#include "metrics_slots.h"
+#include "tests/check.h"
+#include "client/tools/metrics_slots.h"
 
 #define N 256
 

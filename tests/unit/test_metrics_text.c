@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "metrics_text.h"
-#include "textbuf.h"
+#include "tests/check.h"
+#include "client/tools/metrics_text.h"
+#include "client/tools/textbuf.h"
 
 static bool has_line(const char *text, const char *line)
 {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "check.h"
+#include "tests/check.h"
 
 static const char *msggen;
 static char dir[] = "/tmp/vram-msggen-client-XXXXXX";

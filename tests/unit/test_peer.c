@@ -19,10 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "handle.h"
-#include "peer.h"
-#include "proc.h"
+#include "tests/check.h"
+#include "platform/handle.h"
+#include "platform/peer.h"
+#include "platform/proc.h"
 
 static char dir[64], path[96];
 

@@ -3,8 +3,8 @@
  * size, its size in chunks, and how long returned chunks may swell it. */
 #include <stdint.h>
 
-#include "check.h"
-#include "standby.h"
+#include "tests/check.h"
+#include "daemon/backends/standby.h"
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)

@@ -33,15 +33,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "crc32c.h"
-#include "format.h"
-#include "journal.h"
-#include "ledger.h"
-#include "log.h"
-#include "state.h"
-#include "state_meaning.h"
-#include "state_rebuild.h"
+#include "tests/check.h"
+#include "daemon/state/crc32c.h"
+#include "daemon/state/format.h"
+#include "daemon/state/journal.h"
+#include "daemon/ledger/ledger.h"
+#include "daemon/log.h"
+#include "daemon/state/state.h"
+#include "tests/unit/state_meaning.h"
+#include "tests/unit/state_rebuild.h"
 
 #define MiB (1024ull * 1024)
 #define MUTATIONS 1000

@@ -9,8 +9,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "text.h"
+#include "tests/check.h"
+#include "proto/text.h"
 
 static void escapes(const char *in, const char *want)
 {

@@ -7,9 +7,9 @@
 #include <limits.h>
 #include <string.h>
 
-#include "check.h"
-#include "top_control.h"
-#include "top_keys.h"
+#include "tests/check.h"
+#include "client/tools/top_control.h"
+#include "client/tools/top_keys.h"
 
 static struct tool_key one(const char *s, size_t *used)
 {

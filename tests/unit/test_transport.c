@@ -22,7 +22,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "tests/check.h"
 
 /* check.h's REQUIRE evaluates its condition twice; MUST evaluates it once,
  * for conditions that call something (socketpair, queue, flush...). */
@@ -33,8 +33,8 @@
         if (check_failures != must_failures_)                                  \
             exit(1);                                                           \
     } while (0)
-#include "frame.h"
-#include "wire.h"
+#include "proto/frame.h"
+#include "proto/wire.h"
 
 /* A socket or fd as the platform's handle. */
 static vp_handle H(int fd)

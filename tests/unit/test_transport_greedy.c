@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "frame.h"
-#include "wire.h"
+#include "tests/check.h"
+#include "proto/frame.h"
+#include "proto/wire.h"
 
 struct got {
     int n;

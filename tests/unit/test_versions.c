@@ -13,10 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "errnames.h"
-#include "msg.h"
-#include "vram_msg.h"
+#include "tests/check.h"
+#include "proto/errnames.h"
+#include "proto/msg.h"
+#include "gen/vram_msg.h"
 
 /* ---- the runtime, over descriptors of our own ---------------------------- */
 

@@ -11,7 +11,7 @@
 
 #include <stdlib.h>
 
-#include "unique.h"
+#include "tests/win/unique.h"
 
 /* Removes directory d and everything under it (what cannot be removed, a
  * file still open, stays). */

@@ -11,16 +11,16 @@
  * with identities written as data: what vp_identity_of_pipe gives for a
  * token (a user SID and enabled groups), for users that do not exist on
  * this machine too, which is what an access list must refuse. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <errno.h>
 
-#include "access.h"
-#include "config.h"
-#include "identity.h"
-#include "peer.h"
-#include "peer_map.h"
-#include "pipe_listener.h"
+#include "daemon/core/clients/access.h"
+#include "daemon/config.h"
+#include "platform/win32/identity.h"
+#include "platform/peer.h"
+#include "platform/win32/peer_map.h"
+#include "platform/win32/pipe_listener.h"
 
 static char tmpdir[MAX_PATH];
 

@@ -38,9 +38,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "frame.h"
-#include "winproc.h"
+#include "tests/check.h"
+#include "proto/frame.h"
+#include "tests/win/winproc.h"
 
 #define MIB (1ull << 20)
 #define CLIENTS 4     /* limits.clients */

@@ -33,9 +33,9 @@
 
 #include <vram.h>
 
-#include "backend.h"
-#include "check.h"
-#include "winproc.h"
+#include "daemon/backends/backend.h"
+#include "tests/check.h"
+#include "tests/win/winproc.h"
 
 #ifdef VRAM_HAVE_CUDA_H
 #define CUDA_REASON "cuda backend unavailable: no NVIDIA driver (nvcuda.dll cannot be loaded from System32)"

@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "clock.h"
-#include "conn.h"
-#include "frame.h"
-#include "handle.h"
-#include "unique.h"
-#include "wire.h"
+#include "tests/check.h"
+#include "platform/clock.h"
+#include "platform/conn.h"
+#include "proto/frame.h"
+#include "platform/handle.h"
+#include "tests/win/unique.h"
+#include "proto/wire.h"
 
 #define MUST(cond, ...)                                                        \
     do {                                                                       \

@@ -63,7 +63,7 @@
  * to a Windows machine: test_win_crossuser.exe. It needs the Secondary
  * Logon service (seclogon) for CreateProcessWithLogonW, and a local
  * machine whose Users may log on locally (not a domain controller). */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <aclapi.h>
 #include <bcrypt.h>
@@ -73,10 +73,10 @@
 #include <shlobj.h>
 #include <userenv.h>
 
-#include "identity.h" /* VP_SID_ID_BASE */
-#include "install.h"
-#include "win32/service_dirs.h"
-#include "winproc.h"
+#include "platform/win32/identity.h" /* VP_SID_ID_BASE */
+#include "windows-service/install.h"
+#include "platform/win32/service_dirs.h"
+#include "tests/win/winproc.h"
 
 #define WPATH (MAX_PATH * 2)
 #define PW_LEN 24

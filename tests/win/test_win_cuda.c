@@ -9,16 +9,16 @@
  *
  * Built with cuda.h (the driver loader's types): cmake/windows.cmake
  * registers it where it finds cuda.h, and scripts/windows-test.sh runs it. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <sddl.h>
 #include <winternl.h>
 
-#include "cuda_driver.h"
-#include "cuda_share.h"
-#include "dl.h"
-#include "identity.h"
-#include "nvml.h"
+#include "common/cuda_driver.h"
+#include "platform/win32/cuda_share.h"
+#include "platform/dl.h"
+#include "platform/win32/identity.h"
+#include "common/nvml.h"
 
 #define FIXED "D:P(A;;GA;;;SY)(A;;GA;;;BA)"
 

@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "check.h"
+#include "tests/check.h"
 
 static int fired;
 

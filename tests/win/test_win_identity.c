@@ -5,15 +5,15 @@
  * client's check of the server's pid, and the pin's liveness. The
  * identification-only impersonation level is checked on real Windows only
  * (wine gives the server impersonation level, docs/windows.md). */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <errno.h>
 #include <inttypes.h>
 
-#include "conn.h"
-#include "identity.h"
-#include "pipe_listener.h"
-#include "proc.h"
+#include "platform/conn.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/pipe_listener.h"
+#include "platform/proc.h"
 
 static void test_sids(void)
 {

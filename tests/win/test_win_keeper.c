@@ -16,15 +16,15 @@
  *                                         PID" to FILE, waits to be killed
  *   test_win_keeper.exe open PIPE         opens the keeper: exits with the
  *                                         error's number (0: opened) */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <errno.h>
 #include <inttypes.h>
 
-#include "keeper.h"
-#include "mem.h"
-#include "pipe_listener.h"
-#include "winproc.h"
+#include "platform/keeper.h"
+#include "platform/mem.h"
+#include "platform/win32/pipe_listener.h"
+#include "tests/win/winproc.h"
 
 #define N 12
 #define SIZE (64u << 10)

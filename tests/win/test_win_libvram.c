@@ -22,8 +22,8 @@
 
 #include <vram.h>
 
-#include "check.h"
-#include "unique.h"
+#include "tests/check.h"
+#include "tests/win/unique.h"
 
 #define MUST(cond, ...) REQUIRE(cond, __VA_ARGS__)
 

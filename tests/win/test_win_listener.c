@@ -7,16 +7,16 @@
  * was taken, the next instance ready before the connected one is handed
  * on), and the client's access. What wine does not enforce (the DACL at open, the first
  * instance flag itself) is checked on real Windows only. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <aclapi.h>
 #include <sddl.h>
 
 #include <errno.h>
 
-#include "conn.h"
-#include "identity.h"
-#include "pipe_listener.h"
+#include "platform/conn.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/pipe_listener.h"
 
 static struct vp_pipe_listener *listen_on(const char *name,
                                           const struct vp_access_list *allow)

@@ -5,12 +5,12 @@
  * what vp_mapfile_open refuses as not vramd's state: a directory, a
  * missing file, and a file another user owns. Wine keeps no file owners,
  * so the last is checked on real Windows only. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <aclapi.h>
 #include <sddl.h>
 
-#include "mapfile.h"
+#include "platform/mapfile.h"
 
 static char dir[MAX_PATH];
 

@@ -5,12 +5,12 @@
  * refuses MEM_RESERVE_PLACEHOLDER with error 87): there the fallback runs
  * and the placeholder path is for real Windows (10 1803 and later), which
  * must have it. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <errno.h>
 
-#include "mem.h"
-#include "mem_win32.h"
+#include "platform/mem.h"
+#include "platform/win32/mem_win32.h"
 
 #define C (2ull << 20) /* a chunk */
 

@@ -6,17 +6,17 @@
  * copy for writing, writes through a read-write copy, and maps it at a
  * fixed address the way libvram will; a handle the parent closes in the
  * child is gone there. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <errno.h>
 #include <inttypes.h>
 
-#include "conn.h"
-#include "identity.h"
-#include "mem.h"
-#include "pipe_listener.h"
-#include "proc.h"
-#include "push.h"
+#include "platform/conn.h"
+#include "platform/win32/identity.h"
+#include "platform/mem.h"
+#include "platform/win32/pipe_listener.h"
+#include "platform/proc.h"
+#include "platform/win32/push.h"
 
 #define SIZE (2u << 20)
 

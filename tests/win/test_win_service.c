@@ -12,18 +12,18 @@
  *
  * Runs under scripts/windows-test.sh's persistent wineserver: wineserver
  * kills services 3 s after the last ordinary process ends. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <aclapi.h>
 
 #include <errno.h>
 
-#include "conn.h"
-#include "entry.h"
-#include "identity.h"
-#include "install.h"
-#include "proc.h"
-#include "win32/service_dirs.h"
+#include "platform/conn.h"
+#include "platform/entry.h"
+#include "platform/win32/identity.h"
+#include "windows-service/install.h"
+#include "platform/proc.h"
+#include "platform/win32/service_dirs.h"
 
 static char name[64], pipe_name[128], data_dir[MAX_PATH * 3], exe[MAX_PATH * 3];
 

@@ -17,17 +17,17 @@
  * name and pipe carry this process's id, and the service is removed at
  * exit whatever happened (a failed check must not leave a vramd running in
  * the prefix). */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <aclapi.h>
 #include <sddl.h>
 
 #include <errno.h>
 
-#include "install.h"
-#include "win32/service_dirs.h"
-#include "proc.h"
-#include "winproc.h"
+#include "windows-service/install.h"
+#include "platform/win32/service_dirs.h"
+#include "platform/proc.h"
+#include "tests/win/winproc.h"
 
 static char name[64], pipe_name[128], dir[MAX_PATH * 3], exe[MAX_PATH * 3],
     client_exe[MAX_PATH * 3], cfg_path[MAX_PATH * 3], log_path[MAX_PATH * 3];

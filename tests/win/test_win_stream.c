@@ -6,16 +6,16 @@
  * checks the server's pid (vp_dial_server). A client's end works as a
  * libuv stream too. Stopping the acceptor frees everything: the loop
  * closes with no handle left. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
 #include <errno.h>
 
 #include <uv.h>
 
-#include "conn.h"
-#include "identity.h"
-#include "pipe_listener.h"
-#include "stream.h"
+#include "platform/conn.h"
+#include "platform/win32/identity.h"
+#include "platform/win32/pipe_listener.h"
+#include "platform/win32/stream.h"
 
 #define CLIENTS 3
 #define BIG (1u << 20) /* one client sends a MiB: many reads, a long write */

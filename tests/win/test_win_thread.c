@@ -2,10 +2,10 @@
 /* platform/win32/'s threads, recursive locks and run-time loading
  * (thread_win32.c, dl_win32.c), which libvram's event thread and its CUDA driver
  * loader stand on. */
-#include "wintest.h"
+#include "tests/win/wintest.h"
 
-#include "dl.h"
-#include "thread.h"
+#include "platform/dl.h"
+#include "platform/thread.h"
 
 #define THREADS 4
 #define ROUNDS 10000

@@ -38,8 +38,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "winproc.h"
+#include "tests/check.h"
+#include "tests/win/winproc.h"
 
 static wchar_t dir[MAX_PATH];   /* this program's directory */
 static wchar_t tmp[MAX_PATH];   /* the test's run directory */

@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "mem.h"
-#include "wintest.h"
+#include "platform/conn.h"
+#include "platform/mem.h"
+#include "tests/win/wintest.h"
 
 static uint64_t fnv(const unsigned char *p, size_t n)
 {

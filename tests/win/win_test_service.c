@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "entry.h"
-#include "pipe_listener.h"
-#include "wintest.h"
+#include "platform/conn.h"
+#include "platform/entry.h"
+#include "platform/win32/pipe_listener.h"
+#include "tests/win/wintest.h"
 
 static const char *pipe_name;
 static struct vp_pipe_listener *listener;

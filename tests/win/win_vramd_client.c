@@ -26,7 +26,7 @@
 
 #include <vram.h>
 
-#include "check.h"
+#include "tests/check.h"
 
 #define NCHUNKS 3
 

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "run_dir.h"
+#include "tests/check.h"
+#include "tests/win/run_dir.h"
 
 /* wt_wait_exit's answers that are no exit code (a test prints them). */
 #define WT_TIMED_OUT 999   /* still running at the deadline */

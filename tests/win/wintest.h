@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "conn.h"
-#include "handle.h"
-#include "unique.h"
+#include "tests/check.h"
+#include "platform/conn.h"
+#include "platform/handle.h"
+#include "tests/win/unique.h"
 
 /* REQUIRE that also works in helpers returning void. */
 #define MUST(cond, ...) REQUIRE(cond, __VA_ARGS__)
