@@ -536,6 +536,31 @@ class ExpertStage:
         nmiss = len(plan.missed[2]) if plan.missed else 0
         self._hits += len(plan.used) - nmiss
         self.misses += nmiss
+        if self.cuda and plan.missed:
+            # Some routed experts have no slot. Multiplying the slots and
+            # the misses in parts gives other bits than transformers' one
+            # call over all the layer's experts (the kernel a grouped
+            # multiply takes depends on its groups and rows: measured, a
+            # seed-shaped run's tokens differed), so the layer's routed
+            # experts are put where the model's own tensor would hold
+            # them, in a scratch buffer laid out as that tensor (resident
+            # ones from their slots, device to device; missed ones from
+            # their pinned host copies), and multiplied in one call of the
+            # same shape as the model's. Experts not routed to are not
+            # copied: their groups have no rows, and are not read.
+            sgu, sdn = self._scratch_views(e, ())
+            for x in plan.used:
+                s = self.slot_of.get((layer, x))
+                g, d = (self.views.get(s) or self._slot_views(s)) if s is not None \
+                    else self.layers[layer][x]
+                sgu[x].copy_(g, non_blocking=True)
+                sdn[x].copy_(d, non_blocking=True)
+            ids_dev = top_k_index.reshape(-1)
+            ids_sorted, perm = torch.sort(ids_dev, stable=True)
+            counts = torch.histc(ids_sorted.int(), bins=e, min=0, max=e - 1)
+            offs = torch.cumsum(counts, dim=0, dtype=torch.int32)
+            part = GroupPart(0, ids_dev.numel(), sgu, sdn, offs)
+            return grouped_experts(hidden_states, top_k_weights, perm, [part], act_fn)
         # The missed experts in batches (one part each), their offsets
         # with the windows', to the device in one copy.
         batches: List[Tuple[int, int, List[int], List[int]]] = []
