@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/regions_named.h"
 
 /* 128 chunks of 2 MiB. Stage 0: a 64 MiB weights region, one KV lane (16
  * chunks, initial 2), 2 MiB expert slots. Stage 1: one lane of 32 chunks,
@@ -32,18 +33,6 @@ static const char *config =
     "   \"kv_lanes\": [256], \"native_context\": 262144,"
     "   \"initial_tokens\": 16384, \"step_tokens\": 8192,"
     "   \"expert_slot\": \"2MiB\", \"loan\": {\"hold_ms\": 3000}}]}";
-
-static uint32_t weights_of(vram_client *c, uint32_t stage)
-{
-    uint32_t ids[8];
-    int n = vram_stage_regions(c, stage, ids, 8);
-    for (int i = 0; i < n && i < 8; i++) {
-        const char *name = vram_region_name(c, ids[i]);
-        if (name && strcmp(name, "weights") == 0)
-            return ids[i];
-    }
-    return 0;
-}
 
 /* The library's figures and the daemon's agree. */
 static void agree(const struct daemon *d, vram_client *c, uint32_t stage,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/regions_named.h"
 
 /* 64 chunks of 2 MiB, 4 made ahead: a grow of more makes them when asked. */
 static const char *adhoc_config =
@@ -305,18 +306,6 @@ static int reserver(const struct daemon *d, void *arg)
     int ok = r.kv_mapped_bytes == 32 * 2 * MIB;
     vram_client_close(b);
     return ok ? 0 : 4;
-}
-
-static uint32_t weights_of(vram_client *c, uint32_t stage)
-{
-    uint32_t ids[8];
-    int n = vram_stage_regions(c, stage, ids, 8);
-    for (int i = 0; i < n && i < 8; i++) {
-        const char *name = vram_region_name(c, ids[i]);
-        if (name && strcmp(name, "weights") == 0)
-            return ids[i];
-    }
-    return 0;
 }
 
 static void recall_case(void)
