@@ -195,6 +195,11 @@ def main() -> int:
                          "(default grouped_mm, transformers' own default on a GPU)")
     ap.add_argument("--check", action="store_true",
                     help="decode each request with plain memory first; compare tokens")
+    ap.add_argument("--sdpa", default="flash,math",
+                    help="SDPA backends allowed, both runs (default flash,math: repeatable; "
+                         "'any' lets torch choose, and on an H200 it chooses cuDNN's, whose "
+                         "decode differs from run to run: measured, the same model and "
+                         "prompt gave other tokens twice in a row)")
     a = ap.parse_args()
     preset = PRESETS["small" if a.small else "default"]
     for k, v in preset.items():
@@ -213,6 +218,10 @@ def main() -> int:
     except ImportError as e:
         print(f"transformers_moe: skipped: {e}")
         return 0
+    try:
+        vt.sdpa_backends(a.sdpa)
+    except ValueError as e:
+        ap.error(str(e))
     d = dims(a)
     reqs = requests(a)
     proc = tmp = None
@@ -230,7 +239,10 @@ def main() -> int:
               f"(the seed's / {a.scale})", flush=True)
         t = time.monotonic()
         model = build_model(a, device)
-        print(f"model built in {time.monotonic() - t:.1f} s", flush=True)
+        print(f"model built in {time.monotonic() - t:.1f} s; SDPA backends: {a.sdpa}",
+              flush=True)
+        attention = vt.sdpa_backends(a.sdpa)
+        attention.__enter__()
         plain_tokens = []
         if a.check:
             for i, (n, new) in enumerate(reqs):

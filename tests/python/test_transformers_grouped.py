@@ -61,6 +61,20 @@ def reference(h: "torch.Tensor", idx: "torch.Tensor", wt: "torch.Tensor",
     return y[inv].view(tokens, k, HIDDEN).sum(dim=1).to(h.dtype)
 
 
+def batched_reference(h: "torch.Tensor", idx: "torch.Tensor", wt: "torch.Tensor",
+                      gate_up: "torch.Tensor", down: "torch.Tensor") -> "torch.Tensor":
+    """transformers' batched_mm experts (what generate decodes with for a
+    grouped_mm model) written out, over plain weights: each pair's
+    weights gathered, one bmm each way, weighted, summed per token."""
+    tokens, k = idx.shape
+    ids = idx.reshape(-1)
+    x = h.repeat_interleave(k, dim=0)
+    g, u = torch.bmm(gate_up[ids], x.unsqueeze(-1)).squeeze(-1).chunk(2, dim=-1)
+    y = torch.bmm(down[ids], (F.silu(g) * u).unsqueeze(-1)).squeeze(-1)
+    y = y * wt.reshape(-1).unsqueeze(-1)
+    return y.view(tokens, k, HIDDEN).sum(dim=1).to(h.dtype)
+
+
 def routing(model: "Tiny", layer: int, tokens: int, seed: int):
     g = torch.Generator().manual_seed(seed)
     h = torch.randn(tokens, HIDDEN, generator=g).to(model.device)
@@ -176,6 +190,65 @@ class GroupedTest(unittest.TestCase):
         ex.refill()
         self.assertEqual(ex.backed, 33)
         self.check_layer(model, ex, 1, 77, 5)
+
+    def test_batched_path(self) -> None:
+        """run_batched (a wholly resident layer gathered from the slot
+        table, as batched_mm gathers from the model's tensor) gives the
+        bits of batched_mm over plain weights, counts its rows and hits
+        where they belong, and takes run_grouped's routed path for a layer
+        with missed experts."""
+        model = Tiny(self.dev)
+        ex = self.stages(model)[0]
+        self.assertTrue(ex._plan(0)[0] and not ex._plan(2)[0])
+        for layer, tokens, seed in ((0, 1, 3), (1, 1, 4), (1, 6, 5), (2, 1, 6)):
+            h, idx, wt = routing(model, layer, tokens, seed)
+            gu, dn = model.plain_experts[layer]
+            before = (ex.grouped_direct, ex.grouped_routed, ex.hits, ex.misses)
+            uses = {x: ex.uses.get((layer, x), 0) for x in range(EXPERTS)}
+            got = ex.run_batched(layer, h, idx, wt, F.silu)
+            if layer < 2:
+                want = batched_reference(h, idx, wt, gu, dn)
+                self.assertTrue(torch.equal(got, want),
+                                f"layer {layer}, {tokens} tokens: batched over the slots != "
+                                f"batched over plain weights ({(got - want).abs().max():.3g})")
+                self.assertEqual((ex.grouped_direct, ex.grouped_routed),
+                                 (before[0] + 1, before[1]))
+                distinct = len(set(idx.reshape(-1).tolist()))
+                self.assertEqual((ex.hits, ex.misses), (before[2] + distinct, before[3]))
+            else:  # 3 of layer 2's experts have no slot: the routed path
+                want = reference(h, idx, wt, gu, dn)
+                self.assertTrue(torch.equal(got, want))
+                self.assertEqual(ex.grouped_routed, before[1] + 1)
+            for x in idx.reshape(-1).tolist():
+                uses[x] += 1
+            self.assertEqual({x: ex.uses.get((layer, x), 0) for x in range(EXPERTS)}, uses)
+
+    def test_vram_experts_follow_the_config(self) -> None:
+        """VramExperts on the grouped path reads its config's
+        _experts_implementation at each call, as transformers' own experts
+        do: batched_mm (what generate sets while decoding) takes
+        run_batched, grouped_mm run_grouped."""
+        try:
+            from vram.integrations.transformers import VramExperts
+        except ImportError as e:
+            self.skipTest(f"transformers not installed ({e})")
+        model = Tiny(self.dev)
+        ex = self.stages(model)[0]
+
+        class Config:
+            _experts_implementation = "grouped_mm"
+        cfg = Config()
+        m = VramExperts(ex, 0, F.silu, path="grouped", config=cfg)
+        h, idx, wt = routing(model, 0, 3, 8)
+        d0 = ex.grouped_direct
+        m(h, idx, wt)
+        self.assertIsNone(ex._dev_counts.get((0, "batched")), "grouped_mm took the batched path")
+        cfg._experts_implementation = "batched_mm"   # as generate sets it to decode
+        got = m(h, idx, wt)
+        self.assertIsNotNone(ex._dev_counts.get((0, "batched")))
+        self.assertEqual(ex.grouped_direct, d0 + 2)
+        self.assertTrue(torch.equal(got, batched_reference(h, idx, wt,
+                                                           *model.plain_experts[0])))
 
     def test_decode_matches_the_reference(self) -> None:
         """The decoder over vramd with every layer's experts grouped over

@@ -76,7 +76,8 @@ from .experts import EventRouter, ExpertStage, HostExperts, grouped_mm_usable, r
 from .kv import LaneKv, PlainKv, VramKv
 
 __all__ = ["VramCache", "VramExperts", "VramLayer", "install", "plain_cache",
-           "find_experts", "model_dims", "experts_path_for", "set_experts_path"]
+           "find_experts", "model_dims", "experts_path_for", "set_experts_path",
+           "sdpa_backends"]
 
 #: VramExperts' ways of computing: "grouped" (transformers' grouped_mm
 #: numbers, one grouped multiply over the slot table), "loop" (the eager
@@ -301,19 +302,27 @@ class VramExperts(nn.Module):
     """A fused experts module (``forward(hidden_states, top_k_index,
     top_k_weights)``) whose weights are those of ``stage``'s layer
     ``layer``: resident in vramd's expert slots or computed from the host
-    copies. It dispatches the client's events first (a RECALL between
-    layers is answered before this layer reads a slot). ``path``:
+    copies. It dispatches the client's events first, looking at most once
+    a millisecond (:meth:`ExpertStage.poll_between_layers`; recalled
+    slots stay mapped until the RECALL is answered). ``path``:
     "grouped" computes as transformers' ``grouped_mm`` experts
-    (:meth:`ExpertStage.run_grouped`), "loop" as the eager loop
-    (:func:`run_experts`); settable between forwards."""
+    (:meth:`ExpertStage.run_grouped`) -- or as its ``batched_mm`` ones
+    (:meth:`ExpertStage.run_batched`) while the replaced module's
+    ``config`` says ``batched_mm``, as ``generate`` sets it for decoding --
+    "loop" as the eager loop (:func:`run_experts`); settable between
+    forwards."""
 
     def __init__(self, stage: ExpertStage, layer: int, act_fn: Any,
-                 path: str = "loop") -> None:
+                 path: str = "loop", config: Any = None) -> None:
         super().__init__()
         if path not in EXPERTS_PATHS:
             raise ValueError(f"experts path {path!r}: one of {EXPERTS_PATHS}")
         self.stage, self.layer, self.act_fn, self.path = stage, layer, act_fn, path
         self.num_experts = stage.num_experts
+        # The replaced module's configuration: its _experts_implementation
+        # is read at each call, as the module's own forward reads it
+        # (generate switches grouped_mm to batched_mm while decoding).
+        self.config = config
 
     def extra_repr(self) -> str:
         return (f"layer={self.layer}, stage={self.stage.stage}, "
@@ -321,8 +330,11 @@ class VramExperts(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
-        self.stage.poll()
+        self.stage.poll_between_layers()
         if self.path == "grouped":
+            if getattr(self.config, "_experts_implementation", None) == "batched_mm":
+                return self.stage.run_batched(self.layer, hidden_states, top_k_index,
+                                              top_k_weights, self.act_fn)
             return self.stage.run_grouped(self.layer, hidden_states, top_k_index,
                                           top_k_weights, self.act_fn)
         return run_experts(hidden_states, top_k_index, top_k_weights,
@@ -429,7 +441,8 @@ def _swap_experts(model: nn.Module, client: Any, parts: Sequence[VramKv],
                              "and the down matrix at multiples of 16 bytes; use "
                              "experts_path='loop'")
         for l, (parent, attr, m) in mine.items():
-            setattr(parent, attr, VramExperts(ex, l, m.act_fn, path=path))
+            setattr(parent, attr, VramExperts(ex, l, m.act_fn, path=path,
+                                              config=getattr(m, "config", None)))
     if found:
         raise ValueError(f"experts modules of layers {sorted(found)} are in no stage")
     return by_stage
@@ -487,6 +500,31 @@ def install(model: nn.Module, client: Any, stages: Sequence[int], *,
             ex.refill(rebalance=False)
     cache.poll()
     return cache
+
+
+#: SDPA's backends by short name (:func:`sdpa_backends`).
+SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "math": "MATH",
+                 "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION"}
+
+
+def sdpa_backends(names: str) -> Any:
+    """A context in which ``scaled_dot_product_attention`` takes only the
+    named backends: "flash,math" (both give the same bits run after run),
+    or "any" (torch's choice). To compare tokens with plain memory, run
+    both under one that repeats: on an H200 torch 2.11 chooses cuDNN's,
+    whose decode attention differs between two runs of the same model and
+    prompt (measured: another token at step 36 of 128), which no memory
+    can be blamed for. ``ValueError`` names the unknown backend."""
+    if names == "any":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    picked = []
+    for n in names.split(","):
+        if n not in SDPA_BACKENDS:
+            raise ValueError(f"SDPA backend {n!r}: one of {', '.join(SDPA_BACKENDS)}, "
+                             "or any")
+        picked.append(getattr(SDPBackend, SDPA_BACKENDS[n]))
+    return sdpa_kernel(picked)
 
 
 def plain_cache(model: nn.Module, layer_ranges: Sequence[Tuple[int, int]],
