@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import errno
 import math
-import os
 import threading
 import time
 import unittest
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import vramd_helpers  # sets sys.path and $VRAM_LIB for vram
 
@@ -167,6 +166,46 @@ def greedy(model: "Tiny", prompt: "torch.Tensor", new: int, kv_of: Callable,
         x = torch.argmax(out, -1)
         tokens.append(int(x))
     return tokens, logits
+
+
+class Arrival:
+    """Another engine that arrives at step ``step`` of a decode (``hook``,
+    greedy's): on a thread of its own it registers stage 2 and reserves
+    its whole window, which recalls the pool loans lying in it, while the
+    step waits for ``stage`` (an ExpertStage) to see the RECALL as an
+    engine does, dispatching (poll). ``client`` and ``kv`` (its
+    reservation) once it came, ``error`` if it could not."""
+
+    def __init__(self, sock: str, stage: "ExpertStage", step: int) -> None:
+        self.sock, self.stage, self.step = sock, stage, step
+        self.client: Optional[vram.Client] = None
+        self.kv: Any = None
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._arrive)
+
+    def _arrive(self) -> None:
+        try:
+            t = vram.Client(self.sock, name="another engine")
+            t.stage_register(2)
+            self.kv = t.kv_reserve(2, 8000, 100)
+            self.client = t
+        except BaseException as e:  # reported by the main thread
+            self.error = e
+
+    def hook(self, step: int) -> None:
+        if step != self.step:
+            return
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.stage.recalled_slots and time.monotonic() < deadline:
+            self.stage.poll()
+            time.sleep(0.005)
+        self.thread.join(20)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
 
 
 def prompt_of(seed: int, n: int) -> "torch.Tensor":
@@ -470,40 +509,15 @@ class TransformersCacheTest(unittest.TestCase):
         exs = self.expert_stages(model)
         of_layer = {l: exs[s] for s, f, last in STAGES for l in range(f, last + 1)}
         vram_w = lambda layer: (lambda e, n: of_layer[layer].weights(layer, e, n))
-        recalled = threading.Event()
-        tenant: Dict[str, object] = {}
-
-        def arrive() -> None:
-            # Another engine registers stage 2 and reserves its whole
-            # window, which recalls the pool loans lying in it.
-            try:
-                t = vram.Client(self.daemon.sock, name="another engine")
-                t.stage_register(2)
-                tenant["kv"] = t.kv_reserve(2, 8000, 100)
-                tenant["client"] = t
-            except BaseException as e:  # reported by the main thread
-                tenant["error"] = e
-
-        thread = threading.Thread(target=arrive)
-
-        def hook(step: int) -> None:
-            if step != 6:
-                return
-            thread.start()
-            # Wait for the recall as an engine does: dispatching (poll).
-            deadline = time.monotonic() + 20
-            while not exs[0].recalled_slots and time.monotonic() < deadline:
-                exs[0].poll()
-                time.sleep(0.005)
-            thread.join(20)
-
+        tenant = Arrival(self.daemon.sock, exs[0], step=6)
+        self.addCleanup(tenant.close)
         before_moe = lambda layer: of_layer[layer].poll()
         with torch.no_grad():
             p, new = prompts[0]
             got = greedy(model, p.to(self.dev), new, self.kv_of(parts), vram_w,
-                         hook=hook, before_moe=before_moe)
-        self.assertNotIn("error", tenant, tenant.get("error"))
-        self.assertEqual(tenant["kv"].kv_mapped_bytes, 16 * MIB)
+                         hook=tenant.hook, before_moe=before_moe)
+        self.assertIsNone(tenant.error, tenant.error)
+        self.assertEqual(tenant.kv.kv_mapped_bytes, 16 * MIB)
         self.assertEqual(got[0], ref[0][0], "tokens differ from plain memory")
         for a, b in zip(got[1], ref[0][1]):
             self.assertTrue(torch.equal(a, b), "logits differ from plain memory")
@@ -515,7 +529,7 @@ class TransformersCacheTest(unittest.TestCase):
         self.assertGreater(exs[0].hits, 0)
         # The tenant leaves; the trim lends the KV back, the refill borrows
         # the pool again (the recall's slots) and loads.
-        tenant["client"].close()
+        tenant.close()
         for kv in parts:
             kv.trim()
         backed = []

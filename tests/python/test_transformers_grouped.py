@@ -19,16 +19,14 @@ the same code either way. Needs PyTorch and numpy; skipped without them.
 
 from __future__ import annotations
 
-import threading
-import time
 import unittest
-from typing import Dict, List
+from typing import Dict
 
 import vramd_helpers  # noqa: F401  (sets sys.path and $VRAM_LIB for vram)
 
 import vram  # noqa: E402
-from test_transformers_cache import (EXPERTS, HIDDEN, STAGES, TOPK, WHY_SKIP, Daemon,  # noqa: E402
-                                     Tiny, greedy, prompt_of)
+from test_transformers_cache import (EXPERTS, HIDDEN, STAGES, TOPK, WHY_SKIP,  # noqa: E402
+                                     Arrival, Daemon, Tiny, greedy, prompt_of)
 
 if WHY_SKIP is None:
     import torch
@@ -286,34 +284,12 @@ class GroupedTest(unittest.TestCase):
                 return of_layer[layer].run_grouped(layer, h, idx, wt, F.silu)
             return f
 
-        tenant: Dict[str, object] = {}
-
-        def arrive() -> None:
-            try:
-                t = vram.Client(self.daemon.sock, name="another engine")
-                t.stage_register(2)
-                tenant["kv"] = t.kv_reserve(2, 8000, 100)
-                tenant["client"] = t
-            except BaseException as e:
-                tenant["error"] = e
-
-        thread = threading.Thread(target=arrive)
-
-        def hook(step: int) -> None:
-            if step != 5:
-                return
-            thread.start()
-            deadline = time.monotonic() + 20
-            while not exs[0].recalled_slots and time.monotonic() < deadline:
-                exs[0].poll()
-                time.sleep(0.005)
-            thread.join(20)
-
+        tenant = Arrival(self.daemon.sock, exs[0], step=5)
+        self.addCleanup(tenant.close)
         with torch.no_grad():
-            got = greedy(model, p.to(self.dev), new, kv_of(parts), None, hook=hook,
+            got = greedy(model, p.to(self.dev), new, kv_of(parts), None, hook=tenant.hook,
                          moe_of=moe)
-        self.assertNotIn("error", tenant, tenant.get("error"))
-        self.addCleanup(lambda: tenant["client"].close())
+        self.assertIsNone(tenant.error, tenant.error)
         self.assertEqual(got[0], want[0], "tokens differ from the reference")
         for a, b in zip(got[1], want[1]):
             self.assertTrue(torch.equal(a, b), "logits differ from the reference")
