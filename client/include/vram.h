@@ -263,8 +263,9 @@ VRAM_API int vram_client_start_event_thread(vram_client *c);
  *    (chunks beyond its standby are made on the way: that making, the
  *    transfer of the handles and the import and mapping all overlap the
  *    engine's work). A library thread reads the reply and imports and maps
- *    its chunks. vram_kv_reserve's out is not written then: read
- *    vram_stage_info, vram_expert_residency or the regions after the wait.
+ *    its chunks. vram_kv_reserve's out is not written then: after the
+ *    wait, vram_kv_reserve_result gives it (or read vram_stage_info,
+ *    vram_expert_residency or the regions).
  *    A negative return is a failure before the request left (as when
  *    blocking, or one reported from earlier: below);
  *  - vram_stage_register waits for its reply (its regions and out are
@@ -472,6 +473,16 @@ VRAM_API void *vram_region_slot(const vram_client *c, uint32_t region,
 VRAM_API int vram_kv_reserve(vram_client *c, uint32_t stage,
                              uint64_t prompt_tokens, uint64_t output_tokens,
                              unsigned flags, struct vram_kv_result *out);
+/* With background mapping, what the stage's last vram_kv_reserve that
+ * returned VRAM_PENDING did, once its reply came and its chunks were
+ * mapped (this call waits for that, as every call does): 0 and out, as the
+ * blocking call would have written it. That reserve's failure when it
+ * failed (what vram_client_wait returned for it; nothing of it is
+ * mapped); -ENOENT when the stage is not this client's or has had no
+ * background reserve; -EINVAL out NULL. A blocking reserve changes none of
+ * this. */
+VRAM_API int vram_kv_reserve_result(vram_client *c, uint32_t stage,
+                                    struct vram_kv_result *out);
 /* After a request: KV back to the initial window (tokens 0) or to tokens.
  * The surplus becomes the stage's own expert loans as far as its window
  * has room beside its loans and headroom (BUDGET_CHANGED says so before

@@ -391,17 +391,42 @@ static int map_request(vram_client *c, int type, const void *m, void *rep,
     return e;
 }
 
+/* The replies of kv_reserve, kv_trim and expert_request share these
+ * fields; the stage's figures follow the daemon's. */
+#define KV_RESULT(c, rep, out)                                                 \
+    do {                                                                       \
+        vc_stage_update((c), &(rep).stage);                                    \
+        if (out)                                                               \
+            *(out) = (struct vram_kv_result){                                  \
+                .kv_needed_bytes = (rep).kv_needed_bytes,                      \
+                .kv_mapped_bytes = (rep).kv_mapped_bytes,                      \
+                .expert_loaned_bytes = (rep).expert_loaned_bytes,              \
+                .expert_slots_backed = (rep).expert_slots_backed,              \
+                .recalled_chunks = (rep).recalled_chunks};                     \
+    } while (0)
+
 /* A background request's reply (background.c), applied as map_request
  * applies a reply after vc_call: the stage's figures, then its map; after a
- * refusal, only the map it carries. */
+ * refusal, only the map it carries. A kv_reserve's outcome is kept for
+ * vram_kv_reserve_result. */
 static int applied_later(vram_client *c, int type, void *rep, int err)
 {
+    struct vc_stage *kv =
+        type == VW_REQ_KV_RESERVE ? vc_stage_get(c, c->bg.kv_stage) : NULL;
+    if (!rep) {
+        if (kv)
+            kv->bg_kv_state = err;
+        return err;
+    }
     if (err == 0 && type == VW_REQ_KV_RESERVE)
-        vc_stage_update(c, &((struct vw_rep_kv_reserve *)rep)->stage);
+        KV_RESULT(c, *(struct vw_rep_kv_reserve *)rep, kv ? &kv->bg_kv : NULL);
     else if (err == 0 && type == VW_REQ_EXPERT_REQUEST)
         vc_stage_update(c, &((struct vw_rep_expert_request *)rep)->stage);
     int e = vc_apply_pending(c);
-    return err < 0 ? err : e;
+    int r = err < 0 ? err : e;
+    if (kv)
+        kv->bg_kv_state = r < 0 ? r : VC_KV_DONE;
+    return r;
 }
 
 /* With background mapping, a grow returns once its request is sent
@@ -489,20 +514,6 @@ static int do_region_release(vram_client *c, uint32_t region)
 
 /* ---- KV and loans ------------------------------------------------------- */
 
-/* The replies of kv_reserve, kv_trim and expert_request share these
- * fields; the stage's figures follow the daemon's. */
-#define KV_RESULT(c, rep, out)                                                 \
-    do {                                                                       \
-        vc_stage_update((c), &(rep).stage);                                    \
-        if (out)                                                               \
-            *(out) = (struct vram_kv_result){                                  \
-                .kv_needed_bytes = (rep).kv_needed_bytes,                      \
-                .kv_mapped_bytes = (rep).kv_mapped_bytes,                      \
-                .expert_loaned_bytes = (rep).expert_loaned_bytes,              \
-                .expert_slots_backed = (rep).expert_slots_backed,              \
-                .recalled_chunks = (rep).recalled_chunks};                     \
-    } while (0)
-
 static int do_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
                     uint64_t output, unsigned flags, struct vram_kv_result *out)
 {
@@ -510,9 +521,16 @@ static int do_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
         .stage = stage, .prompt_tokens = prompt, .output_tokens = output,
         .has_hold = (flags & VRAM_KV_HOLD) != 0,
         .hold = (flags & VRAM_KV_HOLD) != 0};
-    if (later(c)) /* out: not written, the reply is not here yet */
-        return vc_bg_request(c, VW_REQ_KV_RESERVE, &m, applied_later,
-                             "vram_kv_reserve");
+    if (later(c)) { /* out: not written, the reply is not here yet */
+        int e = vc_bg_request(c, VW_REQ_KV_RESERVE, &m, applied_later,
+                              "vram_kv_reserve");
+        struct vc_stage *st = vc_stage_get(c, stage);
+        if (e == VRAM_PENDING && st) {
+            st->bg_kv_state = VC_KV_SENT;
+            c->bg.kv_stage = stage;
+        }
+        return e;
+    }
     struct vw_rep_kv_reserve rep = {0};
     struct vw_arena a = {0};
     int e = map_request(c, VW_REQ_KV_RESERVE, &m, &rep, &a, NULL,
@@ -521,6 +539,28 @@ static int do_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
         KV_RESULT(c, rep, out);
     vw_arena_free(&a);
     return e;
+}
+
+/* Called with the background finished (every entry finishes it). */
+static int do_kv_reserve_result(vram_client *c, uint32_t stage,
+                                struct vram_kv_result *out)
+{
+    if (!out)
+        return vc_set_error(c, -EINVAL, "out is NULL");
+    struct vc_stage *st = vc_stage_get(c, stage);
+    if (!st)
+        return vc_set_error(c, -ENOENT, "stage %u is not this client's", stage);
+    if (st->bg_kv_state == VC_KV_DONE) {
+        *out = st->bg_kv;
+        return 0;
+    }
+    if (st->bg_kv_state < 0)
+        return vc_set_error(c, st->bg_kv_state,
+                            "stage %u's last background vram_kv_reserve failed "
+                            "(%s); vram_client_wait said why, and mapped none "
+                            "of it", stage, vram_strerror(st->bg_kv_state));
+    return vc_set_error(c, -ENOENT, "stage %u has had no vram_kv_reserve "
+                        "answered in the background", stage);
 }
 
 static int do_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)
@@ -817,6 +857,13 @@ int vram_kv_reserve(vram_client *c, uint32_t stage, uint64_t prompt,
 {
     vc_enter(c);
     return vc_leave(c, do_kv_reserve(c, stage, prompt, output, flags, out));
+}
+
+int vram_kv_reserve_result(vram_client *c, uint32_t stage,
+                           struct vram_kv_result *out)
+{
+    vc_enter(c);
+    return vc_leave(c, do_kv_reserve_result(c, stage, out));
 }
 
 int vram_kv_trim(vram_client *c, uint32_t stage, uint64_t tokens)

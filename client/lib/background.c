@@ -365,6 +365,8 @@ void vc_bg_finish(vram_client *c)
             }
             if (r->err == 0)
                 vw_close_handles(vw_requests[r->type].rep, &r->rep);
+        } else {
+            (void)r->done(c, r->type, NULL, e); /* no reply: told, no more */
         }
         vc_clear_pending(c); /* what done left (nothing, normally) */
         if (e < 0) {

@@ -22,7 +22,9 @@ int vc_bg_add(vram_client *c, const struct vc_chunk *ch, vp_handle h,
 /* What the caller does with a background request's reply once it came and
  * its new chunks are in the tables (the API's: the stage's figures, the
  * map entries left in c->pend applied). err: the daemon's refusal, or 0.
- * Returns err, or the applying's own failure. */
+ * Returns err, or the applying's own failure. rep is NULL when no reply
+ * came (err says why: a lost connection, a timeout): nothing to apply,
+ * only the failure to note. */
 typedef int (*vc_bg_done_fn)(vram_client *c, int type, void *rep, int err);
 /* Sends request type and returns VRAM_PENDING at once: the thread (started
  * when the call returns) reads the reply, imports and maps its new chunks,

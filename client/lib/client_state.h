@@ -78,7 +78,14 @@ struct vc_stage {
     unsigned char *spare;
     uint64_t spare_bytes;
     bool spare_pinned;
+    /* The last vram_kv_reserve that returned VRAM_PENDING, for
+     * vram_kv_reserve_result: 0 none, VC_KV_SENT on its way, VC_KV_DONE
+     * with its result in bg_kv, or the negative errno it failed with. */
+    int bg_kv_state;
+    struct vram_kv_result bg_kv;
 };
+#define VC_KV_SENT 1
+#define VC_KV_DONE 2
 
 /* What a sleeping stage keeps (sleep.c): the bytes of the slots it copied,
  * one host buffer, and what to grant again at the wake. */
@@ -130,6 +137,7 @@ struct vc_bg {
     int err;             /* the first failure since then */
     char msg[512];
     bool report;         /* the next call sending a request returns err */
+    uint32_t kv_stage;   /* the stage of the kv_reserve in reply */
 };
 
 #endif

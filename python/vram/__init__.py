@@ -59,7 +59,7 @@ engine after it, zero-copy, as numpy arrays or torch tensors.
 from __future__ import annotations
 
 from ._lib import VRAM_KV_HOLD, VRAM_STAGE_KEEP_WINDOW
-from .client import Client, EventHandler
+from .client import Client, EventHandler, PendingKvResult
 from .errors import VramError, strerror
 from .stage import Stage
 from .weights import Weights, weights_key
@@ -81,6 +81,7 @@ __all__ = [
     "EventHandler",
     "EventType",
     "KvResult",
+    "PendingKvResult",
     "RegionInfo",
     "RegionKind",
     "Residency",

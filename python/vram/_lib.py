@@ -69,6 +69,7 @@ __all__ = [
 # ---- constants of vram.h -------------------------------------------------
 
 VRAM_KV_HOLD = 1
+VRAM_PENDING = 1  # a background call sent its request (vram.h)
 VRAM_STAGE_KEEP_WINDOW = 1
 VRAM_WEIGHTS_KEY_BYTES = 32
 VRAM_WEIGHTS_NAME_MAX = 64

@@ -118,6 +118,12 @@ def table(t: Any) -> Dict[str, Tuple[Any, List[Any]]]:
                 t.c_uint,
                 P(t.vram_kv_result),
             ]),
+        "vram_kv_reserve_result": (
+            t.c_int, [
+                C,
+                t.c_uint32,
+                P(t.vram_kv_result),
+            ]),
         "vram_kv_trim": (t.c_int, [C, t.c_uint32, t.c_uint64]),
         "vram_expert_request": (t.c_int, [C, t.c_uint32, t.c_uint64]),
         "vram_expert_claim": (

@@ -290,6 +290,8 @@ class Client:
         # KV a trim never gives back: (kv region, mapped slots per lane
         # right after registration), None with keep_window.
         self._views = _views.Views()
+        # Background kv_reserve results not read yet, by stage (PendingKvResult).
+        self._pending_kv: Dict[int, "PendingKvResult"] = {}
         self._kv_floor: Dict[int, Optional[Tuple[int, List[int]]]] = {}
         # The weight sets open here, by id (weakly: a set stays open in
         # libvram when its object goes, and weights_open gives a new one).
@@ -541,8 +543,8 @@ class Client:
         """Mapping in the background (``vram_client_set_background_map``):
         with it on, :meth:`region_grow`, :meth:`kv_reserve` and
         :meth:`expert_request` return once their request is sent
-        (``kv_reserve``'s result is then all zero: read :meth:`stage_info`
-        after :meth:`wait`), registration once vramd granted; a library
+        (``kv_reserve`` then returns a :class:`PendingKvResult`, whose
+        fields wait for the reply), registration once vramd granted; a library
         thread reads the reply and maps while the engine goes on (reading
         its weights, say).  Touch the new memory only after :meth:`wait`;
         every other call waits for the reply and the mapping first.  A grow
@@ -855,16 +857,34 @@ class Client:
     # ---- KV budget and expert loans ------------------------------------------
 
     def kv_reserve(self, stage: u32, prompt: u64, output: u64,
-                   hold: bool = True) -> KvResult:
+                   hold: bool = True) -> Union[KvResult, "PendingKvResult"]:
         """Maps KV for prompt + output tokens before decode and returns when
         all of it is mapped (``vram_kv_reserve``; hold: VRAM_KV_HOLD, wait
         for recalls up to the stage's hold_ms).  E2BIG over the native
         context (the message names it); EAGAIN must wait and hold was
         False; ETIMEDOUT hold_ms passed; ENOENT; EPERM; EBUSY.  Expert
-        slots it takes back (EXPERT_SHRINK) lose their views."""
+        slots it takes back (EXPERT_SHRINK) lose their views.  With
+        background mapping on it returns once the request is sent: a
+        :class:`PendingKvResult`, whose fields wait for the reply (and
+        raise its failure)."""
         out = _lib.vram_kv_result()
         flags = _lib.VRAM_KV_HOLD if hold else 0
-        self._invoke("vram_kv_reserve", stage, prompt, output, flags, byref(out))
+        earlier = self._pending_kv.pop(stage, None)
+        if earlier is not None:  # its result is the library's until this one's
+            earlier._settle()
+        rc = self._invoke("vram_kv_reserve", stage, prompt, output, flags, byref(out))
+        if rc == _lib.VRAM_PENDING:
+            p = self._pending_kv[stage] = PendingKvResult(self, stage)
+            return p
+        return KvResult.from_c(out)
+
+    def kv_reserve_result(self, stage: u32) -> KvResult:
+        """What the stage's last background :meth:`kv_reserve` did, once its
+        reply came and was mapped (``vram_kv_reserve_result``; waits for
+        that).  VramError: that reserve's own failure, or ENOENT when the
+        stage has had none."""
+        out = _lib.vram_kv_result()
+        self._invoke("vram_kv_reserve_result", stage, byref(out))
         return KvResult.from_c(out)
 
     def kv_trim(self, stage: u32, tokens: u64 = 0) -> None:
@@ -1247,3 +1267,56 @@ class _Span:
         self.what, self.stage, self.region = what, stage, region
         self.coords, self.chunk_addrs = coords, chunk_addrs
         self.addr, self.nbytes, self.chunk_bytes = addr, nbytes, chunk_bytes
+
+
+class PendingKvResult:
+    """What :meth:`Client.kv_reserve` returns with background mapping on:
+    the request is sent, the reply not yet read. Reading a field
+    (``kv_mapped_bytes``, ...) or :meth:`result` waits for the reply and
+    its mapping (:meth:`Client.kv_reserve_result`) and gives what the
+    blocking call would have returned, or raises its failure (ENOSPC,
+    ETIMEDOUT, E2BIG...). It stays right after the stage's next reserve:
+    that one settles it first."""
+
+    _FIELDS = ("kv_needed_bytes", "kv_mapped_bytes", "expert_loaned_bytes",
+               "expert_slots_backed", "recalled_chunks")
+
+    def __init__(self, client: "Client", stage: int) -> None:
+        self.stage = stage
+        self._client: Optional["Client"] = client
+        self._got: Optional[KvResult] = None
+        self._error: Optional[VramError] = None
+
+    def _settle(self) -> None:
+        if self._client is None:
+            return
+        client, self._client = self._client, None
+        try:
+            self._got = client.kv_reserve_result(self.stage)
+        except VramError as e:
+            self._error = e
+        if client._pending_kv.get(self.stage) is self:
+            del client._pending_kv[self.stage]
+
+    @property
+    def pending(self) -> bool:
+        """Not read yet (reading waits)."""
+        return self._client is not None
+
+    def result(self) -> KvResult:
+        """The reserve's :class:`KvResult` (waits); raises its failure."""
+        self._settle()
+        if self._error is not None:
+            raise self._error
+        assert self._got is not None
+        return self._got
+
+    def __getattr__(self, name: str) -> Any:
+        if name in PendingKvResult._FIELDS:
+            return getattr(self.result(), name)
+        raise AttributeError(name)
+
+    def __repr__(self) -> str:
+        if self._client is not None:
+            return f"PendingKvResult(stage={self.stage}, pending)"
+        return f"PendingKvResult(stage={self.stage}, {self._error or self._got})"

@@ -376,10 +376,79 @@ static void recall_case(void)
     CHECK(daemon_stop(&d) == 0, "vramd stops cleanly");
 }
 
+/* vram_kv_reserve_result: what a background reserve did, once it came. */
+static void kv_result_case(void)
+{
+    struct daemon d;
+    REQUIRE(daemon_start(&d, loan_config, NULL) == 0, "start vramd (loans)");
+    vram_client *a = connect_client(&d, "engine-a");
+    struct vram_stage_info si;
+    REQUIRE(vram_stage_register(a, 1, 0, &si) == 0, "register: %s",
+            vram_client_last_error(a));
+    struct vram_kv_result r, out, blk;
+    CHECK(vram_kv_reserve_result(a, 1, &r) == -ENOENT,
+          "a result before any background reserve");
+    CHECK(vram_kv_reserve_result(a, 7, &r) == -ENOENT, "a stage not registered");
+    CHECK(vram_kv_reserve_result(a, 1, NULL) == -EINVAL, "out NULL");
+
+    REQUIRE(vram_client_set_background_map(a, 1) == 0, "background on");
+    memset(&out, 0xab, sizeof(out));
+    int e = vram_kv_reserve(a, 1, 100000, 1000, VRAM_KV_HOLD, &out);
+    CHECK(e == VRAM_PENDING, "reserve: %d (%s)", e, vram_client_last_error(a));
+    CHECK(out.kv_needed_bytes == 0xababababababababull,
+          "out was written before the reply came");
+    int n = vram_client_wait(a);
+    CHECK(n > 0, "wait: %d (%s)", n, n < 0 ? vram_client_last_error(a) : "");
+    memset(&r, 0, sizeof(r));
+    e = vram_kv_reserve_result(a, 1, &r);
+    CHECK(e == 0, "result: %d (%s)", e, vram_client_last_error(a));
+    CHECK_EQ_U(r.kv_needed_bytes, 101000ull * 256);
+    REQUIRE(vram_stage_info(a, 1, &si) == 0, "stage info");
+    CHECK_EQ_U(r.kv_mapped_bytes, si.kv_mapped_bytes);
+    CHECK(r.kv_mapped_bytes >= r.kv_needed_bytes, "mapped %llu < needed %llu",
+          (unsigned long long)r.kv_mapped_bytes,
+          (unsigned long long)r.kv_needed_bytes);
+
+    /* The same reserve blocking says the same, and leaves the background
+     * one's result as it was. */
+    REQUIRE(vram_client_set_background_map(a, 0) == 0, "background off");
+    REQUIRE(vram_kv_reserve(a, 1, 100000, 1000, VRAM_KV_HOLD, &blk) == 0,
+            "blocking reserve: %s", vram_client_last_error(a));
+    CHECK_EQ_U(blk.kv_needed_bytes, r.kv_needed_bytes);
+    CHECK_EQ_U(blk.kv_mapped_bytes, r.kv_mapped_bytes);
+    CHECK_EQ_U(blk.expert_slots_backed, r.expert_slots_backed);
+    struct vram_kv_result again;
+    CHECK(vram_kv_reserve_result(a, 1, &again) == 0 &&
+              again.kv_mapped_bytes == r.kv_mapped_bytes,
+          "a blocking reserve changed the background result");
+
+    /* Refused after the call returned (past the native context): the
+     * wait and the result both say so, and out is left alone. */
+    REQUIRE(vram_client_set_background_map(a, 1) == 0, "background on");
+    e = vram_kv_reserve(a, 1, 300000, 0, 0, &out);
+    CHECK(e == VRAM_PENDING, "reserve past the context: %d", e);
+    n = vram_client_wait(a);
+    CHECK(n == -E2BIG, "wait: %d (%s)", n, vram_client_last_error(a));
+    memcpy(&again, &r, sizeof(again));
+    e = vram_kv_reserve_result(a, 1, &again);
+    CHECK(e == -E2BIG, "result after the refusal: %d", e);
+    CHECK(strstr(vram_client_last_error(a), "stage 1") != NULL, "why: %s",
+          vram_client_last_error(a));
+    CHECK(memcmp(&again, &r, sizeof(r)) == 0, "out written on a failure");
+    REQUIRE(vram_stage_info(a, 1, &si) == 0, "stage info");
+    CHECK_EQ_U(si.kv_mapped_bytes, r.kv_mapped_bytes);
+
+    vram_client_close(a);
+    CHECK(wait_dev_value(&d, 0, "granted_bytes", 0, 10000), "granted after close");
+    daemon_check_no_leaks(&d);
+    CHECK(daemon_stop(&d) == 0, "vramd stops cleanly");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     adhoc_cases();
     recall_case();
+    kv_result_case();
     return check_report("background_reply");
 }

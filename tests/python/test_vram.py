@@ -539,6 +539,47 @@ class TestEngine(EngineTest):
         self.c.set_background_map(False)
         self.agree(self.c, 0)
 
+    def test_background_kv_reserve_result(self) -> None:
+        # With background mapping a reserve returns a PendingKvResult: its
+        # fields wait for the reply and say what the blocking call says;
+        # a refusal after the call returned is raised by them.
+        self.c.set_background_map(True)
+        self.addCleanup(self.c.set_background_map, False)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.kv_reserve_result(0)
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+        p = self.c.kv_reserve(0, 8000, 100)
+        self.assertIsInstance(p, vram.PendingKvResult)
+        self.assertTrue(p.pending)
+        got = p.result()
+        self.assertFalse(p.pending)
+        self.assertEqual(got.kv_needed_bytes, 8100 * 384)
+        self.assertEqual(p.kv_mapped_bytes, self.c.stage_info(0).kv_mapped_bytes)
+        self.assertGreaterEqual(got.kv_mapped_bytes, got.kv_needed_bytes)
+        self.assertEqual(self.c.kv_reserve_result(0), got)
+        # A second reserve settles the first before it is sent.
+        first = self.c.kv_reserve(0, 9000, 0)
+        second = self.c.kv_reserve(0, 20000, 0)
+        self.assertFalse(first.pending)
+        self.assertEqual(first.kv_needed_bytes, 9000 * 384)
+        self.assertEqual(second.kv_needed_bytes, 20000 * 384)
+        bad = self.c.kv_reserve(0, 262144, 1)   # past the native context
+        self.assertIsInstance(bad, vram.PendingKvResult)
+        with self.assertRaises(vram.VramError) as cm:
+            bad.kv_mapped_bytes
+        self.assertEqual(cm.exception.errno, errno.E2BIG)
+        with self.assertRaises(vram.VramError) as cm:
+            bad.result()                          # again, the same failure
+        self.assertEqual(cm.exception.errno, errno.E2BIG)
+        with self.assertRaises(vram.VramError) as cm:
+            self.c.wait()                         # said there too, once
+        self.assertEqual(cm.exception.errno, errno.E2BIG)
+        self.c.set_background_map(False)
+        blk = self.c.kv_reserve(0, 20000, 0)
+        self.assertEqual((blk.kv_needed_bytes, blk.kv_mapped_bytes),
+                         (second.kv_needed_bytes, second.kv_mapped_bytes))
+        self.agree(self.c, 0)
+
     def test_event_thread_exception_is_raised_by_the_next_call(self) -> None:
         self.loans()
 
