@@ -147,6 +147,26 @@ static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
     return e;
 }
 
+/* Batched (mappers.h): the map alone, and one cuMemSetAccess over many
+ * chunks' mappings. cuMemSetAccess takes a range of several mappings as
+ * long as all of it is mapped; a call per chunk measured about 34 us on an
+ * H200, as long as the chunk's import (tests/gpu/results/
+ * h200-2026-12-03b-first_grant-profile.txt), and PyTorch's expandable
+ * segments set access once over what they mapped for the same reason. */
+static int cu_map_bare(vram_client *c, struct vc_chunk *ch, uint64_t addr,
+                       uint64_t bytes)
+{
+    CUresult r = st(c)->cu.cuMemMap((CUdeviceptr)addr, bytes, 0,
+                                    (CUmemGenericAllocationHandle)ch->handle, 0);
+    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemMap");
+}
+
+static int cu_access_range(vram_client *c, uint64_t addr, uint64_t bytes,
+                           uint32_t device)
+{
+    return set_access(c, addr, bytes, (int)device);
+}
+
 /* A sealed weight set's allocation: readable only, by every GPU that may
  * read it. */
 static int cu_map_ro(vram_client *c, struct vc_chunk *ch, uint64_t addr,
@@ -277,6 +297,28 @@ static const struct vc_mapper cuda_mapper = {
     .import = cu_import,
     .map = cu_map,
     .map_ro = cu_map_ro,
+    .map_bare = cu_map_bare,
+    .access_range = cu_access_range,
+    .unmap = cu_unmap,
+    .release = cu_release,
+    .destroy = cu_destroy,
+    .copy_out = cu_copy_out,
+    .copy_in = cu_copy_in,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .thread_context = cu_thread_context,
+    .thread_adopt = cu_thread_adopt,
+};
+
+/* The same, setting access chunk by chunk: VRAM_CUDA_ACCESS=per-chunk
+ * (a driver that refuses a range, and the benchmark's baseline). */
+static const struct vc_mapper cuda_mapper_per_chunk = {
+    .name = "cuda",
+    .reserve = cu_reserve,
+    .unreserve = cu_unreserve,
+    .import = cu_import,
+    .map = cu_map,
+    .map_ro = cu_map_ro,
     .unmap = cu_unmap,
     .release = cu_release,
     .destroy = cu_destroy,
@@ -331,7 +373,8 @@ const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
         }
     }
     c->mapper_state = s;
-    return &cuda_mapper;
+    const char *how = getenv("VRAM_CUDA_ACCESS");
+    return how && !strcmp(how, "per-chunk") ? &cuda_mapper_per_chunk : &cuda_mapper;
 }
 #else
 const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
