@@ -28,6 +28,10 @@ struct vc_cuda {
     CUcontext ctx;     /* a primary context this client retained, or NULL */
     CUdevice ctx_dev;
     int8_t *peers;     /* ndev * ndev: can k access j's memory (-1 unknown) */
+    /* VRAM_CUDA_ACCESS=per-chunk: map_bare sets access as map does, and
+     * access_range has nothing left to do (a driver that refuses a range,
+     * and the benchmark's baseline). */
+    bool per_chunk;
 };
 
 static struct vc_cuda *st(vram_client *c)
@@ -156,6 +160,8 @@ static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
 static int cu_map_bare(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                        uint64_t bytes)
 {
+    if (st(c)->per_chunk)
+        return cu_map(c, ch, addr, bytes);
     CUresult r = st(c)->cu.cuMemMap((CUdeviceptr)addr, bytes, 0,
                                     (CUmemGenericAllocationHandle)ch->handle, 0);
     return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemMap");
@@ -164,6 +170,8 @@ static int cu_map_bare(vram_client *c, struct vc_chunk *ch, uint64_t addr,
 static int cu_access_range(vram_client *c, uint64_t addr, uint64_t bytes,
                            uint32_t device)
 {
+    if (st(c)->per_chunk)
+        return 0;
     return set_access(c, addr, bytes, (int)device);
 }
 
@@ -310,26 +318,6 @@ static const struct vc_mapper cuda_mapper = {
     .thread_adopt = cu_thread_adopt,
 };
 
-/* The same, setting access chunk by chunk: VRAM_CUDA_ACCESS=per-chunk
- * (a driver that refuses a range, and the benchmark's baseline). */
-static const struct vc_mapper cuda_mapper_per_chunk = {
-    .name = "cuda",
-    .reserve = cu_reserve,
-    .unreserve = cu_unreserve,
-    .import = cu_import,
-    .map = cu_map,
-    .map_ro = cu_map_ro,
-    .unmap = cu_unmap,
-    .release = cu_release,
-    .destroy = cu_destroy,
-    .copy_out = cu_copy_out,
-    .copy_in = cu_copy_in,
-    .host_alloc = cu_host_alloc,
-    .host_free = cu_host_free,
-    .thread_context = cu_thread_context,
-    .thread_adopt = cu_thread_adopt,
-};
-
 const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
 {
     struct vc_cuda *s = calloc(1, sizeof(*s));
@@ -372,9 +360,10 @@ const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
             s->cu.cuDevicePrimaryCtxRelease(dev);
         }
     }
-    c->mapper_state = s;
     const char *how = getenv("VRAM_CUDA_ACCESS");
-    return how && !strcmp(how, "per-chunk") ? &cuda_mapper_per_chunk : &cuda_mapper;
+    s->per_chunk = how && !strcmp(how, "per-chunk");
+    c->mapper_state = s;
+    return &cuda_mapper;
 }
 #else
 const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)

@@ -26,10 +26,10 @@ struct vc_mapper {
     /* The same, readable only (a sealed weight set). */
     int (*map_ro)(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                   uint64_t bytes);
-    /* Optional, both or neither: map without making the memory accessible,
-     * then make a range of such mappings (contiguous, of one device)
-     * accessible as map would, in one call. A driver call per chunk costs
-     * (cuda: cuMemSetAccess); NULL: map alone. */
+    /* Optional, both or neither: map, possibly without making the memory
+     * accessible yet, then make a range of such mappings (contiguous, of
+     * one device) accessible as map would, in one call. A driver call per
+     * chunk costs (cuda: cuMemSetAccess); NULL: map alone. */
     int (*map_bare)(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                     uint64_t bytes);
     int (*access_range)(vram_client *c, uint64_t addr, uint64_t bytes,
