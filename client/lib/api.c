@@ -424,7 +424,9 @@ static int applied_later(vram_client *c, int type, void *rep, int err)
         vc_stage_update(c, &((struct vw_rep_expert_request *)rep)->stage);
     int e = vc_apply_pending(c);
     int r = err < 0 ? err : e;
-    if (kv)
+    /* Looked up again: an engine's callback (EXPERT_SHRINK) may have
+     * registered a stage meanwhile, and the table moved. */
+    if (type == VW_REQ_KV_RESERVE && (kv = vc_stage_get(c, c->bg.kv_stage)))
         kv->bg_kv_state = r < 0 ? r : VC_KV_DONE;
     return r;
 }
