@@ -129,85 +129,32 @@ static void note_failure(struct vc_bg *b, int e, const char *msg)
 
 /* ---- on the thread ------------------------------------------------------- */
 
-static void note_item_failure(struct vc_bg *b, struct vc_bg_item *it, int e,
-                              const char *why)
-{
-    if (e < 0 && !b->err) {
-        /* The mapper wrote why into last_error; nothing else reads it
-         * while the thread runs. */
-        b->err = e;
-        snprintf(b->msg, sizeof(b->msg), "%s", why);
-    }
-    it->err = e;
-}
-
-/* A mapped item whose access could not be set: unmapped and released, as a
- * failed map is. */
-static void drop_mapped(vram_client *c, struct vc_bg_item *it, int e)
-{
-    struct vc_chunk ch = {.id = it->chunk, .h = it->h, .handle = it->handle,
-                          .device = it->device};
-    c->mapper->unmap(c, &ch, it->addr, it->bytes);
-    c->mapper->release(c, &ch);
-    it->h = VP_NONE;
-    it->handle = 0;
-    note_item_failure(&c->bg, it, e, c->last_error);
-}
-
-/* Access for items [i, k), mapped bare and back to back on one device: one
- * call for the run; where it fails, one a chunk (the range may hold one
- * that the driver refuses), and a chunk still refused is dropped. */
-static void grant_run(vram_client *c, size_t i, size_t k)
-{
-    struct vc_bg_item *v = c->bg.v;
-    uint64_t bytes = v[k - 1].addr + v[k - 1].bytes - v[i].addr;
-    if (c->mapper->access_range(c, v[i].addr, bytes, v[i].device) == 0)
-        return;
-    for (size_t j = i; j < k; j++) {
-        int e = c->mapper->access_range(c, v[j].addr, v[j].bytes, v[j].device);
-        if (e < 0)
-            drop_mapped(c, &v[j], e);
-    }
-}
-
 /* Imports and maps every item (once: nothing is added while the thread
- * runs): on the thread, or here. A failed item's handle is closed and its
- * memory released; the rest go on. Where the mapper can, the items are
- * mapped first and made accessible after, a run of adjacent ones at a
- * time (mappers.h). */
+ * runs): on the thread, or here. A
+ * failed item's handle is closed and its memory released; the rest go on. */
 static void work(vram_client *c)
 {
     struct vc_bg *b = &c->bg;
-    bool bare = c->mapper->map_bare && c->mapper->access_range;
     for (size_t i = 0; i < b->n; i++) {
         struct vc_bg_item *it = &b->v[i];
         struct vc_chunk ch = {.id = it->chunk, .h = VP_NONE, .device = it->device};
         int e = c->mapper->import(c, &ch, it->h, it->bytes);
         if (e < 0) {
             vp_close(&it->h); /* a failed import does not take it */
-        } else if ((e = bare ? c->mapper->map_bare(c, &ch, it->addr, it->bytes)
-                             : c->mapper->map(c, &ch, it->addr, it->bytes)) < 0) {
+        } else if ((e = c->mapper->map(c, &ch, it->addr, it->bytes)) < 0) {
             c->mapper->release(c, &ch);
             it->h = VP_NONE;
         } else {
             it->h = ch.h;
             it->handle = ch.handle;
         }
-        note_item_failure(b, it, e, c->last_error);
-    }
-    if (!bare)
-        return;
-    for (size_t i = 0; i < b->n;) {
-        if (b->v[i].err < 0) {
-            i++;
-            continue;
+        if (e < 0 && !b->err) {
+            /* The mapper wrote why into last_error; nothing else reads it
+             * while the thread runs. */
+            b->err = e;
+            snprintf(b->msg, sizeof(b->msg), "%s", c->last_error);
         }
-        size_t k = i + 1;
-        while (k < b->n && b->v[k].err == 0 && b->v[k].device == b->v[i].device &&
-               b->v[k].addr == b->v[k - 1].addr + b->v[k - 1].bytes)
-            k++;
-        grant_run(c, i, k);
-        i = k;
+        it->err = e;
     }
 }
 

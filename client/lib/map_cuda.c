@@ -28,10 +28,6 @@ struct vc_cuda {
     CUcontext ctx;     /* a primary context this client retained, or NULL */
     CUdevice ctx_dev;
     int8_t *peers;     /* ndev * ndev: can k access j's memory (-1 unknown) */
-    /* VRAM_CUDA_ACCESS=per-chunk: map_bare sets access as map does, and
-     * access_range has nothing left to do (a driver that refuses a range,
-     * and the benchmark's baseline). */
-    bool per_chunk;
 };
 
 static struct vc_cuda *st(vram_client *c)
@@ -149,30 +145,6 @@ static int cu_map(vram_client *c, struct vc_chunk *ch, uint64_t addr,
     if (e < 0)
         s->cu.cuMemUnmap((CUdeviceptr)addr, bytes);
     return e;
-}
-
-/* Batched (mappers.h): the map alone, and one cuMemSetAccess over many
- * chunks' mappings. cuMemSetAccess takes a range of several mappings as
- * long as all of it is mapped; a call per chunk measured about 34 us on an
- * H200, as long as the chunk's import (tests/gpu/results/
- * h200-2026-12-03b-first_grant-profile.txt), and PyTorch's expandable
- * segments set access once over what they mapped for the same reason. */
-static int cu_map_bare(vram_client *c, struct vc_chunk *ch, uint64_t addr,
-                       uint64_t bytes)
-{
-    if (st(c)->per_chunk)
-        return cu_map(c, ch, addr, bytes);
-    CUresult r = st(c)->cu.cuMemMap((CUdeviceptr)addr, bytes, 0,
-                                    (CUmemGenericAllocationHandle)ch->handle, 0);
-    return r == CUDA_SUCCESS ? 0 : fail(c, r, -EIO, "cuMemMap");
-}
-
-static int cu_access_range(vram_client *c, uint64_t addr, uint64_t bytes,
-                           uint32_t device)
-{
-    if (st(c)->per_chunk)
-        return 0;
-    return set_access(c, addr, bytes, (int)device);
 }
 
 /* A sealed weight set's allocation: readable only, by every GPU that may
@@ -305,8 +277,6 @@ static const struct vc_mapper cuda_mapper = {
     .import = cu_import,
     .map = cu_map,
     .map_ro = cu_map_ro,
-    .map_bare = cu_map_bare,
-    .access_range = cu_access_range,
     .unmap = cu_unmap,
     .release = cu_release,
     .destroy = cu_destroy,
@@ -360,8 +330,6 @@ const struct vc_mapper *vc_cuda_mapper(vram_client *c, char *why, size_t whylen)
             s->cu.cuDevicePrimaryCtxRelease(dev);
         }
     }
-    const char *how = getenv("VRAM_CUDA_ACCESS");
-    s->per_chunk = how && !strcmp(how, "per-chunk");
     c->mapper_state = s;
     return &cuda_mapper;
 }

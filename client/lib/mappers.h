@@ -26,14 +26,6 @@ struct vc_mapper {
     /* The same, readable only (a sealed weight set). */
     int (*map_ro)(vram_client *c, struct vc_chunk *ch, uint64_t addr,
                   uint64_t bytes);
-    /* Optional, both or neither: map, possibly without making the memory
-     * accessible yet, then make a range of such mappings (contiguous, of
-     * one device) accessible as map would, in one call. A driver call per
-     * chunk costs (cuda: cuMemSetAccess); NULL: map alone. */
-    int (*map_bare)(vram_client *c, struct vc_chunk *ch, uint64_t addr,
-                    uint64_t bytes);
-    int (*access_range)(vram_client *c, uint64_t addr, uint64_t bytes,
-                        uint32_t device);
     int (*unmap)(vram_client *c, struct vc_chunk *ch, uint64_t addr, uint64_t bytes);
     void (*release)(vram_client *c, struct vc_chunk *ch);
     void (*destroy)(vram_client *c);

@@ -39,9 +39,8 @@ int vc_unmap_chunk(vram_client *c, struct vc_chunk *ch, bool force)
     return e;
 }
 
-/* vc_map_chunk, bare: the memory made accessible later (mappers.h). */
-static int map_at(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
-                  uint32_t slot, bool bare)
+int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
+                 uint32_t slot)
 {
     if (slot >= r->lanes * r->stride_slots || r->slot_chunk[slot] != UINT64_MAX)
         return vc_set_error(c, -EPROTO, "daemon mapped chunk %llu over slot %u "
@@ -52,8 +51,7 @@ static int map_at(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
                          "offered to region %u of device %u",
                          (unsigned long long)ch->id, ch->device, r->id,
                          r->device);
-    int e = bare ? c->mapper->map_bare(c, ch, vc_slot_addr(r, slot), r->chunk_bytes)
-                 : c->mapper->map(c, ch, vc_slot_addr(r, slot), r->chunk_bytes);
+    int e = c->mapper->map(c, ch, vc_slot_addr(r, slot), r->chunk_bytes);
     if (e < 0)
         return e;
     ch->region = r->id;
@@ -62,53 +60,6 @@ static int map_at(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
     r->mapped++;
     c->tables_changed = true;
     return 0;
-}
-
-int vc_map_chunk(vram_client *c, struct vc_chunk *ch, struct vc_region *r,
-                 uint32_t slot)
-{
-    return map_at(c, ch, r, slot, false);
-}
-
-/* New chunks of one reply mapped bare, made accessible after the reply's
- * map is applied: one call a run of adjacent slots of one device. */
-struct bare {
-    uint64_t chunk, addr, bytes;
-    uint32_t device;
-};
-
-/* A chunk whose access was refused: unmapped, still held (as one whose map
- * failed); e returned. */
-static int access_failed(vram_client *c, uint64_t id, int e)
-{
-    struct vc_chunk *ch = vc_table_get(&c->chunks, id);
-    if (ch)
-        vc_unmap_chunk(c, ch, true);
-    return e;
-}
-
-static int grant_access(vram_client *c, const struct bare *v, size_t n)
-{
-    int err = 0;
-    for (size_t i = 0; i < n;) {
-        size_t k = i + 1;
-        while (k < n && v[k].device == v[i].device &&
-               v[k].addr == v[k - 1].addr + v[k - 1].bytes)
-            k++;
-        uint64_t bytes = v[k - 1].addr + v[k - 1].bytes - v[i].addr;
-        if (c->mapper->access_range(c, v[i].addr, bytes, v[i].device) < 0) {
-            for (size_t j = i; j < k; j++) { /* which one, then */
-                int e = c->mapper->access_range(c, v[j].addr, v[j].bytes,
-                                                v[j].device);
-                if (e < 0 && !err)
-                    err = access_failed(c, v[j].chunk, e);
-                else if (e < 0)
-                    access_failed(c, v[j].chunk, e);
-            }
-        }
-        i = k;
-    }
-    return err;
 }
 
 /* A chunk whose import waits for the background thread (background.c):
@@ -187,10 +138,6 @@ int vc_apply_pending(vram_client *c)
         free(ids);
     }
 
-    /* Without the list (out of memory) each chunk is mapped whole. */
-    struct bare *late = c->mapper->map_bare && c->mapper->access_range && c->npend
-                            ? malloc(c->npend * sizeof(*late)) : NULL;
-    size_t nlate = 0;
     for (size_t i = 0; i < c->npend; i++) {
         struct pending_map *p = &c->pend[i];
         struct vc_region *r = vc_region_get(c, p->region);
@@ -210,14 +157,9 @@ int vc_apply_pending(vram_client *c)
                        (e = c->mapper->import(c, &ch, p->h, r->chunk_bytes)) == 0) {
                 p->h = VP_NONE; /* the import owns it now */
                 if ((e = vc_table_put(&c->chunks, &ch)) == 0)
-                    e = map_at(c, vc_table_get(&c->chunks, ch.id), r, p->slot,
-                               late != NULL);
+                    e = vc_map_chunk(c, vc_table_get(&c->chunks, ch.id), r, p->slot);
                 else
                     c->mapper->release(c, &ch);
-                if (e == 0 && late)
-                    late[nlate++] = (struct bare){
-                        .chunk = ch.id, .addr = vc_slot_addr(r, p->slot),
-                        .bytes = r->chunk_bytes, .device = r->device};
             }
         } else {
             struct vc_chunk *ch = vc_table_get(&c->chunks, p->chunk);
@@ -244,12 +186,6 @@ int vc_apply_pending(vram_client *c)
             err = e;
     }
     c->npend = 0;
-    if (late) {
-        int e = grant_access(c, late, nlate);
-        if (e < 0 && !err)
-            err = e;
-        free(late);
-    }
     return err;
 }
 

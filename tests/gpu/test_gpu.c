@@ -1320,23 +1320,6 @@ static void print_phases(const char *bench, const char *what, uint64_t total)
            s_phase[3] / 1e3, s_phase[4] / 1e3, s_phase[5] / 1e3);
 }
 
-/* The same mode with libvram setting access one chunk at a time
- * (VRAM_CUDA_ACCESS=per-chunk, inherited by the engine), against batched
- * (batched_us, measured just before): what one cuMemSetAccess a run of
- * chunks saves. */
-static void print_access(struct daemon *d, uint64_t batched_us, int mode,
-                         const char *bench, const char *what)
-{
-    setenv("VRAM_CUDA_ACCESS", "per-chunk", 1);
-    uint64_t per_chunk = s_median(d, mode);
-    unsetenv("VRAM_CUDA_ACCESS");
-    printf("{\"bench\":\"%s\",\"what\":\"%s: access set once a run of "
-           "adjacent chunks, against once a chunk; medians of 5\","
-           "\"batched_ms\":%.2f,\"per_chunk_ms\":%.2f,\"ratio\":%.3f}\n",
-           bench, what, batched_us / 1e3, per_chunk / 1e3,
-           (double)batched_us / (double)per_chunk);
-}
-
 /* VRAM_GPU_START_BENCH=1: an engine's start (8 GiB of weights uploaded from
  * pinned memory, 4 GiB of KV mapped) in process, one after the other and
  * with the KV made on a second thread during the upload (the best an engine
@@ -1365,8 +1348,6 @@ static int t_start_bench(void)
         printf("{\"bench\":\"first_grant_floor\",\"in_process_ms\":%.2f,"
                "\"ratio\":%.3f,\"ratio_warm\":%.3f}\n", f / 1e3,
                (double)g / (double)f, (double)g7 / (double)f);
-        print_access(&d, g, 4, "first_grant_access", "1 GiB within the standby, "
-                     "blocking");
         daemon_stop(&d);
         return check_report("gpu start_bench");
     }
@@ -1389,10 +1370,6 @@ static int t_start_bench(void)
            s_phase[5] / 1e3);
     uint64_t grant1 = s_median(&d, 4);
     print_phases("first_grant_phases", "1 GiB within the standby", grant1);
-    print_access(&d, background, 3, "engine_start_access",
-                 "the engine start with background mapping");
-    print_access(&d, grant1, 4, "first_grant_access", "1 GiB within the "
-                 "standby, blocking");
     uint64_t warm1 = s_median(&d, 7);
     print_phases("first_grant_phases", "1 GiB within the standby, after one "
                  "chunk imported before the clock", warm1);
