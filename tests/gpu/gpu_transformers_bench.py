@@ -30,15 +30,23 @@ runs:
 
 Decode tokens per second = (new tokens - 1) / (time from the first token
 to the last), with torch.cuda.synchronize() at both ends (the first token
-is timed by a logits processor, after the prefill). One warm-up run of
-each side, then 5 runs each, alternating; the medians are compared: vram
-against dynamic (the target), vram-loop against dynamic-eager; each
-round's vram/dynamic ratio is printed too (the two ran one after the other,
-so their ratio drifts less with a shared machine's load). Attention runs on
+is timed by a logits processor, after the prefill). The sides run in
+blocks, each on its own -- vram and dynamic, then vram-loop and
+dynamic-eager: one warm-up run of each, then 5 runs each, alternating and
+each round in the other order (A B, B A, ...), so that no side always
+follows the same one (a run right after the eager loop measured up to 20%
+slower). Every side sets the model's own experts implementation before it
+swaps modules (VramExperts read it as the modules they replace do). The
+medians are compared: vram against dynamic (the target), vram-loop against
+dynamic-eager; each round's vram/dynamic ratio is printed too (the two ran
+one after the other, so their ratio drifts less with a shared machine's
+load). Attention runs on
 SDPA's flash and math backends, both sides (--sdpa): torch's own choice on
-an H200, cuDNN's, does not repeat its decode bits. --profile adds VramCache
-with the stock experts and vram without its event polls as sides, and
-torch.profiler's tables of one vram and one dynamic run.
+an H200, cuDNN's, does not repeat its decode bits. --profile adds a block of
+VramCache with the stock experts, vram without its event polls and
+DynamicCache with VramExperts, with a dynamic side of its own to compare
+them with, then cProfile's functions by own time and torch.profiler's
+tables (kernel launches, attention ops) of one vram and one dynamic run.
 
 It prints its figures, then one JSON line
 {"bench": "transformers_decode", "vram_tok_s", "dynamic_tok_s", "ratio",
@@ -215,15 +223,24 @@ def main() -> int:
         # The sides: (VramExperts path or the stock modules' implementation).
         SIDES = {"vram": ("vram", "grouped"), "dynamic": ("dynamic", "grouped_mm"),
                  "vram-loop": ("vram", "loop"), "dynamic-eager": ("dynamic", "eager")}
-        if a.profile:  # VramCache, the stock modules on grouped_mm; no event polls
+        if a.profile:  # VramCache, the stock modules on grouped_mm; no event polls;
+            # DynamicCache with VramExperts
             SIDES["vram-cache"] = ("cache", "grouped_mm")
             SIDES["vram-nopoll"] = ("vram", "grouped")
+            SIDES["vram-experts"] = ("experts", "grouped")
 
         def use(side: str) -> None:
             kind, how = SIDES[side]
+            # The model's own configuration first, with the stock modules in
+            # place: VramExperts read it as the modules they replaced do
+            # (generate decodes a grouped_mm model on batched_mm), so the
+            # side before must not leave it on eager.
             for l, (parent, attr, m) in stock.items():
-                setattr(parent, attr, mine[l] if kind == "vram" else m)
-            if kind == "vram":
+                setattr(parent, attr, m)
+            common.set_experts_implementation(model, default_impl)
+            for l, (parent, attr, m) in stock.items():
+                setattr(parent, attr, mine[l] if kind in ("vram", "experts") else m)
+            if kind in ("vram", "experts"):
                 vt.set_experts_path(model, how)
             else:  # with the stock modules in place
                 common.set_experts_implementation(model, how)
@@ -243,24 +260,40 @@ def main() -> int:
                     for ex in cache.experts.values():
                         ex.__dict__.pop("poll_between_layers", None)
                     cache.end_request()
+            if SIDES[side][0] == "experts":
+                for ex in cache.experts.values():
+                    ex.reset_counts()
             return timed(dynamic_cache())
 
         resident = sum(ex.resident for ex in cache.experts.values())
         total = sum(ex.total_experts for ex in cache.experts.values())
-        for side in SIDES:                      # warm-up
-            run(side)
+        # Sides in blocks that run on their own: the target's pair, the
+        # loop's pair, then --profile's sides with vram's. Within a block
+        # each round alternates the order (A B, then B A), so that neither
+        # side always follows the other, nor a slower block's side (a run
+        # after the eager loop measured up to 20% slower than after a
+        # grouped one on an H200).
+        blocks = [["vram", "dynamic"], ["vram-loop", "dynamic-eager"]]
+        if a.profile:
+            blocks.append(["vram-cache", "vram-nopoll", "vram-experts", "dynamic"])
         rates: Dict[str, List[float]] = {side: [] for side in SIDES}
         tokens: Dict[str, List[List[int]]] = {side: [] for side in SIDES}
         misses = routed = 0
-        for _ in range(a.runs):                 # alternated
-            for side in SIDES:
-                r, tok = run(side)
-                rates[side].append(r)
-                tokens[side].append(tok)
-                if SIDES[side][0] == "vram":
-                    misses += sum(ex.misses for ex in cache.experts.values())
-                    if side == "vram":
-                        routed += sum(ex.grouped_routed for ex in cache.experts.values())
+        for bi, block in enumerate(blocks):
+            for side in block:                  # warm-up
+                run(side)
+            for i in range(a.runs):             # alternated
+                for side in (block if i % 2 == 0 else block[::-1]):
+                    r, tok = run(side)
+                    if bi == 2 and side == "dynamic":   # the profile block's own reference
+                        rates.setdefault("dynamic-p", []).append(r)
+                        continue
+                    rates[side].append(r)
+                    tokens[side].append(tok)
+                    if SIDES[side][0] == "vram":
+                        misses += sum(ex.misses for ex in cache.experts.values())
+                        if side == "vram":
+                            routed += sum(ex.grouped_routed for ex in cache.experts.values())
         if a.profile:
             # Where a run waits for the GPU: torch warns at each
             # synchronising call (once a place).
@@ -269,12 +302,25 @@ def main() -> int:
             torch.cuda.set_sync_debug_mode("warn")
             run("vram")
             torch.cuda.set_sync_debug_mode("default")
-            print("per-round ratios vram-cache/dynamic: " + ", ".join(
-                f"{r / d:.3f}" for r, d in zip(rates["vram-cache"], rates["dynamic"])),
-                flush=True)
-            print("per-round ratios vram-nopoll/dynamic: " + ", ".join(
-                f"{r / d:.3f}" for r, d in zip(rates["vram-nopoll"], rates["dynamic"])),
-                flush=True)
+            for side in ("vram-cache", "vram-nopoll", "vram-experts"):
+                print(f"per-round ratios {side}/dynamic: " + ", ".join(
+                    f"{r / d:.3f}" for r, d in zip(rates[side], rates["dynamic-p"])), flush=True)
+            # Python's own time, by function: where the host time that no
+            # torch op accounts for goes.
+            import cProfile
+            import io
+            import pstats
+            for side in ("vram", "dynamic"):
+                pr = cProfile.Profile()
+                pr.enable()
+                r, _ = run(side)
+                pr.disable()
+                buf = io.StringIO()
+                pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(22)
+                print(f"---- cProfile, one {side} run ({r:.1f} tok/s under it), by own time",
+                      flush=True)
+                print("\n".join(l for l in buf.getvalue().splitlines()
+                                if l.strip() and not l.startswith("   Ordered")), flush=True)
             from torch.profiler import ProfilerActivity, profile
             for side in ("vram", "dynamic"):
                 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -282,8 +328,13 @@ def main() -> int:
                 ka = prof.key_averages()
                 dev = sum(getattr(e, "self_device_time_total", 0) for e in ka) / 1e3
                 cpu = sum(e.self_cpu_time_total for e in ka) / 1e3
+                launches = sum(e.count for e in ka if e.key in ("cudaLaunchKernel",
+                                                                 "cuLaunchKernelEx",
+                                                                 "cuLaunchKernel"))
+                attn = {e.key: e.count for e in ka if "attention" in e.key.lower()}
                 print(f"---- torch.profiler, one {side} run: self device time {dev:.1f} ms, "
-                      f"self CPU time {cpu:.1f} ms", flush=True)
+                      f"self CPU time {cpu:.1f} ms, {launches} kernel launches; "
+                      f"attention ops {attn}", flush=True)
                 for key in ("self_device_time_total", "self_cpu_time_total"):
                     print(ka.table(sort_by=key, row_limit=14, max_name_column_width=50),
                           flush=True)
@@ -301,7 +352,8 @@ def main() -> int:
                   + f"  (median {med[side]:.1f})", flush=True)
         # Every run's tokens against the reference side's first run.
         equal = all(t == tokens["dynamic"][0] for t in tokens["vram"] + tokens["dynamic"]
-                    + tokens.get("vram-cache", []))
+                    + tokens.get("vram-cache", []) + tokens.get("vram-experts", [])
+                    + tokens.get("vram-nopoll", []))
         equal_loop = all(t == tokens["dynamic-eager"][0]
                          for t in tokens["vram-loop"] + tokens["dynamic-eager"])
         print(f"experts resident {resident}/{total}, misses in the timed runs {misses}, "

@@ -220,6 +220,25 @@ class GroupedTest(unittest.TestCase):
             for x in idx.reshape(-1).tolist():
                 uses[x] += 1
             self.assertEqual({x: ex.uses.get((layer, x), 0) for x in range(EXPERTS)}, uses)
+        # Layer 1's slots in expert order: indexed by expert, no map.
+        self.assertNotIn(1, ex._slot_maps)
+        # Layer 0's experts loaded again most used first, here in reverse:
+        # slot != expert, so the batched path maps through the device map
+        # (and still gives batched_mm's bits); layer 1 follows in order.
+        ex.uses.update({(0, x): 1000 + x for x in range(EXPERTS)})
+        slots0 = sorted(ex.slot_of[(0, x)] for x in range(EXPERTS))
+        for s in slots0:          # emptied, still claimed by layer 0
+            del ex.slot_of[ex.in_slot.pop(s)]
+        ex.fill()
+        self.assertEqual([ex.slot_of[(0, x)] for x in range(EXPERTS)], slots0[::-1])
+        for layer, tokens, seed in ((0, 1, 9), (0, 5, 10), (1, 1, 11)):
+            h, idx, wt = routing(model, layer, tokens, seed)
+            got = ex.run_batched(layer, h, idx, wt, F.silu)
+            self.assertTrue(torch.equal(got, batched_reference(h, idx, wt,
+                                                               *model.plain_experts[layer])),
+                            f"layer {layer}, {tokens} tokens, slots re-ordered")
+        self.assertIn(0, ex._slot_maps)
+        self.assertNotIn(1, ex._slot_maps)
 
     def test_vram_experts_follow_the_config(self) -> None:
         """VramExperts on the grouped path reads its config's

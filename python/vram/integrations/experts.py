@@ -32,7 +32,7 @@ Events are delivered inside the client's calls; an engine that decodes for
 long stretches without one must dispatch, or a RECALL misses its deadline:
 :meth:`ExpertStage.poll` (the experts modules call
 :meth:`ExpertStage.poll_between_layers` before each layer: a look at most
-once a millisecond)
+every 10 ms)
 dispatches what arrived without waiting.  The client's event thread is not
 supported: the handler would run while a layer is computing.
 
@@ -77,6 +77,11 @@ __all__ = ["EventRouter", "ExpertStage", "HostExperts", "GroupPart", "MAX_GROUPS
 #: Groups of one grouped multiply at most: torch's CUTLASS kernel takes
 #: fewer than 1024.
 MAX_GROUPS = 1023
+
+#: run_batched's calls a layer whose routed ids are counted together: one
+#: index_add_ for that many decode steps instead of one a step (a launch is
+#: several microseconds of a decode's host time, which bounds it).
+BATCHED_COUNT_EVERY = 32
 
 #: (gate_up, down) of one expert: (2 * intermediate, hidden), (hidden, intermediate).
 ExpertWeights = Tuple[torch.Tensor, torch.Tensor]
@@ -235,6 +240,10 @@ class ExpertStage:
         # to count rows with, by length.
         self._slot_maps: Dict[int, torch.Tensor] = {}
         self._ones: Dict[int, torch.Tensor] = {}
+        # Per layer on the batched path: its (gate_up, down) tables, and the
+        # routed ids not yet counted.
+        self._batched: Dict[int, ExpertWeights] = {}
+        self._batched_ids: Dict[int, List[torch.Tensor]] = {}
         self._pending = False
         self.miss_batch = 8          # missed experts a scratch buffer holds
         self.grouped_direct = self.grouped_routed = 0
@@ -248,6 +257,7 @@ class ExpertStage:
         self._table, self._table_slots = None, 0
         self._plans.clear()
         self._slot_maps.clear()
+        self._batched.clear()
         n = 0
         for slot in range(first, end):
             key = self.in_slot.pop(slot, None)
@@ -290,9 +300,11 @@ class ExpertStage:
     #: :meth:`poll_between_layers`. A look (a select and, when something
     #: came, a dispatch) before every layer measured up to 8% of a decode's
     #: tokens per second in one run on an H200 (a 24-layer model at 30
-    #: tokens/s); a millisecond's delay is nothing to a RECALL's deadline
-    #: (seconds), and the recalled slots stay mapped until it is answered.
-    poll_interval_s = 0.001
+    #: tokens/s, 1.4 ms a layer, so a 1 ms spacing still looked before
+    #: nearly every layer: measured 5% under the same model without looks);
+    #: 10 ms is nothing to a RECALL's deadline (seconds), and the recalled
+    #: slots stay mapped until it is answered.
+    poll_interval_s = 0.01
 
     def poll(self) -> None:
         """Between layers: dispatches the client's events that arrived (a
@@ -341,6 +353,7 @@ class ExpertStage:
         self._fold()
         self._plans.clear()
         self._slot_maps.clear()
+        self._batched.clear()
         old = self.in_slot.pop(slot, None)
         if old is not None:
             del self.slot_of[old]
@@ -503,6 +516,9 @@ class ExpertStage:
         if not self._pending:
             return
         self._pending = False
+        for layer in list(self._batched_ids):
+            self._count_batched(layer)
+        self._batched_ids.clear()
         for layer, experts, uses, hits in self._dev_counts.values():
             if hits is not None:
                 self._hits += int(hits.sum().item())
@@ -640,32 +656,35 @@ class ExpertStage:
             return self.run_grouped(layer, hidden_states, top_k_index, top_k_weights, act_fn)
         tokens, hidden = hidden_states.shape
         k = top_k_index.shape[-1]
-        slot_map = self._slot_maps.get(layer)
-        if slot_map is None:
-            slot_map = self._slot_maps[layer] = torch.tensor(
-                [self.slot_of[(layer, x)] for x in range(self.num_experts)],
-                dtype=torch.int64).to(hidden_states.device)
-        gu, dn = self.table(lo + groups)
+        gu, dn = self._batched_tables(layer, lo, groups, hidden_states.device)
         ids = top_k_index.reshape(-1)
-        slots = slot_map[ids]
-        x = hidden_states.repeat_interleave(k, dim=0)
-        y = torch.bmm(gu[slots], x.unsqueeze(-1)).squeeze(-1)
+        if gu.shape[0] != self.num_experts:        # not in expert order: map
+            ids_slot = self._slot_maps[layer][ids]
+        else:                                       # slot lo + e holds expert e
+            ids_slot = ids
+        # A decode step's one token: its k copies as one contiguous copy
+        # (what batched_mm's gather gives; repeat_interleave launches more).
+        x = (hidden_states.expand(k, hidden).contiguous() if tokens == 1
+             else hidden_states.repeat_interleave(k, dim=0))
+        y = torch.bmm(gu[ids_slot], x.unsqueeze(-1)).squeeze(-1)
         gate, up = y.chunk(2, dim=-1)
         y = act_fn(gate) * up
-        y = torch.bmm(dn[slots], y.unsqueeze(-1)).squeeze(-1)
+        y = torch.bmm(dn[ids_slot], y.unsqueeze(-1)).squeeze(-1)
         y = y * top_k_weights.reshape(-1).unsqueeze(-1)
         out = y.view(tokens, k, hidden).sum(dim=1).to(hidden_states.dtype)
         self.grouped_direct += 1
-        n = ids.numel()
-        ones = self._ones.get(n)
-        if ones is None:
-            ones = self._ones[n] = torch.ones(n, dtype=torch.int64, device=ids.device)
-        acc = self._dev_counts.get((layer, "batched"))
-        if acc is None:
-            acc = self._dev_counts[(layer, "batched")] = (
-                layer, list(range(self.num_experts)),
-                torch.zeros(self.num_experts, dtype=torch.int64, device=ids.device), None)
-        acc[2].index_add_(0, ids, ones)
+        # Uses: the routed ids are kept (a reference, no kernel) and counted
+        # on the device BATCHED_COUNT_EVERY calls at a time.
+        pend = self._batched_ids.get(layer)
+        if pend is None:
+            pend = self._batched_ids[layer] = []
+            if (layer, "batched") not in self._dev_counts:
+                self._dev_counts[(layer, "batched")] = (
+                    layer, list(range(self.num_experts)),
+                    torch.zeros(self.num_experts, dtype=torch.int64, device=ids.device), None)
+        pend.append(ids)
+        if len(pend) >= BATCHED_COUNT_EVERY:
+            self._count_batched(layer)
         if tokens == 1:
             self._hits += k   # top-k experts are distinct
         else:
@@ -673,6 +692,40 @@ class ExpertStage:
             self._hits += int(seen.index_fill_(0, ids, 1).sum().item())
         self._pending = True
         return out
+
+    def _batched_tables(self, layer: int, lo: int, groups: int,
+                        device: torch.device) -> ExpertWeights:
+        """The batched path's tables for ``layer``: the slot table's
+        ``num_experts`` slots from ``lo`` when slot ``lo + e`` holds expert
+        ``e`` (indexed by expert, as batched_mm indexes the model's
+        tensor), else the whole table with a device map expert -> slot in
+        ``_slot_maps``. Kept until a slot changes."""
+        t = self._batched.get(layer)
+        if t is not None:
+            return t
+        gu, dn = self.table(lo + groups)
+        slots = [self.slot_of[(layer, x)] for x in range(self.num_experts)]
+        if slots == list(range(lo, lo + self.num_experts)):
+            t = (gu[lo:lo + self.num_experts], dn[lo:lo + self.num_experts])
+        else:
+            self._slot_maps[layer] = torch.tensor(slots, dtype=torch.int64).to(device)
+            t = (gu, dn)
+        self._batched[layer] = t
+        return t
+
+    def _count_batched(self, layer: int) -> None:
+        """Adds the routed ids kept by run_batched for ``layer`` to its
+        device counts (no synchronisation)."""
+        pend = self._batched_ids.get(layer)
+        if not pend:
+            return
+        ids = pend[0] if len(pend) == 1 else torch.cat(pend)
+        pend.clear()
+        n = ids.numel()
+        ones = self._ones.get(n)
+        if ones is None:
+            ones = self._ones[n] = torch.ones(n, dtype=torch.int64, device=ids.device)
+        self._dev_counts[(layer, "batched")][2].index_add_(0, ids, ones)
 
     def _routed_parts(self, layer: int, windows: List[Tuple[int, int, int, List[int]]],
                       batches: List[Tuple[int, int, List[int], List[int]]],

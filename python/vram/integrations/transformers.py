@@ -302,8 +302,8 @@ class VramExperts(nn.Module):
     """A fused experts module (``forward(hidden_states, top_k_index,
     top_k_weights)``) whose weights are those of ``stage``'s layer
     ``layer``: resident in vramd's expert slots or computed from the host
-    copies. It dispatches the client's events first, looking at most once
-    a millisecond (:meth:`ExpertStage.poll_between_layers`; recalled
+    copies. It dispatches the client's events first, looking at most
+    every 10 ms (:meth:`ExpertStage.poll_between_layers`; recalled
     slots stay mapped until the RECALL is answered). ``path``:
     "grouped" computes as transformers' ``grouped_mm`` experts
     (:meth:`ExpertStage.run_grouped`) -- or as its ``batched_mm`` ones
