@@ -380,6 +380,19 @@ class TransformersCacheTest(unittest.TestCase):
         y = torch.zeros(1, KV_HEADS, 1, HEAD_DIM, dtype=torch.float64, device=self.dev)
         with self.assertRaisesRegex(TypeError, "float64"):
             kv.append(0, y, y)
+        ok = torch.zeros(1, KV_HEADS, 1, HEAD_DIM, device=self.dev)
+        with self.assertRaisesRegex(TypeError, "float64"):
+            kv.append(0, ok, y)
+        with self.assertRaisesRegex(ValueError, "differ in shape"):
+            kv.append(0, ok, torch.zeros(1, KV_HEADS, 2, HEAD_DIM, device=self.dev))
+        with self.assertRaisesRegex(ValueError, "expected \\(batch, kv_heads"):
+            kv.append(0, ok[0], ok[0])
+        h1 = torch.zeros(1, 1, 1, HEAD_DIM, device=self.dev)   # would broadcast
+        with self.assertRaisesRegex(ValueError, f"1 heads of {HEAD_DIM}"):
+            kv.append(0, h1, h1)
+        with self.assertRaises(IndexError):
+            kv.append(kv.nlayers, ok, ok)
+        self.assertEqual(kv.lengths, [0] * kv.nlayers, "a refused append wrote")
         # A model whose tokens are larger than the lanes' bytes_per_token:
         # the reserve maps too little, and it says so.
         big = VramKv(self.c, 0, kv_heads=2 * KV_HEADS, head_dim=HEAD_DIM,

@@ -242,7 +242,8 @@ class ExpertStage:
         self._ones: Dict[int, torch.Tensor] = {}
         # Per layer on the batched path: its (gate_up, down) tables, and the
         # routed ids not yet counted.
-        self._batched: Dict[int, ExpertWeights] = {}
+        self._batched: Dict[int, Tuple[torch.Tensor, torch.Tensor,
+                                       Optional[torch.Tensor]]] = {}
         self._batched_ids: Dict[int, List[torch.Tensor]] = {}
         self._pending = False
         self.miss_batch = 8          # missed experts a scratch buffer holds
@@ -651,17 +652,20 @@ class ExpertStage:
         the GPU; rows are counted on the device (hits on the host when each
         token's k experts are distinct: one token). With a layer's expert
         missing it computes as :meth:`run_grouped` does."""
-        direct, lo, groups, _ = self._plan(layer)
-        if not direct:
-            return self.run_grouped(layer, hidden_states, top_k_index, top_k_weights, act_fn)
+        t = self._batched.get(layer)
+        if t is None:
+            direct, lo, groups, _ = self._plan(layer)
+            if not direct:
+                return self.run_grouped(layer, hidden_states, top_k_index, top_k_weights,
+                                        act_fn)
+            t = self._batched_tables(layer, lo, groups, hidden_states.device)
+        gu, dn, slot_map = t
         tokens, hidden = hidden_states.shape
         k = top_k_index.shape[-1]
-        gu, dn = self._batched_tables(layer, lo, groups, hidden_states.device)
         ids = top_k_index.reshape(-1)
-        if gu.shape[0] != self.num_experts:        # not in expert order: map
-            ids_slot = self._slot_maps[layer][ids]
-        else:                                       # slot lo + e holds expert e
-            ids_slot = ids
+        # Slot lo + e holding expert e: the table from lo indexed by expert;
+        # else through the device map.
+        ids_slot = ids if slot_map is None else slot_map[ids]
         # A decode step's one token: its k copies as one contiguous copy
         # (what batched_mm's gather gives; repeat_interleave launches more).
         x = (hidden_states.expand(k, hidden).contiguous() if tokens == 1
@@ -693,23 +697,21 @@ class ExpertStage:
         self._pending = True
         return out
 
-    def _batched_tables(self, layer: int, lo: int, groups: int,
-                        device: torch.device) -> ExpertWeights:
-        """The batched path's tables for ``layer``: the slot table's
-        ``num_experts`` slots from ``lo`` when slot ``lo + e`` holds expert
-        ``e`` (indexed by expert, as batched_mm indexes the model's
-        tensor), else the whole table with a device map expert -> slot in
-        ``_slot_maps``. Kept until a slot changes."""
-        t = self._batched.get(layer)
-        if t is not None:
-            return t
+    def _batched_tables(self, layer: int, lo: int, groups: int, device: torch.device
+                        ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+        """The batched path's tables for wholly resident ``layer``, kept
+        in ``_batched`` until a slot changes: the slot table's
+        ``num_experts`` slots from ``lo`` and no map when slot ``lo + e``
+        holds expert ``e`` (indexed by expert, as batched_mm indexes the
+        model's tensor), else the whole table and a device map expert ->
+        slot (also in ``_slot_maps``)."""
         gu, dn = self.table(lo + groups)
         slots = [self.slot_of[(layer, x)] for x in range(self.num_experts)]
         if slots == list(range(lo, lo + self.num_experts)):
-            t = (gu[lo:lo + self.num_experts], dn[lo:lo + self.num_experts])
+            t = (gu[lo:lo + self.num_experts], dn[lo:lo + self.num_experts], None)
         else:
-            self._slot_maps[layer] = torch.tensor(slots, dtype=torch.int64).to(device)
-            t = (gu, dn)
+            m = self._slot_maps[layer] = torch.tensor(slots, dtype=torch.int64).to(device)
+            t = (gu, dn, m)
         self._batched[layer] = t
         return t
 

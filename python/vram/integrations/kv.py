@@ -199,6 +199,36 @@ class LaneKv:
         has, mapping more first when they pass the window, and returns its
         K and V of all its tokens as ``(1, kv_heads, L, head_dim)`` views
         (transformers' shape), over the lanes' memory."""
+        # A decode step calls this once a layer and its host time is the
+        # step's (launch-bound): the checks are one unpack and a few
+        # compares, the views narrow() (one call each, not a slicing tuple).
+        shape = key_states.shape
+        if len(shape) != 4 or value_states.shape != shape:
+            self._bad_states(key_states, value_states)
+        b, h, n, d = shape
+        if (b != 1 or h != self.kv_heads or d != self.head_dim
+                or key_states.dtype is not self.dtype or value_states.dtype is not self.dtype):
+            self._bad_states(key_states, value_states)
+        if not 0 <= local < self.nlayers:
+            raise IndexError(f"layer {local} of stage {self.stage}: it has "
+                             f"{self.nlayers} (local 0..{self.nlayers - 1})")
+        pos = self.lengths[local]
+        end = pos + n
+        if self._views is None or end > self._mapped:
+            self.ensure(end)
+        k4, v4 = self._views4[local]
+        if key_states.device != k4.device:
+            raise ValueError(f"key states on {key_states.device}: stage "
+                             f"{self.stage}'s KV is on {k4.device}")
+        # (1, h, L, d) views over the token-major lane: the same strides
+        # as view[:L].transpose(0, 1).unsqueeze(0), built once a window.
+        k4.narrow(2, pos, n).copy_(key_states)
+        v4.narrow(2, pos, n).copy_(value_states)
+        self.lengths[local] = end
+        return k4.narrow(2, 0, end), v4.narrow(2, 0, end)
+
+    def _bad_states(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """Raises what is wrong with states append refused."""
         if key_states.shape != value_states.shape:
             raise ValueError(f"key states {tuple(key_states.shape)} and value "
                              f"states {tuple(value_states.shape)} differ in shape")
@@ -213,26 +243,8 @@ class LaneKv:
             raise ValueError(f"{h} heads of {d}: stage {self.stage}'s cache "
                              f"was laid out for {self.kv_heads} KV heads of "
                              f"{self.head_dim}")
-        if key_states.dtype != self.dtype or value_states.dtype != self.dtype:
-            raise TypeError(f"key/value states of {key_states.dtype}/"
-                            f"{value_states.dtype}: the cache holds {self.dtype}")
-        pos = self.lengths[local]
-        end = pos + n
-        if self._views is None or end > self._mapped:
-            self.ensure(end)
-        if not 0 <= local < self.nlayers:
-            raise IndexError(f"layer {local} of stage {self.stage}: it has "
-                             f"{self.nlayers} (local 0..{self.nlayers - 1})")
-        k4, v4 = self._views4[local]
-        if key_states.device != k4.device:
-            raise ValueError(f"key states on {key_states.device}: stage "
-                             f"{self.stage}'s KV is on {k4.device}")
-        # (1, h, L, d) views over the token-major lane: the same strides
-        # as view[:L].transpose(0, 1).unsqueeze(0), built once a window.
-        k4[:, :, pos:end].copy_(key_states)
-        v4[:, :, pos:end].copy_(value_states)
-        self.lengths[local] = end
-        return k4[:, :, :end], v4[:, :, :end]
+        raise TypeError(f"key/value states of {key_states.dtype}/"
+                        f"{value_states.dtype}: the cache holds {self.dtype}")
 
     # ---- a fixed-shape window (CUDA graphs) -----------------------------------
 
