@@ -267,7 +267,9 @@ VRAM_API int vram_client_start_event_thread(vram_client *c);
  *    wait, vram_kv_reserve_result gives it (or read vram_stage_info,
  *    vram_expert_residency or the regions).
  *    A negative return is a failure before the request left (as when
- *    blocking, or one reported from earlier: below);
+ *    blocking, or one reported from earlier: below). One request is in
+ *    flight at a time: a second such call first waits for the earlier
+ *    reply and its mapping, then sends its own;
  *  - vram_stage_register waits for its reply (its regions and out are
  *    needed at once) and returns 0; its initial window is mapped on the
  *    thread;
