@@ -23,6 +23,10 @@
  *                         second process importing the ones before meanwhile
  *   driver_cold_bound     the lowest ratio to driver_floor that a grant of
  *                         chunks not made ahead can reach on this driver
+ *   driver_import_threads a set received whole, then imported, mapped and
+ *                         made accessible a chunk at a time (as libvram
+ *                         does) on 1, 2 and 4 threads of the engine: whether
+ *                         the engine's half of a grant scales with threads
  * Each set is --chunks chunks (2048: 4 GiB) of 2 MiB; figures are per chunk,
  * medians over --reps sets, the kinds interleaved. Linux only (the chunks
  * travel as SCM_RIGHTS descriptors, as vramd's do). Without a usable GPU it
@@ -35,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +94,17 @@ static void skip_line(char *why)
     json_safe(why);
     line("{\"bench\":\"driver\",\"backend\":\"cuda\",\"skipped\":true,"
          "\"why\":\"%s\"}", why);
+}
+
+/* Both processes hold a whole set's descriptors at once (2048 by default):
+ * the soft limit on open files is raised to the hard one. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }
 
 static int ctx_on(CUcontext *ctx)
@@ -150,9 +166,106 @@ static int recv_fd(int s)
 
 /* ---- the second process: an engine's import, map and set-access -------- */
 
-/* Per set: reads the count (0: done), answers 'g', imports and maps each
- * descriptor as it arrives, answers 'd' (or 'e' at a failure), unmaps and
- * answers 'c'. */
+/* driver_import_threads' worker: chunks from, from + step, ... of a set
+ * received whole, imported, mapped and made accessible one by one. */
+struct import_job {
+    CUcontext ctx;
+    const int *fd;
+    bool *mapped;
+    CUdeviceptr va;
+    uint32_t from, step, n;
+    bool failed;
+};
+
+static void *import_some(void *arg)
+{
+    struct import_job *j = arg;
+    CUmemAccessDesc acc = bench_cu_access();
+    if (cu.cuCtxSetCurrent(j->ctx) != CUDA_SUCCESS) {
+        j->failed = true;
+        return NULL;
+    }
+    for (uint32_t i = j->from; i < j->n; i += j->step) {
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr at = j->va + (CUdeviceptr)i * CHUNK;
+        if (cu.cuMemImportFromShareableHandle(&h, (void *)(intptr_t)j->fd[i],
+                                              FD_TYPE) != CUDA_SUCCESS) {
+            j->failed = true;
+            continue;
+        }
+        CUresult r = cu.cuMemMap(at, CHUNK, 0, h, 0);
+        cu.cuMemRelease(h); /* the mapping keeps it */
+        if (r != CUDA_SUCCESS) {
+            j->failed = true;
+            continue;
+        }
+        j->mapped[i] = true;
+        if (cu.cuMemSetAccess(at, CHUNK, &acc, 1) != CUDA_SUCCESS)
+            j->failed = true;
+    }
+    return NULL;
+}
+
+/* A set for driver_import_threads: every descriptor received first
+ * (answered 'r': the broker's clock starts there), then imported on
+ * `threads` threads; 'd' (or 'e'), unmapped, 'c'. */
+static int import_threaded(int s, CUcontext ctx, uint32_t n, uint32_t threads)
+{
+    CUdeviceptr va = 0;
+    size_t bytes = (size_t)n * CHUNK;
+    int *fd = malloc(n * sizeof(*fd));
+    bool *mapped = calloc(n, sizeof(*mapped));
+    uint32_t got = 0;
+    int e = 1;
+    char st = 'd';
+    if (!fd || !mapped || threads > MAX_THREADS ||
+        cu.cuMemAddressReserve(&va, bytes, CHUNK, 0, 0) != CUDA_SUCCESS)
+        goto out;
+    if (full_io(s, "g", 1, true) < 0)
+        goto out;
+    for (; got < n; got++)
+        if ((fd[got] = recv_fd(s)) < 0)
+            goto out;
+    if (full_io(s, "r", 1, true) < 0)
+        goto out;
+    pthread_t th[MAX_THREADS];
+    struct import_job job[MAX_THREADS];
+    uint32_t started = 0;
+    for (uint32_t k = 0; k < threads; k++) {
+        job[k] = (struct import_job){ctx, fd, mapped, va, k, threads, n, false};
+        if (pthread_create(&th[k], NULL, import_some, &job[k]) != 0)
+            break;
+        started++;
+    }
+    for (uint32_t k = 0; k < started; k++) {
+        pthread_join(th[k], NULL);
+        if (job[k].failed)
+            st = 'e';
+    }
+    if (started < threads ||
+        (st == 'd' && cu.cuMemsetD8(va, 0x5a, bytes) != CUDA_SUCCESS))
+        st = 'e';
+    cu.cuCtxSynchronize();
+    if (full_io(s, &st, 1, true) < 0)
+        goto out;
+    for (uint32_t i = 0; i < n; i++)
+        if (mapped[i])
+            cu.cuMemUnmap(va + (CUdeviceptr)i * CHUNK, CHUNK);
+    e = full_io(s, "c", 1, true) < 0;
+out:
+    for (uint32_t i = 0; i < got; i++)
+        close(fd[i]);
+    if (va)
+        cu.cuMemAddressFree(va, bytes);
+    free(fd);
+    free(mapped);
+    return e;
+}
+
+/* Per set: reads the count (0: done; its top byte, when not 0, the threads
+ * of driver_import_threads), answers 'g', imports and maps each descriptor
+ * as it arrives, answers 'd' (or 'e' at a failure), unmaps and answers
+ * 'c'. */
 static int importer(int s)
 {
     CUcontext ctx;
@@ -162,6 +275,11 @@ static int importer(int s)
     CUmemAccessDesc acc = bench_cu_access();
     uint32_t n;
     while (full_io(s, &n, sizeof(n), false) == 0 && n) {
+        if (n >> 24) {
+            if (import_threaded(s, ctx, n & 0xffffff, n >> 24))
+                return 1;
+            continue;
+        }
         CUdeviceptr va = 0;
         size_t bytes = (size_t)n * CHUNK;
         char st = 'd';
@@ -344,9 +462,23 @@ static int send_set(struct peer *p, const int *fd)
     return 0;
 }
 
+/* A set for driver_import_threads: sent whole, then timed from the
+ * importer's 'r' to its 'd'. */
+static int import_threads_rep(struct peer *p, const int *fd, uint32_t threads,
+                              double *us)
+{
+    uint32_t w = nchunks | threads << 24;
+    char g, r;
+    if (full_io(p->s, &w, sizeof(w), true) < 0 || full_io(p->s, &g, 1, false) < 0 ||
+        g != 'g' || send_set(p, fd) < 0 || full_io(p->s, &r, 1, false) < 0 || r != 'r')
+        return -1;
+    return peer_end(p, now_ns(), us);
+}
+
 /* One repetition of every kind; per-chunk microseconds into the arrays. */
 struct figs {
     double floor[8], make[MAX_THREADS + 1][8], import[8], seq[8], pipe[8];
+    double threads[MAX_THREADS + 1][8];
 };
 
 static int floor_rep(double *per_chunk)
@@ -402,6 +534,9 @@ static int run_rep(struct peer *p, int rep, struct figs *f,
     /* A filled pool: the chunks of the last set, exported already and left
      * a second, as a pool's are before a grant takes them. */
     sleep_us(1000000);
+    for (uint32_t t = 1; t <= MAX_THREADS; t *= 2)
+        if (import_threads_rep(p, fd, t, &f->threads[t][rep]) < 0)
+            return -1;
     if (peer_begin(p) < 0)
         return -1;
     uint64_t t0 = now_ns();
@@ -462,6 +597,15 @@ static void report(struct figs *f, const char *gpu)
          "\"perfect_overlap_us\":%.3f,\"overlap_gained\":%.3f,"
          "\"baseline\":\"driver_floor\",\"ratio\":%.3f}",
          pip, mk1 + imp, ideal, (mk1 + imp - pip) / (mk1 + imp - ideal), pip / fl);
+    double th1 = median(f->threads[1], reps);
+    for (int t = 1; t <= MAX_THREADS; t *= 2) {
+        double x = median(f->threads[t], reps);
+        line("{\"bench\":\"driver_import_threads\",\"backend\":\"cuda\","
+             "\"what\":\"a set received whole, then imported, mapped and made "
+             "accessible a chunk at a time on threads of the engine, wall time "
+             "per chunk\",\"threads\":%d,\"chunk_us\":%.3f,\"speedup_vs_1\":%.3f,"
+             "\"baseline\":\"driver_floor\",\"ratio\":%.3f}", t, x, th1 / x, x / fl);
+    }
     double best = pip < seq ? pip : seq;
     line("{\"bench\":\"driver_cold_bound\",\"backend\":\"cuda\",\"what\":\"the "
          "lowest ratio to the in-process floor that a grant of chunks not made "
@@ -522,6 +666,7 @@ int main(int argc, char **argv)
 {
 #ifdef VRAM_HAVE_CUDA_H
     out = stdout;
+    raise_nofile();
     if (argc == 2 && strcmp(argv[1], "--importer") == 0)
         return importer(3);
     for (int i = 1; i < argc; i++) {
@@ -540,8 +685,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!nchunks || reps < 1 || reps > 8) {
-        fprintf(stderr, "vram-bench-driver: --chunks > 0, --reps 1-8\n");
+    if (!nchunks || nchunks >= 1u << 24 || reps < 1 || reps > 8) {
+        fprintf(stderr, "vram-bench-driver: --chunks 1-16777215, --reps 1-8\n");
         return 2;
     }
     return run("/proc/self/exe");
