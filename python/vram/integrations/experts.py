@@ -646,7 +646,8 @@ class ExpertStage:
         """Layer ``layer``'s experts as transformers' ``batched_mm``
         experts compute them -- what ``generate`` switches a ``grouped_mm``
         model to while decoding: every routed (token, expert) pair's
-        weights gathered (here from the slot table, by a device-side map
+        weights gathered (here from the slot table: indexed by expert where
+        slot ``lo + e`` holds expert ``e``, else through a device-side map
         expert -> slot) and multiplied by one batched ``bmm``, times the
         routing weight, summed over each token's experts. Nothing waits for
         the GPU; rows are counted on the device (hits on the host when each
