@@ -1114,6 +1114,30 @@ struct kv_job {
     int shareable;
 };
 
+/* A chunk on GPU 0 (shareable: exportable as an fd, as vramd's are), and
+ * read-write access to it from GPU 0. */
+static CUmemAllocationProp gpu0_prop(int shareable)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof(p));
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    if (shareable)
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return p;
+}
+
+static CUmemAccessDesc gpu0_access(void)
+{
+    CUmemAccessDesc a;
+    memset(&a, 0, sizeof(a));
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = 0;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return a;
+}
+
 /* In-process KV: a reserved range, 2 MiB chunks created, mapped and made
  * accessible one by one (what an engine without vramd does). */
 static void *kv_in_process(void *arg)
@@ -1121,18 +1145,8 @@ static void *kv_in_process(void *arg)
     struct kv_job *j = arg;
     CK(cuCtxSetCurrent(j->ctx));
     CK(cuMemAddressReserve(&j->base, j->bytes, 0, 0, 0));
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof(p));
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    CUmemAccessDesc a;
-    memset(&a, 0, sizeof(a));
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (j->shareable)
-        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemAllocationProp p = gpu0_prop(j->shareable);
+    CUmemAccessDesc a = gpu0_access();
     for (uint64_t off = 0; off < j->bytes; off += CHUNK) {
         CUmemGenericAllocationHandle h;
         CK(cuMemCreate(&h, CHUNK, &p, 0));
@@ -1148,17 +1162,8 @@ static void *kv_in_process(void *arg)
  * driver paths of a first import without vramd. */
 static void warm_import_locally(void)
 {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof(p));
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    CUmemAccessDesc a;
-    memset(&a, 0, sizeof(a));
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CUmemAllocationProp p = gpu0_prop(1);
+    CUmemAccessDesc a = gpu0_access();
     CUmemGenericAllocationHandle h, imported;
     int fd = -1;
     CUdeviceptr va;

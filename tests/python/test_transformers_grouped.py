@@ -221,7 +221,7 @@ class GroupedTest(unittest.TestCase):
                 uses[x] += 1
             self.assertEqual({x: ex.uses.get((layer, x), 0) for x in range(EXPERTS)}, uses)
         # Layer 1's slots in expert order: indexed by expert, no map.
-        self.assertNotIn(1, ex._slot_maps)
+        self.assertIsNone(ex._batched[1][2])
         # Layer 0's experts loaded again most used first, here in reverse:
         # slot != expert, so the batched path maps through the device map
         # (and still gives batched_mm's bits); layer 1 follows in order.
@@ -237,8 +237,8 @@ class GroupedTest(unittest.TestCase):
             self.assertTrue(torch.equal(got, batched_reference(h, idx, wt,
                                                                *model.plain_experts[layer])),
                             f"layer {layer}, {tokens} tokens, slots re-ordered")
-        self.assertIn(0, ex._slot_maps)
-        self.assertNotIn(1, ex._slot_maps)
+        self.assertIsNotNone(ex._batched[0][2])
+        self.assertIsNone(ex._batched[1][2])
 
     def test_vram_experts_follow_the_config(self) -> None:
         """VramExperts on the grouped path reads its config's

@@ -236,12 +236,11 @@ class ExpertStage:
         # None where the host counts them) summed on the device.
         self._dev_counts: Dict[Tuple[int, str], Tuple[int, List[Optional[int]], torch.Tensor,
                                                       Optional[torch.Tensor]]] = {}
-        # Per layer on the batched path: expert -> slot on the device; ones
-        # to count rows with, by length.
-        self._slot_maps: Dict[int, torch.Tensor] = {}
+        # Ones to count rows with, by length.
         self._ones: Dict[int, torch.Tensor] = {}
-        # Per layer on the batched path: its (gate_up, down) tables, and the
-        # routed ids not yet counted.
+        # Per layer on the batched path: its (gate_up, down) tables and the
+        # device map expert -> slot (None where slot lo + e holds expert e),
+        # and the routed ids not yet counted.
         self._batched: Dict[int, Tuple[torch.Tensor, torch.Tensor,
                                        Optional[torch.Tensor]]] = {}
         self._batched_ids: Dict[int, List[torch.Tensor]] = {}
@@ -257,7 +256,6 @@ class ExpertStage:
         self._fold()
         self._table, self._table_slots = None, 0
         self._plans.clear()
-        self._slot_maps.clear()
         self._batched.clear()
         n = 0
         for slot in range(first, end):
@@ -353,7 +351,6 @@ class ExpertStage:
     def _load(self, slot: int, key: Tuple[int, int]) -> None:
         self._fold()
         self._plans.clear()
-        self._slot_maps.clear()
         self._batched.clear()
         old = self.in_slot.pop(slot, None)
         if old is not None:
@@ -705,14 +702,13 @@ class ExpertStage:
         ``num_experts`` slots from ``lo`` and no map when slot ``lo + e``
         holds expert ``e`` (indexed by expert, as batched_mm indexes the
         model's tensor), else the whole table and a device map expert ->
-        slot (also in ``_slot_maps``)."""
+        slot."""
         gu, dn = self.table(lo + groups)
         slots = [self.slot_of[(layer, x)] for x in range(self.num_experts)]
         if slots == list(range(lo, lo + self.num_experts)):
             t = (gu[lo:lo + self.num_experts], dn[lo:lo + self.num_experts], None)
         else:
-            m = self._slot_maps[layer] = torch.tensor(slots, dtype=torch.int64).to(device)
-            t = (gu, dn, m)
+            t = (gu, dn, torch.tensor(slots, dtype=torch.int64).to(device))
         self._batched[layer] = t
         return t
 
