@@ -1321,6 +1321,10 @@ static void wait_idle(pid_t pid)
 
 /* The phases' medians of the last s_median, in microseconds. */
 static uint64_t s_phase[S_PHASES];
+/* How long vramd stays idle before each brokered start, past wait_idle:
+ * 0, or long enough for the driver to settle the standby's new chunks
+ * (first_grant_settled). */
+static unsigned s_settle_ms;
 
 static uint64_t s_median(const struct daemon *d, int mode)
 {
@@ -1335,6 +1339,8 @@ static uint64_t s_median(const struct daemon *d, int mode)
             cJSON_Delete(st);
             wait_dev_value(d, 0, "pool_ready_chunks", want, 10000);
             wait_idle(d->pid);
+            if (s_settle_ms)
+                usleep(s_settle_ms * 1000u);
         }
         struct sctl x = {.mode = mode};
         rv_init(&x.rv);
@@ -1390,11 +1396,25 @@ static int t_start_bench(void)
         uint64_t g9 = s_median(&d, 9);
         print_phases("first_grant_phases", "1 GiB within the standby, after the "
                      "process imported a chunk of its own before the clock", g9);
+        /* The same grants with vramd idle 2 s longer: chunks the refill
+         * made a while before, as an engine that starts on a quiet host
+         * finds them (new allocations cost more to import at first). */
+        s_settle_ms = 2000;
+        uint64_t gs = s_median(&d, 4);
+        print_phases("first_grant_phases", "1 GiB within the standby, vramd "
+                     "idle 2 s more", gs);
+        uint64_t g9s = s_median(&d, 9);
+        print_phases("first_grant_phases", "1 GiB within the standby, vramd "
+                     "idle 2 s more, after the process imported a chunk of its "
+                     "own before the clock", g9s);
+        s_settle_ms = 0;
         uint64_t f = s_median(&d, 5);
         printf("{\"bench\":\"first_grant_floor\",\"in_process_ms\":%.2f,"
-               "\"ratio\":%.3f,\"ratio_warm\":%.3f,\"ratio_local_warm\":%.3f}\n",
+               "\"ratio\":%.3f,\"ratio_warm\":%.3f,\"ratio_local_warm\":%.3f,"
+               "\"ratio_settled\":%.3f,\"ratio_settled_local_warm\":%.3f}\n",
                f / 1e3, (double)g / (double)f, (double)g7 / (double)f,
-               (double)g9 / (double)f);
+               (double)g9 / (double)f, (double)gs / (double)f,
+               (double)g9s / (double)f);
         daemon_stop(&d);
         return check_report("gpu start_bench");
     }
