@@ -2,8 +2,8 @@
 /* The standby: how much memory a device keeps made ahead of grants, off
  * the grant path (issue 30). What vramd holds beyond what it granted is
  * taken from every other process on the GPU, so it is bounded: by default
- * the smaller of 2 GiB and 2% of the GPU (WDDM: of 512 MiB and 1%, a
- * desktop shares the card), refilled in the background as grants drain
+ * the smaller of 8 GiB and 1/16 of the GPU (WDDM: of 512 MiB and 1%, a
+ * desktop shares the card; standby.c says why), refilled in the background as grants drain
  * it. Chunks that come back and can serve again (cuda.scrub "zero") may
  * swell it for pool.idle_release_ms after the last return, then go back
  * to the driver. Pure: no I/O, so the policy is tested on its own. */

@@ -11,16 +11,17 @@
 
 int main(void)
 {
-    /* The smaller of 2 GiB and 2% of the device; under WDDM of 512 MiB and
-     * 1%. */
-    CHECK_EQ_U(vd_standby_default(141 * GiB, false), 2 * GiB);
-    CHECK_EQ_U(vd_standby_default(16 * GiB, false), 16 * GiB / 50);
+    /* The smaller of 8 GiB and 1/16 of the device; under WDDM of 512 MiB
+     * and 1%. */
+    CHECK_EQ_U(vd_standby_default(141 * GiB, false), 8 * GiB);
+    CHECK_EQ_U(vd_standby_default(80 * GiB, false), 5 * GiB);
+    CHECK_EQ_U(vd_standby_default(16 * GiB, false), 1 * GiB);
     CHECK_EQ_U(vd_standby_default(16 * GiB, true), 16 * GiB / 100);
     CHECK_EQ_U(vd_standby_default(80 * GiB, true), 512 * MiB);
     /* In chunks: prefill_chunks when given, else the bytes, else the
      * default; never past the device. */
     CHECK_EQ_U(vd_standby_chunks(UINT32_MAX, 0, 141 * GiB, false, 2 * MiB, 70000),
-               1024);
+               4096);
     CHECK_EQ_U(vd_standby_chunks(UINT32_MAX, 64 * MiB, 141 * GiB, false, 2 * MiB,
                                  70000), 32);
     CHECK_EQ_U(vd_standby_chunks(100, 64 * MiB, 141 * GiB, false, 2 * MiB, 70000),
