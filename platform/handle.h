@@ -42,14 +42,17 @@ int vp_set_noinherit(vp_handle h);
 /* Lifts the soft limit on open handles to the hard one (once a process):
  * a GPU's worth of 2 MiB chunks is tens of thousands of fds. */
 void vp_raise_handle_limit(void);
-/* Grows this process's handle table to n entries now, on a thread of its
- * own, once a process: so that the handles of a first grant are not
- * received into a table that grows as they come. Linux doubles a full fd
- * table, and in a process with more than one thread (any CUDA engine) each
- * doubling waits for an RCU grace period: receiving a first 2048 fds took
- * 52-58 ms that way, 0.35 ms into a table grown beforehand (whose growth
- * costs one grace period, 10-14 ms, which the thread takes off the
- * caller). A no-op where the table does not grow so (Windows). */
+/* Grows this process's handle table to n entries now, before returning,
+ * once a process: so that the handles of a first grant are not received
+ * into a table that grows as they come. Linux doubles a full fd table, and
+ * in a process with more than one thread (any CUDA engine) each growth
+ * waits for an RCU grace period: receiving a first 2048 fds took 52-58 ms
+ * that way on an H200's host, 0.35 ms into a table grown beforehand. The
+ * growth itself costs one grace period (10-14 ms there, microseconds in a
+ * process of one thread). It is not left to a thread of its own: a grant
+ * whose fds arrived while that thread waited waited too, and when its
+ * own first growth came first, for two grace periods (vram-bench-fdtable).
+ * A no-op where the table does not grow so (Windows). */
 void vp_reserve_handle_table(uint64_t n);
 /* How many handles this process may hold open at once (the soft limit on
  * POSIX, after vp_raise_handle_limit; Windows has no such limit below its

@@ -208,7 +208,11 @@ struct vram_residency {
 
 /* Connects, says hello, maps nothing yet. path NULL: $VRAM_SOCKET, else
  * /run/vramd/vramd.sock. opt may be NULL. When opt->error is set it is
- * filled on every failure, naming the socket.
+ * filled on every failure, naming the socket. The first connect of a
+ * process raises its soft limit on open files to the hard one and grows
+ * its fd table to 16384 (Linux: in a process with threads the kernel waits
+ * a grace period for that, about 10 ms), so that no grant's handles wait
+ * for the table: connect when the engine starts.
  *   -ENOENT, -ECONNREFUSED  no vramd listens there
  *   -EACCES      not allowed: the socket's permissions, or vramd's access
  *                rules (access.users / access.groups / access.admin)

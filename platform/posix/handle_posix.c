@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -59,9 +58,8 @@ void vp_raise_handle_limit(void)
 
 /* An fd at the table's last slot grows it (the table never shrinks);
  * closed again at once. */
-static void *grow_table(void *arg)
+static void grow_table(int last)
 {
-    int last = (int)(intptr_t)arg;
     int p[2];
     if (pipe2(p, O_CLOEXEC) == 0) {
         int fd = fcntl(p[0], F_DUPFD_CLOEXEC, last);
@@ -70,7 +68,6 @@ static void *grow_table(void *arg)
         close(p[0]);
         close(p[1]);
     }
-    return NULL;
 }
 
 void vp_reserve_handle_table(uint64_t n)
@@ -84,15 +81,7 @@ void vp_reserve_handle_table(uint64_t n)
         n = lim;
     if (n < 2 || n > INT32_MAX || atomic_exchange(&done_in, me) == me)
         return;
-    pthread_attr_t a;
-    pthread_t t;
-    if (pthread_attr_init(&a) != 0)
-        return;
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&a, 64 * 1024);
-    if (pthread_create(&t, &a, grow_table, (void *)(intptr_t)(n - 1)) != 0)
-        grow_table((void *)(intptr_t)(n - 1)); /* no thread: here, then */
-    pthread_attr_destroy(&a);
+    grow_table((int)(n - 1));
 }
 
 uint64_t vp_handle_limit(void)

@@ -1076,7 +1076,9 @@ struct sctl {
                  (as vramd's are), 9 mode 4 after the process exported,
                  imported, mapped and made accessible a chunk of its own
                  (could a library warm the import path by itself, at
-                 connect, as mode 7 does with vramd's chunk?) */
+                 connect, as mode 7 does with vramd's chunk?), 10 mode 4
+                 200 ms after the connect (libvram's growth of the
+                 process's handle table, begun at connect, done) */
 };
 
 /* Where a start's time goes, sent after its total: for the vramd modes
@@ -1193,10 +1195,12 @@ static int s_engine(const struct daemon *d, void *arg)
     CUdeviceptr w = 0;
     /* Connected (the library loads the driver's entry points) before the
      * clock starts: an engine does it once, with its own CUDA start. */
-    int brokered = (x->mode >= 2 && x->mode <= 4) || x->mode == 7 || x->mode == 9;
+    int brokered = (x->mode >= 2 && x->mode <= 4) || x->mode == 7 || x->mode >= 9;
     vram_client *c = brokered ? connect_cuda(d, "gpu-start") : NULL;
     if (x->mode == 9)
         warm_import_locally();
+    if (x->mode == 10) /* the fd table libvram grows at connect, grown */
+        usleep(200000);
     if (x->mode == 7) {
         uint32_t wst, wrg;
         REQUIRE(vram_stage_register_adhoc(c, 0, 0, 1, &wst) == 0, "stage");
@@ -1333,7 +1337,7 @@ static uint64_t s_median(const struct daemon *d, int mode)
         mode = 3;
     for (int i = 0; i < 5; i++) {
         /* The standby refilled before each start, as an engine finds it. */
-        if ((mode >= 2 && mode <= 4) || mode == 7 || mode == 9) {
+        if ((mode >= 2 && mode <= 4) || mode == 7 || mode >= 9) {
             cJSON *st = daemon_status(d);
             uint64_t want = status_dev(st, 0, "standby_max_bytes") / CHUNK;
             cJSON_Delete(st);
@@ -1386,6 +1390,22 @@ static int t_start_bench(void)
     setenv("VRAMD_CHECK_REPLIES", "0", 1);
     struct daemon d;
     REQUIRE(daemon_start(&d, NULL, NULL) == 0, "start vramd (default configuration)");
+    /* VRAM_GPU_START_BENCH=table: the first grant right after connect and
+     * 200 ms after (mode 10), against the floor. */
+    if (strcmp(getenv("VRAM_GPU_START_BENCH"), "table") == 0) {
+        uint64_t g = s_median(&d, 4);
+        print_phases("first_grant_phases", "1 GiB within the standby", g);
+        uint64_t g10 = s_median(&d, 10);
+        print_phases("first_grant_phases", "1 GiB within the standby, 200 ms "
+                     "after the connect", g10);
+        uint64_t f = s_median(&d, 5);
+        printf("{\"bench\":\"first_grant_after_connect\",\"in_process_ms\":%.2f,"
+               "\"at_connect_ms\":%.2f,\"later_ms\":%.2f,\"ratio\":%.3f,"
+               "\"ratio_later\":%.3f}\n", f / 1e3, g / 1e3, g10 / 1e3,
+               (double)g / (double)f, (double)g10 / (double)f);
+        daemon_stop(&d);
+        return check_report("gpu start_bench");
+    }
     /* VRAM_GPU_START_BENCH=grant: only the first grant's lines. */
     if (strcmp(getenv("VRAM_GPU_START_BENCH"), "grant") == 0) {
         uint64_t g = s_median(&d, 4);
@@ -1443,6 +1463,9 @@ static int t_start_bench(void)
     uint64_t local9 = s_median(&d, 9);
     print_phases("first_grant_phases", "1 GiB within the standby, after the "
                  "process imported a chunk of its own before the clock", local9);
+    uint64_t later10 = s_median(&d, 10);
+    print_phases("first_grant_phases", "1 GiB within the standby, 200 ms "
+                 "after the connect", later10);
     uint64_t floor1 = s_median(&d, 5), floor1s = s_median(&d, 8);
     printf("{\"bench\":\"first_grant_floor_shareable\",\"what\":\"the "
            "in-process floor of 1 GiB with chunks made shareable (an fd "
@@ -1461,12 +1484,19 @@ static int t_start_bench(void)
            threaded / 1e3, blocking / 1e3,
            background / 1e3, (double)background / (double)best,
            background <= best ? "true" : "false");
+    /* Right after the connect and 200 ms after it: while libvram grew the
+     * process's handle table on a thread of its own (until 2026-12-04),
+     * a grant right after the connect waited for that growth's grace
+     * period; the connect grows it now, and the two should measure the
+     * same. met is the grant right after the connect. */
     printf("{\"bench\":\"first_grant_within_standby\",\"what\":\"a first "
            "grant of 1 GiB (within the default standby), blocking, against "
-           "creating, mapping and opening the same in process; medians of 5\","
-           "\"vramd_ms\":%.2f,\"in_process_ms\":%.2f,\"ratio\":%.3f,"
-           "\"target\":1.5,\"met\":%s}\n", grant1 / 1e3, floor1 / 1e3,
-           (double)grant1 / (double)floor1,
+           "creating, mapping and opening the same in process, right after "
+           "the connect and 200 ms after it; medians of 5\","
+           "\"vramd_ms\":%.2f,\"vramd_later_ms\":%.2f,\"in_process_ms\":%.2f,"
+           "\"ratio\":%.3f,\"ratio_later\":%.3f,\"target\":1.5,\"met\":%s}\n",
+           grant1 / 1e3, later10 / 1e3, floor1 / 1e3,
+           (double)grant1 / (double)floor1, (double)later10 / (double)floor1,
            (double)grant1 <= 1.5 * (double)floor1 ? "true" : "false");
     /* What a library could win by warming the import path itself: the
      * same grant after a local export and import (mode 9), and after
