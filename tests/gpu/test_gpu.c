@@ -1373,6 +1373,15 @@ static void print_phases(const char *bench, const char *what, uint64_t total)
            s_phase[3] / 1e3, s_phase[4] / 1e3, s_phase[5] / 1e3);
 }
 
+/* One mode's five starts, their phases printed as a first_grant_phases
+ * line saying what; the median returned. */
+static uint64_t grant_phases(const struct daemon *d, int mode, const char *what)
+{
+    uint64_t g = s_median(d, mode);
+    print_phases("first_grant_phases", what, g);
+    return g;
+}
+
 /* VRAM_GPU_START_BENCH=1: an engine's start (8 GiB of weights uploaded from
  * pinned memory, 4 GiB of KV mapped) in process, one after the other and
  * with the KV made on a second thread during the upload (the best an engine
@@ -1393,11 +1402,9 @@ static int t_start_bench(void)
     /* VRAM_GPU_START_BENCH=table: the first grant right after connect and
      * 200 ms after (mode 10), against the floor. */
     if (strcmp(getenv("VRAM_GPU_START_BENCH"), "table") == 0) {
-        uint64_t g = s_median(&d, 4);
-        print_phases("first_grant_phases", "1 GiB within the standby", g);
-        uint64_t g10 = s_median(&d, 10);
-        print_phases("first_grant_phases", "1 GiB within the standby, 200 ms "
-                     "after the connect", g10);
+        uint64_t g = grant_phases(&d, 4, "1 GiB within the standby");
+        uint64_t g10 = grant_phases(&d, 10, "1 GiB within the standby, 200 ms "
+                                    "after the connect");
         uint64_t f = s_median(&d, 5);
         printf("{\"bench\":\"first_grant_after_connect\",\"in_process_ms\":%.2f,"
                "\"at_connect_ms\":%.2f,\"later_ms\":%.2f,\"ratio\":%.3f,"
@@ -1408,25 +1415,21 @@ static int t_start_bench(void)
     }
     /* VRAM_GPU_START_BENCH=grant: only the first grant's lines. */
     if (strcmp(getenv("VRAM_GPU_START_BENCH"), "grant") == 0) {
-        uint64_t g = s_median(&d, 4);
-        print_phases("first_grant_phases", "1 GiB within the standby", g);
-        uint64_t g7 = s_median(&d, 7);
-        print_phases("first_grant_phases", "1 GiB within the standby, after one "
-                     "chunk imported before the clock", g7);
-        uint64_t g9 = s_median(&d, 9);
-        print_phases("first_grant_phases", "1 GiB within the standby, after the "
-                     "process imported a chunk of its own before the clock", g9);
+        uint64_t g = grant_phases(&d, 4, "1 GiB within the standby");
+        uint64_t g7 = grant_phases(&d, 7, "1 GiB within the standby, after one "
+                                   "chunk imported before the clock");
+        uint64_t g9 = grant_phases(&d, 9, "1 GiB within the standby, after the "
+                                   "process imported a chunk of its own before "
+                                   "the clock");
         /* The same grants with vramd idle 2 s longer: chunks the refill
          * made a while before, as an engine that starts on a quiet host
          * finds them (new allocations cost more to import at first). */
         s_settle_ms = 2000;
-        uint64_t gs = s_median(&d, 4);
-        print_phases("first_grant_phases", "1 GiB within the standby, vramd "
-                     "idle 2 s more", gs);
-        uint64_t g9s = s_median(&d, 9);
-        print_phases("first_grant_phases", "1 GiB within the standby, vramd "
-                     "idle 2 s more, after the process imported a chunk of its "
-                     "own before the clock", g9s);
+        uint64_t gs = grant_phases(&d, 4, "1 GiB within the standby, vramd "
+                                   "idle 2 s more");
+        uint64_t g9s = grant_phases(&d, 9, "1 GiB within the standby, vramd idle "
+                                    "2 s more, after the process imported a "
+                                    "chunk of its own before the clock");
         s_settle_ms = 0;
         uint64_t f = s_median(&d, 5);
         printf("{\"bench\":\"first_grant_floor\",\"in_process_ms\":%.2f,"
@@ -1455,17 +1458,14 @@ static int t_start_bench(void)
            "\"on_cpu_vramd_ms\":%.2f}\n", background / 1e3, s_phase[1] / 1e3,
            s_phase[2] / 1e3, s_phase[3] / 1e3, s_phase[4] / 1e3,
            s_phase[5] / 1e3);
-    uint64_t grant1 = s_median(&d, 4);
-    print_phases("first_grant_phases", "1 GiB within the standby", grant1);
-    uint64_t warm1 = s_median(&d, 7);
-    print_phases("first_grant_phases", "1 GiB within the standby, after one "
-                 "chunk imported before the clock", warm1);
-    uint64_t local9 = s_median(&d, 9);
-    print_phases("first_grant_phases", "1 GiB within the standby, after the "
-                 "process imported a chunk of its own before the clock", local9);
-    uint64_t later10 = s_median(&d, 10);
-    print_phases("first_grant_phases", "1 GiB within the standby, 200 ms "
-                 "after the connect", later10);
+    uint64_t grant1 = grant_phases(&d, 4, "1 GiB within the standby");
+    uint64_t warm1 = grant_phases(&d, 7, "1 GiB within the standby, after one "
+                                  "chunk imported before the clock");
+    uint64_t local9 = grant_phases(&d, 9, "1 GiB within the standby, after the "
+                                   "process imported a chunk of its own before "
+                                   "the clock");
+    uint64_t later10 = grant_phases(&d, 10, "1 GiB within the standby, 200 ms "
+                                    "after the connect");
     uint64_t floor1 = s_median(&d, 5), floor1s = s_median(&d, 8);
     printf("{\"bench\":\"first_grant_floor_shareable\",\"what\":\"the "
            "in-process floor of 1 GiB with chunks made shareable (an fd "
@@ -1530,8 +1530,7 @@ static int t_start_bench(void)
      * ahead, so that half of it is made on the grant's path. */
     REQUIRE(daemon_start(&d, "{\"pool\": {\"standby\": \"512MiB\"}}", NULL) == 0,
             "start vramd (standby 512MiB)");
-    uint64_t beyond = s_median(&d, 4);
-    print_phases("first_grant_phases", "1 GiB, 512 MiB of it in the standby", beyond);
+    uint64_t beyond = grant_phases(&d, 4, "1 GiB, 512 MiB of it in the standby");
     printf("{\"bench\":\"first_grant_beyond_standby\",\"what\":\"a first "
            "grant of 1 GiB with a 512 MiB standby (half of it made on the "
            "grant's path), blocking, against the in-process floor\","
