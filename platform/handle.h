@@ -47,7 +47,7 @@ void vp_raise_handle_limit(void);
  * into a table that grows as they come. Linux doubles a full fd table, and
  * in a process with more than one thread (any CUDA engine) each growth
  * waits for an RCU grace period: receiving a first 2048 fds took 52-58 ms
- * that way on an H200's host, 0.35 ms into a table grown beforehand. The
+ * that way, 0.35 ms into a table grown beforehand. The
  * growth itself costs one grace period (10-14 ms there, microseconds in a
  * process of one thread). It is not left to a thread of its own: a grant
  * whose fds arrived while that thread waited waited too, and when its

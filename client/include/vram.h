@@ -209,8 +209,8 @@ struct vram_residency {
 /* Connects, says hello, maps nothing yet. path NULL: $VRAM_SOCKET, else
  * /run/vramd/vramd.sock. opt may be NULL. When opt->error is set it is
  * filled on every failure, naming the socket. The first connect of a
- * process raises its soft limit on open files to the hard one and grows
- * its fd table to 16384 (Linux: in a process with threads the kernel waits
+ * process raises its soft limit on open files to the hard one and, unless
+ * it is a control client (opt->ctl), grows its fd table to 16384 (Linux: in a process with threads the kernel waits
  * a grace period for that, about 10 ms), so that no grant's handles wait
  * for the table: connect when the engine starts.
  *   -ENOENT, -ECONNREFUSED  no vramd listens there

@@ -145,8 +145,10 @@ int vram_client_connect_fd(vram_handle fd, const struct vram_client_options *opt
     vp_raise_handle_limit();
     /* Room for 32 GiB of 2 MiB chunks' handles (128 KiB of the kernel's),
      * grown now, once a process, rather than doubling under a grant: a
-     * kernel grace period here (platform/handle.h), none in the grants. */
-    vp_reserve_handle_table(VC_HANDLE_TABLE);
+     * kernel grace period here (platform/handle.h), none in the grants.
+     * A control client (vramctl, a metrics exporter) holds no chunks. */
+    if (!opt || !opt->ctl)
+        vp_reserve_handle_table(VC_HANDLE_TABLE);
     vp_handle h = {fd};
     vram_client *c = calloc(1, sizeof(*c));
     if (!c) {

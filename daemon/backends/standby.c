@@ -9,9 +9,10 @@ uint64_t vd_standby_default(uint64_t total, bool wddm)
      * threads is no faster), so a grant the standby does not cover costs
      * the making of the rest on top of the imports. An engine's start with
      * a 4 GiB KV window, background mapping and an 8 GiB upload measured on
-     * an H200 1.18x the best start in process with a 2 GiB standby, 1.02x
-     * with 4 GiB and 1.01x with 8 GiB: the standby covers such a first
-     * window, 8 GiB or 1/16 of the GPU, the smaller. Under WDDM a desktop
+     * a loaded H200 1.18x the best start in process with a 2 GiB standby,
+     * 1.02x with 4 GiB and 1.01x with 8 GiB (1.00x with each on a quiet
+     * one): the standby covers such a first window, 8 GiB or 1/16 of the
+     * GPU (or of a smaller capacity), the smaller. Under WDDM a desktop
      * and its applications share the card: 512 MiB or 1%. */
     uint64_t cap = wddm ? 512ull << 20 : 8ull << 30;
     uint64_t share = wddm ? total / 100 : total / 16;

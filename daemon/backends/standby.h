@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The default standby of a device of total bytes, in bytes. */
+/* The default standby of a device of total bytes (what vramd may use of
+ * it: the GPU's memory, or the capacity set below it), in bytes. */
 uint64_t vd_standby_default(uint64_t total, bool wddm);
 /* The standby in chunks: pool.prefill_chunks when given (prefill, not
  * UINT32_MAX), else pool.standby (bytes; 0: the default), never more than

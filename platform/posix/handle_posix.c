@@ -48,26 +48,34 @@ int vp_set_noinherit(vp_handle h)
 
 void vp_raise_handle_limit(void)
 {
-    static int done;
+    /* Marked once raised: two threads at once both raise it (the same
+     * value), neither returns before it is. */
+    static atomic_int done;
     struct rlimit rl;
-    if (done++ || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+    if (atomic_load(&done) || getrlimit(RLIMIT_NOFILE, &rl) < 0)
         return;
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    atomic_store(&done, 1);
 }
 
 /* An fd at the table's last slot grows it (the table never shrinks);
  * closed again at once. */
-static void grow_table(int last)
+static int grow_table(int last)
 {
-    int p[2];
+    int p[2], e = -1;
     if (pipe2(p, O_CLOEXEC) == 0) {
         int fd = fcntl(p[0], F_DUPFD_CLOEXEC, last);
-        if (fd >= 0)
+        if (fd >= 0) {
             close(fd);
+            e = 0;
+        }
         close(p[0]);
         close(p[1]);
     }
+    return e;
 }
 
 void vp_reserve_handle_table(uint64_t n)
@@ -79,9 +87,13 @@ void vp_reserve_handle_table(uint64_t n)
     uint64_t lim = vp_handle_limit();
     if (n > lim)
         n = lim;
-    if (n < 2 || n > INT32_MAX || atomic_exchange(&done_in, me) == me)
+    if (n < 2 || n > INT32_MAX || atomic_load(&done_in) == me)
         return;
-    grow_table((int)(n - 1));
+    /* Marked once grown: a second thread connecting meanwhile grows too,
+     * and the kernel has it wait for the first growth, not return before
+     * the table is there; a growth that failed is tried again. */
+    if (grow_table((int)(n - 1)) == 0)
+        atomic_store(&done_in, me);
 }
 
 uint64_t vp_handle_limit(void)

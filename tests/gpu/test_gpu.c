@@ -1077,8 +1077,10 @@ struct sctl {
                  imported, mapped and made accessible a chunk of its own
                  (could a library warm the import path by itself, at
                  connect, as mode 7 does with vramd's chunk?), 10 mode 4
-                 200 ms after the connect (libvram's growth of the
-                 process's handle table, begun at connect, done) */
+                 200 ms after the connect (while libvram grew the
+                 process's handle table on a thread, until 2026-12-04, a
+                 grant right after the connect waited for it; now both
+                 should measure the same) */
 };
 
 /* Where a start's time goes, sent after its total: for the vramd modes
@@ -1327,7 +1329,7 @@ static void wait_idle(pid_t pid)
 static uint64_t s_phase[S_PHASES];
 /* How long vramd stays idle before each brokered start, past wait_idle:
  * 0, or long enough for the driver to settle the standby's new chunks
- * (first_grant_settled). */
+ * (first_grant_floor's ratio_settled). */
 static unsigned s_settle_ms;
 
 static uint64_t s_median(const struct daemon *d, int mode)
