@@ -724,12 +724,8 @@ int vd_backend_cuda_create(struct vd_config *cfg,
             goto fail;
         }
         d->nchunks = (uint32_t)(total / d->chunk_bytes);
-        /* The default standby is a share of what vramd may use of the GPU:
-         * its capacity where one is set below the GPU's memory. */
-        uint64_t basis = cfg->dev[i].has_capacity &&
-                                 cfg->dev[i].l.capacity_bytes < total
-                             ? cfg->dev[i].l.capacity_bytes
-                             : total;
+        uint64_t basis = vd_standby_basis(total, cfg->dev[i].has_capacity,
+                                          cfg->dev[i].l.capacity_bytes);
         d->fill_cap = vd_standby_chunks(cfg->pool_prefill, cfg->pool_standby,
                                         basis, d->wddm, d->chunk_bytes,
                                         d->nchunks);

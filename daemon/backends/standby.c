@@ -1,6 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "daemon/backends/standby.h"
 
+uint64_t vd_standby_basis(uint64_t total, bool has_capacity, uint64_t capacity)
+{
+    /* vramd may use no more than its capacity: a standby sized on the
+     * whole GPU could be all of a small capacity, held while idle. */
+    return has_capacity && capacity < total ? capacity : total;
+}
+
 uint64_t vd_standby_default(uint64_t total, bool wddm)
 {
     /* The driver runs vramd's making of chunks and an engine's importing

@@ -13,8 +13,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* The default standby of a device of total bytes (what vramd may use of
- * it: the GPU's memory, or the capacity set below it), in bytes. */
+/* What the default standby is a share of: the device's memory (total),
+ * or its configured capacity where that is smaller. */
+uint64_t vd_standby_basis(uint64_t total, bool has_capacity, uint64_t capacity);
+/* The default standby of a device of total bytes (vd_standby_basis's), in
+ * bytes. */
 uint64_t vd_standby_default(uint64_t total, bool wddm);
 /* The standby in chunks: pool.prefill_chunks when given (prefill, not
  * UINT32_MAX), else pool.standby (bytes; 0: the default), never more than

@@ -18,6 +18,13 @@ int main(void)
     CHECK_EQ_U(vd_standby_default(16 * GiB, false), 1 * GiB);
     CHECK_EQ_U(vd_standby_default(16 * GiB, true), 16 * GiB / 100);
     CHECK_EQ_U(vd_standby_default(80 * GiB, true), 512 * MiB);
+    /* A share of the capacity where one is set below the device's memory:
+     * an H200 capped at 8 GiB keeps 512 MiB ahead, not all 8. */
+    CHECK_EQ_U(vd_standby_basis(141 * GiB, false, 0), 141 * GiB);
+    CHECK_EQ_U(vd_standby_basis(141 * GiB, true, 8 * GiB), 8 * GiB);
+    CHECK_EQ_U(vd_standby_basis(16 * GiB, true, 64 * GiB), 16 * GiB);
+    CHECK_EQ_U(vd_standby_default(vd_standby_basis(141 * GiB, true, 8 * GiB), false),
+               512 * MiB);
     /* In chunks: prefill_chunks when given, else the bytes, else the
      * default; never past the device. */
     CHECK_EQ_U(vd_standby_chunks(UINT32_MAX, 0, 141 * GiB, false, 2 * MiB, 70000),
