@@ -246,6 +246,25 @@ static int table_grown(const struct daemon *d, void *p)
     return check_failures ? 1 : 0;
 }
 
+/* A control client (vramctl) holds no chunks: its connect leaves the table
+ * as it was (and takes no grace period). */
+static int table_left_by_ctl(const struct daemon *d, void *p)
+{
+    (void)p;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, idle_thread, NULL) == 0, "a second thread");
+    long before = fd_table_size();
+    REQUIRE(before > 0 && before < 16384, "the table has %ld slots already", before);
+    struct vram_client_options o = {.name = "table-ctl", .ctl = 1};
+    vram_client *c = NULL;
+    REQUIRE(vram_client_connect(d->sock, &o, &c) == 0, "ctl connect");
+    long after = fd_table_size();
+    CHECK(after == before, "a control client's connect grew the fd table from "
+          "%ld to %ld slots", before, after);
+    vram_client_close(c);
+    return check_failures ? 1 : 0;
+}
+
 int main(void)
 {
     struct daemon d;
@@ -260,6 +279,8 @@ int main(void)
     CHECK(wait_dev_value(&d, 0, "free_bytes", 16 * GIB, 5000),
           "a grant cut short did not come back");
     CHECK(wait_child(spawn(table_grown, &d, NULL)) == 0, "the fd table");
+    CHECK(wait_child(spawn(table_left_by_ctl, &d, NULL)) == 0,
+          "the fd table of a control client");
     daemon_check_no_leaks(&d);
     CHECK(daemon_stop(&d) == 0, "vramd did not stop cleanly");
     return check_report("test_grant_flow");
